@@ -1,0 +1,60 @@
+// Command ptjit records every version of a program's run-time generated or
+// patched code and decodes Intel PT traces through it. See doc.go.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// exitError carries a specific exit status out of a command. Commands that
+// need a status other than 1 (ptjit run passes the program's status through)
+// return one; a nil Err means "exit quietly with Code".
+type exitError struct {
+	Code int
+	Err  error
+}
+
+func (e *exitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit status %d", e.Code)
+	}
+	return e.Err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.Err }
+
+var rootCmd = &cobra.Command{
+	Use:   "ptjit",
+	Short: "Record run-time generated code and decode Intel PT through it",
+	Long: `ptjit runs a program under ptrace, records every version of its executable
+memory (JIT code, patched code) in SQLite, and decodes Intel PT traces with the
+code bytes that were valid at each moment.`,
+	SilenceUsage:  true,
+	SilenceErrors: true,
+}
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+// run executes the CLI and returns the process exit status.
+func run(args []string) int {
+	rootCmd.SetArgs(args)
+	err := rootCmd.Execute()
+	if err == nil {
+		return 0
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.Err != nil {
+			fmt.Fprintf(os.Stderr, "ptjit: %v\n", ee.Err)
+		}
+		return ee.Code
+	}
+	fmt.Fprintf(os.Stderr, "ptjit: %v\n", err)
+	return 1
+}

@@ -1,0 +1,205 @@
+package db
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func page(b byte, n int) []byte { return bytes.Repeat([]byte{b}, n*PageSize) }
+
+func TestRecordAndRead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "code.db")
+	r, err := Create(path, Meta{Command: []string{"prog", "a b"}, Cwd: "/x", TSCHz: 2e9, Start: Stamp{100, 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.ProcessStart(10, 1, Stamp{100, 1})
+	r.Exec(10, "/bin/prog", []string{"prog", "a b"}, Stamp{101, 2})
+	r.ThreadStart(10, 10, Stamp{101, 2})
+	r.ThreadName(10, "prog")
+	fm := r.FileMap(FileMapping{PID: 10, TID: 10, Addr: 0x400000, Size: 0x1000, Path: "/bin/prog", Dev: 1, Inode: 2, BuildID: []byte{1, 2}, Cause: "exec", At: Stamp{101, 2}})
+	reg := r.NewRegion(10, 0x7000, 3*PageSize, Stamp{110, 10})
+	data1 := append(page(0xaa, 2), page(0xbb, 1)...)
+	v1, n1 := r.AddVersion(Version{Region: reg, PID: 10, TID: 10, Addr: 0x7000, Size: 3 * PageSize, Data: data1, At: Stamp{110, 10}, Cause: "mprotect", IP: 0x401234})
+	r.EndVersion(v1, Stamp{120, 20})
+	data2 := append(page(0xaa, 2), page(0xcc, 1)...)
+	v2, n2 := r.AddVersion(Version{Region: reg, PID: 10, TID: 11, Addr: 0x7000, Size: 3 * PageSize, Data: data2, At: Stamp{130, 30}, Cause: "mprotect", IP: 0x401234})
+	r.AddWrite(Write{PID: 10, TID: 11, At: Stamp{125, 25}, IP: 0x401000, Insn: "mov %eax,(%rdx)", Addr: 0x9000, Old: []byte{1}, New: []byte{2}, Version: v2})
+	r.FileUnmap(fm, Stamp{140, 40})
+	r.ThreadExit(10, Stamp{150, 50})
+	r.ProcessExit(10, 3, Stamp{150, 50})
+	if n1 != 1 || n2 != 2 || v2 != v1+1 {
+		t.Fatalf("version numbering: v1=%d n1=%d v2=%d n2=%d", v1, n1, v2, n2)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path + "-wal"); err == nil {
+		if st, _ := os.Stat(path + "-wal"); st.Size() != 0 {
+			t.Errorf("WAL not checkpointed at Close: %d bytes", st.Size())
+		}
+	}
+
+	d, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	vs, err := d.Versions(VersionFilter{PID: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vs) != 2 {
+		t.Fatalf("got %d versions, want 2", len(vs))
+	}
+	for i, want := range [][]byte{data1, data2} {
+		got, err := d.VersionData(&vs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("version %d bytes differ", i)
+		}
+		sum := sha256.Sum256(want)
+		if !bytes.Equal(vs[i].SHA256, sum[:]) {
+			t.Errorf("version %d sha256 differs", i)
+		}
+	}
+	if !vs[0].HasEnd || vs[0].End.TSC != 120 || vs[1].HasEnd {
+		t.Errorf("end stamps: %+v %+v", vs[0], vs[1])
+	}
+	if !vs[0].ValidAt(119) || vs[0].ValidAt(120) || !vs[1].ValidAt(1<<40) {
+		t.Errorf("ValidAt wrong")
+	}
+	// Pages: aa (shared by both versions), bb, cc: three distinct pages.
+	var npages int
+	d.SQL().QueryRow(`SELECT count(*) FROM pages`).Scan(&npages)
+	if npages != 3 {
+		t.Errorf("stored %d distinct pages, want 3 (dedup)", npages)
+	}
+	at, err := d.Versions(VersionFilter{Addr: 0x7000 + 2*PageSize + 5, HasAdr: true})
+	if err != nil || len(at) != 2 {
+		t.Errorf("address filter: %v %d", err, len(at))
+	}
+	fms, err := d.FileMaps(10)
+	if err != nil || len(fms) != 1 || !fms[0].HasUnmap || fms[0].Path != "/bin/prog" || !bytes.Equal(fms[0].BuildID, []byte{1, 2}) {
+		t.Errorf("file maps: %v %+v", err, fms)
+	}
+	ws, err := d.Writes(0)
+	if err != nil || len(ws) != 1 || ws[0].Version != v2 || ws[0].New[0] != 2 {
+		t.Errorf("writes: %v %+v", err, ws)
+	}
+	ps, err := d.Processes()
+	if err != nil || len(ps) != 1 || ps[0].ExecPath != "/bin/prog" || ps[0].ExitStatus != 3 || len(ps[0].Argv) != 2 {
+		t.Errorf("processes: %v %+v", err, ps)
+	}
+	ts, err := d.Threads()
+	if err != nil || len(ts) != 1 || ts[0].Name != "prog" || !ts[0].HasEnd {
+		t.Errorf("threads: %v %+v", err, ts)
+	}
+	m, _ := d.Meta()
+	if m["ptjit_state"] != "complete" || m["tsc_hz"] != "2000000000" {
+		t.Errorf("meta: %v", m)
+	}
+}
+
+func TestExecAfterFork(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "code.db")
+	r, err := Create(path, Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.ProcessStart(1, 0, Stamp{1, 1})
+	r.Exec(1, "/a", []string{"a"}, Stamp{2, 2})
+	r.ProcessStart(2, 1, Stamp{3, 3}) // fork
+	r.Exec(2, "/b", []string{"b"}, Stamp{4, 4})
+	r.Exec(2, "/c", []string{"c"}, Stamp{5, 5})
+	r.ProcessExit(2, 0, Stamp{6, 6})
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	ps, _ := d.Processes()
+	var got []string
+	for _, p := range ps {
+		got = append(got, p.ExecPath)
+	}
+	if strings.Join(got, ",") != "/a,/b,/c" {
+		t.Fatalf("process images %q, want /a,/b,/c", got)
+	}
+	if !ps[1].HasEnd || ps[1].HasExit || !ps[2].HasExit || ps[1].PPID != 1 || ps[2].PPID != 1 {
+		t.Errorf("fork/exec chain wrong: %+v", ps)
+	}
+}
+
+// A recording whose writer never closed (ptjit killed) is readable up to
+// the last commit.
+func TestFlushedButNotClosed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "code.db")
+	r, err := Create(path, Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := r.NewRegion(1, 0x1000, PageSize, Stamp{1, 1})
+	r.AddVersion(Version{Region: reg, PID: 1, Addr: 0x1000, Size: PageSize, Data: page(1, 1), At: Stamp{1, 1}, Cause: "mmap"})
+	if err := r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	vs, err := d.Versions(VersionFilter{})
+	if err != nil || len(vs) != 1 {
+		t.Fatalf("%v %d", err, len(vs))
+	}
+	m, _ := d.Meta()
+	if m["ptjit_state"] != "recording" {
+		t.Errorf("state %q, want recording", m["ptjit_state"])
+	}
+	r.Close()
+}
+
+func TestOpenErrors(t *testing.T) {
+	dir := t.TempDir()
+	garbage := filepath.Join(dir, "garbage.db")
+	os.WriteFile(garbage, bytes.Repeat([]byte("not sqlite "), 100), 0o644)
+	empty := filepath.Join(dir, "empty.db")
+	os.WriteFile(empty, nil, 0o644)
+	for _, tc := range []struct {
+		path string
+		want string
+	}{
+		{filepath.Join(dir, "missing.db"), "no such file"},
+		{garbage, "not a ptjit code.db"},
+		{empty, "not a ptjit code.db"},
+		{dir, "is a directory"},
+	} {
+		d, err := Open(tc.path)
+		if err == nil {
+			d.Close()
+			t.Errorf("%s: opened", tc.path)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.path) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: error %q, want one line naming the file and %q", tc.path, err, tc.want)
+		}
+	}
+	d, err := Open(garbage)
+	if err == nil || !errors.Is(err, ErrNotCodeDB) {
+		t.Errorf("errors.Is(ErrNotCodeDB) false for %v", err)
+		if d != nil {
+			d.Close()
+		}
+	}
+}

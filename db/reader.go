@@ -1,0 +1,402 @@
+package db
+
+import (
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+)
+
+// ErrNotCodeDB reports a file that is not a ptjit code.db (or is damaged).
+var ErrNotCodeDB = errors.New("not a ptjit code.db")
+
+// FormatError describes a code.db that cannot be read.
+type FormatError struct {
+	Path   string
+	Reason string
+}
+
+func (e *FormatError) Error() string { return e.Path + ": " + e.Reason }
+
+// Is makes errors.Is(err, ErrNotCodeDB) match.
+func (e *FormatError) Is(target error) bool { return target == ErrNotCodeDB }
+
+// DB is a code.db opened read-only.
+type DB struct {
+	path string
+	sql  *sql.DB
+}
+
+// Open opens the code.db at path read-only and checks that it is one.
+func Open(path string) (*DB, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%s: no such file (no ptjit recording here?)", path)
+		}
+		return nil, err
+	}
+	if st.IsDir() {
+		return nil, &FormatError{path, "is a directory, not a code.db"}
+	}
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?mode=ro&_query_only=1"
+	sdb, err := sql.Open("sqlite3", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var ver int
+	if err := sdb.QueryRow(`PRAGMA user_version`).Scan(&ver); err != nil {
+		sdb.Close()
+		return nil, &FormatError{path, "not a ptjit code.db (" + firstLine(err.Error()) + ")"}
+	}
+	var format string
+	err = sdb.QueryRow(`SELECT value FROM meta WHERE key = 'format'`).Scan(&format)
+	if err != nil || format != "ptjit code.db" {
+		sdb.Close()
+		return nil, &FormatError{path, "not a ptjit code.db (no ptjit meta table)"}
+	}
+	if ver != SchemaVersion {
+		sdb.Close()
+		return nil, &FormatError{path, fmt.Sprintf("code.db schema version %d, this ptjit reads version %d", ver, SchemaVersion)}
+	}
+	return &DB{path: path, sql: sdb}, nil
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// Path returns the file the DB was opened from.
+func (d *DB) Path() string { return d.path }
+
+// SQL gives direct read-only access for ad-hoc queries.
+func (d *DB) SQL() *sql.DB { return d.sql }
+
+// Close closes the database.
+func (d *DB) Close() error { return d.sql.Close() }
+
+func (d *DB) wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %s", d.path, firstLine(err.Error()))
+}
+
+// Meta returns the meta table.
+func (d *DB) Meta() (map[string]string, error) {
+	rows, err := d.sql.Query(`SELECT key, value FROM meta`)
+	if err != nil {
+		return nil, d.wrap(err)
+	}
+	defer rows.Close()
+	m := make(map[string]string)
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, d.wrap(err)
+		}
+		m[k] = v
+	}
+	return m, d.wrap(rows.Err())
+}
+
+// Command returns the recorded command line.
+func (d *DB) Command() ([]string, error) {
+	m, err := d.Meta()
+	if err != nil {
+		return nil, err
+	}
+	var argv []string
+	if err := json.Unmarshal([]byte(m["command"]), &argv); err != nil {
+		return nil, &FormatError{d.path, "meta.command is not a JSON array"}
+	}
+	return argv, nil
+}
+
+// VersionInfo describes one code version (without its bytes).
+type VersionInfo struct {
+	ID       int64
+	Region   int64
+	Vno      int
+	PID, TID int
+	Addr     uint64
+	Size     uint64
+	SHA256   []byte
+	Cause    string
+	IP       uint64
+	ByPtjit  bool
+	Valid    Stamp
+	End      Stamp // zero when HasEnd is false
+	HasEnd   bool
+}
+
+// Contains reports whether addr lies in the version's range.
+func (v *VersionInfo) Contains(addr uint64) bool {
+	return addr >= v.Addr && addr-v.Addr < v.Size
+}
+
+// ValidAt reports whether the version was valid at TSC t.
+func (v *VersionInfo) ValidAt(t uint64) bool {
+	return v.Valid.TSC <= t && (!v.HasEnd || t < v.End.TSC)
+}
+
+// VersionFilter selects versions; zero fields match everything.
+type VersionFilter struct {
+	PID    int
+	Addr   uint64 // versions whose range contains Addr
+	HasAdr bool
+	Region int64
+}
+
+const versionCols = `id, region_id, vno, pid, tid, addr, size, sha256, cause, ip, by_ptjit, valid_tsc, valid_ns, end_tsc, end_ns`
+
+func scanVersion(sc interface{ Scan(...any) error }, v *VersionInfo) error {
+	var addr, size, ip, vtsc int64
+	var etsc, ens sql.NullInt64
+	if err := sc.Scan(&v.ID, &v.Region, &v.Vno, &v.PID, &v.TID, &addr, &size, &v.SHA256, &v.Cause, &ip, &v.ByPtjit, &vtsc, &v.Valid.MonoNS, &etsc, &ens); err != nil {
+		return err
+	}
+	v.Addr, v.Size, v.IP, v.Valid.TSC = uint64(addr), uint64(size), uint64(ip), uint64(vtsc)
+	v.HasEnd = etsc.Valid
+	v.End = Stamp{TSC: uint64(etsc.Int64), MonoNS: ens.Int64}
+	return nil
+}
+
+// Versions lists the versions matching f in time order (valid_tsc, then id).
+func (d *DB) Versions(f VersionFilter) ([]VersionInfo, error) {
+	q := `SELECT ` + versionCols + ` FROM versions WHERE 1=1`
+	var args []any
+	if f.PID != 0 {
+		q += ` AND pid = ?`
+		args = append(args, f.PID)
+	}
+	if f.HasAdr {
+		q += ` AND addr <= ? AND ? < addr + size`
+		args = append(args, u(f.Addr), u(f.Addr))
+	}
+	if f.Region != 0 {
+		q += ` AND region_id = ?`
+		args = append(args, f.Region)
+	}
+	q += ` ORDER BY valid_tsc, id`
+	rows, err := d.sql.Query(q, args...)
+	if err != nil {
+		return nil, d.wrap(err)
+	}
+	defer rows.Close()
+	var out []VersionInfo
+	for rows.Next() {
+		var v VersionInfo
+		if err := scanVersion(rows, &v); err != nil {
+			return nil, d.wrap(err)
+		}
+		out = append(out, v)
+	}
+	return out, d.wrap(rows.Err())
+}
+
+// Version returns one version by id.
+func (d *DB) Version(id int64) (*VersionInfo, error) {
+	var v VersionInfo
+	err := scanVersion(d.sql.QueryRow(`SELECT `+versionCols+` FROM versions WHERE id = ?`, id), &v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%s: no version with id %d", d.path, id)
+	}
+	return &v, d.wrap(err)
+}
+
+// VersionData returns the bytes of a version, reassembled from its pages,
+// and checks them against the version's SHA-256.
+func (d *DB) VersionData(v *VersionInfo) ([]byte, error) {
+	rows, err := d.sql.Query(`SELECT vp.idx, p.data FROM version_pages vp JOIN pages p ON p.sha256 = vp.sha256 WHERE vp.version_id = ? ORDER BY vp.idx`, v.ID)
+	if err != nil {
+		return nil, d.wrap(err)
+	}
+	defer rows.Close()
+	buf := make([]byte, 0, v.Size)
+	for rows.Next() {
+		var idx int
+		var page []byte
+		if err := rows.Scan(&idx, &page); err != nil {
+			return nil, d.wrap(err)
+		}
+		if idx*PageSize != len(buf) {
+			return nil, &FormatError{d.path, fmt.Sprintf("version %d: page %d missing", v.ID, len(buf)/PageSize)}
+		}
+		buf = append(buf, page...)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, d.wrap(err)
+	}
+	if uint64(len(buf)) != v.Size {
+		return nil, &FormatError{d.path, fmt.Sprintf("version %d: %d bytes stored for size %d", v.ID, len(buf), v.Size)}
+	}
+	if sum := sha256Sum(buf); string(sum[:]) != string(v.SHA256) {
+		return nil, &FormatError{d.path, fmt.Sprintf("version %d: bytes do not match their sha256", v.ID)}
+	}
+	return buf, nil
+}
+
+// FileMapInfo describes a file-backed executable mapping.
+type FileMapInfo struct {
+	ID         int64
+	PID, TID   int
+	Addr, Size uint64
+	Prot       int
+	Path       string
+	Dev, Inode uint64
+	BuildID    []byte
+	Offset     uint64
+	Cause      string
+	IP         uint64
+	Map        Stamp
+	Unmap      Stamp
+	HasUnmap   bool
+}
+
+// FileMaps lists the file-backed executable mappings of pid (all pids when
+// pid is 0) in time order.
+func (d *DB) FileMaps(pid int) ([]FileMapInfo, error) {
+	q := `SELECT id, pid, tid, addr, size, prot, path, dev, inode, build_id, file_offset, cause, ip, map_tsc, map_ns, unmap_tsc, unmap_ns FROM file_maps`
+	var args []any
+	if pid != 0 {
+		q += ` WHERE pid = ?`
+		args = append(args, pid)
+	}
+	q += ` ORDER BY map_tsc, id`
+	rows, err := d.sql.Query(q, args...)
+	if err != nil {
+		return nil, d.wrap(err)
+	}
+	defer rows.Close()
+	var out []FileMapInfo
+	for rows.Next() {
+		var m FileMapInfo
+		var addr, size, dev, ino, off, ip, mtsc int64
+		var utsc, uns sql.NullInt64
+		if err := rows.Scan(&m.ID, &m.PID, &m.TID, &addr, &size, &m.Prot, &m.Path, &dev, &ino, &m.BuildID, &off, &m.Cause, &ip, &mtsc, &m.Map.MonoNS, &utsc, &uns); err != nil {
+			return nil, d.wrap(err)
+		}
+		m.Addr, m.Size, m.Dev, m.Inode, m.Offset, m.IP, m.Map.TSC = uint64(addr), uint64(size), uint64(dev), uint64(ino), uint64(off), uint64(ip), uint64(mtsc)
+		m.HasUnmap = utsc.Valid
+		m.Unmap = Stamp{TSC: uint64(utsc.Int64), MonoNS: uns.Int64}
+		out = append(out, m)
+	}
+	return out, d.wrap(rows.Err())
+}
+
+// WriteInfo is one recorded write into code.
+type WriteInfo struct {
+	ID       int64
+	PID, TID int
+	At       Stamp
+	IP       uint64
+	Insn     string
+	Addr     uint64
+	Old, New []byte
+	Version  int64 // 0 when none
+}
+
+// Writes lists the W^X write log of pid (all when 0) in time order.
+func (d *DB) Writes(pid int) ([]WriteInfo, error) {
+	q := `SELECT id, pid, tid, tsc, ns, ip, insn, addr, old, new, version_id FROM writes`
+	var args []any
+	if pid != 0 {
+		q += ` WHERE pid = ?`
+		args = append(args, pid)
+	}
+	q += ` ORDER BY tsc, id`
+	rows, err := d.sql.Query(q, args...)
+	if err != nil {
+		return nil, d.wrap(err)
+	}
+	defer rows.Close()
+	var out []WriteInfo
+	for rows.Next() {
+		var w WriteInfo
+		var tsc, ip, addr int64
+		var ver sql.NullInt64
+		if err := rows.Scan(&w.ID, &w.PID, &w.TID, &tsc, &w.At.MonoNS, &ip, &w.Insn, &addr, &w.Old, &w.New, &ver); err != nil {
+			return nil, d.wrap(err)
+		}
+		w.At.TSC, w.IP, w.Addr, w.Version = uint64(tsc), uint64(ip), uint64(addr), ver.Int64
+		out = append(out, w)
+	}
+	return out, d.wrap(rows.Err())
+}
+
+// ProcessInfo describes one process image.
+type ProcessInfo struct {
+	PID, PPID  int
+	ExecPath   string
+	Argv       []string
+	Start, End Stamp
+	HasEnd     bool
+	ExitStatus int
+	HasExit    bool
+}
+
+// Processes lists process images in start order.
+func (d *DB) Processes() ([]ProcessInfo, error) {
+	rows, err := d.sql.Query(`SELECT pid, ppid, exec_path, argv, start_tsc, start_ns, end_tsc, end_ns, exit_status FROM processes ORDER BY start_tsc, id`)
+	if err != nil {
+		return nil, d.wrap(err)
+	}
+	defer rows.Close()
+	var out []ProcessInfo
+	for rows.Next() {
+		var p ProcessInfo
+		var exe, argv sql.NullString
+		var stsc int64
+		var etsc, ens, status sql.NullInt64
+		if err := rows.Scan(&p.PID, &p.PPID, &exe, &argv, &stsc, &p.Start.MonoNS, &etsc, &ens, &status); err != nil {
+			return nil, d.wrap(err)
+		}
+		p.ExecPath = exe.String
+		if argv.Valid {
+			json.Unmarshal([]byte(argv.String), &p.Argv)
+		}
+		p.Start.TSC = uint64(stsc)
+		p.HasEnd, p.End = etsc.Valid, Stamp{TSC: uint64(etsc.Int64), MonoNS: ens.Int64}
+		p.HasExit, p.ExitStatus = status.Valid, int(status.Int64)
+		out = append(out, p)
+	}
+	return out, d.wrap(rows.Err())
+}
+
+// ThreadInfo describes one thread.
+type ThreadInfo struct {
+	TID, PID   int
+	Name       string
+	Start, End Stamp
+	HasEnd     bool
+}
+
+// Threads lists threads in start order.
+func (d *DB) Threads() ([]ThreadInfo, error) {
+	rows, err := d.sql.Query(`SELECT tid, pid, name, start_tsc, start_ns, end_tsc, end_ns FROM threads ORDER BY start_tsc, rowid`)
+	if err != nil {
+		return nil, d.wrap(err)
+	}
+	defer rows.Close()
+	var out []ThreadInfo
+	for rows.Next() {
+		var t ThreadInfo
+		var name sql.NullString
+		var stsc int64
+		var etsc, ens sql.NullInt64
+		if err := rows.Scan(&t.TID, &t.PID, &name, &stsc, &t.Start.MonoNS, &etsc, &ens); err != nil {
+			return nil, d.wrap(err)
+		}
+		t.Name, t.Start.TSC = name.String, uint64(stsc)
+		t.HasEnd, t.End = etsc.Valid, Stamp{TSC: uint64(etsc.Int64), MonoNS: ens.Int64}
+		out = append(out, t)
+	}
+	return out, d.wrap(rows.Err())
+}

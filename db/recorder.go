@@ -1,0 +1,498 @@
+package db
+
+import (
+	"crypto/sha256"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Stamp is a moment of the recording: the raw time-stamp counter and
+// CLOCK_MONOTONIC, both read while the tracee was stopped.
+type Stamp struct {
+	TSC    uint64
+	MonoNS int64
+}
+
+// Meta describes a recording; it goes into the meta table.
+type Meta struct {
+	Command []string
+	Cwd     string
+	TSCHz   uint64 // measured TSC frequency
+	Start   Stamp
+}
+
+// FileMapping is a file-backed executable mapping.
+type FileMapping struct {
+	PID, TID   int
+	Addr, Size uint64
+	Offset     uint64
+	Prot       int
+	Path       string
+	Dev, Inode uint64
+	BuildID    []byte
+	At         Stamp
+	Cause      string
+	IP         uint64
+}
+
+// Version is one version of JIT code: the bytes of [Addr, Addr+Size) as they
+// became executable at At. Data must hold exactly Size bytes; ownership
+// passes to the Recorder.
+type Version struct {
+	Region     int64
+	PID, TID   int
+	Addr, Size uint64
+	Data       []byte
+	At         Stamp
+	Cause      string
+	IP         uint64
+	ByPtjit    bool
+}
+
+// Write is one write into tracked code observed in W^X precise mode.
+type Write struct {
+	PID, TID int
+	At       Stamp
+	IP       uint64
+	Insn     string
+	Addr     uint64
+	Old, New []byte
+	Version  int64
+}
+
+// ProtChange is a protection change ptjit made in the tracee.
+type ProtChange struct {
+	PID        int
+	At         Stamp
+	Addr, Size uint64
+	Prot       int
+	Reason     string
+}
+
+// PageSize is the granularity of deduplicated code storage.
+const PageSize = 4096
+
+// queueLen bounds the work queued for the writer goroutine; when it is full
+// the tracker waits (back-pressure) rather than growing memory.
+const queueLen = 1 << 14
+
+// commitEvery bounds how long a recorded event may sit in an open
+// transaction: a ptjit killed with SIGKILL loses at most this much.
+const commitEvery = 50 * time.Millisecond
+
+type op struct {
+	fn   func(*writer) error
+	done chan error // non-nil: commit, then report
+}
+
+// Recorder writes a new code.db. All methods except Err must be called from
+// one goroutine (the tracker's); they assign IDs synchronously and queue the
+// work for a writer goroutine that hashes pages and inserts rows in batched
+// transactions.
+type Recorder struct {
+	path string
+	q    chan op
+	wg   sync.WaitGroup
+
+	nextRegion, nextVersion, nextFileMap, nextWrite int64
+	vnos                                            map[int64]int
+
+	mu     sync.Mutex
+	err    error
+	closed bool
+}
+
+// Create makes a new code.db at path, replacing any file there, and starts
+// its writer goroutine.
+func Create(path string, meta Meta) (*Recorder, error) {
+	for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+		if err := os.Remove(path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%s: %w", path+suffix, err)
+		}
+	}
+	sdb, err := sql.Open("sqlite3", "file:"+path+"?_journal_mode=WAL&_synchronous=NORMAL&_foreign_keys=off")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	sdb.SetMaxOpenConns(1)
+	if _, err := sdb.Exec(schemaSQL); err != nil {
+		sdb.Close()
+		return nil, fmt.Errorf("%s: creating schema: %w", path, err)
+	}
+	if _, err := sdb.Exec(fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)); err != nil {
+		sdb.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	argv, _ := json.Marshal(meta.Command)
+	for k, v := range map[string]string{
+		"format":      "ptjit code.db",
+		"command":     string(argv),
+		"cwd":         meta.Cwd,
+		"tsc_hz":      strconv.FormatUint(meta.TSCHz, 10),
+		"start_tsc":   strconv.FormatUint(meta.Start.TSC, 10),
+		"start_ns":    strconv.FormatInt(meta.Start.MonoNS, 10),
+		"page_size":   strconv.Itoa(PageSize),
+		"ptjit_state": "recording",
+	} {
+		if _, err := sdb.Exec(`INSERT INTO meta(key, value) VALUES (?, ?)`, k, v); err != nil {
+			sdb.Close()
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	w, err := newWriter(sdb)
+	if err != nil {
+		sdb.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	r := &Recorder{path: path, q: make(chan op, queueLen), vnos: make(map[int64]int)}
+	r.wg.Add(1)
+	go r.loop(w)
+	return r, nil
+}
+
+func (r *Recorder) setErr(err error) {
+	r.mu.Lock()
+	if r.err == nil {
+		r.err = fmt.Errorf("%s: %w", r.path, err)
+	}
+	r.mu.Unlock()
+}
+
+// Err returns the first asynchronous error so far, without blocking.
+func (r *Recorder) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
+func (r *Recorder) push(fn func(*writer) error) {
+	if r.closed {
+		return
+	}
+	r.q <- op{fn: fn}
+}
+
+// Flush waits until everything queued so far is committed.
+func (r *Recorder) Flush() error {
+	if r.closed {
+		return r.Err()
+	}
+	done := make(chan error, 1)
+	r.q <- op{done: done}
+	if err := <-done; err != nil {
+		r.setErr(err)
+	}
+	return r.Err()
+}
+
+// Close flushes, marks the recording complete and closes the database. It
+// returns the first error the recording met.
+func (r *Recorder) Close() error {
+	if r.closed {
+		return r.Err()
+	}
+	r.SetStat("ptjit_state", "complete")
+	r.Flush()
+	r.closed = true
+	close(r.q)
+	r.wg.Wait()
+	return r.Err()
+}
+
+func (r *Recorder) loop(w *writer) {
+	defer r.wg.Done()
+	defer w.close(r)
+	tick := time.NewTicker(commitEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case o, ok := <-r.q:
+			if !ok {
+				if err := w.commit(); err != nil {
+					r.setErr(err)
+				}
+				return
+			}
+			if o.fn != nil {
+				if err := w.begin(); err != nil {
+					r.setErr(err)
+				} else if err := o.fn(w); err != nil {
+					r.setErr(err)
+				}
+			}
+			if o.done != nil {
+				o.done <- w.commit()
+			}
+		case <-tick.C:
+			if w.tx != nil && time.Since(w.txStart) >= commitEvery {
+				if err := w.commit(); err != nil {
+					r.setErr(err)
+				}
+			}
+		}
+	}
+}
+
+// ProcessStart records a new process (the traced program, or a fork).
+func (r *Recorder) ProcessStart(pid, ppid int, at Stamp) {
+	r.push(func(w *writer) error {
+		return w.exec(sqlProcessStart, pid, ppid, u(at.TSC), at.MonoNS)
+	})
+}
+
+// Exec records a successful execve: the current image of pid ends and a new
+// one starts.
+func (r *Recorder) Exec(pid int, path string, argv []string, at Stamp) {
+	a, _ := json.Marshal(argv)
+	r.push(func(w *writer) error {
+		var ppid int
+		var exe sql.NullString
+		row := w.tx.QueryRow(`SELECT ppid, exec_path FROM processes WHERE pid = ? AND end_tsc IS NULL ORDER BY id DESC LIMIT 1`, pid)
+		switch err := row.Scan(&ppid, &exe); {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return err
+		case !exe.Valid:
+			// A forked child that had not exec'd yet: this exec names it.
+			return w.exec(`UPDATE processes SET exec_path = ?, argv = ? WHERE pid = ? AND end_tsc IS NULL AND exec_path IS NULL`, path, string(a), pid)
+		default:
+			if err := w.exec(`UPDATE processes SET end_tsc = ?, end_ns = ? WHERE pid = ? AND end_tsc IS NULL`, u(at.TSC), at.MonoNS, pid); err != nil {
+				return err
+			}
+		}
+		return w.exec(`INSERT INTO processes(pid, ppid, exec_path, argv, start_tsc, start_ns) VALUES (?, ?, ?, ?, ?, ?)`,
+			pid, ppid, path, string(a), u(at.TSC), at.MonoNS)
+	})
+}
+
+// ProcessExit records the end of a process with its status (exit code, or
+// 128+N when signal N killed it).
+func (r *Recorder) ProcessExit(pid int, status int, at Stamp) {
+	r.push(func(w *writer) error {
+		return w.exec(`UPDATE processes SET end_tsc = ?, end_ns = ?, exit_status = ? WHERE pid = ? AND end_tsc IS NULL`,
+			u(at.TSC), at.MonoNS, status, pid)
+	})
+}
+
+// ThreadStart records a new thread of pid (the main thread included).
+func (r *Recorder) ThreadStart(tid, pid int, at Stamp) {
+	r.push(func(w *writer) error {
+		return w.exec(sqlThreadStart, tid, pid, u(at.TSC), at.MonoNS)
+	})
+}
+
+// ThreadName records the name (comm) of a live thread.
+func (r *Recorder) ThreadName(tid int, name string) {
+	r.push(func(w *writer) error {
+		return w.exec(`UPDATE threads SET name = ? WHERE tid = ? AND end_tsc IS NULL`, name, tid)
+	})
+}
+
+// ThreadExit records the end of a thread.
+func (r *Recorder) ThreadExit(tid int, at Stamp) {
+	r.push(func(w *writer) error {
+		return w.exec(sqlThreadExit, u(at.TSC), at.MonoNS, tid)
+	})
+}
+
+// FileMap records a file-backed executable mapping and returns its id.
+func (r *Recorder) FileMap(m FileMapping) int64 {
+	r.nextFileMap++
+	id := r.nextFileMap
+	r.push(func(w *writer) error {
+		return w.exec(`INSERT INTO file_maps(id, pid, tid, addr, size, prot, path, dev, inode, build_id, file_offset, cause, ip, map_tsc, map_ns)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			id, m.PID, m.TID, u(m.Addr), u(m.Size), m.Prot, m.Path, u(m.Dev), u(m.Inode), nilIfEmpty(m.BuildID), u(m.Offset), m.Cause, u(m.IP), u(m.At.TSC), m.At.MonoNS)
+	})
+	return id
+}
+
+// FileUnmap records the end of a file-backed mapping.
+func (r *Recorder) FileUnmap(id int64, at Stamp) {
+	r.push(func(w *writer) error {
+		return w.exec(`UPDATE file_maps SET unmap_tsc = ?, unmap_ns = ? WHERE id = ? AND unmap_tsc IS NULL`, u(at.TSC), at.MonoNS, id)
+	})
+}
+
+// NewRegion records a JIT code region and returns its id.
+func (r *Recorder) NewRegion(pid int, addr, size uint64, at Stamp) int64 {
+	r.nextRegion++
+	id := r.nextRegion
+	r.push(func(w *writer) error {
+		return w.exec(`INSERT INTO regions(id, pid, addr, size, created_tsc, created_ns) VALUES (?, ?, ?, ?, ?, ?)`,
+			id, pid, u(addr), u(size), u(at.TSC), at.MonoNS)
+	})
+	return id
+}
+
+// EndRegion records that a region was unmapped.
+func (r *Recorder) EndRegion(id int64, at Stamp) {
+	r.push(func(w *writer) error {
+		return w.exec(`UPDATE regions SET removed_tsc = ?, removed_ns = ? WHERE id = ? AND removed_tsc IS NULL`, u(at.TSC), at.MonoNS, id)
+	})
+}
+
+// AddVersion records a code version and returns its id and its number within
+// the region. The bytes are hashed and stored by the writer goroutine.
+func (r *Recorder) AddVersion(v Version) (id int64, vno int) {
+	r.nextVersion++
+	id = r.nextVersion
+	r.vnos[v.Region]++
+	vno = r.vnos[v.Region]
+	if uint64(len(v.Data)) != v.Size {
+		r.setErr(fmt.Errorf("version %d at %#x: %d bytes for size %d", id, v.Addr, len(v.Data), v.Size))
+		return id, vno
+	}
+	r.push(func(w *writer) error { return w.addVersion(id, vno, &v) })
+	return id, vno
+}
+
+// EndVersion records that a version stopped being executable.
+func (r *Recorder) EndVersion(id int64, at Stamp) {
+	r.push(func(w *writer) error {
+		return w.exec(sqlEndVersion, u(at.TSC), at.MonoNS, id)
+	})
+}
+
+// AddWrite records one write into tracked code (W^X precise mode).
+func (r *Recorder) AddWrite(wr Write) {
+	r.nextWrite++
+	id := r.nextWrite
+	r.push(func(w *writer) error {
+		var ver any
+		if wr.Version != 0 {
+			ver = wr.Version
+		}
+		return w.exec(sqlWrite, id, wr.PID, wr.TID, u(wr.At.TSC), wr.At.MonoNS, u(wr.IP), wr.Insn, u(wr.Addr), wr.Old, wr.New, ver)
+	})
+}
+
+// ProtChange records a protection change ptjit made in the tracee.
+func (r *Recorder) ProtChange(p ProtChange) {
+	r.push(func(w *writer) error {
+		return w.exec(sqlProt, p.PID, u(p.At.TSC), p.At.MonoNS, u(p.Addr), u(p.Size), p.Prot, p.Reason)
+	})
+}
+
+// SetStat stores a key/value fact (summary numbers) in the meta table.
+func (r *Recorder) SetStat(key, value string) {
+	r.push(func(w *writer) error {
+		return w.exec(`INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, key, value)
+	})
+}
+
+// u converts an address or TSC for storage: SQLite integers are signed.
+func u(v uint64) int64 { return int64(v) }
+
+func nilIfEmpty(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+// writer is the state of the writer goroutine.
+type writer struct {
+	db      *sql.DB
+	tx      *sql.Tx
+	txStart time.Time
+	stmts   map[string]*sql.Stmt
+	known   map[[32]byte]struct{} // page hashes already stored
+}
+
+const (
+	sqlProcessStart = `INSERT INTO processes(pid, ppid, start_tsc, start_ns) VALUES (?, ?, ?, ?)`
+	sqlThreadStart  = `INSERT INTO threads(tid, pid, start_tsc, start_ns) VALUES (?, ?, ?, ?)`
+	sqlThreadExit   = `UPDATE threads SET end_tsc = ?, end_ns = ? WHERE tid = ? AND end_tsc IS NULL`
+	sqlVersion      = `INSERT INTO versions(id, region_id, vno, pid, tid, addr, size, sha256, cause, ip, by_ptjit, valid_tsc, valid_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlEndVersion   = `UPDATE versions SET end_tsc = ?, end_ns = ? WHERE id = ? AND end_tsc IS NULL`
+	sqlPage         = `INSERT OR IGNORE INTO pages(sha256, data) VALUES (?, ?)`
+	sqlVersionPage  = `INSERT INTO version_pages(version_id, idx, sha256) VALUES (?, ?, ?)`
+	sqlWrite        = `INSERT INTO writes(id, pid, tid, tsc, ns, ip, insn, addr, old, new, version_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlProt         = `INSERT INTO ptjit_prot(pid, tsc, ns, addr, size, prot, reason) VALUES (?, ?, ?, ?, ?, ?, ?)`
+)
+
+func newWriter(sdb *sql.DB) (*writer, error) {
+	return &writer{db: sdb, stmts: make(map[string]*sql.Stmt), known: make(map[[32]byte]struct{})}, nil
+}
+
+func (w *writer) begin() error {
+	if w.tx != nil {
+		return nil
+	}
+	tx, err := w.db.Begin()
+	if err != nil {
+		return err
+	}
+	w.tx = tx
+	w.txStart = time.Now()
+	return nil
+}
+
+// exec runs q in the open transaction, preparing it once per transaction.
+func (w *writer) exec(q string, args ...any) error {
+	s, ok := w.stmts[q]
+	if !ok {
+		var err error
+		if s, err = w.tx.Prepare(q); err != nil {
+			return err
+		}
+		w.stmts[q] = s
+	}
+	_, err := s.Exec(args...)
+	return err
+}
+
+func (w *writer) commit() error {
+	if w.tx == nil {
+		return nil
+	}
+	for _, s := range w.stmts {
+		s.Close()
+	}
+	clear(w.stmts)
+	err := w.tx.Commit()
+	w.tx = nil
+	return err
+}
+
+func (w *writer) addVersion(id int64, vno int, v *Version) error {
+	sum := sha256.Sum256(v.Data)
+	if err := w.exec(sqlVersion, id, v.Region, vno, v.PID, v.TID, u(v.Addr), u(v.Size), sum[:], v.Cause, u(v.IP), v.ByPtjit, u(v.At.TSC), v.At.MonoNS); err != nil {
+		return err
+	}
+	for i := 0; i*PageSize < len(v.Data); i++ {
+		end := min((i+1)*PageSize, len(v.Data))
+		page := v.Data[i*PageSize : end]
+		h := sha256.Sum256(page)
+		if _, ok := w.known[h]; !ok {
+			if err := w.exec(sqlPage, h[:], page); err != nil {
+				return err
+			}
+			w.known[h] = struct{}{}
+		}
+		if err := w.exec(sqlVersionPage, id, i, h[:]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *writer) close(r *Recorder) {
+	if err := w.commit(); err != nil {
+		r.setErr(err)
+	}
+	// Fold the WAL into the main file so a single code.db can be copied.
+	if _, err := w.db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		r.setErr(err)
+	}
+	if err := w.db.Close(); err != nil {
+		r.setErr(err)
+	}
+}

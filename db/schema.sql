@@ -1,0 +1,149 @@
+-- code.db: the code history of one `ptjit run` recording.
+--
+-- Times: every event carries two clocks taken while the tracee was stopped:
+--   *_tsc  raw time-stamp counter (rdtsc), the time base of Intel PT;
+--   *_ns   CLOCK_MONOTONIC in nanoseconds.
+-- A NULL end time means "still valid when the recording ended".
+-- Addresses and sizes are stored as INTEGER; SQLite integers are signed 64-bit,
+-- so user-space addresses (< 2^47) are stored as-is.
+--
+-- The schema version is PRAGMA user_version; readers refuse other versions.
+
+-- Key/value facts about the recording: ptjit version, command line, cwd,
+-- tsc_hz (measured TSC frequency), start/end stamps, and the run summary
+-- (stops, stop_ns, ...).
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+
+-- One row per process image: a fork creates a row, every successful execve
+-- creates another one for the same pid (exec_path/argv of the new image).
+CREATE TABLE processes (
+    id          INTEGER PRIMARY KEY,
+    pid         INTEGER NOT NULL,
+    ppid        INTEGER NOT NULL,
+    exec_path   TEXT,             -- NULL for a forked child before it execs
+    argv        TEXT,             -- JSON array of strings
+    start_tsc   INTEGER NOT NULL,
+    start_ns    INTEGER NOT NULL,
+    end_tsc     INTEGER,          -- replaced by exec or exited
+    end_ns      INTEGER,
+    exit_status INTEGER           -- exit code, or 128+N when killed by signal N
+);
+CREATE INDEX processes_pid ON processes(pid);
+
+CREATE TABLE threads (
+    tid       INTEGER NOT NULL,
+    pid       INTEGER NOT NULL,
+    name      TEXT,
+    start_tsc INTEGER NOT NULL,
+    start_ns  INTEGER NOT NULL,
+    end_tsc   INTEGER,
+    end_ns    INTEGER
+);
+CREATE INDEX threads_tid ON threads(tid);
+
+-- File-backed executable mappings. Their bytes are not copied: a decoder
+-- reads them from the file (check dev/inode/build_id first).
+CREATE TABLE file_maps (
+    id          INTEGER PRIMARY KEY,
+    pid         INTEGER NOT NULL,
+    tid         INTEGER NOT NULL,
+    addr        INTEGER NOT NULL,
+    size        INTEGER NOT NULL,
+    prot        INTEGER NOT NULL,  -- PROT_* bits as mapped
+    path        TEXT NOT NULL,
+    dev         INTEGER NOT NULL,  -- st_dev of the file (makedev encoding)
+    inode       INTEGER NOT NULL,
+    build_id    BLOB,              -- GNU build-id note, when present
+    file_offset INTEGER NOT NULL,
+    cause       TEXT NOT NULL,     -- exec, mmap, mprotect, mremap
+    ip          INTEGER NOT NULL,  -- IP of the syscall (0 for exec)
+    map_tsc     INTEGER NOT NULL,
+    map_ns      INTEGER NOT NULL,
+    unmap_tsc   INTEGER,
+    unmap_ns    INTEGER
+);
+CREATE INDEX file_maps_pid_addr ON file_maps(pid, addr);
+
+-- Anonymous (JIT) executable memory. A region is a range that ptjit tracks
+-- from the syscall that first made it executable until it is unmapped.
+CREATE TABLE regions (
+    id          INTEGER PRIMARY KEY,
+    pid         INTEGER NOT NULL,
+    addr        INTEGER NOT NULL,
+    size        INTEGER NOT NULL,
+    created_tsc INTEGER NOT NULL,
+    created_ns  INTEGER NOT NULL,
+    removed_tsc INTEGER,
+    removed_ns  INTEGER
+);
+CREATE INDEX regions_pid_addr ON regions(pid, addr);
+
+-- A version: the pages [addr, addr+size) as they were made executable by one
+-- event (a syscall, or a write ptjit observed). It is valid from valid_tsc
+-- until end_tsc (it stopped being executable, was unmapped or was replaced).
+CREATE TABLE versions (
+    id        INTEGER PRIMARY KEY,
+    region_id INTEGER NOT NULL REFERENCES regions(id),
+    vno       INTEGER NOT NULL,      -- 1, 2, ... within the region
+    pid       INTEGER NOT NULL,
+    tid       INTEGER NOT NULL,
+    addr      INTEGER NOT NULL,      -- page aligned
+    size      INTEGER NOT NULL,      -- page multiple
+    sha256    BLOB NOT NULL,         -- of the bytes [addr, addr+size)
+    cause     TEXT NOT NULL,         -- exec, mmap, mprotect, pkey_mprotect, mremap, shmat, write, wx-batch, split
+    ip        INTEGER NOT NULL,      -- IP of the syscall or writing instruction
+    by_ptjit  INTEGER NOT NULL DEFAULT 0,
+    valid_tsc INTEGER NOT NULL,
+    valid_ns  INTEGER NOT NULL,
+    end_tsc   INTEGER,
+    end_ns    INTEGER,
+    UNIQUE (region_id, vno)
+);
+CREATE INDEX versions_pid_addr ON versions(pid, addr);
+CREATE INDEX versions_time ON versions(valid_tsc);
+
+-- Page contents, stored once per distinct content (page-granular dedup).
+CREATE TABLE pages (
+    sha256 BLOB PRIMARY KEY,         -- of data
+    data   BLOB NOT NULL             -- 4096 bytes
+) WITHOUT ROWID;
+
+-- The pages of each version, in address order.
+CREATE TABLE version_pages (
+    version_id INTEGER NOT NULL REFERENCES versions(id),
+    idx        INTEGER NOT NULL,     -- page index within the version
+    sha256     BLOB NOT NULL REFERENCES pages(sha256),
+    PRIMARY KEY (version_id, idx)
+) WITHOUT ROWID;
+
+-- W^X precise mode: every write the program made into tracked code.
+CREATE TABLE writes (
+    id         INTEGER PRIMARY KEY,
+    pid        INTEGER NOT NULL,
+    tid        INTEGER NOT NULL,
+    tsc        INTEGER NOT NULL,
+    ns         INTEGER NOT NULL,
+    ip         INTEGER NOT NULL,     -- the writing instruction
+    insn       TEXT NOT NULL,        -- its disassembly
+    addr       INTEGER NOT NULL,
+    old        BLOB NOT NULL,
+    new        BLOB NOT NULL,
+    version_id INTEGER               -- the version recorded after the write
+);
+CREATE INDEX writes_tsc ON writes(tsc);
+
+-- Protection changes ptjit itself made in the tracee (W^X enforcement), so a
+-- decoder or a reader can tell them from the program's own.
+CREATE TABLE ptjit_prot (
+    id     INTEGER PRIMARY KEY,
+    pid    INTEGER NOT NULL,
+    tsc    INTEGER NOT NULL,
+    ns     INTEGER NOT NULL,
+    addr   INTEGER NOT NULL,
+    size   INTEGER NOT NULL,
+    prot   INTEGER NOT NULL,
+    reason TEXT NOT NULL
+);
