@@ -5,9 +5,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // exitError carries a specific exit status out of a command. Commands that
@@ -43,7 +45,17 @@ func main() {
 
 // run executes the CLI and returns the process exit status.
 func run(args []string) int {
+	return runWith(args, os.Stdout, os.Stderr)
+}
+
+// runWith executes the CLI with the given output streams. Every flag is
+// reset to its default first, so that tests can run several commands in one
+// process.
+func runWith(args []string, stdout, stderr io.Writer) int {
+	resetFlags(rootCmd)
 	rootCmd.SetArgs(args)
+	rootCmd.SetOut(stdout)
+	rootCmd.SetErr(stderr)
 	err := rootCmd.Execute()
 	if err == nil {
 		return 0
@@ -51,10 +63,29 @@ func run(args []string) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.Err != nil {
-			fmt.Fprintf(os.Stderr, "ptjit: %v\n", ee.Err)
+			fmt.Fprintf(stderr, "ptjit: %v\n", ee.Err)
 		}
 		return ee.Code
 	}
-	fmt.Fprintf(os.Stderr, "ptjit: %v\n", err)
+	fmt.Fprintf(stderr, "ptjit: %v\n", err)
 	return 1
+}
+
+func resetFlags(cmd *cobra.Command) {
+	reset := func(f *pflag.Flag) {
+		if !f.Changed {
+			return
+		}
+		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			sv.Replace(nil)
+		} else {
+			f.Value.Set(f.DefValue)
+		}
+		f.Changed = false
+	}
+	cmd.Flags().VisitAll(reset)
+	cmd.PersistentFlags().VisitAll(reset)
+	for _, c := range cmd.Commands() {
+		resetFlags(c)
+	}
 }

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ptjit/ptjit/db"
+)
+
+func init() {
+	var (
+		rf     recordingFlags
+		region int64
+	)
+	cmd := &cobra.Command{
+		Use:   "diff [-i DIR] ADDR [V1 V2]",
+		Short: "Show which instructions changed between versions of the code at ADDR",
+		Long: `diff compares versions V1 and V2 (version numbers within the region that
+contains ADDR), or every consecutive pair of versions when none are given.
+Instructions are decoded from ADDR onwards in both versions; a replaced
+instruction is shown as "OLD → NEW" (e.g. a static key: nop5 → jmp 0x...),
+longer changes as -/+ lines.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 && len(args) != 3 {
+				return fmt.Errorf("diff takes ADDR or ADDR V1 V2, got %d arguments", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			addr, err := parseAddr("ADDR", args[0])
+			if err != nil {
+				return err
+			}
+			d, err := rf.open()
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			vs, err := regionVersions(d, rf.pid, addr, region)
+			if err != nil {
+				return err
+			}
+			var pairs [][2]*db.VersionInfo
+			if len(args) == 3 {
+				var pick [2]*db.VersionInfo
+				for i, a := range args[1:] {
+					n, err := strconv.Atoi(a)
+					if err != nil || n <= 0 {
+						return fmt.Errorf("version %q: not a version number", a)
+					}
+					if pick[i], err = pickVersion(vs, "", n); err != nil {
+						return err
+					}
+				}
+				pairs = append(pairs, pick)
+			} else {
+				if len(vs) < 2 {
+					return fmt.Errorf("region %d has only one version containing %#x: nothing to compare", vs[0].Region, addr)
+				}
+				for i := 1; i < len(vs); i++ {
+					pairs = append(pairs, [2]*db.VersionInfo{&vs[i-1], &vs[i]})
+				}
+			}
+			out := bufio.NewWriter(cmd.OutOrStdout())
+			defer out.Flush()
+			for _, p := range pairs {
+				if err := diffVersions(out, d, addr, p[0], p[1]); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	rf.register(cmd)
+	cmd.Flags().Int64Var(&region, "region", 0, "region id (default: the latest region containing ADDR)")
+	rootCmd.AddCommand(cmd)
+}
+
+// diffVersions prints the instruction-level changes between a and b from
+// addr to the end of their common range.
+func diffVersions(out io.Writer, d *db.DB, addr uint64, a, b *db.VersionInfo) error {
+	da, err := d.VersionData(a)
+	if err != nil {
+		return err
+	}
+	db2, err := d.VersionData(b)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "region %d: version %d → %d (%s by tid %d at ip %#x, tsc %d)\n", a.Region, a.Vno, b.Vno, b.Cause, b.TID, b.IP, b.Valid.TSC)
+	lo, hi := max(a.Addr, b.Addr), min(a.Addr+a.Size, b.Addr+b.Size)
+	if addr < lo || addr >= hi {
+		fmt.Fprintf(out, "  %#x is not in both versions\n", addr)
+		return nil
+	}
+	ca, cb := da[addr-a.Addr:hi-a.Addr], db2[addr-b.Addr:hi-b.Addr]
+	if before := countDiff(da[lo-a.Addr:addr-a.Addr], db2[lo-b.Addr:addr-b.Addr]); before > 0 {
+		fmt.Fprintf(out, "  (%d bytes also changed before %#x; give a lower ADDR to see them)\n", before, addr)
+	}
+	if bytes.Equal(ca, cb) {
+		fmt.Fprintln(out, "  no change")
+		return nil
+	}
+	for _, h := range diffInsns(sweep(addr, ca, 0), sweep(addr, cb, 0)) {
+		if len(h.old) == 1 && len(h.new) == 1 && h.old[0].addr == h.new[0].addr {
+			fmt.Fprintf(out, "  %#x: %s → %s\n", h.old[0].addr, h.old[0].text, h.new[0].text)
+			continue
+		}
+		for _, l := range h.old {
+			fmt.Fprintf(out, "- %#x: %-30s %s\n", l.addr, spacedHex(l.raw), l.text)
+		}
+		for _, l := range h.new {
+			fmt.Fprintf(out, "+ %#x: %-30s %s\n", l.addr, spacedHex(l.raw), l.text)
+		}
+	}
+	return nil
+}
+
+func countDiff(a, b []byte) int {
+	n := 0
+	for i := range a {
+		if a[i] != b[i] {
+			n++
+		}
+	}
+	return n
+}
+
+type hunk struct{ old, new []insnLine }
+
+// diffInsns walks two linear sweeps of the same address range and groups
+// the instructions that differ into hunks; the sweeps resynchronise where
+// both reach an instruction at the same address with the same bytes.
+func diffInsns(a, b []insnLine) []hunk {
+	var hs []hunk
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		if a[i].addr == b[j].addr && bytes.Equal(a[i].raw, b[j].raw) {
+			i++
+			j++
+			continue
+		}
+		var h hunk
+		for i < len(a) && j < len(b) && !(a[i].addr == b[j].addr && bytes.Equal(a[i].raw, b[j].raw)) {
+			if a[i].addr <= b[j].addr {
+				h.old = append(h.old, a[i])
+				i++
+			} else {
+				h.new = append(h.new, b[j])
+				j++
+			}
+		}
+		hs = append(hs, h)
+	}
+	if i < len(a) || j < len(b) {
+		hs = append(hs, hunk{a[i:], b[j:]})
+	}
+	return hs
+}

@@ -1,0 +1,17 @@
+// Package softpt generates Intel PT packets in software, for machines
+// without Intel PT (AMD, VMs, CI): `ptjit run --pt=soft` single-steps every
+// traced thread and tells a Thread, for each instruction that retired, the
+// instruction and the IP it continued at. Thread emits the packets a CPU
+// tracing with intel_pt//u would emit for that flow — TNT for conditional
+// branches (and compressed returns), TIP for indirect branches, TIP.PGD and
+// TIP.PGE around every kernel entry (syscalls, faults, signals: the kernel
+// target is suppressed, as CPL filtering does), PSB+ every PSBPeriod bytes,
+// TSC at every enable and PSB, MTC/TMA when configured — so that any Intel
+// PT decoder (ptjit's, libipt, perf) reads the result.
+//
+// The generator follows the rules decoders rely on: TNT bits are flushed
+// before any packet with an IP; a PSB+ in mid-stream carries MODE.Exec and a
+// FUP with the next IP; the return-compression stack is cleared at PSB and
+// at every disable, so a ret whose call a decoder may not know is a full
+// TIP.
+package softpt
