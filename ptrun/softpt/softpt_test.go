@@ -62,7 +62,7 @@ func TestPacketRules(t *testing.T) {
 	cfg := Config{RetCompression: true, PSBPeriod: 1 << 20}
 	th := NewThread(cfg)
 	th.Enable(base, 100)
-	th.Step(insn(base, 5, decode.ClassCall), base+0x100, 101)          // call f
+	th.Step(insn(base, 5, decode.ClassCall), base+0x100, 101)           // call f
 	th.Step(insn(base+0x100, 2, decode.ClassCondJump), base+0x102, 102) // jcc not taken
 	th.Step(insn(base+0x102, 2, decode.ClassCondJump), base+0x110, 103) // jcc taken
 	th.Step(insn(base+0x110, 1, decode.ClassRet), base+5, 104)          // ret, compressed
