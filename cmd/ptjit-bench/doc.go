@@ -1,0 +1,35 @@
+// Command ptjit-bench measures what ptjit costs and prints one table.
+//
+// Run it from the repository root after make (it uses bin/ptjit and the
+// programs in testdata/bin):
+//
+//	go run ./cmd/ptjit-bench [-runs 5] [-rows REGEXP] [-v]
+//
+// Every row runs its workload several times in this one invocation and
+// reports the median, next to a reference measured in the same invocation
+// (the program alone, under strace, or under a bare seccomp tracer), the
+// ratio, and the target the project set for it:
+//
+//   - ubpf-test compiling once and running its JIT code 10^6 times, under
+//     ptjit run vs alone (no stops in the hot loop: expect ≈1×);
+//   - LuaJIT compiling thousands of traces (testdata/bench.lua; LuaJIT makes
+//     its machine-code area RW and RX again around every trace), under
+//     ptjit run vs alone (target ≤ 1.3×) and vs strace --seccomp-bpf
+//     tracing mprotect and mmap (target: faster);
+//   - the cost of one stop: testdata/stopbench doing 2 mprotect calls per
+//     iteration under ptjit run, against the same workload under
+//     stopbench's own minimal tracer (seccomp RET_TRACE on mprotect, a
+//     ptrace loop that only continues), on the same CPU and on any CPU
+//     (target: within 1.5× of the cheaper bare stop);
+//   - snapshot throughput: stopbench on a 1 MiB region, bytes snapshotted per
+//     second of extra run time.
+//
+// µs per stop comes from ptjit's summary line on stderr ("N stops, X ms in
+// stops (Y µs/stop), Z MB snapshotted") when ptjit prints one; otherwise the
+// harness divides the extra time by the number of mprotect calls and says
+// so in the row. Rows are data (the rows slice in rows.go): a new row is a
+// name, a target and a function returning a measurement.
+//
+// A row whose prerequisite is missing (luajit, strace) prints the error in
+// its place, and the command exits 1 after the table.
+package main

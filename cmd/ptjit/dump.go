@@ -1,0 +1,177 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math/bits"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ptjit/ptjit/decode"
+)
+
+func init() {
+	var (
+		format string
+		dir    string
+		bools  = map[string]*bool{}
+		values = map[string]*string{}
+	)
+	cmd := &cobra.Command{
+		Use:   "dump [FILE[:FROM[-TO]]]",
+		Short: "Print the Intel PT packets of a raw trace or of a recording",
+		Long: `dump prints the Intel PT packets of FILE, a raw trace (.pt), optionally
+restricted to the byte range FROM-TO (or from FROM to the end). Without FILE it
+prints the PT data of every AUXTRACE queue of DIR/perf.data.
+
+--format=ptdump prints exactly what libipt's ptdump prints, and accepts
+ptdump's options (--lastip, --time, --cpu f/m[/s], --mtc-freq N, ...);
+--format=text (the default) prints one packet per line with its fields and the
+reconstructed IP.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s := &decode.PtdumpSettings{}
+			changed := map[string]bool{}
+			for _, f := range decode.PtdumpFlags {
+				fl := cmd.Flags().Lookup(f.Name)
+				if !fl.Changed {
+					continue
+				}
+				changed[f.Name] = true
+				v := ""
+				if f.HasArg {
+					v = *values[f.Name]
+				} else if !*bools[f.Name] {
+					continue
+				}
+				if err := s.Set(f.Name, v); err != nil {
+					return err
+				}
+			}
+			if format != "text" && format != "ptdump" {
+				return fmt.Errorf("--format %q: must be text or ptdump", format)
+			}
+			out := cmd.OutOrStdout()
+			if len(args) == 1 {
+				buf, err := readTraceArg(args[0])
+				if err != nil {
+					return err
+				}
+				return dumpTrace(out, format, buf, s)
+			}
+			return dumpPerfData(out, format, filepath.Join(dir, "perf.data"), s, changed)
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "text", "output format: text or ptdump (libipt's ptdump, byte for byte)")
+	cmd.Flags().StringVarP(&dir, "input", "i", "ptjit.out", "recording directory whose perf.data is dumped when no FILE is given")
+	for _, f := range decode.PtdumpFlags {
+		if f.HasArg {
+			values[f.Name] = cmd.Flags().String(f.Name, "", "ptdump: "+f.Usage)
+		} else {
+			bools[f.Name] = cmd.Flags().Bool(f.Name, false, "ptdump: "+f.Usage)
+		}
+	}
+	rootCmd.AddCommand(cmd)
+}
+
+// dumpTrace prints one raw PT buffer in the chosen format.
+func dumpTrace(w io.Writer, format string, buf []byte, s *decode.PtdumpSettings) error {
+	if format == "ptdump" {
+		return decode.PtdumpRun(w, buf, s)
+	}
+	cfg := s.Config
+	if cfg.CPU.Vendor != decode.VendorUnknown {
+		e, err := cfg.CPU.Errata()
+		if err != nil {
+			return fmt.Errorf("--cpu: %v", err)
+		}
+		cfg.Errata = e
+	}
+	return decode.DumpText(w, buf, &cfg)
+}
+
+// readTraceArg reads FILE[:FROM[-TO]] as ptdump does: a suffix that does not
+// parse as a range is part of the file name.
+func readTraceArg(arg string) ([]byte, error) {
+	name, from, to, ranged := arg, uint64(0), uint64(0), false
+	if i := strings.LastIndexByte(arg, ':'); i >= 0 {
+		lo, hi, hasHi := strings.Cut(arg[i+1:], "-")
+		if a, err := strconv.ParseUint(lo, 0, 64); err == nil {
+			if !hasHi {
+				name, from, ranged = arg[:i], a, true
+			} else if b, err := strconv.ParseUint(hi, 0, 64); err == nil {
+				if b <= a {
+					return nil, fmt.Errorf("%s: bad range: end %#x not after start %#x", arg, b, a)
+				}
+				name, from, to, ranged = arg[:i], a, b, true
+			}
+		}
+	}
+	buf, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	if !ranged {
+		return buf, nil
+	}
+	if from >= uint64(len(buf)) {
+		return nil, fmt.Errorf("%s: bad offset %#x: file has %#x bytes", name, from, len(buf))
+	}
+	if to == 0 {
+		return buf[from:], nil
+	}
+	if to > uint64(len(buf)) {
+		return nil, fmt.Errorf("%s: bad range end %#x: file has %#x bytes", name, to, len(buf))
+	}
+	return buf[from:to], nil
+}
+
+// dumpPerfData prints the PT data of every AUXTRACE queue of a perf.data,
+// decoding with the PT configuration recorded in its AUXTRACE_INFO unless
+// the corresponding option was given.
+func dumpPerfData(w io.Writer, format, path string, s *decode.PtdumpSettings, changed map[string]bool) error {
+	pd, err := decode.OpenPerfData(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("%s: no such file (give a raw .pt FILE or -i DIR of a recording)", path)
+		}
+		return err
+	}
+	defer pd.Close()
+	tr, err := decode.LoadPerfTrace(pd)
+	if err != nil {
+		return err
+	}
+	if len(tr.Queues) == 0 {
+		return fmt.Errorf("%s: no Intel PT data (no AUXTRACE records)", path)
+	}
+	if tr.Info != nil && tr.Info.Type == decode.AuxtraceIntelPT {
+		pt := &tr.Info.IntelPT
+		c := &s.Config
+		if !changed["cpuid-0x15.eax"] && !changed["cpuid-0x15.ebx"] && pt.HasMTC {
+			c.CPUID15EAX, c.CPUID15EBX = pt.TSCCTCD, pt.TSCCTCN
+		}
+		if !changed["mtc-freq"] && pt.HasMTC && pt.MTCFreqBits != 0 && tr.PTAttr != nil {
+			c.MTCFreq = uint8((tr.PTAttr.Config & pt.MTCFreqBits) >> bits.TrailingZeros64(pt.MTCFreqBits))
+		}
+		if !changed["nom-freq"] && pt.HasMTC {
+			c.NomFreq = uint8(pt.MaxNonTurboRatio)
+		}
+	}
+	for _, q := range tr.Queues {
+		fmt.Fprintf(w, "# %s: queue %d (cpu %d, tid %d): %d bytes in %d AUXTRACE buffers\n",
+			path, q.Idx, q.CPU, q.Tid, len(q.Data), len(q.Buffers))
+		if err := dumpTrace(w, format, q.Data, s); err != nil {
+			return err
+		}
+	}
+	if tr.Truncated {
+		fmt.Fprintf(w, "# %s: file ends inside a record; dumped everything before it\n", path)
+	}
+	return nil
+}

@@ -1,0 +1,355 @@
+package main
+
+// End-to-end test harness: the e2e tests run bin/ptjit as a subprocess on the
+// C programs of testdata/ and compare what ptjit recorded with each program's
+// own manifest (see testdata/README.md for the manifest format).
+//
+// The ptjit binary is built once per test binary into a temporary directory
+// (or taken from $PTJIT_BIN), and testdata is built with make -C testdata,
+// lazily on the first e2e test so the package's other tests do not pay for
+// it. TestMain removes the temporary directory and checks that no test left a
+// child process behind.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var e2e struct {
+	once    sync.Once
+	tmp     string // removed by TestMain
+	ptjit   string // the ptjit binary under test
+	bin     string // testdata/bin
+	hasWX   bool   // ptjit run advertises --wx
+	initErr error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if e2e.tmp != "" {
+		os.RemoveAll(e2e.tmp)
+	}
+	if kids := e2eChildren(); code == 0 && kids != "" {
+		fmt.Fprintf(os.Stderr, "test process left children behind: %s\n", kids)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// e2eChildren lists the pids of this process's live children.
+func e2eChildren() string {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", os.Getpid()))
+	var all []string
+	for _, t := range tasks {
+		b, _ := os.ReadFile(t)
+		all = append(all, strings.Fields(string(b))...)
+	}
+	return strings.Join(all, " ")
+}
+
+// e2eSetup builds ptjit and the test programs once and returns the paths.
+func e2eSetup(t *testing.T) {
+	t.Helper()
+	e2e.once.Do(func() {
+		root, err := filepath.Abs("../..")
+		if err != nil {
+			e2e.initErr = err
+			return
+		}
+		e2e.bin = filepath.Join(root, "testdata", "bin")
+		if out, err := exec.Command("make", "-s", "-C", filepath.Join(root, "testdata")).CombinedOutput(); err != nil {
+			e2e.initErr = fmt.Errorf("make -C testdata: %v\n%s", err, out)
+			return
+		}
+		if p := os.Getenv("PTJIT_BIN"); p != "" {
+			e2e.ptjit, err = filepath.Abs(p)
+			if err != nil {
+				e2e.initErr = err
+				return
+			}
+		} else {
+			e2e.tmp, err = os.MkdirTemp("", "ptjit-e2e-")
+			if err != nil {
+				e2e.initErr = err
+				return
+			}
+			e2e.ptjit = filepath.Join(e2e.tmp, "ptjit")
+			cmd := exec.Command("go", "build", "-o", e2e.ptjit, ".")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				e2e.initErr = fmt.Errorf("go build: %v\n%s", err, out)
+				return
+			}
+		}
+		help, _ := exec.Command(e2e.ptjit, "run", "--help").CombinedOutput()
+		e2e.hasWX = bytes.Contains(help, []byte("--wx"))
+	})
+	if e2e.initErr != nil {
+		t.Fatal(e2e.initErr)
+	}
+}
+
+// e2eProg returns the path of a testdata program.
+func e2eProg(name string) string { return filepath.Join(e2e.bin, name) }
+
+// e2eTimeout bounds every command an e2e test runs, so that a hang fails
+// the test instead of the whole test binary.
+const e2eTimeout = 2 * time.Minute
+
+// e2eResult is what one process run produced.
+type e2eResult struct {
+	stdout, stderr string
+	code           int // exit status, 128+N when killed by signal N
+}
+
+// e2eRun runs argv with extra environment variables, stdin and working
+// directory (both optional) and returns its output and shell-style status.
+func e2eRun(t *testing.T, argv []string, env []string, stdin string, dir string) e2eResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), e2eTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Dir = dir
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("%s: still running after %v, killed\nstderr:\n%s", strings.Join(argv, " "), e2eTimeout, errb.String())
+	}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("%s: %v", strings.Join(argv, " "), err)
+	}
+	return e2eResult{out.String(), errb.String(), e2eStatus(cmd.ProcessState)}
+}
+
+// e2eStatus converts a wait status the way a shell does.
+func e2eStatus(ps *os.ProcessState) int {
+	ws := ps.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
+}
+
+// e2ePtjit runs bin/ptjit with args.
+func e2ePtjit(t *testing.T, env []string, args ...string) e2eResult {
+	t.Helper()
+	return e2eRun(t, append([]string{e2e.ptjit}, args...), env, "", "")
+}
+
+// e2eCheckMessages fails when ptjit's stderr has a panic or a line of its own
+// without the "ptjit:" prefix (lines in allowed are the program's own).
+func e2eCheckMessages(t *testing.T, stderr string, programLines map[string]bool) {
+	t.Helper()
+	if strings.Contains(stderr, "panic:") || strings.Contains(stderr, "goroutine ") {
+		t.Errorf("ptjit panicked:\n%s", stderr)
+	}
+	for _, l := range strings.Split(strings.TrimRight(stderr, "\n"), "\n") {
+		if l != "" && !strings.HasPrefix(l, "ptjit: ") && !programLines[l] {
+			t.Errorf("stderr line without the ptjit: prefix: %q", l)
+		}
+	}
+}
+
+// manifestLine is one line of a test program's manifest.
+type manifestLine struct {
+	Addr   uint64
+	Size   uint64
+	SHA256 string
+	Cause  string
+	PID    int
+	TID    int
+}
+
+func (m manifestLine) String() string {
+	return fmt.Sprintf("%#x+%d %s %.16s pid %d tid %d", m.Addr, m.Size, m.Cause, m.SHA256, m.PID, m.TID)
+}
+
+func e2eReadManifest(t *testing.T, path string) []manifestLine {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ms []manifestLine
+	for i, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		if l == "" {
+			continue
+		}
+		f := strings.Fields(l)
+		if len(f) != 6 {
+			t.Fatalf("%s:%d: want 6 fields, got %q", path, i+1, l)
+		}
+		var m manifestLine
+		var errs [4]error
+		m.Addr, errs[0] = strconv.ParseUint(f[0], 0, 64)
+		m.Size, errs[1] = strconv.ParseUint(f[1], 10, 64)
+		m.SHA256, m.Cause = f[2], f[3]
+		m.PID, errs[2] = strconv.Atoi(f[4])
+		m.TID, errs[3] = strconv.Atoi(f[5])
+		if err := errors.Join(errs[:]...); err != nil || len(m.SHA256) != 64 {
+			t.Fatalf("%s:%d: bad line %q: %v", path, i+1, l, err)
+		}
+		ms = append(ms, m)
+	}
+	return ms
+}
+
+// historyLine is the part of one `ptjit history --json` object the tests use.
+type historyLine struct {
+	PID    int    `json:"pid"`
+	TID    int    `json:"tid"`
+	Addr   string `json:"addr"`
+	IP     string `json:"ip"`
+	Size   uint64 `json:"size"`
+	TSC    uint64 `json:"tsc"`
+	Cause  string `json:"cause"`
+	SHA256 string `json:"sha256"`
+}
+
+func (h historyLine) String() string {
+	return fmt.Sprintf("%s+%d %s %.16s pid %d tid %d", h.Addr, h.Size, h.Cause, h.SHA256, h.PID, h.TID)
+}
+
+// e2eHistory runs ptjit history --json on dir and parses every line.
+func e2eHistory(t *testing.T, dir string) []historyLine {
+	t.Helper()
+	r := e2ePtjit(t, nil, "history", "-i", dir, "--json")
+	if r.code != 0 {
+		t.Fatalf("ptjit history -i %s --json: status %d\n%s", dir, r.code, r.stderr)
+	}
+	var hs []historyLine
+	sc := bufio.NewScanner(strings.NewReader(r.stdout))
+	for n := 1; sc.Scan(); n++ {
+		var h historyLine
+		if err := json.Unmarshal(sc.Bytes(), &h); err != nil {
+			t.Fatalf("history line %d: %v: %s", n, err, sc.Text())
+		}
+		if !strings.HasPrefix(h.Addr, "0x") || !strings.HasPrefix(h.IP, "0x") {
+			t.Fatalf("history line %d: addr/ip not 0x strings: %s", n, sc.Text())
+		}
+		hs = append(hs, h)
+	}
+	return hs
+}
+
+// initialCauses are versions no program call made: the vdso and other
+// executable anonymous memory found at exec, and what a child inherits.
+var initialCauses = map[string]bool{"exec": true, "fork": true, "vfork": true, "clone": true}
+
+// e2eCompare checks that the versions in hs are exactly the manifest lines
+// ms, process by process, in order: address, size, SHA-256, thread and
+// cause. A manifest cause "write" (a store into an RWX page) matches any
+// cause ptjit uses for versions made by writes. With prefix, hs may stop
+// early (a killed recording).
+func e2eCompare(t *testing.T, ms []manifestLine, hs []historyLine, prefix bool) {
+	t.Helper()
+	want := map[int][]manifestLine{}
+	var pids []int
+	for _, m := range ms {
+		if want[m.PID] == nil {
+			pids = append(pids, m.PID)
+		}
+		want[m.PID] = append(want[m.PID], m)
+	}
+	got := map[int][]historyLine{}
+	for _, h := range hs {
+		if initialCauses[h.Cause] {
+			continue
+		}
+		if want[h.PID] == nil {
+			t.Errorf("version in a process that reported none: %v", h)
+			continue
+		}
+		got[h.PID] = append(got[h.PID], h)
+	}
+	for _, pid := range pids {
+		w, g := want[pid], got[pid]
+		if len(g) != len(w) && !(prefix && len(g) < len(w)) {
+			t.Errorf("pid %d: %d versions recorded, manifest has %d", pid, len(g), len(w))
+		}
+		for i := 0; i < len(w) && i < len(g); i++ {
+			m, h := w[i], g[i]
+			addr, err := strconv.ParseUint(h.Addr, 0, 64)
+			ok := err == nil && addr == m.Addr && h.Size == m.Size && h.SHA256 == m.SHA256 && h.TID == m.TID &&
+				(h.Cause == m.Cause || m.Cause == "write" && !initialCauses[h.Cause] && h.Cause != "mmap" && h.Cause != "mprotect")
+			if !ok {
+				t.Errorf("pid %d version %d:\n  recorded %v\n  manifest %v", pid, i, h, m)
+			}
+		}
+		if t.Failed() {
+			t.Logf("manifest of pid %d:", pid)
+			for _, m := range w {
+				t.Logf("  %v", m)
+			}
+			t.Logf("recorded for pid %d:", pid)
+			for _, h := range g {
+				t.Logf("  %v", h)
+			}
+		}
+	}
+}
+
+// withoutWrites drops the "write" lines: what a recorder that does not
+// enforce W^X can see.
+func withoutWrites(ms []manifestLine) []manifestLine {
+	var out []manifestLine
+	for _, m := range ms {
+		if m.Cause != "write" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// e2eWaitGone waits (bounded) until pid no longer exists or is a zombie.
+func e2eWaitGone(pid int) bool {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return true
+		}
+		if i := bytes.LastIndexByte(b, ')'); i > 0 && len(b) > i+2 && b[i+2] == 'Z' {
+			return true
+		}
+	}
+	return false
+}
+
+// e2eWaitTimeout waits for cmd; after d it kills it (and so, through
+// PTRACE_O_EXITKILL, its tracees), waits and returns false.
+func e2eWaitTimeout(cmd *exec.Cmd, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		cmd.Process.Kill()
+		<-done
+		return false
+	}
+}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"runtime"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ptjit/ptjit/ptrun"
+	"github.com/ptjit/ptjit/tracker"
+)
+
+func init() {
+	// The launcher helper (see ptrun/doc.go): ptjit re-executed with a
+	// hidden first argument to install the seccomp filter and execve the
+	// program. Locking here keeps the main goroutine on the main thread,
+	// the thread that was seized and that must execve.
+	if len(os.Args) > 1 && os.Args[1] == ptrun.HelperArg {
+		runtime.LockOSThread()
+		ptrun.Helper(os.Args[2:]) // never returns
+	}
+
+	var (
+		out   string
+		quiet bool
+		pin   string
+	)
+	cmd := &cobra.Command{
+		Use:   "run [-o DIR] [-q] [--pin=auto|on|off] [--] PROGRAM [ARGS...]",
+		Short: "Run a program and record every version of its executable memory",
+		Long: `run starts PROGRAM under ptrace and records, in DIR/code.db, its processes and
+threads, its file-backed executable mappings, and every version of its other
+executable memory (JIT code, the vdso, patched code) with the time it became
+valid and stopped being valid.
+
+PROGRAM is found through $PATH like a shell does; its stdin, stdout, stderr,
+environment and working directory are its own. ptjit exits with PROGRAM's
+status (128+N when signal N killed it; 127 when it cannot be found, 126 when
+it cannot be executed). On SIGINT, SIGTERM or SIGHUP ptjit kills the program,
+completes the recording and exits 128+N.
+
+An existing recording in DIR is replaced; a DIR holding anything else is
+refused.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pm, err := tracker.ParsePin(pin)
+			if err != nil {
+				return err
+			}
+			status, err := ptrun.Run(ptrun.Config{OutDir: out, Argv: args, Quiet: quiet, Pin: pm})
+			var ke *ptrun.KilledError
+			if err != nil && errors.As(err, &ke) && quiet {
+				err = nil // -q: the status says it
+			}
+			if err == nil && status == 0 {
+				return nil
+			}
+			return &exitError{Code: status, Err: err}
+		},
+	}
+	cmd.Flags().SetInterspersed(false) // PROGRAM's own flags are its own
+	cmd.Flags().StringVarP(&out, "output", "o", "ptjit.out", "recording directory")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no summary or warnings on stderr")
+	cmd.Flags().StringVar(&pin, "pin", "auto", "pin tracer and program to one CPU: auto, on or off")
+	rootCmd.AddCommand(cmd)
+}

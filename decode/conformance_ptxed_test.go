@@ -1,0 +1,172 @@
+package decode
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The libipt conformance corpus: every row of INDEX.tsv with a ptxed
+// expectation is decoded with ptjit's ptxed format, once per libipt decoder
+// flavour (--insn-decoder, --block-decoder; an explicit one in the row's
+// options wins), and compared with libipt's rule (diff -ub: whitespace
+// amounts and trailing whitespace ignored).
+
+type ptxedRow struct {
+	name, pt, exp, opts string
+	raws                []string
+}
+
+func conformanceDir(t testing.TB) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := wd
+	for {
+		if _, err := os.Stat(filepath.Join(root, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(root)
+		if parent == root {
+			t.Fatalf("no go.mod above %s", wd)
+		}
+		root = parent
+	}
+	dir := filepath.Join(root, "..", "shared", "conformance", "libipt")
+	if _, err := os.Stat(filepath.Join(dir, "INDEX.tsv")); err != nil {
+		if os.Getenv("PTJIT_NO_CONFORMANCE") == "1" {
+			t.Skip("PTJIT_NO_CONFORMANCE=1 and the corpus is missing")
+		}
+		t.Fatalf("libipt conformance corpus missing: %v (set PTJIT_NO_CONFORMANCE=1 to skip)", err)
+	}
+	return dir
+}
+
+func readPtxedRows(t testing.TB, dir string) []ptxedRow {
+	data, err := os.ReadFile(filepath.Join(dir, "INDEX.tsv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []ptxedRow
+	for i, line := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
+		if i == 0 {
+			continue
+		}
+		f := strings.Split(line, "\t")
+		if len(f) < 9 {
+			t.Fatalf("INDEX.tsv line %d: %d fields, want 9", i+1, len(f))
+		}
+		if f[4] == "-" {
+			continue
+		}
+		rows = append(rows, ptxedRow{name: f[0], pt: f[1], raws: strings.Fields(f[2]), exp: f[4], opts: f[5]})
+	}
+	return rows
+}
+
+// normalizeDiffB collapses whitespace runs and drops trailing whitespace
+// on every line, which is what diff -ub compares.
+func normalizeDiffB(b []byte) []string {
+	var out []string
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		out = append(out, strings.Join(strings.Fields(sc.Text()), " "))
+	}
+	return out
+}
+
+func readExpected(t testing.TB, path string) []byte {
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var r io.Reader = f
+	if strings.HasSuffix(path, ".gz") {
+		gz, err := gzip.NewReader(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = gz
+	}
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func runPtxedRow(dir string, row ptxedRow, decoder string) ([]byte, error) {
+	args := []string{decoder}
+	for _, r := range row.raws {
+		args = append(args, "--raw", filepath.Join(dir, r))
+	}
+	args = append(args, strings.Fields(row.opts)...)
+	args = append(args, "--pt", filepath.Join(dir, row.pt))
+	o, err := ParsePtxedArgs(args)
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	err = Ptxed(o, &out)
+	return out.Bytes(), err
+}
+
+// firstDiff describes the first differing line.
+func firstDiff(got, want []string) string {
+	for i := 0; i < len(got) || i < len(want); i++ {
+		var g, w string
+		if i < len(got) {
+			g = got[i]
+		} else {
+			g = "<EOF>"
+		}
+		if i < len(want) {
+			w = want[i]
+		} else {
+			w = "<EOF>"
+		}
+		if g != w {
+			return fmt.Sprintf("line %d: got %q, want %q", i+1, g, w)
+		}
+	}
+	return ""
+}
+
+func TestConformancePtxed(t *testing.T) {
+	dir := conformanceDir(t)
+	rows := readPtxedRows(t, dir)
+	if len(rows) != 430 {
+		t.Errorf("INDEX.tsv has %d rows with ptxed expectations, want 430", len(rows))
+	}
+	pass := map[string]int{}
+	var failed []string
+	for _, row := range rows {
+		want := normalizeDiffB(readExpected(t, filepath.Join(dir, row.exp)))
+		for _, dec := range []string{"--insn-decoder", "--block-decoder"} {
+			out, err := runPtxedRow(dir, row, dec)
+			if err != nil {
+				failed = append(failed, fmt.Sprintf("%s %s: %v", row.name, dec, err))
+				continue
+			}
+			if diff := firstDiff(normalizeDiffB(out), want); diff != "" {
+				failed = append(failed, fmt.Sprintf("%s %s: %s", row.name, dec, diff))
+				continue
+			}
+			pass[dec]++
+		}
+	}
+	t.Logf("ptxed conformance: insn decoder %d/%d, block decoder %d/%d",
+		pass["--insn-decoder"], len(rows), pass["--block-decoder"], len(rows))
+	for _, f := range failed {
+		t.Error(f)
+	}
+}

@@ -1,0 +1,749 @@
+package decode
+
+// The instruction-flow layer (libipt's pt_insn_decoder): it walks the code
+// in the Image instruction by instruction, asks the query layer for the
+// outcome of every conditional branch, the target of every indirect branch
+// and far transfer, resolves compressed returns with the return stack, and
+// binds events to the instructions or addresses where they happened.
+
+// FlowInsn is one instruction of the decoded flow.
+type FlowInsn struct {
+	IP          uint64
+	Size        uint8
+	Mode        ExecMode
+	Class       InsnClass
+	Speculative bool     // executed inside a TSX transaction
+	Section     *Section // where the bytes came from
+	Target      uint64   // direct branch target
+	flags       uint8
+}
+
+// FlowDecoder decodes the instruction flow of a trace.
+type FlowDecoder struct {
+	q   *QueryDecoder
+	img *Image
+	cfg *FlowConfig
+
+	mode         ExecMode
+	ip           uint64
+	status       int
+	enabled      bool
+	processEvent bool
+	speculative  bool
+	processInsn  bool
+	boundPaging  bool
+	boundVMCS    bool
+	boundPTWrite bool
+
+	event    Event
+	insn     FlowInsn // the postponed instruction
+	retstack retStack
+	sec      *Section // section of the last instruction
+	icnt     uint64   // instructions since the last IP packet or trigger
+}
+
+// NewFlowDecoder returns a decoder for the PT bytes in buf reading code
+// from img.
+func NewFlowDecoder(buf []byte, img *Image, cfg *FlowConfig) *FlowDecoder {
+	if cfg == nil {
+		cfg = &FlowConfig{}
+	}
+	return &FlowDecoder{q: NewQueryDecoder(buf, cfg), img: img, cfg: cfg}
+}
+
+// Query returns the underlying query decoder.
+func (d *FlowDecoder) Query() *QueryDecoder { return d.q }
+
+// Offset returns the trace offset of the packet being processed.
+func (d *FlowDecoder) Offset() uint64 { return d.q.Offset() }
+
+// IP returns the address of the next instruction.
+func (d *FlowDecoder) IP() uint64 { return d.ip }
+
+func (d *FlowDecoder) reset() {
+	d.icnt = 0
+	d.mode = ModeUnknown
+	d.ip = 0
+	d.status = 0
+	d.enabled = false
+	d.processEvent = false
+	d.speculative = false
+	d.processInsn = false
+	d.boundPaging, d.boundVMCS, d.boundPTWrite = false, false, false
+	d.retstack.reset()
+	d.sec = nil
+}
+
+func (d *FlowDecoder) flowStatus(flags int) int {
+	if !d.enabled {
+		flags |= stIPSuppressed
+	}
+	if d.status&stEOS != 0 && !d.processEvent {
+		flags |= stEOS
+	}
+	return flags
+}
+
+// tick synthesizes a tick event if time changed since the last event.
+func (d *FlowDecoder) tick(ip uint64) int {
+	if !d.enabled {
+		return -int(feInternal)
+	}
+	if d.processEvent {
+		return 0
+	}
+	tsc, lostMTC, lostCYC, ok := d.q.timeNow()
+	ev := &d.event
+	if tsc == ev.TSC {
+		return 0
+	}
+	*ev = Event{Type: EvTick, IP: ip, HasTSC: ok, TSC: tsc, LostMTC: lostMTC, LostCYC: lostCYC}
+	d.processEvent = true
+	return 1
+}
+
+func (d *FlowDecoder) indirectBranch() (uint64, int) {
+	evip := d.ip
+	ip, st := d.q.indirectBranch()
+	if st < 0 {
+		return 0, st
+	}
+	d.icnt = 0
+	if d.cfg.TickEvents {
+		if e := d.tick(evip); e < 0 {
+			return 0, e
+		}
+	}
+	return ip, st
+}
+
+func (d *FlowDecoder) condBranch() (bool, int) {
+	taken, st := d.q.condBranch()
+	if st < 0 {
+		return false, st
+	}
+	if d.cfg.TickEvents {
+		if e := d.tick(d.ip); e < 0 {
+			return false, e
+		}
+	}
+	return taken, st
+}
+
+func (d *FlowDecoder) start(ip uint64, st int) int {
+	if st < 0 {
+		return st
+	}
+	d.ip = ip
+	d.status = st
+	if st&stIPSuppressed == 0 {
+		d.enabled = true
+	}
+	return d.checkIPEvent(nil)
+}
+
+// SyncForward synchronizes at the next PSB and returns status flags or a
+// negative errCode.
+func (d *FlowDecoder) SyncForward() int {
+	d.reset()
+	ip, st := d.q.syncForward()
+	return d.start(ip, st)
+}
+
+func (d *FlowDecoder) eventPending() int {
+	if d.processEvent {
+		return 1
+	}
+	if d.status&stEventPending == 0 {
+		return 0
+	}
+	st := d.q.nextEvent(&d.event)
+	if st < 0 {
+		return st
+	}
+	d.processEvent = true
+	d.status = st
+	return 1
+}
+
+// decodeAt decodes the instruction at d.ip into in.
+func (d *FlowDecoder) decodeAt(in *FlowInsn) int {
+	tsc := d.q.lastTime.tscOrZero()
+	s := d.sec
+	if s == nil || !s.contains(d.ip) || !s.validAt(tsc) || s.shadowed {
+		s = d.img.Lookup(d.ip, tsc)
+		if s == nil {
+			return -int(feNomap)
+		}
+		d.sec = s
+	}
+	off := d.ip - s.Vaddr
+	e := s.cache.entry(off, len(s.Data))
+	if e != nil && e.size != 0 && e.mode == d.mode {
+		in.Size, in.Class, in.Target, in.flags, in.Section = e.size, e.class, e.target, e.flags, s
+		return 0
+	}
+	var raw [MaxInsnLen]byte
+	n, _ := d.img.Read(raw[:], d.ip, tsc)
+	var x Insn
+	if err := DecodeInsn(raw[:n], d.ip, d.mode, &x); err != nil {
+		if !fixupInsn(raw[:n], d.ip, d.mode, &x) {
+			return -int(feBadInsn)
+		}
+	} else {
+		fixupInsn(raw[:n], d.ip, d.mode, &x)
+	}
+	in.Size, in.Class, in.Target, in.Section = x.Len, x.Class, x.Target, s
+	in.flags = insnFlags(&x)
+	if e != nil && off+uint64(x.Len) <= uint64(len(s.Data)) {
+		*e = insnEntry{size: x.Len, class: x.Class, mode: d.mode, flags: in.flags, target: x.Target}
+	}
+	return 0
+}
+
+func (d *FlowDecoder) checkErratumSKD022() bool {
+	var in FlowInsn
+	if d.decodeAt(&in) < 0 {
+		return false
+	}
+	return in.Class == ClassVMEntry
+}
+
+func (d *FlowDecoder) handleErratumSKD022() int {
+	if !d.checkErratumSKD022() {
+		return 0
+	}
+	// Turn the async disable into a sync disable, processed after the
+	// instruction.
+	ev := &d.event
+	ev.Type = EvDisabled
+	return 1
+}
+
+// proceed moves d.ip past in.
+func (d *FlowDecoder) proceed(in *FlowInsn) int {
+	d.ip += uint64(in.Size)
+	d.icnt++
+	switch in.Class {
+	case ClassPTWrite, ClassOther, ClassMovCR3:
+		return 0
+	case ClassCondJump:
+		taken, st := d.condBranch()
+		if st < 0 {
+			return st
+		}
+		d.status = st
+		if !taken {
+			return 0
+		}
+		d.ip = in.Target
+		return 0
+	case ClassCall:
+		// A call to the next instruction (position-independent code)
+		// is not a call for return compression.
+		if in.Target != d.ip {
+			d.retstack.push(d.ip)
+		}
+		d.ip = in.Target
+		return 0
+	case ClassJump:
+		d.ip = in.Target
+		return 0
+	case ClassIndCall:
+		d.retstack.push(d.ip)
+	case ClassRet:
+		taken, st := d.condBranch()
+		if st >= 0 {
+			d.status = st
+			if !taken {
+				return -int(feBadRetcomp)
+			}
+			ip, ok := d.retstack.pop()
+			if !ok {
+				return -int(feRetstackEmpty)
+			}
+			d.ip = ip
+			return 0
+		}
+	}
+	// Indirect branches and far transfers.
+	ip, st := d.indirectBranch()
+	if st < 0 {
+		return st
+	}
+	d.status = st
+	if st&stIPSuppressed != 0 {
+		return -int(feNoIP)
+	}
+	d.ip = ip
+	return 0
+}
+
+func isFarBranch(in *FlowInsn) bool { return in.Class.IsFar() }
+
+func changesCPL(in *FlowInsn) bool {
+	switch in.Class {
+	case ClassSyscall, ClassSysret:
+		return true
+	case ClassFarRet:
+		return in.flags&insnFlagIret != 0
+	}
+	return false
+}
+
+func changesCR3(in *FlowInsn) bool { return in.Class == ClassMovCR3 }
+
+func bindsToPIP(in *FlowInsn) bool {
+	switch in.Class {
+	case ClassMovCR3, ClassVMEntry:
+		return true
+	}
+	return isFarBranch(in)
+}
+
+func bindsToVMCS(in *FlowInsn) bool {
+	if in.Class == ClassVMEntry || in.flags&insnFlagVMPtrld != 0 {
+		return true
+	}
+	return isFarBranch(in)
+}
+
+func isBranch(in *FlowInsn) bool { return in.Class.IsBranch() }
+
+// nextIP returns the address after in when it does not depend on the trace.
+func nextIP(in *FlowInsn) (uint64, int) {
+	switch in.Class {
+	case ClassOther, ClassPTWrite, ClassMovCR3:
+		return in.IP + uint64(in.Size), 0
+	case ClassCall, ClassJump:
+		return in.Target, 0
+	}
+	return 0, -int(feBadQuery)
+}
+
+func (d *FlowDecoder) atSKL014(ev *Event, in *FlowInsn) bool {
+	if !ev.IPSuppressed {
+		return false
+	}
+	switch in.Class {
+	case ClassCall, ClassJump:
+		return !d.cfg.Filter.check(in.Target)
+	}
+	return false
+}
+
+func (d *FlowDecoder) atDisabledEvent(ev *Event, in *FlowInsn) bool {
+	if ev.IPSuppressed {
+		if isFarBranch(in) || changesCPL(in) || changesCR3(in) {
+			return true
+		}
+		if d.cfg.Filter.any() && d.cfg.Packet.Errata.SKL014 && d.atSKL014(ev, in) {
+			return true
+		}
+		return false
+	}
+	switch in.Class {
+	case ClassOther, ClassPTWrite, ClassMovCR3:
+		return false
+	case ClassCall, ClassJump:
+		// With an IP, a direct branch elsewhere is not where tracing
+		// got disabled.
+		return in.Target == ev.IP
+	}
+	return true
+}
+
+func (d *FlowDecoder) postpone(in *FlowInsn) int {
+	if !d.processInsn {
+		d.processInsn = true
+		d.insn = *in
+	}
+	return d.flowStatus(stEventPending)
+}
+
+func (d *FlowDecoder) clearPostponed() {
+	d.processInsn = false
+	d.boundPaging, d.boundVMCS, d.boundPTWrite = false, false, false
+}
+
+func (d *FlowDecoder) proceedPostponed() int {
+	if !d.processInsn {
+		return -int(feInternal)
+	}
+	if !d.enabled {
+		d.clearPostponed()
+		return 0
+	}
+	if st := d.proceed(&d.insn); st < 0 {
+		return st
+	}
+	d.clearPostponed()
+	return 0
+}
+
+// checkInsnEvent checks for events binding to the instruction in.
+func (d *FlowDecoder) checkInsnEvent(in *FlowInsn) int {
+	st := d.eventPending()
+	if st <= 0 {
+		return st
+	}
+	ev := &d.event
+	switch ev.Type {
+	case EvTIP, EvTNT:
+		return -int(feInternal)
+	case EvDisabled:
+		if ev.StatusUpdate {
+			return 0
+		}
+		if !d.atDisabledEvent(ev, in) {
+			return 0
+		}
+		ip, e := nextIP(in)
+		if e < 0 {
+			ip = 0
+			switch in.Class {
+			case ClassIndCall, ClassFarCall, ClassSyscall, ClassVMExit:
+				ip = in.IP + uint64(in.Size)
+			}
+		}
+		d.ip = ip
+	case EvPaging:
+		if d.boundPaging || !bindsToPIP(in) {
+			return 0
+		}
+		d.boundPaging = true
+		return d.postpone(in)
+	case EvVMCS:
+		if d.boundVMCS || !bindsToVMCS(in) {
+			return 0
+		}
+		d.boundVMCS = true
+		return d.postpone(in)
+	case EvPTWrite:
+		if d.boundPTWrite {
+			return 0
+		}
+		if ev.IPSuppressed {
+			// The event binds to the next ptwrite; like libipt's
+			// current event decoder, its IP stays unknown.
+			if in.Class != ClassPTWrite {
+				return 0
+			}
+		} else if d.ip != ev.IP {
+			return 0
+		}
+		d.boundPTWrite = true
+		return d.postpone(in)
+	default:
+		return 0
+	}
+	return d.flowStatus(stEventPending)
+}
+
+const bdm64MaxSteps = 0x100
+
+// rangeIsContiguous reports whether the flow can get from begin to end
+// without branching, in at most steps instructions.
+func (d *FlowDecoder) rangeIsContiguous(begin, end uint64, steps int) bool {
+	saveIP, saveSec := d.ip, d.sec
+	defer func() { d.ip, d.sec = saveIP, saveSec }()
+	d.ip = begin
+	for ; steps > 0; steps-- {
+		if d.ip == end {
+			return true
+		}
+		var in FlowInsn
+		in.IP = d.ip
+		if d.decodeAt(&in) < 0 {
+			return false
+		}
+		ip, e := nextIP(&in)
+		if e < 0 {
+			return false
+		}
+		d.ip = ip
+	}
+	return false
+}
+
+func (d *FlowDecoder) handleErratumBDM64(ev *Event, in *FlowInsn) bool {
+	if !ev.Aborted || !isBranch(in) {
+		return false
+	}
+	if d.rangeIsContiguous(d.ip, ev.IP, bdm64MaxSteps) {
+		return false
+	}
+	d.ip = ev.IP
+	return true
+}
+
+func (d *FlowDecoder) postponeTSX(in *FlowInsn, ev *Event) bool {
+	if ev.IPSuppressed {
+		return false
+	}
+	if in != nil && d.cfg.Packet.Errata.BDM64 {
+		d.handleErratumBDM64(ev, in)
+	}
+	return d.ip != ev.IP
+}
+
+// checkIPEvent checks for events binding to d.ip.
+func (d *FlowDecoder) checkIPEvent(in *FlowInsn) int {
+	st := d.eventPending()
+	if st <= 0 {
+		if st < 0 {
+			return st
+		}
+		return d.flowStatus(0)
+	}
+	ev := &d.event
+	pending := d.flowStatus(stEventPending)
+	switch ev.Type {
+	case EvDisabled:
+		if ev.StatusUpdate {
+			return pending
+		}
+	case EvEnabled:
+		return pending
+	case EvAsyncDisabled:
+		if ev.From != d.ip {
+			break
+		}
+		if d.cfg.Packet.Errata.SKD022 {
+			if d.handleErratumSKD022() != 0 {
+				break
+			}
+		}
+		return pending
+	case EvTSX:
+		if d.postponeTSX(in, ev) {
+			break
+		}
+		return pending
+	case EvAsyncBranch:
+		if ev.From != d.ip {
+			break
+		}
+		return pending
+	case EvOverflow:
+		return pending
+	case EvExecMode, EvIflags:
+		if !ev.IPSuppressed && ev.IP != d.ip {
+			break
+		}
+		return pending
+	case EvPaging:
+		if d.enabled {
+			break
+		}
+		return pending
+	case EvAsyncPaging, EvAsyncVMCS:
+		if !ev.IPSuppressed && ev.IP != d.ip {
+			break
+		}
+		return pending
+	case EvVMCS:
+		if d.enabled {
+			break
+		}
+		return pending
+	case EvStop:
+		return pending
+	case EvExStop, EvMWait:
+		if !ev.IPSuppressed && d.enabled && d.ip != ev.IP {
+			break
+		}
+		return pending
+	case EvPwrE, EvPwrX:
+		return pending
+	case EvPTWrite:
+		if d.enabled {
+			break
+		}
+		return pending
+	case EvTick, EvCBR, EvMNT:
+		return pending
+	case EvTIP, EvTNT:
+		return -int(feInternal)
+	case EvTrig:
+		if ev.IPSuppressed && ev.HasICNT && d.enabled {
+			// A trigger with an instruction count binds to the
+			// instruction that many instructions after the last IP
+			// packet or trigger.
+			if d.icnt < uint64(ev.ICNT) {
+				break
+			}
+			ev.IP = d.ip
+			ev.IPSuppressed = false
+		} else if !ev.IPSuppressed && d.enabled && d.ip != ev.IP {
+			break
+		}
+		return pending
+	default:
+		// Event-trace events bind to their IP when they have one.
+		if !ev.IPSuppressed && d.enabled && d.ip != ev.IP {
+			break
+		}
+		return pending
+	}
+	return d.flowStatus(0)
+}
+
+// Next decodes the next instruction into in. It returns status flags (>= 0)
+// or a negative errCode; on error, in.IP (and, if decoding succeeded, the
+// rest of in) describe the instruction at which the error happened.
+func (d *FlowDecoder) Next(in *FlowInsn) int {
+	*in = FlowInsn{}
+	if !d.enabled {
+		if d.status&stEOS != 0 {
+			return -int(feEOS)
+		}
+		return -int(feNoEnable)
+	}
+	in.Speculative = d.speculative
+	in.IP = d.ip
+	in.Mode = d.mode
+	if st := d.decodeAt(in); st < 0 {
+		in.Size = 0
+		return st
+	}
+	st := d.checkInsnEvent(in)
+	if st != 0 {
+		if st < 0 || st&stEventPending != 0 {
+			return st
+		}
+	}
+	if st := d.proceed(in); st < 0 {
+		return st
+	}
+	return d.checkIPEvent(in)
+}
+
+func (d *FlowDecoder) processEnabled() int {
+	ev := &d.event
+	if ev.StatusUpdate {
+		if !d.enabled {
+			return -int(feBadStatusUpdate)
+		}
+		return 0
+	}
+	if ev.IPSuppressed {
+		return -int(feNoIP)
+	}
+	if d.enabled {
+		return -int(feBadContext)
+	}
+	d.ip = ev.IP
+	d.enabled = true
+	return 0
+}
+
+func (d *FlowDecoder) processDisabled() int {
+	ev := &d.event
+	if ev.StatusUpdate {
+		if d.enabled {
+			return -int(feBadStatusUpdate)
+		}
+		return 0
+	}
+	if !d.enabled {
+		return -int(feBadContext)
+	}
+	d.enabled = false
+	return 0
+}
+
+// Event returns the pending event into *ev; call it while Next or
+// SyncForward report stEventPending.
+func (d *FlowDecoder) Event(ev *Event) int {
+	if !d.processEvent {
+		return -int(feBadQuery)
+	}
+	e := &d.event
+	switch e.Type {
+	case EvEnabled:
+		if d.ip == e.IP {
+			e.Resumed = true
+		}
+		if st := d.processEnabled(); st < 0 {
+			return st
+		}
+	case EvAsyncDisabled:
+		if !e.IPSuppressed && d.ip != e.From {
+			return -int(feBadQuery)
+		}
+		if st := d.processDisabled(); st < 0 {
+			return st
+		}
+	case EvDisabled:
+		if st := d.processDisabled(); st < 0 {
+			return st
+		}
+	case EvAsyncBranch:
+		if d.ip != e.From {
+			return -int(feBadQuery)
+		}
+		if e.StatusUpdate || !d.enabled {
+			return -int(feBadContext)
+		}
+		d.ip = e.IP
+	case EvAsyncPaging, EvAsyncVMCS:
+		if !e.IPSuppressed && d.ip != e.IP {
+			return -int(feBadQuery)
+		}
+	case EvPaging, EvVMCS:
+	case EvOverflow:
+		if e.StatusUpdate {
+			return -int(feBadContext)
+		}
+		if e.IPSuppressed {
+			d.enabled = false
+			d.ip = 0
+		} else {
+			d.ip = e.IP
+			d.enabled = true
+		}
+		d.speculative = false
+	case EvExecMode:
+		if e.StatusUpdate && d.enabled && d.mode != ModeUnknown && d.mode != e.Mode {
+			return -int(feBadStatusUpdate)
+		}
+		d.mode = e.Mode
+	case EvTSX:
+		d.speculative = e.Speculative
+	case EvStop:
+		if e.StatusUpdate || d.enabled {
+			return -int(feBadContext)
+		}
+	case EvExStop, EvMWait:
+		if !e.IPSuppressed && d.enabled && d.ip != e.IP {
+			return -int(feBadQuery)
+		}
+	case EvTIP, EvTNT, EvInvalid:
+		return -int(feBadQuery)
+	}
+	if !e.IPSuppressed {
+		d.icnt = 0
+	}
+	*ev = *e
+	d.processEvent = false
+	if d.processInsn {
+		st := d.checkInsnEvent(&d.insn)
+		if st != 0 {
+			if st < 0 || st&stEventPending != 0 {
+				return st
+			}
+		}
+		if st := d.proceedPostponed(); st < 0 {
+			return st
+		}
+	}
+	return d.checkIPEvent(nil)
+}
+
+// Time returns the time of the last query (the timestamp of the current
+// instruction).
+func (d *FlowDecoder) Time() (tsc uint64, ok bool) {
+	tsc, _, _, ok = d.q.timeNow()
+	return tsc, ok
+}

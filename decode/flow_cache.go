@@ -1,0 +1,104 @@
+package decode
+
+// Per-section cache of decoded instructions, so that hot code is decoded
+// once: an entry per byte offset, allocated a page at a time, filled the
+// first time an instruction at that offset is decoded in that mode.
+
+const cachePageBits = 12
+
+type insnEntry struct {
+	size   uint8     // 0: not cached
+	class  InsnClass // flow class
+	mode   ExecMode  // mode the entry was decoded in
+	flags  uint8     // insnFlag*
+	target uint64    // direct branch target
+}
+
+// Flags for properties beyond the class that event binding needs.
+const (
+	insnFlagIret    = 1 << iota // iret (changes CPL)
+	insnFlagVMPtrld             // vmptrld (binds a VMCS packet)
+)
+
+type insnCache struct {
+	pages []*[1 << cachePageBits]insnEntry
+}
+
+// entry returns the cache slot for offset off in a section of size n.
+func (c *insnCache) entry(off uint64, n int) *insnEntry {
+	pg := off >> cachePageBits
+	if c.pages == nil {
+		c.pages = make([]*[1 << cachePageBits]insnEntry, (n+(1<<cachePageBits)-1)>>cachePageBits)
+	}
+	if pg >= uint64(len(c.pages)) {
+		return nil
+	}
+	p := c.pages[pg]
+	if p == nil {
+		p = new([1 << cachePageBits]insnEntry)
+		c.pages[pg] = p
+	}
+	return &p[off&(1<<cachePageBits-1)]
+}
+
+// insnFlags derives the extra properties from the instruction bytes.
+func insnFlags(in *Insn) uint8 {
+	b := in.Raw[:in.Len]
+	// Skip legacy prefixes and REX to find the opcode.
+	i := 0
+	p66, pF3 := false, false
+	for i < len(b) {
+		switch b[i] {
+		case 0x66:
+			p66 = true
+		case 0xf3:
+			pF3 = true
+		case 0x67, 0xf2, 0xf0, 0x2e, 0x36, 0x3e, 0x26, 0x64, 0x65:
+		default:
+			goto opcode
+		}
+		i++
+	}
+opcode:
+	if in.Mode == Mode64 && i < len(b) && b[i]&0xf0 == 0x40 {
+		i++
+	}
+	if i >= len(b) {
+		return 0
+	}
+	switch {
+	case b[i] == 0xcf:
+		return insnFlagIret
+	case in.Class == ClassFarRet && b[0] == 0xf3 && len(b) == 4 && b[1] == 0x0f && b[2] == 0x01 && b[3] == 0xca:
+		return insnFlagIret // ERETU returns to user mode
+	case b[i] == 0x0f && i+2 < len(b) && b[i+1] == 0xc7 && !p66 && !pF3:
+		modrm := b[i+2]
+		if (modrm>>3)&7 == 6 && modrm>>6 != 3 {
+			return insnFlagVMPtrld
+		}
+	}
+	return 0
+}
+
+// fixupInsn classifies the instructions DecodeInsn does not know (or
+// classifies differently from libipt): APX JMPABS (REX2 D5 00 A1 imm64),
+// whose target PT reports with a TIP, and the FRED returns ERETU (F3 0F 01
+// CA) and ERETS (F2 0F 01 CA), far returns. It reports whether in now holds
+// such an instruction.
+func fixupInsn(code []byte, ip uint64, mode ExecMode, in *Insn) bool {
+	set := func(n int, c InsnClass) bool {
+		in.IP, in.Len, in.Class, in.Mode, in.Target = ip, uint8(n), c, mode, 0
+		copy(in.Raw[:], code[:n])
+		return true
+	}
+	if mode == Mode64 && len(code) >= 11 && code[0] == 0xd5 && code[1] == 0x00 && code[2] == 0xa1 {
+		return set(11, ClassIndJump)
+	}
+	if len(code) >= 4 && (code[0] == 0xf3 || code[0] == 0xf2) && code[1] == 0x0f && code[2] == 0x01 && code[3] == 0xca {
+		if code[0] == 0xf3 {
+			in.Raw[0] = 0xf3
+		}
+		return set(4, ClassFarRet)
+	}
+	return false
+}

@@ -1,0 +1,677 @@
+package decode
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// PtxedOptions are libipt ptxed's options; an option means what it means in
+// ptxed.
+type PtxedOptions struct {
+	PT     string // --pt FILE[:FROM[-TO]]
+	Raw    []string
+	CPU    string // "", "none" or f/m[/s]
+	CPUSet bool
+
+	NoInst      bool // --no-inst
+	Quiet       bool // --quiet, -q
+	Offset      bool // --offset
+	Time        bool // --time
+	RawInsn     bool // --raw-insn
+	Check       bool // --check
+	Att         bool // --att
+	EventTime   bool // --event:time
+	EventIP     bool // --event:ip
+	EventTick   bool // --event:tick
+	EventIflags bool // --event:iflags
+	Stat        bool // --stat
+	StatInsn    bool // --stat:insn
+	StatBlocks  bool // --stat:blocks
+	Resync      bool // --resync-on-error
+
+	Filter     AddrFilter
+	MTCFreq    uint8
+	NomFreq    uint8
+	CPUID15EAX uint32
+	CPUID15EBX uint32
+
+	BlockDecoder  bool // --block-decoder (the default) vs --insn-decoder
+	InsnKeepTcal  bool // --insn:keep-tcal-on-ovf
+	BlockKeepTcal bool // --block:keep-tcal-on-ovf
+	ShowBlocks    bool // --block:show-blocks
+	EndOnCall     bool // --block:end-on-call
+	EndOnJump     bool // --block:end-on-jump
+}
+
+// ParsePtxedArgs parses ptxed's command line (without the program name).
+func ParsePtxedArgs(args []string) (*PtxedOptions, error) {
+	o := &PtxedOptions{BlockDecoder: true}
+	next := func(i *int, opt string) (string, error) {
+		if *i+1 >= len(args) {
+			return "", fmt.Errorf("%s: missing argument", opt)
+		}
+		*i++
+		a := args[*i]
+		if a == "" || strings.HasPrefix(a, "--") {
+			return "", fmt.Errorf("%s: missing argument", opt)
+		}
+		return a, nil
+	}
+	num := func(i *int, opt string, bits int) (uint64, error) {
+		a, err := next(i, opt)
+		if err != nil {
+			return 0, err
+		}
+		v, err := strconv.ParseUint(a, 0, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: bad argument: %s", opt, a)
+		}
+		if bits < 64 && v >= 1<<uint(bits) {
+			return 0, fmt.Errorf("%s: value too big: %s", opt, a)
+		}
+		return v, nil
+	}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		var err error
+		var v uint64
+		switch a {
+		case "--pt":
+			if o.PT != "" {
+				return nil, fmt.Errorf("duplicate pt sources: %s", args[min(i+1, len(args)-1)])
+			}
+			o.PT, err = next(&i, a)
+		case "--raw":
+			var r string
+			r, err = next(&i, a)
+			o.Raw = append(o.Raw, r)
+		case "--cpu":
+			o.CPU, err = next(&i, a)
+			o.CPUSet = o.CPU != "none"
+			if o.CPUSet {
+				if _, perr := ParseCPU(o.CPU); perr != nil && !zeroCPU(o.CPU) {
+					return nil, fmt.Errorf("--cpu: cpu must be specified as f/m[/s]: %s", o.CPU)
+				}
+			}
+		case "--no-inst":
+			o.NoInst = true
+		case "--quiet", "-q":
+			o.Quiet = true
+		case "--offset":
+			o.Offset = true
+		case "--time":
+			o.Time = true
+		case "--raw-insn":
+			o.RawInsn = true
+		case "--check":
+			o.Check = true
+		case "--att":
+			o.Att = true
+		case "--event:time":
+			o.EventTime = true
+		case "--event:ip":
+			o.EventIP = true
+		case "--event:tick":
+			o.EventTick = true
+		case "--event:iflags":
+			o.EventIflags = true
+		case "--stat":
+			o.Stat = true
+		case "--stat:insn":
+			o.Stat, o.StatInsn = true, true
+		case "--stat:blocks":
+			o.Stat, o.StatBlocks = true, true
+		case "--resync-on-error":
+			o.Resync = true
+		case "--mtc-freq":
+			v, err = num(&i, a, 8)
+			o.MTCFreq = uint8(v)
+		case "--nom-freq":
+			v, err = num(&i, a, 8)
+			o.NomFreq = uint8(v)
+		case "--cpuid-0x15.eax":
+			v, err = num(&i, a, 32)
+			o.CPUID15EAX = uint32(v)
+		case "--cpuid-0x15.ebx":
+			v, err = num(&i, a, 32)
+			o.CPUID15EBX = uint32(v)
+		case "--insn-decoder":
+			o.BlockDecoder = false
+		case "--block-decoder":
+			o.BlockDecoder = true
+		case "--insn:keep-tcal-on-ovf":
+			o.InsnKeepTcal = true
+		case "--block:keep-tcal-on-ovf":
+			o.BlockKeepTcal = true
+		case "--block:show-blocks":
+			o.ShowBlocks = true
+		case "--block:end-on-call":
+			o.EndOnCall = true
+		case "--block:end-on-jump":
+			o.EndOnJump = true
+		default:
+			var n int
+			var field string
+			if k, _ := fmt.Sscanf(a, "--filter:addr%d_%s", &n, &field); k == 2 && n >= 0 && n < 4 {
+				switch field {
+				case "cfg":
+					v, err = num(&i, a, 4)
+					o.Filter.Cfg[n] = uint8(v)
+				case "a":
+					v, err = num(&i, a, 64)
+					o.Filter.A[n] = v
+				case "b":
+					v, err = num(&i, a, 64)
+					o.Filter.B[n] = v
+				default:
+					return nil, fmt.Errorf("unknown option: %s", a)
+				}
+				break
+			}
+			return nil, fmt.Errorf("unknown option: %s", a)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if o.PT == "" {
+		return nil, fmt.Errorf("no pt file")
+	}
+	return o, nil
+}
+
+// zeroCPU accepts "0/0"-style CPUs: they parse, but have no errata (ptxed
+// then reports "config error: unknown cpu" and decodes by the spec).
+func zeroCPU(s string) bool {
+	parts := strings.Split(s, "/")
+	if len(parts) < 2 || len(parts) > 3 {
+		return false
+	}
+	for _, p := range parts {
+		if _, err := strconv.ParseUint(p, 0, 16); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// splitRange parses an optional ":FROM[-TO]" suffix of a file argument, as
+// ptxed's preprocess_filename: it returns the file name, offset and size
+// (0 = to the end).
+func splitRange(arg string) (name string, off, size uint64, err error) {
+	i := strings.LastIndexByte(arg, ':')
+	if i < 0 {
+		return arg, 0, 0, nil
+	}
+	r := arg[i+1:]
+	from, to, hasTo := r, "", false
+	if j := strings.IndexByte(r, '-'); j >= 0 {
+		from, to, hasTo = r[:j], r[j+1:], true
+	}
+	b, err1 := strconv.ParseUint(from, 0, 64)
+	if err1 != nil || from == "" {
+		return arg, 0, 0, nil // the ':' is part of the name
+	}
+	if !hasTo {
+		return arg[:i], b, 0, nil
+	}
+	e, err2 := strconv.ParseUint(to, 0, 64)
+	if err2 != nil {
+		return "", 0, 0, fmt.Errorf("bad range %q", r)
+	}
+	if e <= b {
+		return "", 0, 0, fmt.Errorf("bad range %q: end before start", r)
+	}
+	return arg[:i], b, e - b, nil
+}
+
+// ParseRawImage parses a --raw argument FILE[:FROM[-TO]]:BASE.
+func ParseRawImage(arg string) (file string, off, size, base uint64, err error) {
+	i := strings.LastIndexByte(arg, ':')
+	if i < 0 || i == len(arg)-1 {
+		return "", 0, 0, 0, fmt.Errorf("--raw %s: missing base address (FILE[:FROM[-TO]]:BASE)", arg)
+	}
+	base, err = strconv.ParseUint(arg[i+1:], 0, 64)
+	if err != nil {
+		return "", 0, 0, 0, fmt.Errorf("--raw %s: bad base address %q", arg, arg[i+1:])
+	}
+	file, off, size, err = splitRange(arg[:i])
+	if err != nil {
+		return "", 0, 0, 0, fmt.Errorf("--raw %s: %v", arg, err)
+	}
+	return file, off, size, base, nil
+}
+
+// LoadPT reads a --pt argument FILE[:FROM[-TO]].
+func LoadPT(arg string) ([]byte, error) {
+	name, off, size, err := splitRange(arg)
+	if err != nil {
+		return nil, fmt.Errorf("--pt %s: %v", arg, err)
+	}
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	if off >= uint64(len(data)) && !(off == 0 && len(data) == 0) {
+		return nil, fmt.Errorf("%s: bad offset %#x (file size %#x)", name, off, len(data))
+	}
+	end := uint64(len(data))
+	if size != 0 {
+		if off+size > end {
+			return nil, fmt.Errorf("%s: bad range %#x-%#x (file size %#x)", name, off, off+size, len(data))
+		}
+		end = off + size
+	}
+	return data[off:end], nil
+}
+
+// Ptxed runs a ptxed-compatible decode and writes ptxed's output to w.
+// Configuration problems that ptxed reports on stdout (an unknown --cpu)
+// are written to w as well; errors that make ptxed fail are returned.
+func Ptxed(o *PtxedOptions, w io.Writer) error {
+	img := NewImage()
+	for _, r := range o.Raw {
+		file, off, size, base, err := ParseRawImage(r)
+		if err != nil {
+			return err
+		}
+		if err := img.AddFile(file, off, size, base); err != nil {
+			return fmt.Errorf("--raw %s: %v", r, err)
+		}
+	}
+	pt, err := LoadPT(o.PT)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(w, 1<<16)
+	defer bw.Flush()
+
+	cfg := &FlowConfig{Filter: o.Filter, TickEvents: o.EventTick}
+	cfg.Packet.MTCFreq = o.MTCFreq
+	cfg.Packet.NomFreq = o.NomFreq
+	cfg.Packet.CPUID15EAX = o.CPUID15EAX
+	cfg.Packet.CPUID15EBX = o.CPUID15EBX
+	if o.BlockDecoder {
+		cfg.Packet.KeepTcalOnOVF = o.BlockKeepTcal
+	} else {
+		cfg.Packet.KeepTcalOnOVF = o.InsnKeepTcal
+	}
+	if o.CPUSet {
+		cpu, perr := ParseCPU(o.CPU)
+		if perr == nil {
+			cfg.Packet.CPU = cpu
+			cfg.Packet.Errata, perr = cpu.Errata()
+		}
+		if perr != nil {
+			fmt.Fprintf(bw, "[0, 0: config error: %s]\n", feBadCPU)
+		}
+	}
+	p := &ptxedPrinter{o: o, w: bw}
+	if o.Stat && !o.StatInsn && !o.StatBlocks {
+		o.StatInsn = true
+		o.StatBlocks = o.BlockDecoder
+	}
+	d := NewFlowDecoder(pt, img, cfg)
+	p.decode(d)
+	if o.Stat {
+		if o.StatInsn {
+			fmt.Fprintf(bw, "insn: %d.\n", p.ninsn)
+		}
+		if o.StatBlocks {
+			fmt.Fprintf(bw, "blocks:\t%d.\n", p.nblocks)
+		}
+	}
+	return bw.Flush()
+}
+
+type ptxedPrinter struct {
+	o       *PtxedOptions
+	w       *bufio.Writer
+	ninsn   uint64
+	nblocks uint64
+	buf     [64]byte
+	// block emulation
+	inBlock bool
+}
+
+func (p *ptxedPrinter) hex16(v uint64) {
+	b := strconv.AppendUint(p.buf[:0], v, 16)
+	for i := len(b); i < 16; i++ {
+		p.w.WriteByte('0')
+	}
+	p.w.Write(b)
+}
+
+func (p *ptxedPrinter) diagnose(off, ip uint64, kind string, code errCode) {
+	fmt.Fprintf(p.w, "[%x, %x: %s: %s]\n", off, ip, kind, code)
+}
+
+func (p *ptxedPrinter) printInsn(in *FlowInsn, off, tsc uint64) {
+	if p.o.Quiet {
+		return
+	}
+	if p.o.ShowBlocks && !p.inBlock {
+		p.w.WriteString("[block]\n")
+	}
+	p.inBlock = true
+	if p.o.Offset {
+		p.hex16(off)
+		p.w.WriteString("  ")
+	}
+	if p.o.Time {
+		p.hex16(tsc)
+		p.w.WriteString("  ")
+	}
+	if in.Speculative {
+		p.w.WriteString("? ")
+	}
+	p.hex16(in.IP)
+	if !p.o.NoInst {
+		var x Insn
+		if n, _ := in.Section.readAt(x.Raw[:], in.IP); n > 0 {
+			if DecodeInsn(x.Raw[:n], in.IP, in.Mode, &x) == nil {
+				if p.o.RawInsn {
+					for i := 0; i < MaxInsnLen; i++ {
+						if i < int(x.Len) {
+							fmt.Fprintf(p.w, " %02x", x.Raw[i])
+						} else {
+							p.w.WriteString("   ")
+						}
+					}
+				}
+				p.w.WriteString("  ")
+				p.w.WriteString(x.Disasm())
+			}
+		}
+	}
+	p.w.WriteByte('\n')
+}
+
+func (p *ptxedPrinter) printEvent(ev *Event, off uint64) {
+	if p.o.Quiet || ev.StatusUpdate {
+		return
+	}
+	if !ptxedShowsEvent(ev, p.o) {
+		return
+	}
+	w := p.w
+	w.WriteByte('[')
+	if p.o.Offset {
+		p.hex16(off)
+		w.WriteString("  ")
+	}
+	if p.o.EventTime && ev.HasTSC {
+		p.hex16(ev.TSC)
+		w.WriteString("  ")
+	}
+	w.WriteString(formatEventBody(ev, p.o.EventIP))
+	w.WriteString("]\n")
+	p.inBlock = false
+}
+
+// ptxedShowsEvent reports whether ptxed prints the event.
+func ptxedShowsEvent(ev *Event, o *PtxedOptions) bool {
+	switch ev.Type {
+	case EvIflags:
+		return o.EventIflags
+	case EvTick:
+		return o.EventTick
+	}
+	return true
+}
+
+func execModeText(m ExecMode) string {
+	switch m {
+	case Mode16, Mode32, Mode64:
+		return m.String()
+	}
+	return "<unknown>"
+}
+
+// formatEventBody returns ptxed's text for an event, without brackets,
+// offset and time.
+func formatEventBody(ev *Event, withIP bool) string {
+	var b strings.Builder
+	ipOpt := func(ip uint64) {
+		if withIP && !ev.IPSuppressed {
+			fmt.Fprintf(&b, ", ip: %016x", ip)
+		}
+	}
+	switch ev.Type {
+	case EvEnabled:
+		if ev.Resumed {
+			b.WriteString("resumed")
+		} else {
+			b.WriteString("enabled")
+		}
+		if withIP {
+			fmt.Fprintf(&b, ", ip: %016x", ev.IP)
+		}
+	case EvDisabled:
+		b.WriteString("disabled")
+		ipOpt(ev.IP)
+	case EvAsyncDisabled:
+		b.WriteString("disabled")
+		if withIP {
+			fmt.Fprintf(&b, ", at: %016x", ev.From)
+			ipOpt(ev.IP)
+		}
+	case EvAsyncBranch:
+		b.WriteString("interrupt")
+		if withIP {
+			fmt.Fprintf(&b, ", from: %016x", ev.From)
+			if !ev.IPSuppressed {
+				fmt.Fprintf(&b, ", to: %016x", ev.IP)
+			}
+		}
+	case EvPaging:
+		fmt.Fprintf(&b, "paging, cr3: %016x", ev.CR3)
+		if ev.NonRoot {
+			b.WriteString(", nr")
+		}
+	case EvAsyncPaging:
+		fmt.Fprintf(&b, "paging, cr3: %016x", ev.CR3)
+		if ev.NonRoot {
+			b.WriteString(", nr")
+		}
+		if withIP {
+			fmt.Fprintf(&b, ", ip: %016x", ev.IP)
+		}
+	case EvOverflow:
+		b.WriteString("overflow")
+		ipOpt(ev.IP)
+	case EvExecMode:
+		b.WriteString("exec mode: " + execModeText(ev.Mode))
+		ipOpt(ev.IP)
+	case EvTSX:
+		switch {
+		case ev.Aborted:
+			b.WriteString("aborted")
+		case ev.Speculative:
+			b.WriteString("begin transaction")
+		default:
+			b.WriteString("committed")
+		}
+		ipOpt(ev.IP)
+	case EvStop:
+		b.WriteString("stopped")
+	case EvVMCS:
+		fmt.Fprintf(&b, "vmcs, base: %016x", ev.Base)
+	case EvAsyncVMCS:
+		fmt.Fprintf(&b, "vmcs, base: %016x", ev.Base)
+		if withIP {
+			fmt.Fprintf(&b, ", ip: %016x", ev.IP)
+		}
+	case EvExStop:
+		b.WriteString("exstop")
+		ipOpt(ev.IP)
+	case EvMWait:
+		fmt.Fprintf(&b, "mwait %x %x", ev.Hints, ev.Ext)
+		ipOpt(ev.IP)
+	case EvPwrE:
+		fmt.Fprintf(&b, "pwre c%d.%d", (ev.State+1)&0xf, (ev.SubState+1)&0xf)
+		if ev.HW {
+			b.WriteString(" hw")
+		}
+	case EvPwrX:
+		b.WriteString("pwrx ")
+		if ev.WakeIntr {
+			b.WriteString("int: ")
+		}
+		if ev.WakeStore {
+			b.WriteString("st: ")
+		}
+		if ev.WakeAuto {
+			b.WriteString("hw: ")
+		}
+		fmt.Fprintf(&b, "c%d (c%d)", (ev.Last+1)&0xf, (ev.Deepest+1)&0xf)
+	case EvPTWrite:
+		fmt.Fprintf(&b, "ptwrite: %x", ev.Payload)
+		ipOpt(ev.IP)
+	case EvTick:
+		b.WriteString("tick")
+		ipOpt(ev.IP)
+	case EvCBR:
+		fmt.Fprintf(&b, "cbr: %x", ev.Ratio)
+	case EvMNT:
+		fmt.Fprintf(&b, "mnt: %x", ev.Payload)
+	case EvIflags:
+		if ev.IF {
+			b.WriteString("interrupts enabled")
+		} else {
+			b.WriteString("interrupts disabled")
+		}
+		ipOpt(ev.IP)
+	case EvInterrupt:
+		fmt.Fprintf(&b, "interrupt %d", ev.Vector)
+		if ev.HasCR2 {
+			fmt.Fprintf(&b, ", cr2: %016x", ev.CR2)
+		}
+		ipOpt(ev.IP)
+	case EvIret:
+		b.WriteString("iret")
+		ipOpt(ev.IP)
+	case EvSMI:
+		b.WriteString("smi")
+		ipOpt(ev.IP)
+	case EvRSM:
+		b.WriteString("rsm")
+		ipOpt(ev.IP)
+	case EvSIPI:
+		fmt.Fprintf(&b, "sipi: %x", ev.Vector)
+		ipOpt(ev.IP)
+	case EvInit:
+		b.WriteString("init")
+		ipOpt(ev.IP)
+	case EvVMEntry:
+		b.WriteString("vmentry")
+		ipOpt(ev.IP)
+	case EvVMExit:
+		b.WriteString("vmexit")
+		if ev.HasVec {
+			fmt.Fprintf(&b, ", intr: %d", ev.Vector)
+		}
+		if ev.HasVMXR {
+			fmt.Fprintf(&b, ", vmxr: %016x", ev.VMXR)
+		}
+		if ev.HasVMXQ {
+			fmt.Fprintf(&b, ", vmxq: %016x", ev.VMXQ)
+		}
+		ipOpt(ev.IP)
+	case EvShutdown:
+		b.WriteString("shutdown")
+		ipOpt(ev.IP)
+	case EvUintr:
+		fmt.Fprintf(&b, "uintr %d", ev.Vector)
+		ipOpt(ev.IP)
+	case EvUiret:
+		b.WriteString("uiret")
+		ipOpt(ev.IP)
+	case EvSwIntr:
+		fmt.Fprintf(&b, "swintr %d", ev.Vector)
+		ipOpt(ev.IP)
+	case EvSyscall:
+		b.WriteString("syscall")
+		ipOpt(ev.IP)
+	case EvTrig:
+		fmt.Fprintf(&b, "trig %02x", ev.TRBV)
+		if ev.Mult {
+			b.WriteString(", mult")
+		}
+		ipOpt(ev.IP)
+	default:
+		fmt.Fprintf(&b, "event %d", ev.Type)
+	}
+	return b.String()
+}
+
+// drain processes pending events.
+func (p *ptxedPrinter) drain(d *FlowDecoder, st int, tsc *uint64) int {
+	for st >= 0 && st&stEventPending != 0 {
+		off := d.Offset()
+		var ev Event
+		st = d.Event(&ev)
+		if st < 0 {
+			return st
+		}
+		*tsc = ev.TSC
+		p.printEvent(&ev, off)
+	}
+	return st
+}
+
+// decode is ptxed's decode loop.
+func (p *ptxedPrinter) decode(d *FlowDecoder) {
+	var sync, tsc uint64
+	for {
+		st := d.SyncForward()
+		if st < 0 {
+			if st == -int(feEOS) {
+				return
+			}
+			p.diagnose(d.Offset(), 0, "sync error", errCode(-st))
+			newSync := d.Offset()
+			if newSync <= sync {
+				return
+			}
+			sync = newSync
+			continue
+		}
+		var in FlowInsn
+		for {
+			st = p.drain(d, st, &tsc)
+			if st < 0 {
+				break
+			}
+			if st&stEOS != 0 {
+				if st&stIPSuppressed == 0 && !p.o.Quiet {
+					p.w.WriteString("[end of trace]\n")
+				}
+				st = -int(feEOS)
+				break
+			}
+			off := d.Offset()
+			st = d.Next(&in)
+			if st < 0 {
+				if in.Size != 0 {
+					p.printInsn(&in, off, tsc)
+					p.ninsn++
+				}
+				break
+			}
+			p.printInsn(&in, off, tsc)
+			p.ninsn++
+		}
+		if st == 0 {
+			st = -int(feInternal)
+		}
+		if st == -int(feEOS) {
+			return
+		}
+		p.diagnose(d.Offset(), in.IP, "error", errCode(-st))
+	}
+}

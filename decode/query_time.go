@@ -1,0 +1,81 @@
+package decode
+
+// timeState is the query layer's timing: the packet engineer's Time (TSC
+// estimate) and TimeCal (cycle calibration) driven the way libipt's event
+// decoder drives pt_time and pt_time_cal. Configuration errors only make
+// timing imprecise (they are counted as lost MTC/CYC), so they are not
+// decode errors, as in libipt.
+type timeState struct {
+	t   Time
+	cal TimeCal
+	cfg *Config
+}
+
+func (s *timeState) init(cfg *FlowConfig) {
+	s.t.Reset()
+	s.cal = NewTimeCal()
+	s.cfg = &cfg.Packet
+}
+
+func (s *timeState) headerTSC(p *Packet) {
+	_ = s.cal.HeaderTSC(p, s.cfg)
+	_ = s.t.UpdateTSC(p, s.cfg)
+}
+
+func (s *timeState) tsc(p *Packet) {
+	_ = s.cal.UpdateTSC(p, s.cfg)
+	_ = s.t.UpdateTSC(p, s.cfg)
+}
+
+func (s *timeState) headerCBR(p *Packet) {
+	_ = s.cal.HeaderCBR(p, s.cfg)
+	_ = s.t.UpdateCBR(p, s.cfg)
+}
+
+func (s *timeState) cbr(p *Packet) {
+	_ = s.cal.UpdateCBR(p, s.cfg)
+	_ = s.t.UpdateCBR(p, s.cfg)
+}
+
+func (s *timeState) tma(p *Packet) {
+	_ = s.cal.UpdateTMA(p, s.cfg)
+	_ = s.t.UpdateTMA(p, s.cfg)
+}
+
+func (s *timeState) mtc(p *Packet) {
+	_ = s.cal.UpdateMTC(p, s.cfg)
+	_ = s.t.UpdateMTC(p, s.cfg)
+}
+
+func (s *timeState) cyc(p *Packet) {
+	_ = s.cal.UpdateCYC(p, s.cfg)
+	fcr, err := s.cal.FCR()
+	if err != nil {
+		fcr = 0
+	}
+	_ = s.t.UpdateCYC(p, s.cfg, fcr)
+}
+
+// restoreAfterOVF keeps the time (and, if keepTcal, the calibration) of
+// prev after an overflow reset.
+func (s *timeState) restoreAfterOVF(prev *timeState, keepTcal bool) {
+	s.t = prev.t
+	if keepTcal {
+		s.cal = prev.cal
+		s.cal.UpdateOVF(s.cfg)
+	}
+}
+
+// query returns the current TSC estimate; ok is false when there is only
+// relative time (no TSC packet yet).
+func (s *timeState) query() (tsc uint64, lostMTC, lostCYC uint32, ok bool) {
+	tsc, lostMTC, lostCYC, err := s.t.TSC()
+	return tsc, lostMTC, lostCYC, err == nil
+}
+
+// tscOrZero returns the TSC estimate (0 before any time information); it
+// selects code versions in the image.
+func (s *timeState) tscOrZero() uint64 {
+	tsc, _, _, _ := s.t.TSC()
+	return tsc
+}

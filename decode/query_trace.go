@@ -1,0 +1,115 @@
+package decode
+
+// Event trace (CFE and EVD packets) and TRIG packets.
+
+// evdState collects the EVD payloads that precede their CFE packet.
+type evdState struct {
+	cr2, vmxq, vmxr          uint64
+	haveCR2, haveVMXQ, haveVMXR bool
+}
+
+func (d *QueryDecoder) decodeEVD(p *Packet) int {
+	switch p.EvType {
+	case EVDCR2:
+		d.evd.cr2, d.evd.haveCR2 = p.Payload, true
+	case EVDVMXQ:
+		d.evd.vmxq, d.evd.haveVMXQ = p.Payload, true
+	case EVDVMXR:
+		d.evd.vmxr, d.evd.haveVMXR = p.Payload, true
+	}
+	return 1
+}
+
+// cfeEventType maps a CFE type to an event type.
+func cfeEventType(t uint8) (EventType, bool) {
+	switch t {
+	case CFEIntr:
+		return EvInterrupt, true
+	case CFEIRet:
+		return EvIret, true
+	case CFESMI:
+		return EvSMI, true
+	case CFERSM:
+		return EvRSM, true
+	case CFESIPI:
+		return EvSIPI, true
+	case CFEInit:
+		return EvInit, true
+	case CFEVMEntry:
+		return EvVMEntry, true
+	case CFEVMExit, CFEVMExitIntr:
+		return EvVMExit, true
+	case CFEShutdown:
+		return EvShutdown, true
+	case CFEUIntr:
+		return EvUintr, true
+	case CFEUIRet:
+		return EvUiret, true
+	case CFESWIntr:
+		return EvSwIntr, true
+	case CFESyscall:
+		return EvSyscall, true
+	}
+	return EvInvalid, false
+}
+
+func (d *QueryDecoder) fillCFE(ev *Event, p *Packet) {
+	ev.Vector = p.Vector
+	switch p.EvType {
+	case CFEIntr:
+		ev.CR2, ev.HasCR2 = d.evd.cr2, d.evd.haveCR2
+	case CFEVMExitIntr:
+		ev.HasVec = true
+		fallthrough
+	case CFEVMExit:
+		ev.VMXR, ev.HasVMXR = d.evd.vmxr, d.evd.haveVMXR
+		ev.VMXQ, ev.HasVMXQ = d.evd.vmxq, d.evd.haveVMXQ
+	}
+	d.evd = evdState{}
+}
+
+func (d *QueryDecoder) decodeCFE(p *Packet) int {
+	t, ok := cfeEventType(p.EvType)
+	if !ok {
+		// Unknown CFE types are skipped, like unknown packets.
+		d.evd = evdState{}
+		return 1
+	}
+	if p.IPBit {
+		ev := d.evq.enqueue(bindFUP)
+		if ev == nil {
+			return -int(feNomem)
+		}
+		ev.Type = t
+		d.fillCFE(ev, p)
+		return 1
+	}
+	ev := d.standalone(t)
+	d.fillCFE(ev, p)
+	ev.IPSuppressed = true
+	d.eventTime(ev)
+	return d.fetchPacket()
+}
+
+func (d *QueryDecoder) decodeTrig(p *Packet) int {
+	fill := func(ev *Event) {
+		ev.Type = EvTrig
+		ev.TRBV = p.TRBV
+		ev.Mult = p.Mult
+		ev.ICNT, ev.HasICNT = p.ICNT, p.ICNTValid
+	}
+	if p.IPBit {
+		ev := d.evq.enqueue(bindFUP)
+		if ev == nil {
+			return -int(feNomem)
+		}
+		fill(ev)
+		return 1
+	}
+	ev := d.evq.newStandalone()
+	d.event = ev
+	fill(ev)
+	ev.IPSuppressed = true
+	d.eventTime(ev)
+	return d.fetchPacket()
+}

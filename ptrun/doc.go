@@ -1,0 +1,34 @@
+// Package ptrun starts a program under ptjit: it resolves the program like
+// a shell, prepares the recording directory, launches the program so that
+// the tracker traces it from its first instruction with the seccomp filter
+// in place, handles ptjit's own signals, and prints the summary.
+//
+// Launching. Go cannot run code between fork and exec, and the seccomp
+// filter must be installed in the child before the program's execve. So
+// ptjit re-executes itself (/proc/self/exe) with a hidden first argument
+// (HelperArg); that helper runs before anything else in package main (an
+// init function that locks the main goroutine to the main thread), and:
+//  1. blocks reading one byte from a pipe, until the tracer thread has
+//     PTRACE_SEIZE'd it (with TRACESECCOMP, TRACEEXEC, EXITKILL, ...);
+//  2. installs the seccomp filter (tracker.InstallFilter) on the main
+//     thread — only now, because a SECCOMP_RET_TRACE syscall with no tracer
+//     attached fails with ENOSYS;
+//  3. execve's the program with the environment, cwd and file descriptors
+//     it was given (fds 0-2 and every inherited fd ptjit did not open
+//     itself; the pipe is closed first).
+//
+// The tracer sees the helper as a "helper" process and records nothing
+// until its PTRACE_EVENT_EXEC.
+//
+// Never an orphan. The helper is forked from the tracker's locked OS
+// thread with PR_SET_PDEATHSIG=SIGKILL (kept across the program's execve
+// unless it is set-uid); PDEATHSIG is cleared in forked children, so
+// children and threads of the program are covered by PTRACE_O_EXITKILL
+// instead: every tracee gets SIGKILL when the tracer exits, however it
+// exits. On SIGTERM, SIGINT or SIGHUP ptjit kills every tracee with SIGKILL
+// itself, waits for them, flushes code.db and exits 128+N.
+//
+// Signal dispositions: the program inherits SIG_IGN for SIGHUP and SIGINT
+// when ptjit did; other signals ptjit's Go runtime handles (so an inherited
+// SIG_IGN for, say, SIGTERM is lost), as for any Go program's children.
+package ptrun

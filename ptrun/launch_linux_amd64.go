@@ -1,0 +1,186 @@
+package ptrun
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/ptjit/ptjit/tracker"
+	"golang.org/x/sys/unix"
+)
+
+// HelperArg is the hidden first argument that makes the ptjit binary act
+// as the launcher helper (see doc.go). cmd/ptjit checks for it in an init
+// function and calls Helper.
+const HelperArg = "__ptjit_exec_helper"
+
+// StartError is a program that cannot be started; Code is the shell's
+// status for it (127 not found, 126 found but not executable).
+type StartError struct {
+	Prog string
+	Code int
+	Err  error
+}
+
+func (e *StartError) Error() string { return e.Prog + ": " + e.Err.Error() }
+func (e *StartError) Unwrap() error { return e.Err }
+
+var errNotFound = errors.New("command not found")
+
+// Resolve finds prog the way a shell does: a name with a slash is used as
+// is, others are searched in $PATH (an empty entry is the current
+// directory). It returns the path to execve.
+func Resolve(prog string) (string, error) {
+	if prog == "" {
+		return "", &StartError{prog, 127, errNotFound}
+	}
+	if strings.Contains(prog, "/") {
+		if err := checkExecutable(prog); err != nil {
+			return "", err
+		}
+		return prog, nil
+	}
+	var firstErr error
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, prog)
+		err := checkExecutable(p)
+		if err == nil {
+			return p, nil
+		}
+		var se *StartError
+		if errors.As(err, &se) && se.Code == 126 && firstErr == nil {
+			firstErr = &StartError{prog, 126, se.Err}
+		}
+	}
+	if firstErr != nil {
+		return "", firstErr
+	}
+	return "", &StartError{prog, 127, errNotFound}
+}
+
+func checkExecutable(p string) error {
+	st, err := os.Stat(p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return &StartError{p, 127, errors.New("no such file or directory")}
+		}
+		return &StartError{p, 126, unwrapPath(err)}
+	}
+	if st.IsDir() {
+		return &StartError{p, 126, errors.New("is a directory")}
+	}
+	if err := unix.Access(p, unix.X_OK); err != nil {
+		return &StartError{p, 126, err}
+	}
+	return nil
+}
+
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// launcher returns the tracker.Launch that starts argv (argv[0] as the
+// user typed it; path resolved) through the helper.
+func launcher(path string, argv []string) tracker.Launch {
+	return func() (int, func() error, error) {
+		self, err := os.Executable()
+		if err != nil {
+			self = "/proc/self/exe"
+		}
+		// A socket pair for the handshake: the helper's end is inherited
+		// at the same number (not close-on-exec); it is the only fd ptjit
+		// passes besides 0-2 and the fds ptjit itself inherited.
+		sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+		if err != nil {
+			return 0, nil, fmt.Errorf("socketpair: %w", err)
+		}
+		unix.CloseOnExec(sp[0])
+		args := append([]string{"ptjit", HelperArg, strconv.Itoa(sp[1]), path}, argv...)
+		pid, err := syscall.ForkExec(self, args, &syscall.ProcAttr{
+			Env:   os.Environ(),
+			Files: []uintptr{0, 1, 2},
+			Sys:   &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+		})
+		unix.Close(sp[1])
+		if err != nil {
+			unix.Close(sp[0])
+			return 0, nil, fmt.Errorf("starting the launcher %s: %w", self, err)
+		}
+		// Wait until the helper runs (its own execve is over, so the
+		// tracer never sees it), then let the tracer seize it.
+		var b [1]byte
+		if n, err := readRetry(sp[0], b[:]); n != 1 {
+			unix.Close(sp[0])
+			var ws unix.WaitStatus
+			unix.Wait4(pid, &ws, 0, nil)
+			return 0, nil, fmt.Errorf("the launcher died before starting the program (%v, %v)", err, ws)
+		}
+		release := func() error {
+			defer unix.Close(sp[0])
+			_, err := unix.Write(sp[0], []byte{1})
+			return err
+		}
+		return pid, release, nil
+	}
+}
+
+// Helper is the launcher helper's whole life (see doc.go): args are the
+// pipe fd, the resolved path and argv. It never returns.
+//
+// Precondition: called from an init function of package main after
+// runtime.LockOSThread, so this is the process's main thread.
+func Helper(args []string) {
+	if len(args) < 3 {
+		helperFail(127, "launcher: bad arguments")
+	}
+	fd, err := strconv.Atoi(args[0])
+	if err != nil {
+		helperFail(127, "launcher: bad pipe fd")
+	}
+	path, argv := args[1], args[2:]
+	var b [1]byte
+	if _, err := unix.Write(fd, []byte{1}); err != nil {
+		os.Exit(127)
+	}
+	if n, _ := readRetry(fd, b[:]); n != 1 {
+		// The tracer is gone before tracing started: do not run the
+		// program untraced.
+		os.Exit(127)
+	}
+	unix.Close(fd)
+	if err := tracker.InstallFilter(); err != nil {
+		helperFail(126, err.Error())
+	}
+	err = unix.Exec(path, argv, os.Environ())
+	code := 126
+	if errors.Is(err, unix.ENOENT) {
+		code = 127
+	}
+	helperFail(code, fmt.Sprintf("%s: %v", argv[0], err))
+}
+
+func helperFail(code int, msg string) {
+	fmt.Fprintf(os.Stderr, "ptjit: %s\n", msg)
+	os.Exit(code)
+}
+
+func readRetry(fd int, b []byte) (int, error) {
+	for {
+		n, err := unix.Read(fd, b)
+		if !errors.Is(err, unix.EINTR) {
+			return n, err
+		}
+	}
+}

@@ -1,0 +1,221 @@
+package ptrun
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ptjit/ptjit/db"
+	"github.com/ptjit/ptjit/snapshot"
+	"github.com/ptjit/ptjit/tracker"
+)
+
+// Config is one `ptjit run`.
+type Config struct {
+	OutDir string   // recording directory (created; an old recording is replaced)
+	Argv   []string // the program and its arguments, argv[0] as typed
+	Quiet  bool     // no summary, no warnings
+	Pin    tracker.PinMode
+	Stderr io.Writer // ptjit's messages; nil: os.Stderr
+}
+
+// OutDirError is a recording directory ptjit refuses to use.
+type OutDirError struct {
+	Dir    string
+	Reason string
+}
+
+func (e *OutDirError) Error() string { return e.Dir + ": " + e.Reason }
+
+// recordingFiles are the names a ptjit recording directory may hold.
+var recordingFiles = map[string]bool{
+	"code.db": true, "code.db-wal": true, "code.db-shm": true, "code.db-journal": true,
+	"perf.data": true, "perf.data.old": true,
+}
+
+// PrepareOutDir checks that dir is absent, empty or an old ptjit
+// recording, and creates it. It changes nothing when it refuses.
+func PrepareOutDir(dir string) error {
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return &OutDirError{dir, unwrapPath(err).Error()}
+		}
+		return nil
+	case err != nil:
+		return &OutDirError{dir, unwrapPath(err).Error()}
+	case !st.IsDir():
+		return &OutDirError{dir, "not a directory (-o names the recording directory)"}
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return &OutDirError{dir, unwrapPath(err).Error()}
+	}
+	var other []string
+	for _, e := range ents {
+		if !recordingFiles[e.Name()] || !e.Type().IsRegular() {
+			other = append(other, e.Name())
+		}
+	}
+	if len(other) > 0 {
+		sort.Strings(other)
+		if len(other) > 3 {
+			other = append(other[:3], "...")
+		}
+		return &OutDirError{dir, "holds files that are not a ptjit recording (" + strings.Join(other, ", ") + "); refusing to replace it"}
+	}
+	return nil
+}
+
+// KilledError says ptjit was stopped by a signal; the program was killed
+// and the recording flushed.
+type KilledError struct{ Sig syscall.Signal }
+
+func (e *KilledError) Error() string {
+	return fmt.Sprintf("%v: the program was killed; the recording holds everything up to now", sigName(e.Sig))
+}
+
+func sigName(s syscall.Signal) string {
+	switch s {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	}
+	return "signal " + strconv.Itoa(int(s))
+}
+
+// Run records cfg.Argv and returns the program's exit status (128+N when
+// signal N killed it). A non-nil error is either a *StartError (status
+// 126/127), an *OutDirError, a *KilledError (status 128+N), or a failure
+// of ptjit itself; status is then what ptjit should exit with.
+func Run(cfg Config) (status int, err error) {
+	stderr := cfg.Stderr
+	if stderr == nil {
+		stderr = os.Stderr
+	}
+	if len(cfg.Argv) == 0 {
+		return 2, errors.New("no program to run (usage: ptjit run [-o DIR] [-q] [--] PROGRAM ARGS...)")
+	}
+	path, err := Resolve(cfg.Argv[0])
+	if err != nil {
+		var se *StartError
+		errors.As(err, &se)
+		return se.Code, err
+	}
+	if err := PrepareOutDir(cfg.OutDir); err != nil {
+		return 1, err
+	}
+	cwd, _ := os.Getwd()
+	hz := snapshot.TSCHz(10 * time.Millisecond)
+	dbPath := filepath.Join(cfg.OutDir, "code.db")
+	rec, err := db.Create(dbPath, db.Meta{Command: cfg.Argv, Cwd: cwd, TSCHz: hz, Start: snapshot.Now()})
+	if err != nil {
+		return 1, err
+	}
+	warnf := func(format string, args ...any) {
+		if !cfg.Quiet {
+			fmt.Fprintf(stderr, "ptjit: "+format+"\n", args...)
+		}
+	}
+	pin := cfg.Pin
+	if pin == "" || pin == tracker.PinAuto {
+		pin = autoPin
+	}
+
+	// Catch the signals that should stop ptjit; a signal ptjit's parent
+	// made it ignore stays ignored (and is inherited so by the program).
+	var sigs []os.Signal
+	for _, s := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		if !signal.Ignored(s) {
+			sigs = append(sigs, s)
+		}
+	}
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, sigs...)
+	defer signal.Stop(sigc)
+
+	t0 := time.Now()
+	tr, err := tracker.Start(tracker.Options{Recorder: rec, Pin: pin, Warnf: warnf}, launcher(path, cfg.Argv))
+	if err != nil {
+		rec.Close()
+		return 1, err
+	}
+	var mu sync.Mutex
+	var got syscall.Signal
+	stop := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sigc:
+			mu.Lock()
+			got = s.(syscall.Signal)
+			mu.Unlock()
+			tr.Kill()
+		case <-stop:
+		}
+	}()
+	res, werr := tr.Wait()
+	close(stop)
+	elapsed := time.Since(t0)
+
+	st := res.Stats
+	for k, v := range map[string]string{
+		"processes": strconv.Itoa(st.Processes), "threads": strconv.Itoa(st.Threads),
+		"regions": strconv.Itoa(st.Regions), "versions": strconv.Itoa(st.Versions),
+		"file_maps": strconv.Itoa(st.FileMaps), "stops": strconv.FormatInt(st.Stops, 10),
+		"stop_ns": strconv.FormatInt(st.StopNS, 10), "snapshot_bytes": strconv.FormatInt(st.Bytes, 10),
+		"read_errors": strconv.Itoa(st.ReadErrors), "pinned": strconv.FormatBool(st.Pinned),
+		"wall_ns": strconv.FormatInt(elapsed.Nanoseconds(), 10),
+	} {
+		rec.SetStat(k, v)
+	}
+	cerr := rec.Close()
+	if !cfg.Quiet {
+		fmt.Fprintf(stderr, "ptjit: %s\n", Summary(st))
+	}
+	mu.Lock()
+	sig := got
+	mu.Unlock()
+	switch {
+	case werr != nil:
+		return 1, werr
+	case cerr != nil:
+		return 1, fmt.Errorf("%s: %w", dbPath, cerr)
+	case sig != 0:
+		return 128 + int(sig), &KilledError{sig}
+	}
+	return res.Status, nil
+}
+
+// Summary formats the end-of-run line (without the "ptjit: " prefix).
+func Summary(st tracker.Stats) string {
+	per := 0.0
+	if st.Stops > 0 {
+		per = float64(st.StopNS) / float64(st.Stops) / 1e3
+	}
+	return fmt.Sprintf("%s, %s, %s, %s, %s, %s, %.1f ms in stops (%.1f µs/stop), %.1f MB snapshotted",
+		plural(st.Processes, "process", "processes"), plural(st.Threads, "thread", "threads"),
+		plural(st.Regions, "region", "regions"), plural(st.Versions, "version", "versions"),
+		plural(st.FileMaps, "file mapping", "file mappings"), plural(int(st.Stops), "stop", "stops"),
+		float64(st.StopNS)/1e6, per, float64(st.Bytes)/1e6)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}

@@ -1,0 +1,227 @@
+package tracker
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// The seccomp filter, declared as data: which syscalls stop the tracee
+// (SECCOMP_RET_TRACE → PTRACE_EVENT_SECCOMP) and on which arguments. Every
+// other syscall runs at native speed. The filter is installed by the
+// launcher right before execve (see ptrun) and is inherited by every thread
+// and child; it cannot be changed later, so each rule must be safe for the
+// whole life of the program: it may only let a call through when that call
+// can never change executable memory, whatever the address map is.
+//
+// Not in the filter, on purpose:
+//   - execve/execveat: PTRACE_O_TRACEEXEC stops after the new image is
+//     mapped, which is the moment the tracker needs; a seccomp stop at
+//     entry would add a stop and show nothing.
+//   - clone/clone3/fork/vfork: PTRACE_O_TRACECLONE/FORK/VFORK.
+// Blind spots (documented in doc.go): write(2)/pwrite(2)/ftruncate(2) to a
+// file that is mapped executable and shared, writes to /proc/PID/mem,
+// UFFDIO_COPY into executable memory, the READ_IMPLIES_EXEC personality.
+
+// Cond is one argument test of a rule; the rule stops the tracee when any
+// of its conditions holds.
+type Cond struct {
+	Arg int // 0..5
+	// AnyBit: stop when the argument's low 32 bits have any bit of AnyBit.
+	AnyBit uint32
+	// Except: stop unless the argument's low 32 bits equal one of these.
+	Except []uint32
+}
+
+// Rule is one syscall of the filter.
+type Rule struct {
+	Name string
+	Nr   int
+	When []Cond // empty: always stop
+	Why  string
+}
+
+// Madvise advice values that never change the contents or mapping of
+// memory the program can execute. Anything else (MADV_DONTNEED zeroes
+// private anonymous pages, MADV_FREE may, MADV_REMOVE punches holes,
+// MADV_DONTFORK/WIPEONFORK change what a child sees, and any value a future
+// kernel adds) stops.
+var harmlessAdvice = []uint32{
+	unix.MADV_NORMAL, unix.MADV_RANDOM, unix.MADV_SEQUENTIAL, unix.MADV_WILLNEED,
+	unix.MADV_MERGEABLE, unix.MADV_UNMERGEABLE, unix.MADV_HUGEPAGE, unix.MADV_NOHUGEPAGE,
+	unix.MADV_DONTDUMP, unix.MADV_DODUMP, unix.MADV_KEEPONFORK, unix.MADV_COLD,
+	unix.MADV_PAGEOUT, 22 /* MADV_POPULATE_READ */, 23, /* MADV_POPULATE_WRITE */
+	25, /* MADV_COLLAPSE */
+}
+
+const (
+	shmExec  = 0o100000 // SHM_EXEC
+	shmRemap = 0o40000  // SHM_REMAP
+)
+
+// Rules is the filter. Order does not matter for correctness.
+var Rules = []Rule{
+	{"mmap", unix.SYS_MMAP, []Cond{{Arg: 2, AnyBit: unix.PROT_EXEC}, {Arg: 3, AnyBit: unix.MAP_FIXED}},
+		"PROT_EXEC maps code; MAP_FIXED may replace code. Without either the kernel picks free " +
+			"address space, which cannot hold tracked code. (MAP_FIXED_NOREPLACE fails rather than replace.)"},
+	{"mprotect", unix.SYS_MPROTECT, nil,
+		"always: RX→RW carries no PROT_EXEC but ends a version; only the address map tells"},
+	{"pkey_mprotect", unix.SYS_PKEY_MPROTECT, nil, "as mprotect"},
+	{"munmap", unix.SYS_MUNMAP, nil, "always: may unmap code"},
+	{"mremap", unix.SYS_MREMAP, nil, "always: may move, grow, shrink or replace code"},
+	{"madvise", unix.SYS_MADVISE, []Cond{{Arg: 2, Except: harmlessAdvice}},
+		"advice that can zero, drop or hide pages"},
+	{"brk", unix.SYS_BRK, nil,
+		"always: shrinking the heap unmaps pages a program may have made executable"},
+	{"shmat", unix.SYS_SHMAT, []Cond{{Arg: 2, AnyBit: shmExec | shmRemap}},
+		"SHM_EXEC maps code; SHM_REMAP may replace code; otherwise fresh non-executable memory"},
+	{"shmdt", unix.SYS_SHMDT, nil, "always: may unmap code"},
+	{"remap_file_pages", unix.SYS_REMAP_FILE_PAGES, nil, "always: rearranges a shared file mapping"},
+	{"process_vm_writev", unix.SYS_PROCESS_VM_WRITEV, nil,
+		"always: writes another process's memory (possibly code) without a protection change"},
+}
+
+// RuleByNr returns the rule for syscall nr.
+func RuleByNr(nr int) (Rule, bool) {
+	for _, r := range Rules {
+		if r.Nr == nr {
+			return r, true
+		}
+	}
+	return Rule{}, false
+}
+
+// seccomp_data layout (must match struct seccomp_data): nr at 0, arch at
+// 4, instruction_pointer at 8, args[6] (u64) at 16. Little-endian, so the
+// low half of args[i] is at 16+8*i.
+const (
+	offNr   = 0
+	offArch = 4
+	offArgs = 16
+
+	auditArchX8664 = 0xc000003e
+	x32SyscallBit  = 0x40000000
+)
+
+func stmt(code uint16, k uint32) unix.SockFilter {
+	return unix.SockFilter{Code: code, K: k}
+}
+
+func jump(code uint16, k uint32, jt, jf uint8) unix.SockFilter {
+	return unix.SockFilter{Code: code, Jt: jt, Jf: jf, K: k}
+}
+
+const (
+	retAllow = unix.SECCOMP_RET_ALLOW
+	retTrace = unix.SECCOMP_RET_TRACE
+	ldW      = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+	jeqK     = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+	jgeK     = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
+	jsetK    = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
+	retK     = unix.BPF_RET | unix.BPF_K
+)
+
+// Compile turns rules into a classic BPF seccomp program:
+//
+//	arch != x86_64           → TRACE (an i386 int 0x80 call: be safe)
+//	nr has the x32 bit       → TRACE
+//	nr == rule.Nr            → rule block
+//	otherwise                → ALLOW
+//
+// A rule block tests its conditions in order and ends in its own RET, so
+// every jump is short and forward.
+func Compile(rules []Rule) ([]unix.SockFilter, error) {
+	var blocks [][]unix.SockFilter
+	for _, r := range rules {
+		var b []unix.SockFilter
+		for _, c := range r.When {
+			if c.Arg < 0 || c.Arg > 5 {
+				return nil, fmt.Errorf("seccomp rule %s: argument %d out of range", r.Name, c.Arg)
+			}
+			b = append(b, stmt(ldW, uint32(offArgs+8*c.Arg)))
+			switch {
+			case c.AnyBit != 0:
+				b = append(b, jump(jsetK, c.AnyBit, 0, 1), stmt(retK, retTrace))
+			case len(c.Except) > 0:
+				// jeq v → skip to the "not this condition" exit
+				n := len(c.Except)
+				for i, v := range c.Except {
+					b = append(b, jump(jeqK, v, uint8(n-i), 0))
+				}
+				b = append(b, stmt(retK, retTrace))
+			default:
+				return nil, fmt.Errorf("seccomp rule %s: empty condition", r.Name)
+			}
+		}
+		b = append(b, stmt(retK, map[bool]uint32{true: retTrace, false: retAllow}[len(r.When) == 0]))
+		blocks = append(blocks, b)
+	}
+	prog := []unix.SockFilter{
+		stmt(ldW, offArch),
+		jump(jeqK, auditArchX8664, 1, 0),
+		stmt(retK, retTrace),
+		stmt(ldW, offNr),
+		jump(jgeK, x32SyscallBit, 0, 1),
+		stmt(retK, retTrace),
+	}
+	// Dispatch: one jeq per rule, jumping over the remaining jeqs, the
+	// default ALLOW and the blocks before its own.
+	skip := 0
+	for i := range rules {
+		dist := len(rules) - 1 - i + 1 + skip // remaining jeqs + RET ALLOW + earlier blocks
+		if dist > 255 {
+			return nil, fmt.Errorf("seccomp filter too large: jump of %d", dist)
+		}
+		prog = append(prog, jump(jeqK, uint32(rules[i].Nr), uint8(dist), 0))
+		skip += len(blocks[i])
+	}
+	prog = append(prog, stmt(retK, retAllow))
+	for _, b := range blocks {
+		prog = append(prog, b...)
+	}
+	return prog, nil
+}
+
+// Eval runs a compiled filter on (arch, nr, args) the way the kernel
+// would, for tests. It understands only the instructions Compile emits.
+func Eval(prog []unix.SockFilter, arch uint32, nr int, args [6]uint64) (uint32, error) {
+	var a uint32
+	for pc := 0; pc < len(prog); pc++ {
+		in := prog[pc]
+		switch in.Code {
+		case ldW:
+			switch {
+			case in.K == offNr:
+				a = uint32(nr)
+			case in.K == offArch:
+				a = arch
+			case in.K >= offArgs && (in.K-offArgs)%8 == 0 && (in.K-offArgs)/8 < 6:
+				a = uint32(args[(in.K-offArgs)/8])
+			case in.K >= offArgs && (in.K-offArgs)%8 == 4:
+				a = uint32(args[(in.K-offArgs)/8] >> 32)
+			default:
+				return 0, fmt.Errorf("pc %d: load of offset %d", pc, in.K)
+			}
+		case jeqK, jgeK, jsetK:
+			var t bool
+			switch in.Code {
+			case jeqK:
+				t = a == in.K
+			case jgeK:
+				t = a >= in.K
+			default:
+				t = a&in.K != 0
+			}
+			if t {
+				pc += int(in.Jt)
+			} else {
+				pc += int(in.Jf)
+			}
+		case retK:
+			return in.K, nil
+		default:
+			return 0, fmt.Errorf("pc %d: opcode %#x", pc, in.Code)
+		}
+	}
+	return 0, fmt.Errorf("filter falls off its end")
+}

@@ -1,0 +1,575 @@
+package tracker
+
+import (
+	"sort"
+
+	"github.com/ptjit/ptjit/snapshot"
+	"golang.org/x/sys/unix"
+)
+
+// This file is the region state machine: what is executable in one address
+// space, and which recorded version or file mapping each executable byte
+// belongs to. It knows nothing about ptrace; the tracker feeds it the
+// effect of each successful syscall (already decoded into page-aligned
+// ranges) and it calls a Sink for everything to record. space_test.go
+// drives it with tables.
+//
+// Invariants (checked by check() in the tests):
+//   - pieces are sorted, page-aligned, non-empty and do not overlap;
+//   - every piece is executable memory; memory that is not executable is
+//     not tracked at all (except by region liveness, below);
+//   - a version or file mapping covers exactly one piece: when part of a
+//     piece changes, the whole version is ended and the parts that stay
+//     executable get fresh versions (the db stores pages once, so this
+//     costs a row, not the bytes);
+//   - an anonymous piece lies inside one live region; a region stays live
+//     while any of its pages is mapped (mprotect to non-executable and back
+//     keeps the region and numbers the versions 1, 2, 3...).
+
+// Kind tells where the decoder finds a piece's bytes.
+type Kind uint8
+
+const (
+	// Anon: the bytes were copied into a version (JIT code, vdso, patched
+	// text, memfd or deleted files).
+	Anon Kind = iota
+	// File: the bytes are those of a file the decoder can open by name.
+	File
+)
+
+// FileInfo identifies the file behind a File piece.
+type FileInfo struct {
+	Path       string
+	Dev, Inode uint64
+	Offset     uint64 // file offset of the piece's start
+}
+
+// Piece is a maximal range of executable memory recorded as one version or
+// one file mapping.
+type Piece struct {
+	Start, End uint64
+	Prot       int // the program's protection (PROT_EXEC always set)
+	Kind       Kind
+	ID         int64 // version id (Anon) or file mapping id (File)
+	Region     int64 // Anon only
+	File       FileInfo
+}
+
+// Sink records what the state machine decides. The tracker's sink stamps
+// every call with the current stop's time, thread and syscall IP and reads
+// the bytes of new versions from the tracee.
+type Sink interface {
+	NewRegion(start, end uint64) int64
+	EndRegion(id int64)
+	// AddVersion snapshots [start, end) as a new version of region.
+	AddVersion(region int64, start, end uint64, prot int, cause string) int64
+	EndVersion(id int64)
+	AddFile(start, end uint64, prot int, f FileInfo, cause string) int64
+	EndFile(id int64)
+}
+
+type region struct {
+	id   int64
+	live []ival // still-mapped parts
+}
+
+type ival struct{ s, e uint64 }
+
+// Space is the executable memory of one address space (one mm: shared by
+// the threads of a process and by CLONE_VM children until they exec).
+type Space struct {
+	sink    Sink
+	pieces  []Piece
+	regions []*region
+}
+
+// NewSpace returns an empty address space recording into sink.
+func NewSpace(sink Sink) *Space { return &Space{sink: sink} }
+
+// Pieces returns a copy of the tracked executable pieces, sorted.
+func (s *Space) Pieces() []Piece { return append([]Piece(nil), s.pieces...) }
+
+// HasAnon reports whether any anonymous (copied) code is tracked.
+func (s *Space) HasAnon() bool {
+	for _, p := range s.pieces {
+		if p.Kind == Anon {
+			return true
+		}
+	}
+	return false
+}
+
+// Overlaps reports whether [start, end) touches tracked executable memory.
+func (s *Space) Overlaps(start, end uint64) bool {
+	i := s.first(start)
+	return i < len(s.pieces) && s.pieces[i].Start < end
+}
+
+// Touches reports whether [start, end) touches tracked executable memory
+// or a live region (whose unmapping must be recorded).
+func (s *Space) Touches(start, end uint64) bool {
+	if s.Overlaps(start, end) {
+		return true
+	}
+	for _, r := range s.regions {
+		for _, v := range r.live {
+			if v.s < end && start < v.e {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// AnonOutside reports whether any anonymous piece or live region lies
+// outside [lo, hi) (used to skip brk's exit stop when the only copied
+// code is the vdso).
+func (s *Space) AnonOutside(lo, hi uint64) bool {
+	for _, p := range s.pieces {
+		if p.Kind == Anon && (p.Start < lo || p.End > hi) {
+			return true
+		}
+	}
+	for _, r := range s.regions {
+		for _, v := range r.live {
+			if v.s < lo || v.e > hi {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// first returns the index of the first piece ending after addr.
+func (s *Space) first(addr uint64) int {
+	return sort.Search(len(s.pieces), func(i int) bool { return s.pieces[i].End > addr })
+}
+
+func isExec(prot int) bool { return prot&unix.PROT_EXEC != 0 }
+
+// cut removes [start, end) from the tracked pieces. Every piece touched is
+// ended; the parts of it outside [start, end) get fresh versions (or file
+// mappings) with cause. It returns the removed parts, clipped, with their
+// old attributes (File offsets adjusted to the clipped start).
+func (s *Space) cut(start, end uint64, cause string) []Piece {
+	i := s.first(start)
+	j := i
+	for j < len(s.pieces) && s.pieces[j].Start < end {
+		j++
+	}
+	if i == j {
+		return nil
+	}
+	old := append([]Piece(nil), s.pieces[i:j]...)
+	var keep, removed []Piece
+	for _, p := range old {
+		s.end(p)
+		if p.Start < start {
+			keep = append(keep, s.readd(clip(p, p.Start, start), cause))
+		}
+		lo, hi := max(p.Start, start), min(p.End, end)
+		removed = append(removed, clip(p, lo, hi))
+		if p.End > end {
+			keep = append(keep, s.readd(clip(p, end, p.End), cause))
+		}
+	}
+	s.pieces = append(s.pieces[:i], append(keep, s.pieces[j:]...)...)
+	return removed
+}
+
+// clip narrows p to [lo, hi), adjusting the file offset.
+func clip(p Piece, lo, hi uint64) Piece {
+	if p.Kind == File {
+		p.File.Offset += lo - p.Start
+	}
+	p.Start, p.End = lo, hi
+	return p
+}
+
+func (s *Space) end(p Piece) {
+	if p.Kind == File {
+		s.sink.EndFile(p.ID)
+	} else {
+		s.sink.EndVersion(p.ID)
+	}
+}
+
+// readd records p's range again as a fresh version or file mapping.
+func (s *Space) readd(p Piece, cause string) Piece {
+	if p.Kind == File {
+		p.ID = s.sink.AddFile(p.Start, p.End, p.Prot, p.File, cause)
+	} else {
+		p.ID = s.sink.AddVersion(p.Region, p.Start, p.End, p.Prot, cause)
+	}
+	return p
+}
+
+// insert adds a piece that overlaps nothing.
+func (s *Space) insert(p Piece) {
+	i := s.first(p.Start)
+	s.pieces = append(s.pieces, Piece{})
+	copy(s.pieces[i+1:], s.pieces[i:])
+	s.pieces[i] = p
+}
+
+// unmapRegions subtracts [start, end) from every region and ends the ones
+// left with nothing mapped.
+func (s *Space) unmapRegions(start, end uint64) {
+	out := s.regions[:0]
+	for _, r := range s.regions {
+		var live []ival
+		for _, v := range r.live {
+			if v.e <= start || v.s >= end {
+				live = append(live, v)
+				continue
+			}
+			if v.s < start {
+				live = append(live, ival{v.s, start})
+			}
+			if v.e > end {
+				live = append(live, ival{end, v.e})
+			}
+		}
+		r.live = live
+		if len(live) == 0 {
+			s.sink.EndRegion(r.id)
+			continue
+		}
+		out = append(out, r)
+	}
+	s.regions = out
+}
+
+// regionFor returns a live region whose mapped parts cover [start, end),
+// creating one for exactly that range if there is none.
+func (s *Space) regionFor(start, end uint64) int64 {
+	for _, r := range s.regions {
+		for _, v := range r.live {
+			if v.s <= start && end <= v.e {
+				return r.id
+			}
+		}
+	}
+	r := &region{id: s.sink.NewRegion(start, end), live: []ival{{start, end}}}
+	s.regions = append(s.regions, r)
+	return r.id
+}
+
+// addAnon records [start, end) as new anonymous executable memory in a new
+// region (fresh memory: mmap, shmat, mremap target, exec, fork).
+func (s *Space) addAnon(start, end uint64, prot int, cause string) {
+	r := &region{id: s.sink.NewRegion(start, end), live: []ival{{start, end}}}
+	s.regions = append(s.regions, r)
+	p := Piece{Start: start, End: end, Prot: prot, Kind: Anon, Region: r.id}
+	p.ID = s.sink.AddVersion(r.id, start, end, prot, cause)
+	s.insert(p)
+}
+
+func (s *Space) addFile(start, end uint64, prot int, f FileInfo, cause string) {
+	p := Piece{Start: start, End: end, Prot: prot, Kind: File, File: f}
+	p.ID = s.sink.AddFile(start, end, prot, f, cause)
+	s.insert(p)
+}
+
+// Unmap: [start, end) is no longer mapped (munmap, shmdt, brk shrinking,
+// the old place of a moving mremap).
+func (s *Space) Unmap(start, end uint64, cause string) {
+	s.cut(start, end, cause)
+	s.unmapRegions(start, end)
+}
+
+// Map: fresh memory now occupies [start, end) (mmap, MAP_FIXED or not,
+// shmat). Whatever was there is gone. file is non-nil when the decoder can
+// read the bytes from a file (a private, non-writable mapping of a regular
+// file); otherwise executable memory is copied.
+func (s *Space) Map(start, end uint64, prot int, file *FileInfo, cause string) {
+	s.Unmap(start, end, cause)
+	if !isExec(prot) {
+		return
+	}
+	if file != nil {
+		s.addFile(start, end, prot, *file, cause)
+		return
+	}
+	s.addAnon(start, end, prot, cause)
+}
+
+// Protect: mprotect/pkey_mprotect set [start, end) (all of it mapped, the
+// syscall succeeded) to prot.
+func (s *Space) Protect(start, end uint64, prot int, cause string) {
+	if !isExec(prot) {
+		s.cut(start, end, cause)
+		return
+	}
+	// Pieces that need no new version: entirely inside the range, same
+	// kind of content before and after (nothing could have been written
+	// through a writable protection, and a File piece stays read-only).
+	i := s.first(start)
+	var redo []ival
+	for k := i; k < len(s.pieces) && s.pieces[k].Start < end; k++ {
+		p := &s.pieces[k]
+		inside := p.Start >= start && p.End <= end
+		wasW := p.Prot&unix.PROT_WRITE != 0
+		fileW := p.Kind == File && prot&unix.PROT_WRITE != 0
+		switch {
+		case p.Prot == prot:
+			// unchanged
+		case inside && !wasW && !fileW:
+			p.Prot = prot // protection changed, bytes did not
+		default:
+			redo = append(redo, ival{max(p.Start, start), min(p.End, end)})
+		}
+		if wasW && p.Prot == prot {
+			// RWX stays RWX: bytes may have changed since the last
+			// snapshot; the program asking again is the only moment we
+			// get (without W^X), so take a new version.
+			redo = append(redo, ival{max(p.Start, start), min(p.End, end)})
+		}
+	}
+	for _, r := range redo {
+		for _, p := range s.cut(r.s, r.e, cause) {
+			if p.Kind == File && prot&unix.PROT_WRITE == 0 {
+				s.addFile(p.Start, p.End, prot, p.File, cause)
+				continue
+			}
+			reg := p.Region
+			if p.Kind == File {
+				reg = s.regionFor(p.Start, p.End)
+			}
+			q := Piece{Start: p.Start, End: p.End, Prot: prot, Kind: Anon, Region: reg}
+			q.ID = s.sink.AddVersion(reg, q.Start, q.End, prot, cause)
+			s.insert(q)
+		}
+	}
+	// Gaps: memory that just became executable.
+	for _, g := range s.gaps(start, end) {
+		reg := s.regionFor(g.s, g.e)
+		q := Piece{Start: g.s, End: g.e, Prot: prot, Kind: Anon, Region: reg}
+		q.ID = s.sink.AddVersion(reg, g.s, g.e, prot, cause)
+		s.insert(q)
+	}
+}
+
+// gaps returns the parts of [start, end) not covered by pieces.
+func (s *Space) gaps(start, end uint64) []ival {
+	var out []ival
+	at := start
+	for k := s.first(start); k < len(s.pieces) && s.pieces[k].Start < end; k++ {
+		if s.pieces[k].Start > at {
+			out = append(out, ival{at, s.pieces[k].Start})
+		}
+		at = max(at, s.pieces[k].End)
+	}
+	if at < end {
+		out = append(out, ival{at, end})
+	}
+	return out
+}
+
+// Refresh: the bytes of [start, end) may have changed without a protection
+// change (madvise(MADV_DONTNEED) zeroing anonymous pages,
+// process_vm_writev). Anonymous pieces there get new versions; File pieces
+// stay File when fileUnchanged (a dropped private page reads back from the
+// file), else they become copied versions.
+func (s *Space) Refresh(start, end uint64, fileUnchanged bool, cause string) {
+	for _, p := range s.cut(start, end, cause) {
+		if p.Kind == File && fileUnchanged {
+			s.addFile(p.Start, p.End, p.Prot, p.File, cause)
+			continue
+		}
+		reg := p.Region
+		if p.Kind == File {
+			reg = s.regionFor(p.Start, p.End)
+		}
+		q := Piece{Start: p.Start, End: p.End, Prot: p.Prot, Kind: Anon, Region: reg}
+		q.ID = s.sink.AddVersion(reg, q.Start, q.End, p.Prot, cause)
+		s.insert(q)
+	}
+}
+
+// Remap applies a successful mremap(old, oldSize, newSize, flags, ...) that
+// returned to. mremap works inside one mapping, so the grown part takes
+// the protection of the tracked piece ending the old range (none: the
+// mapping was not executable and neither is the growth).
+func (s *Space) Remap(old, oldSize, newSize, flags uint64, to uint64, cause string) {
+	oldEnd := old + oldSize
+	// What was executable in the part that moves (or stays).
+	keep := min(oldSize, newSize)
+	var moved []Piece
+	for _, p := range s.pieces {
+		if p.End > old && p.Start < old+keep {
+			moved = append(moved, clip(p, max(p.Start, old), min(p.End, old+keep)))
+		}
+	}
+	// The grown part gets the protection of the mapping's last page.
+	growProt := 0
+	var growFile *FileInfo
+	if newSize > oldSize {
+		for _, p := range s.pieces {
+			if p.Start < oldEnd && p.End >= oldEnd {
+				growProt = p.Prot
+				if p.Kind == File {
+					f := p.File
+					f.Offset += oldEnd - p.Start
+					growFile = &f
+				}
+			}
+		}
+	}
+	if to == old {
+		if newSize < oldSize {
+			s.Unmap(old+newSize, oldEnd, cause)
+		} else if newSize > oldSize {
+			s.Map(oldEnd, old+newSize, growProt, growFile, cause)
+		}
+		return
+	}
+	const mremapDontunmap = 4
+	if flags&mremapDontunmap != 0 {
+		// The old range stays mapped with the same protection, but its
+		// pages moved away: an anonymous private mapping reads as zeros.
+		s.Refresh(old, oldEnd, true, cause)
+	} else {
+		s.Unmap(old, oldEnd, cause)
+	}
+	s.Unmap(to, to+newSize, cause) // MREMAP_FIXED replaced whatever was there
+	var anonReg int64
+	for _, p := range moved {
+		ns, ne := to+(p.Start-old), to+(p.End-old)
+		if p.Kind == File {
+			s.addFile(ns, ne, p.Prot, p.File, cause)
+			continue
+		}
+		if anonReg == 0 {
+			r := &region{id: s.sink.NewRegion(to, to+newSize), live: []ival{{to, to + newSize}}}
+			s.regions = append(s.regions, r)
+			anonReg = r.id
+		}
+		q := Piece{Start: ns, End: ne, Prot: p.Prot, Kind: Anon, Region: anonReg}
+		q.ID = s.sink.AddVersion(anonReg, ns, ne, p.Prot, cause)
+		s.insert(q)
+	}
+	if newSize > oldSize && isExec(growProt) {
+		gs, ge := to+oldSize, to+newSize
+		if growFile != nil {
+			s.addFile(gs, ge, growProt, *growFile, cause)
+		} else {
+			if anonReg == 0 {
+				anonReg = s.regionFor(gs, ge)
+			}
+			q := Piece{Start: gs, End: ge, Prot: growProt, Kind: Anon, Region: anonReg}
+			q.ID = s.sink.AddVersion(anonReg, gs, ge, growProt, cause)
+			s.insert(q)
+		}
+	}
+}
+
+// ProtOf returns the protection of the tracked piece containing addr, or
+// 0 when addr is not tracked executable memory.
+func (s *Space) ProtOf(addr uint64) int {
+	i := s.first(addr)
+	if i < len(s.pieces) && s.pieces[i].Start <= addr {
+		return s.pieces[i].Prot
+	}
+	return 0
+}
+
+// Sync makes the state agree with a fresh /proc/PID/maps: tracked memory
+// no longer executable there is ended, executable memory not tracked is
+// added (File when fileOK says the mapping can be read from its file).
+// Used at exec and fork (from an empty Space), and after syscalls whose
+// effect cannot be computed from their arguments (brk, a failed mprotect
+// that may have changed a prefix, shmat).
+func (s *Space) Sync(maps []snapshot.Mapping, fileOK func(snapshot.Mapping) bool, cause string) {
+	var exec []snapshot.Mapping
+	for _, m := range maps {
+		if isExec(m.Prot) && m.Path != "[vsyscall]" {
+			exec = append(exec, m)
+		}
+	}
+	// Pass 1: end what is no longer executable (or changed protection).
+	for _, p := range s.Pieces() {
+		at := p.Start
+		for _, m := range exec {
+			if m.End <= at || m.Start >= p.End {
+				continue
+			}
+			if m.Start > at {
+				s.cut(at, m.Start, cause)
+			}
+			at = min(m.End, p.End)
+			if m.Prot != p.Prot {
+				// the protection changed behind our back (mprotect that
+				// failed halfway): take it as a fresh mprotect
+				s.Protect(max(m.Start, p.Start), at, m.Prot, cause)
+			}
+		}
+		if at < p.End {
+			s.cut(at, p.End, cause)
+		}
+	}
+	// Pass 2: add what is executable and untracked.
+	for _, m := range exec {
+		for _, g := range s.gaps(m.Start, m.End) {
+			if fileOK != nil && fileOK(m) {
+				f := FileInfo{Path: m.Path, Dev: m.Dev, Inode: m.Inode, Offset: m.Offset + (g.s - m.Start)}
+				s.addFile(g.s, g.e, m.Prot, f, cause)
+				continue
+			}
+			if s.regionCovering(g.s, g.e) {
+				reg := s.regionFor(g.s, g.e)
+				q := Piece{Start: g.s, End: g.e, Prot: m.Prot, Kind: Anon, Region: reg}
+				q.ID = s.sink.AddVersion(reg, g.s, g.e, m.Prot, cause)
+				s.insert(q)
+				continue
+			}
+			s.addAnon(g.s, g.e, m.Prot, cause)
+		}
+	}
+	// Regions whose memory is gone entirely.
+	var mapped []ival
+	for _, m := range maps {
+		mapped = append(mapped, ival{m.Start, m.End})
+	}
+	for _, r := range append([]*region(nil), s.regions...) {
+		for _, v := range r.live {
+			at := v.s
+			for _, m := range mapped {
+				if m.e <= at || m.s >= v.e {
+					continue
+				}
+				if m.s > at {
+					s.unmapRegions(at, m.s)
+				}
+				at = max(at, m.e)
+			}
+			if at < v.e {
+				s.unmapRegions(at, v.e)
+			}
+		}
+	}
+}
+
+func (s *Space) regionCovering(start, end uint64) bool {
+	for _, r := range s.regions {
+		for _, v := range r.live {
+			if v.s <= start && end <= v.e {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Clear ends everything (the address space is gone: exec replaced it, or
+// its last process exited).
+func (s *Space) Clear() {
+	for _, p := range s.pieces {
+		s.end(p)
+	}
+	s.pieces = nil
+	for _, r := range s.regions {
+		s.sink.EndRegion(r.id)
+	}
+	s.regions = nil
+}

@@ -1,0 +1,227 @@
+package tracker
+
+import (
+	"encoding/binary"
+	"errors"
+
+	"github.com/ptjit/ptjit/snapshot"
+	"golang.org/x/sys/unix"
+)
+
+// Handling of the syscalls the seccomp filter stops. At the seccomp stop
+// (syscall entry) the tracker decides from the arguments and its address
+// map whether the call can change tracked memory; only then does it ask
+// for the syscall-exit stop (PTRACE_SYSCALL), where it applies the effect
+// of a successful call. Everything else continues with PTRACE_CONT.
+
+const pageSize = 4096
+
+func pageUp(n uint64) uint64 { return (n + pageSize - 1) &^ (pageSize - 1) }
+
+// Madvise values whose effect on executable pages the tracker records.
+const (
+	madvDontneed       = 4
+	madvFree           = 8
+	madvRemove         = 9
+	madvDontneedLocked = 24
+	mremapFixed        = 2
+	protGrowsdown      = 0x01000000
+	protGrowsup        = 0x02000000
+)
+
+// seccompEntry handles a seccomp stop.
+//
+// Precondition: on the locked tracer thread; th is stopped.
+func (t *Tracer) seccompEntry(th *thread) {
+	regs, err := getRegs(th.tid)
+	if err != nil {
+		t.resume(th.tid, 0)
+		return
+	}
+	op := &pendingOp{
+		nr:    int(regs.Orig_rax),
+		args:  [6]uint64{regs.Rdi, regs.Rsi, regs.Rdx, regs.R10, regs.R8, regs.R9},
+		ip:    regs.Rip - 2, // after the 2-byte syscall instruction
+		entry: snapshot.Now(),
+	}
+	if t.opts.OnSeccomp != nil {
+		t.opts.OnSeccomp(StopInfo{PID: th.proc.pid, TID: th.tid, Nr: op.nr, Args: op.args, IP: op.ip})
+	}
+	if th.proc.helper || th.proc.space == nil || !t.needExit(th, op) {
+		t.resume(th.tid, 0)
+		return
+	}
+	th.op = op
+	if err := unix.PtraceSyscall(th.tid, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+		t.warnf("PTRACE_SYSCALL %d: %v", th.tid, err)
+	}
+}
+
+// needExit reports whether the syscall can change tracked memory.
+func (t *Tracer) needExit(th *thread, op *pendingOp) bool {
+	sp := th.proc.space
+	a := op.args
+	switch op.nr {
+	case unix.SYS_MMAP, unix.SYS_SHMAT:
+		return true // the filter let only PROT_EXEC/MAP_FIXED (SHM_EXEC/SHM_REMAP) through
+	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
+		return a[2]&unix.PROT_EXEC != 0 || sp.Touches(a[0], a[0]+pageUp(a[1])) || a[2]&(protGrowsdown|protGrowsup) != 0
+	case unix.SYS_MUNMAP:
+		return sp.Touches(a[0], a[0]+pageUp(a[1]))
+	case unix.SYS_MREMAP:
+		return sp.Touches(a[0], a[0]+pageUp(a[1])) || a[3]&mremapFixed != 0 && sp.Touches(a[4], a[4]+pageUp(a[2]))
+	case unix.SYS_MADVISE:
+		switch a[2] {
+		case madvDontneed, madvFree, madvRemove, madvDontneedLocked:
+			return sp.Overlaps(a[0], a[0]+pageUp(a[1]))
+		}
+		return false // DONTFORK/WIPEONFORK and the like: the fork copy is read from /proc
+	case unix.SYS_BRK:
+		return sp.AnonOutside(sp.vdso[0], sp.vdso[1])
+	case unix.SYS_SHMDT:
+		return sp.Touches(a[0], a[0]+1)
+	case unix.SYS_REMAP_FILE_PAGES:
+		return sp.Touches(a[0], a[0]+pageUp(a[1]))
+	case unix.SYS_PROCESS_VM_WRITEV:
+		target := t.procs[int(int32(a[0]))]
+		if target == nil || target.space == nil || target.helper {
+			t.warnf("pid %d: process_vm_writev into pid %d, which ptjit does not trace", th.proc.pid, int32(a[0]))
+			return false
+		}
+		op.target = target
+		op.ranges = readRemoteIovecs(th.tid, a[3], a[4])
+		for _, r := range op.ranges {
+			if target.space.Overlaps(r.s, r.e) {
+				return true
+			}
+		}
+		return false
+	}
+	return false
+}
+
+// readRemoteIovecs reads the remote iovec array of a process_vm_writev
+// (struct iovec: base, len; 16 bytes each) and returns page ranges.
+func readRemoteIovecs(tid int, addr, n uint64) []ival {
+	if n == 0 || n > 1024 {
+		return nil
+	}
+	b := make([]byte, 16*n)
+	if snapshot.ReadMem(tid, addr, b) != nil {
+		return nil
+	}
+	var out []ival
+	for i := uint64(0); i < n; i++ {
+		base := binary.LittleEndian.Uint64(b[16*i:])
+		l := binary.LittleEndian.Uint64(b[16*i+8:])
+		if l == 0 {
+			continue
+		}
+		out = append(out, ival{base &^ (pageSize - 1), pageUp(base + l)})
+	}
+	return out
+}
+
+// syscallExit applies the effect of a syscall whose exit we asked for.
+//
+// Precondition: on the locked tracer thread; th is in syscall-exit-stop.
+func (t *Tracer) syscallExit(th *thread) {
+	op := th.op
+	th.op = nil
+	defer t.resume(th.tid, 0)
+	if op == nil || th.proc.space == nil {
+		return
+	}
+	regs, err := getRegs(th.tid)
+	if err != nil {
+		return
+	}
+	ret := regs.Rax
+	failed := int64(ret) < 0 && int64(ret) >= -4095
+	t.cur.th, t.cur.ip, t.cur.at = th, op.ip, snapshot.Now()
+	p := th.proc
+	sp := p.space
+	a := op.args
+	cause := syscallName(op.nr)
+	if failed {
+		// mprotect/munmap that fail with ENOMEM may have changed the
+		// mappings before the hole; re-read them.
+		if errno := unix.Errno(-int64(ret)); errno == unix.ENOMEM &&
+			(op.nr == unix.SYS_MPROTECT || op.nr == unix.SYS_PKEY_MPROTECT || op.nr == unix.SYS_MUNMAP) {
+			t.syncSpace(p, cause)
+		}
+		return
+	}
+	switch op.nr {
+	case unix.SYS_MMAP:
+		start, end := ret, ret+pageUp(a[1])
+		prot := int(a[2]) & (unix.PROT_READ | unix.PROT_WRITE | unix.PROT_EXEC)
+		var file *FileInfo
+		if prot&unix.PROT_EXEC != 0 && a[3]&unix.MAP_ANONYMOUS == 0 {
+			// nil for a memfd, a deleted file or a device: bytes are copied
+			file = t.fileAt(p, start, a[5])
+		}
+		sp.Map(start, end, prot, file, cause)
+	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
+		if a[2]&(protGrowsdown|protGrowsup) != 0 {
+			t.syncSpace(p, cause)
+			return
+		}
+		sp.Protect(a[0], a[0]+pageUp(a[1]), int(a[2])&(unix.PROT_READ|unix.PROT_WRITE|unix.PROT_EXEC), cause)
+	case unix.SYS_MUNMAP:
+		sp.Unmap(a[0], a[0]+pageUp(a[1]), cause)
+	case unix.SYS_MREMAP:
+		sp.Remap(a[0], pageUp(a[1]), pageUp(a[2]), a[3], ret, cause)
+	case unix.SYS_MADVISE:
+		sp.Refresh(a[0], a[0]+pageUp(a[1]), a[2] != madvRemove, cause)
+	case unix.SYS_BRK, unix.SYS_SHMDT, unix.SYS_REMAP_FILE_PAGES:
+		t.syncSpace(p, cause)
+	case unix.SYS_SHMAT:
+		maps, err := snapshot.ReadMaps(p.pid)
+		if err != nil {
+			return
+		}
+		for _, m := range maps {
+			if m.Start == ret {
+				sp.Map(m.Start, m.End, m.Prot, nil, cause)
+				break
+			}
+		}
+	case unix.SYS_PROCESS_VM_WRITEV:
+		tp := op.target
+		if tp == nil || tp.space == nil {
+			return
+		}
+		t.warnf("pid %d: process_vm_writev of %d bytes into the code of pid %d", p.pid, int64(ret), tp.pid)
+		for _, r := range op.ranges {
+			if tp.space.Overlaps(r.s, r.e) {
+				tp.space.Refresh(r.s, r.e, false, cause)
+			}
+		}
+	}
+}
+
+// fileAt returns the file behind a fresh executable mapping at addr when
+// the decoder can read its bytes from the file, else nil.
+func (t *Tracer) fileAt(p *process, addr, offset uint64) *FileInfo {
+	maps, err := snapshot.ReadMaps(p.pid)
+	if err != nil {
+		return nil
+	}
+	for _, m := range maps {
+		if m.Start <= addr && addr < m.End {
+			if !fileReadable(m) {
+				return nil
+			}
+			return &FileInfo{Path: m.Path, Dev: m.Dev, Inode: m.Inode, Offset: offset}
+		}
+	}
+	return nil
+}
+
+func syscallName(nr int) string {
+	if r, ok := RuleByNr(nr); ok {
+		return r.Name
+	}
+	return "syscall"
+}

@@ -1,0 +1,675 @@
+package tracker
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/ptjit/ptjit/db"
+	"github.com/ptjit/ptjit/snapshot"
+	"golang.org/x/sys/unix"
+)
+
+// PinMode says whether the tracer thread and the tracees share a CPU.
+type PinMode string
+
+const (
+	PinAuto PinMode = "auto" // see doc.go for the measured choice
+	PinOn   PinMode = "on"   // tracer and every tracee on one CPU
+	PinOff  PinMode = "off"  // leave scheduling alone
+)
+
+// ParsePin parses --pin.
+func ParsePin(s string) (PinMode, error) {
+	switch PinMode(s) {
+	case PinAuto, PinOn, PinOff:
+		return PinMode(s), nil
+	}
+	return "", fmt.Errorf("--pin: %q is not auto, on or off", s)
+}
+
+// StopInfo describes one seccomp stop, for Options.OnSeccomp.
+type StopInfo struct {
+	PID, TID int
+	Nr       int
+	Args     [6]uint64
+	IP       uint64
+}
+
+// Options configure a trace.
+type Options struct {
+	Recorder *db.Recorder
+	Pin      PinMode
+	// Warnf reports a problem that does not stop the trace (a page that
+	// could not be read, a blind-spot syscall). Nil: discarded.
+	Warnf func(format string, args ...any)
+	// OnSeccomp, if set, is called on the tracer thread for every
+	// seccomp stop (tests use it to see what the filter lets through).
+	OnSeccomp func(StopInfo)
+}
+
+// Launch starts the program on the tracer thread. It returns the pid of a
+// child that is running the launcher (not yet the program) and a release
+// function; the tracer seizes the pid and then calls release, after which
+// the child installs the seccomp filter and execs the program.
+type Launch func() (pid int, release func() error, err error)
+
+// Stats are the summary numbers of a trace.
+type Stats struct {
+	Processes, Threads int
+	Regions, Versions  int
+	FileMaps           int
+	Stops              int64
+	StopNS             int64
+	Bytes              int64
+	ReadErrors         int
+	Pinned             bool
+}
+
+// Result is the outcome of a trace.
+type Result struct {
+	// Status is the first program's exit code, or 128+N if signal N
+	// killed it.
+	Status int
+	Stats  Stats
+}
+
+// StartError reports a program that could not be started under ptrace.
+type StartError struct {
+	Op  string
+	Err error
+}
+
+func (e *StartError) Error() string { return e.Op + ": " + e.Err.Error() }
+func (e *StartError) Unwrap() error { return e.Err }
+
+// Tracer follows one program and all its threads and children.
+type Tracer struct {
+	opts  Options
+	rec   *db.Recorder
+	warnf func(string, ...any)
+
+	threads  map[int]*thread
+	procs    map[int]*process
+	pending  map[int]unix.WaitStatus // new tids stopped before their parent's event
+	newborn  map[int]birth           // tids announced by a parent's event, not yet seen
+	rootPID  int
+	rootDone bool
+	result   Result
+	selfPID  int
+
+	// cur is the context of the stop being handled; the sink stamps
+	// every record with it.
+	cur struct {
+		th *thread
+		ip uint64
+		at db.Stamp
+	}
+
+	mu      sync.Mutex // guards live and killing (Kill runs on another goroutine)
+	live    map[int]bool
+	killing bool
+
+	done chan struct{}
+	err  error
+}
+
+type thread struct {
+	tid      int
+	proc     *process
+	op       *pendingOp // seccomp stop that asked for the exit stop
+	recorded bool
+	helper   bool // a thread of the launcher's Go runtime: dies in the exec
+}
+
+type process struct {
+	pid, ppid int
+	helper    bool // still the launcher, before the first exec
+	space     *space
+	threads   map[int]*thread
+	recorded  bool
+}
+
+// space is a Space plus what the tracker keeps about it.
+type space struct {
+	*Space
+	owner      int // pid records are filed under
+	refs       int
+	vdso       [2]uint64
+	sink       *sink
+	lastMapsAt int64
+}
+
+type birth struct {
+	parent  *thread
+	thread  bool // CLONE_THREAD
+	shareVM bool // CLONE_VM without CLONE_THREAD (vfork, posix_spawn)
+	helper  bool // born in the launcher, before the exec
+}
+
+type pendingOp struct {
+	nr    int
+	args  [6]uint64
+	ip    uint64
+	entry db.Stamp
+	// target of process_vm_writev, and its remote ranges
+	target *process
+	ranges []ival
+}
+
+// Start launches the program through launch on a new OS thread that will
+// own every ptrace call of the trace, and returns once the program runs
+// (or could not be started).
+func Start(opts Options, launch Launch) (*Tracer, error) {
+	t := &Tracer{
+		opts:    opts,
+		rec:     opts.Recorder,
+		warnf:   opts.Warnf,
+		threads: map[int]*thread{},
+		procs:   map[int]*process{},
+		pending: map[int]unix.WaitStatus{},
+		newborn: map[int]birth{},
+		live:    map[int]bool{},
+		done:    make(chan struct{}),
+		selfPID: os.Getpid(),
+	}
+	if t.warnf == nil {
+		t.warnf = func(string, ...any) {}
+	}
+	started := make(chan error, 1)
+	go func() {
+		// The OS thread stays locked for the whole trace and is never
+		// unlocked: ptrace requests must come from the tracer thread, and
+		// the launched child's PR_SET_PDEATHSIG fires when this thread
+		// exits.
+		runtime.LockOSThread()
+		if err := t.start(launch); err != nil {
+			started <- err
+			close(t.done)
+			return
+		}
+		started <- nil
+		t.err = t.loop()
+		close(t.done)
+	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Wait waits for every tracee to exit and returns the result.
+func (t *Tracer) Wait() (Result, error) {
+	<-t.done
+	return t.result, t.err
+}
+
+// Kill sends SIGKILL to every traced process (ptjit itself is being
+// stopped: SIGTERM/SIGINT). Safe from any goroutine; Wait returns once the
+// tracees are gone. Children born meanwhile are killed as they appear.
+func (t *Tracer) Kill() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.killing = true
+	for pid := range t.live {
+		unix.Kill(pid, unix.SIGKILL)
+	}
+}
+
+func (t *Tracer) setLive(pid int, on bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if on {
+		t.live[pid] = true
+		if t.killing {
+			unix.Kill(pid, unix.SIGKILL)
+		}
+	} else {
+		delete(t.live, pid)
+	}
+}
+
+const ptraceOptions = unix.PTRACE_O_TRACESYSGOOD | unix.PTRACE_O_TRACECLONE | unix.PTRACE_O_TRACEFORK |
+	unix.PTRACE_O_TRACEVFORK | unix.PTRACE_O_TRACEEXEC | unix.PTRACE_O_TRACESECCOMP |
+	unix.PTRACE_O_TRACEEXIT | unix.PTRACE_O_EXITKILL
+
+// start runs launch and seizes the child.
+//
+// Precondition: on the locked tracer thread.
+func (t *Tracer) start(launch Launch) error {
+	pinned := false
+	if t.opts.Pin == PinOn {
+		pinned = pinSelf() == nil // the child inherits the affinity
+	}
+	pid, release, err := launch()
+	if err != nil {
+		return err
+	}
+	_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_SEIZE, uintptr(pid), 0, ptraceOptions, 0, 0)
+	if e != 0 {
+		unix.Kill(pid, unix.SIGKILL)
+		var ws unix.WaitStatus
+		unix.Wait4(pid, &ws, 0, nil)
+		return &StartError{"PTRACE_SEIZE", e}
+	}
+	t.rootPID = pid
+	t.result.Stats.Pinned = pinned
+	p := &process{pid: pid, ppid: t.selfPID, helper: true, threads: map[int]*thread{}}
+	p.space = t.newSpace(pid)
+	th := &thread{tid: pid, proc: p}
+	p.threads[pid] = th
+	t.threads[pid] = th
+	t.procs[pid] = p
+	t.setLive(pid, true)
+	if err := release(); err != nil {
+		unix.Kill(pid, unix.SIGKILL)
+		return &StartError{"starting the program", err}
+	}
+	return nil
+}
+
+func (t *Tracer) newSpace(owner int) *space {
+	sp := &space{owner: owner, refs: 1}
+	sp.sink = &sink{t: t, sp: sp}
+	sp.Space = NewSpace(sp.sink)
+	return sp
+}
+
+// loop is the event loop: one wait4 for every stop of every tracee.
+//
+// Precondition: on the locked tracer thread.
+func (t *Tracer) loop() error {
+	for len(t.threads) > 0 || len(t.pending) > 0 {
+		var ws unix.WaitStatus
+		tid, err := unix.Wait4(-1, &ws, unix.WALL, nil)
+		if err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if errors.Is(err, unix.ECHILD) {
+				break
+			}
+			return fmt.Errorf("wait4: %w", err)
+		}
+		t0 := snapshot.Mono()
+		t.handle(tid, ws)
+		t.result.Stats.Stops++
+		t.result.Stats.StopNS += snapshot.Mono() - t0
+	}
+	// Anything still open (a tracee that vanished without an exit report)
+	// ends now.
+	at := snapshot.Now()
+	for _, p := range t.procs {
+		t.endProcess(p, -1, at)
+	}
+	return nil
+}
+
+// handle classifies one stop and resumes the thread.
+//
+// Precondition: on the locked tracer thread.
+func (t *Tracer) handle(tid int, ws unix.WaitStatus) {
+	kind, sig := Classify(ws)
+	th := t.threads[tid]
+	if th == nil {
+		if kind == StopExited || kind == StopKilled {
+			delete(t.pending, tid)
+			delete(t.newborn, tid)
+			return
+		}
+		if b, ok := t.newborn[tid]; ok {
+			delete(t.newborn, tid)
+			t.adopt(tid, b, kind, sig)
+			return
+		}
+		// A new tracee stopped before its parent's clone/fork event was
+		// reported: hold it until then.
+		t.pending[tid] = ws
+		return
+	}
+	t.cur.th = th
+	switch kind {
+	case StopExited, StopKilled:
+		t.threadGone(th, kind, sig)
+	case StopSignal:
+		t.resume(tid, sig)
+	case StopGroup:
+		listen(tid)
+	case StopTrap, StopOther:
+		t.resume(tid, 0)
+	case StopSeccomp:
+		t.seccompEntry(th)
+	case StopSyscallExit:
+		t.syscallExit(th)
+	case StopClone, StopFork, StopVfork:
+		t.cloneEvent(th, kind)
+	case StopExec:
+		t.execEvent(th)
+	case StopExit:
+		if th.recorded {
+			if b, err := os.ReadFile("/proc/" + strconv.Itoa(th.proc.pid) + "/task/" + strconv.Itoa(tid) + "/comm"); err == nil {
+				t.rec.ThreadName(tid, strings.TrimSuffix(string(b), "\n"))
+			}
+		}
+		t.resume(tid, 0)
+	}
+}
+
+// resume continues a stopped thread, delivering sig. ESRCH means it died
+// meanwhile (SIGKILL); its exit report follows.
+func (t *Tracer) resume(tid, sig int) {
+	if err := unix.PtraceCont(tid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
+		t.warnf("PTRACE_CONT %d: %v", tid, err)
+	}
+}
+
+// listen leaves a group-stopped thread stopped but lets the kernel report
+// the next event (SIGCONT, SIGKILL) — the PTRACE_SEIZE way of keeping
+// SIGSTOP semantics.
+func listen(tid int) {
+	unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_LISTEN, uintptr(tid), 0, 0, 0, 0)
+}
+
+func (t *Tracer) threadGone(th *thread, kind StopKind, sig int) {
+	at := snapshot.Now()
+	p := th.proc
+	delete(t.threads, th.tid)
+	delete(p.threads, th.tid)
+	if th.recorded {
+		t.rec.ThreadExit(th.tid, at)
+	}
+	status := sig
+	if kind == StopKilled {
+		status = 128 + sig
+	}
+	if th.tid == p.pid {
+		t.endProcess(p, status, at)
+	}
+}
+
+// endProcess records a process's end; status < 0 means unknown.
+func (t *Tracer) endProcess(p *process, status int, at db.Stamp) {
+	if _, ok := t.procs[p.pid]; !ok {
+		return
+	}
+	delete(t.procs, p.pid)
+	t.setLive(p.pid, false)
+	for tid, th := range p.threads {
+		// A leader's exit report comes last, but a thread whose report is
+		// lost (it vanished in an exec) must not stay open.
+		if th.recorded {
+			t.rec.ThreadExit(tid, at)
+		}
+		delete(t.threads, tid)
+	}
+	if p.recorded {
+		if status < 0 {
+			status = 128 + int(unix.SIGKILL)
+		}
+		t.rec.ProcessExit(p.pid, status, at)
+	}
+	t.dropSpace(p, at)
+	if p.pid == t.rootPID && !t.rootDone {
+		t.rootDone = true
+		if status < 0 {
+			status = 128 + int(unix.SIGKILL)
+		}
+		t.result.Status = status
+	}
+}
+
+func (t *Tracer) dropSpace(p *process, at db.Stamp) {
+	sp := p.space
+	p.space = nil
+	if sp == nil {
+		return
+	}
+	sp.refs--
+	if sp.refs == 0 {
+		t.cur.at = at
+		sp.Clear()
+	}
+}
+
+// recordProcess records p (and its threads) once it runs the program.
+func (t *Tracer) recordProcess(p *process, at db.Stamp) {
+	if p.recorded {
+		return
+	}
+	p.recorded = true
+	t.rec.ProcessStart(p.pid, p.ppid, at)
+	t.result.Stats.Processes++
+	for _, th := range p.threads {
+		t.recordThread(th, at)
+	}
+}
+
+func (t *Tracer) recordThread(th *thread, at db.Stamp) {
+	if th.recorded || !th.proc.recorded || th.helper {
+		return
+	}
+	th.recorded = true
+	t.rec.ThreadStart(th.tid, th.proc.pid, at)
+	t.result.Stats.Threads++
+}
+
+func getRegs(tid int) (unix.PtraceRegs, error) {
+	var r unix.PtraceRegs
+	err := unix.PtraceGetRegs(tid, &r)
+	return r, err
+}
+
+// cloneEvent: th created a thread or process. The child's own first stop
+// may come before or after this report.
+func (t *Tracer) cloneEvent(th *thread, kind StopKind) {
+	msg, err := unix.PtraceGetEventMsg(th.tid)
+	if err != nil {
+		t.resume(th.tid, 0)
+		return
+	}
+	child := int(msg)
+	b := birth{parent: th, helper: th.proc.helper}
+	flags := uint64(unix.SIGCHLD)
+	if regs, err := getRegs(th.tid); err == nil {
+		switch regs.Orig_rax {
+		case unix.SYS_CLONE:
+			flags = regs.Rdi
+		case unix.SYS_CLONE3:
+			var buf [8]byte
+			if snapshot.ReadMem(th.tid, regs.Rdi, buf[:]) == nil {
+				flags = uint64(buf[0]) | uint64(buf[1])<<8 | uint64(buf[2])<<16 | uint64(buf[3])<<24 |
+					uint64(buf[4])<<32 | uint64(buf[5])<<40 | uint64(buf[6])<<48 | uint64(buf[7])<<56
+			}
+		case unix.SYS_VFORK:
+			flags = unix.CLONE_VM | unix.CLONE_VFORK
+		}
+	}
+	if kind == StopVfork {
+		flags |= unix.CLONE_VM
+	}
+	b.thread = flags&unix.CLONE_THREAD != 0
+	b.shareVM = !b.thread && flags&unix.CLONE_VM != 0
+	if ws, ok := t.pending[child]; ok {
+		delete(t.pending, child)
+		k, sig := Classify(ws)
+		t.adopt(child, b, k, sig)
+	} else {
+		t.newborn[child] = b
+	}
+	t.cur.th = th
+	t.resume(th.tid, 0)
+}
+
+// adopt sets up a new tracee at its first stop and resumes it.
+func (t *Tracer) adopt(tid int, b birth, kind StopKind, sig int) {
+	at := snapshot.Now()
+	parent := b.parent.proc
+	th := &thread{tid: tid, helper: b.helper}
+	t.threads[tid] = th
+	t.cur.th, t.cur.at, t.cur.ip = th, at, 0
+	if b.thread {
+		th.proc = parent
+		parent.threads[tid] = th
+		t.recordThread(th, at)
+	} else {
+		p := &process{pid: tid, ppid: parent.pid, helper: parent.helper, threads: map[int]*thread{tid: th}}
+		th.proc = p
+		t.procs[tid] = p
+		t.setLive(tid, true)
+		if !p.helper {
+			t.recordProcess(p, at)
+		}
+		if b.shareVM && parent.space != nil {
+			p.space = parent.space
+			p.space.refs++
+		} else {
+			p.space = t.newSpace(tid)
+			if !p.helper {
+				// A fork copies the address space: record the copy's
+				// executable memory as the child's own.
+				t.syncSpace(p, "fork")
+			}
+		}
+	}
+	switch kind {
+	case StopGroup:
+		listen(tid)
+	case StopExited, StopKilled:
+		t.threadGone(th, kind, sig)
+	default:
+		t.resume(tid, 0)
+	}
+}
+
+// execEvent: th's process runs a new program.
+func (t *Tracer) execEvent(th *thread) {
+	at := snapshot.Now()
+	p := th.proc
+	t.cur.th, t.cur.at = th, at
+	if msg, err := unix.PtraceGetEventMsg(th.tid); err == nil && int(msg) != th.tid {
+		// A non-leader thread exec'd: it now has the leader's tid
+		// (th.tid == p.pid); the old tid is gone without an exit report.
+		if old := t.threads[int(msg)]; old != nil {
+			delete(t.threads, old.tid)
+			delete(p.threads, old.tid)
+			if old.recorded {
+				t.rec.ThreadExit(old.tid, at)
+			}
+		}
+	}
+	// Every other thread died in the exec; their exit reports, if any,
+	// arrive for tids we no longer know and are ignored.
+	for tid, o := range p.threads {
+		if tid == th.tid {
+			continue
+		}
+		delete(t.threads, tid)
+		delete(p.threads, tid)
+		if o.recorded {
+			t.rec.ThreadExit(tid, at)
+		}
+	}
+	pidStr := strconv.Itoa(p.pid)
+	path, _ := os.Readlink("/proc/" + pidStr + "/exe")
+	var argv []string
+	if b, err := os.ReadFile("/proc/" + pidStr + "/cmdline"); err == nil {
+		argv = strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+	}
+	p.helper = false
+	t.recordProcess(p, at)
+	t.recordThread(th, at)
+	t.rec.Exec(p.pid, path, argv, at)
+	// The old image is gone (a vfork parent keeps the shared one).
+	if p.space != nil {
+		t.dropSpace(p, at)
+	}
+	p.space = t.newSpace(p.pid)
+	t.syncSpace(p, "exec")
+	t.resume(th.tid, 0)
+}
+
+// syncSpace brings p's space in line with /proc/PID/maps.
+func (t *Tracer) syncSpace(p *process, cause string) {
+	maps, err := snapshot.ReadMaps(p.pid)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			t.warnf("pid %d: %v", p.pid, err)
+		}
+		return
+	}
+	for _, m := range maps {
+		if m.Path == "[vdso]" {
+			p.space.vdso = [2]uint64{m.Start, m.End}
+		}
+	}
+	p.space.Sync(maps, fileReadable, cause)
+}
+
+// fileReadable: the decoder can read this executable mapping from its
+// file — a regular file still there under that name, mapped read-only.
+func fileReadable(m snapshot.Mapping) bool {
+	if !m.IsFile() || m.Prot&unix.PROT_WRITE != 0 {
+		return false
+	}
+	var st unix.Stat_t
+	if unix.Stat(m.Path, &st) != nil || st.Ino != m.Inode || st.Dev != m.Dev {
+		return false
+	}
+	return st.Mode&unix.S_IFMT == unix.S_IFREG
+}
+
+// sink records for one space; it stamps every record with the current
+// stop (Tracer.cur) and reads new versions' bytes.
+type sink struct {
+	t  *Tracer
+	sp *space
+}
+
+func (s *sink) NewRegion(start, end uint64) int64 {
+	s.t.result.Stats.Regions++
+	return s.t.rec.NewRegion(s.sp.owner, start, end-start, s.t.cur.at)
+}
+
+func (s *sink) EndRegion(id int64) { s.t.rec.EndRegion(id, s.t.cur.at) }
+
+func (s *sink) AddVersion(region int64, start, end uint64, prot int, cause string) int64 {
+	t := s.t
+	data := make([]byte, end-start)
+	// Read through a stopped thread of the space when there is one.
+	pid := s.sp.owner
+	if t.cur.th != nil && t.cur.th.proc != nil && t.cur.th.proc.space == s.sp {
+		pid = t.cur.th.tid
+	}
+	if err := snapshot.ReadMem(pid, start, data); err != nil {
+		t.result.Stats.ReadErrors++
+		t.warnf("%v (recorded as zeros)", err)
+	}
+	t.result.Stats.Versions++
+	t.result.Stats.Bytes += int64(len(data))
+	id, _ := t.rec.AddVersion(db.Version{Region: region, PID: s.sp.owner, TID: t.curTID(), Addr: start, Size: end - start,
+		Data: data, At: t.cur.at, Cause: cause, IP: t.cur.ip, ByPtjit: false})
+	return id
+}
+
+func (s *sink) EndVersion(id int64) { s.t.rec.EndVersion(id, s.t.cur.at) }
+
+func (s *sink) AddFile(start, end uint64, prot int, f FileInfo, cause string) int64 {
+	t := s.t
+	t.result.Stats.FileMaps++
+	return t.rec.FileMap(db.FileMapping{PID: s.sp.owner, TID: t.curTID(), Addr: start, Size: end - start, Offset: f.Offset,
+		Prot: prot, Path: f.Path, Dev: f.Dev, Inode: f.Inode, BuildID: snapshot.BuildID(f.Path, f.Dev, f.Inode),
+		At: t.cur.at, Cause: cause, IP: t.cur.ip})
+}
+
+func (s *sink) EndFile(id int64) { s.t.rec.FileUnmap(id, s.t.cur.at) }
+
+func (t *Tracer) curTID() int {
+	if t.cur.th != nil {
+		return t.cur.th.tid
+	}
+	return 0
+}
