@@ -174,6 +174,18 @@ func (s *Session) flushThread(tid int, th *Thread) {
 	s.w.AuxTrace(tid, -1, s.lastTSC, b)
 }
 
+// EndThread ends a thread whose parent is not known to the caller (an
+// exit, or a thread that vanished in an exec).
+func (s *Session) EndThread(pid, tid int, tsc uint64) {
+	s.ExitThread(tid, pid, pid, tsc)
+}
+
+// Fork records a new process (a fork or vfork child).
+func (s *Session) Fork(pid, ppid, ptid int, tsc uint64) {
+	s.lastTSC = max(s.lastTSC, tsc)
+	s.w.Fork(pid, ppid, pid, ptid, tsc)
+}
+
 // ExitThread ends a thread: tracing is disabled, its remaining bytes are
 // written, and an EXIT record follows.
 func (s *Session) ExitThread(tid, ppid, ptid int, tsc uint64) {

@@ -1,0 +1,277 @@
+package tracker
+
+import (
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ptjit/ptjit/decode"
+	"github.com/ptjit/ptjit/ptrun/softpt"
+	"github.com/ptjit/ptjit/snapshot"
+)
+
+// Software PT (ptjit run --pt=soft). Every thread of the program is
+// resumed with PTRACE_SINGLESTEP instead of PTRACE_CONT; each step is one
+// instruction, read from the tracee (so self-modified code is seen as it
+// executes) before the step and reported to the softpt.Session with the IP
+// execution continued at. The session turns that into the packets a CPU
+// would emit. The places where a step meets the rest of the tracker:
+//
+//   - a step trap (SIGTRAP with si_code TRAP_TRACE, or TRAP_BRKPT for the
+//     report after a stepped syscall) completes the step and is consumed;
+//   - a syscall-exit stop completes a stepped syscall (resuming from it
+//     with PTRACE_SINGLESTEP would run one more instruction before the
+//     trap);
+//   - any other stop while a step is in flight and the thread is still at
+//     the instruction means the instruction did not retire (a fault, a
+//     signal): the trace gets FUP+TIP.PGD there and TIP.PGE when the thread
+//     resumes — the gap in which code versions recorded meanwhile apply;
+//   - a signal delivered with a handler: the kernel reports a trap at the
+//     handler's first instruction before running it (TIP.PGE there);
+//   - exec ends the old image's trace (TIP.PGD) and the new image starts
+//     with COMM(exec) and its MMAP2 records; exit ends the thread's trace.
+//
+// A rep-prefixed string instruction traps after each iteration with the IP
+// unchanged: a non-branch instruction that traps at its own IP has not
+// retired yet and is stepped again.
+
+type softState struct {
+	s     *softpt.Session
+	steps map[int]*stepState
+	buf   [decode.MaxInsnLen]byte
+}
+
+type stepState struct {
+	started bool        // the session knows the thread
+	active  bool        // a PTRACE_SINGLESTEP is in flight
+	valid   bool        // insn holds the instruction being stepped
+	handler bool        // the resume delivers a signal to a handler
+	insn    decode.Insn // the instruction being stepped
+}
+
+func newSoftState(s *softpt.Session) *softState {
+	return &softState{s: s, steps: map[int]*stepState{}}
+}
+
+// softEligible: the thread runs the program (not the launcher).
+func (t *Tracer) softEligible(th *thread) bool {
+	return th != nil && th.proc != nil && !th.proc.helper && !th.helper && th.recorded
+}
+
+func (t *Tracer) stepOf(th *thread) *stepState {
+	st := t.soft.steps[th.tid]
+	if st == nil {
+		st = &stepState{}
+		t.soft.steps[th.tid] = st
+	}
+	return st
+}
+
+// softStop runs before the tracker's own handling of a stop. It returns
+// true when the stop was a step trap that it consumed (the thread was
+// resumed).
+//
+// Precondition: on the locked tracer thread.
+func (t *Tracer) softStop(th *thread, kind StopKind, sig int) bool {
+	if !t.softEligible(th) {
+		return false
+	}
+	st := t.stepOf(th)
+	switch kind {
+	case StopSignal:
+		if !st.active {
+			return false
+		}
+		if sig == int(unix.SIGTRAP) {
+			si, err := getSiginfo(th.tid)
+			if err == nil && (si.Code == trapTrace || si.Code == trapBrkpt) {
+				t.softComplete(th, st)
+				t.resumeThread(th, 0)
+				return true
+			}
+		}
+		t.softNotRetired(th, st)
+	case StopSyscallExit:
+		if st.active && st.valid && st.insn.Class == decode.ClassSyscall {
+			t.softComplete(th, st)
+		}
+	case StopSeccomp:
+		// The stepped syscall is under way; it completes at its exit.
+	case StopExec:
+		tsc := snapshot.RDTSC()
+		t.soft.s.Disable(th.tid, tsc)
+		st.active, st.valid = false, false
+		t.soft.s.Comm(th.proc.pid, th.tid, t.commOf(th), true, tsc)
+	case StopExit:
+		t.soft.s.Disable(th.tid, snapshot.RDTSC())
+		st.active = false
+	}
+	return false
+}
+
+// si_code values of SIGTRAP (asm-generic/siginfo.h).
+const (
+	trapBrkpt = 1
+	trapTrace = 2
+)
+
+// softComplete ends the step in flight: the instruction retired unless the
+// thread is still at it.
+func (t *Tracer) softComplete(th *thread, st *stepState) {
+	st.active = false
+	regs, err := getRegs(th.tid)
+	if err != nil {
+		return
+	}
+	tsc := snapshot.RDTSC()
+	if st.handler {
+		// Signal delivery: the thread is at the handler's first
+		// instruction, nothing retired.
+		st.handler = false
+		t.soft.s.Enable(th.tid, regs.Rip, tsc)
+		return
+	}
+	if !st.valid {
+		return
+	}
+	if regs.Rip == st.insn.IP && !st.insn.Class.IsBranch() {
+		return // a rep iteration, or a report before anything ran
+	}
+	t.soft.s.Step(th.tid, &st.insn, regs.Rip, tsc)
+}
+
+// softNotRetired handles a stop (a signal) that came while a step was in
+// flight: if the thread is still at the instruction, it did not retire and
+// the thread entered the kernel there.
+func (t *Tracer) softNotRetired(th *thread, st *stepState) {
+	regs, err := getRegs(th.tid)
+	if err != nil || !st.valid || regs.Rip != st.insn.IP {
+		return
+	}
+	st.active = false
+	t.soft.s.Interrupt(th.tid, regs.Rip, snapshot.RDTSC())
+}
+
+// softResume resumes th with one PTRACE_SINGLESTEP, delivering sig.
+//
+// Precondition: on the locked tracer thread; th is stopped.
+func (t *Tracer) softResume(th *thread, sig int) {
+	st := t.stepOf(th)
+	s := t.soft.s
+	if !st.active {
+		regs, err := getRegs(th.tid)
+		if err != nil {
+			t.resumeCont(th.tid, sig)
+			return
+		}
+		ip := regs.Rip
+		tsc := snapshot.RDTSC()
+		if !st.started {
+			st.started = true
+			s.StartThread(th.proc.pid, th.tid, tsc)
+			s.Comm(th.proc.pid, th.tid, t.commOf(th), false, tsc)
+		}
+		if sig != 0 && caughtSignal(th.proc.pid, sig) {
+			// The kernel will build the handler's frame and report a
+			// trap at its first instruction.
+			s.Interrupt(th.tid, ip, tsc)
+			st.handler = true
+			st.valid = false
+		} else {
+			st.valid = t.softFetch(th, ip, &st.insn) == nil
+			if !s.Enabled(th.tid) {
+				s.Enable(th.tid, ip, tsc)
+			}
+		}
+		st.active = true
+	}
+	// unix.PtraceSingleStep cannot deliver a signal: the raw request can.
+	_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_SINGLESTEP, uintptr(th.tid), 0, uintptr(sig), 0, 0)
+	if e != 0 && e != unix.ESRCH {
+		t.warnf("PTRACE_SINGLESTEP %d: %v", th.tid, e)
+	}
+}
+
+// softFetch reads and decodes the instruction at ip in th's memory. An
+// instruction whose bytes cannot be read will fault; the fault's stop
+// tells the rest.
+func (t *Tracer) softFetch(th *thread, ip uint64, in *decode.Insn) error {
+	buf := t.soft.buf[:]
+	err := snapshot.ReadMem(th.tid, ip, buf)
+	if rem := 4096 - int(ip&4095); err != nil && rem < len(buf) {
+		// The next page may be unmapped: the instruction can still be
+		// whole in this one.
+		buf = buf[:rem]
+		err = snapshot.ReadMem(th.tid, ip, buf)
+	}
+	if err != nil {
+		return err
+	}
+	return decode.DecodeInsn(buf, ip, decode.Mode64, in)
+}
+
+// resumeCont is the plain resume, for threads that are not stepped.
+func (t *Tracer) resumeCont(tid, sig int) {
+	if err := unix.PtraceCont(tid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
+		t.warnf("PTRACE_CONT %d: %v", tid, err)
+	}
+}
+
+// softGone ends a thread's trace when it is gone.
+func (t *Tracer) softGone(tid, pid int) {
+	if t.soft == nil {
+		return
+	}
+	if st := t.soft.steps[tid]; st != nil {
+		delete(t.soft.steps, tid)
+		if st.started {
+			t.soft.s.EndThread(pid, tid, snapshot.RDTSC())
+		}
+	}
+}
+
+// softFork announces a new process to the trace.
+func (t *Tracer) softFork(pid, ppid, ptid int) {
+	if t.soft != nil {
+		t.soft.s.Fork(pid, ppid, ptid, snapshot.RDTSC())
+	}
+}
+
+// softMmap records a file-backed executable mapping in the trace (MMAP2).
+func (t *Tracer) softMmap(pid, tid int, start, end uint64, prot int, f FileInfo) {
+	if t.soft == nil {
+		return
+	}
+	t.soft.s.Mmap(&decode.PerfMmap{
+		Pid: uint32(pid), Tid: uint32(tid), Addr: start, Len: end - start, Pgoff: f.Offset,
+		Maj: unix.Major(f.Dev), Min: unix.Minor(f.Dev), Ino: f.Inode,
+		Prot: uint32(prot), Flags: unix.MAP_PRIVATE, Filename: f.Path,
+	}, snapshot.RDTSC())
+}
+
+func (t *Tracer) commOf(th *thread) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(th.proc.pid) + "/task/" + strconv.Itoa(th.tid) + "/comm")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(string(b), "\n")
+}
+
+// caughtSignal reports whether pid has a handler for sig (SigCgt in
+// /proc/PID/status).
+func caughtSignal(pid, sig int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "SigCgt:"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && mask>>(sig-1)&1 == 1
+		}
+	}
+	return false
+}
