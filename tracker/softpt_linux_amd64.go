@@ -49,6 +49,7 @@ type stepState struct {
 	active  bool        // a PTRACE_SINGLESTEP is in flight
 	valid   bool        // insn holds the instruction being stepped
 	handler bool        // the resume delivers a signal to a handler
+	exiting bool        // past PTRACE_EVENT_EXIT: nothing more runs
 	insn    decode.Insn // the instruction being stepped
 }
 
@@ -102,12 +103,19 @@ func (t *Tracer) softStop(th *thread, kind StopKind, sig int) bool {
 		// The stepped syscall is under way; it completes at its exit.
 	case StopExec:
 		tsc := snapshot.RDTSC()
+		if st.active && st.valid && st.insn.Class == decode.ClassSyscall {
+			t.soft.s.StepExit(th.tid, &st.insn, tsc) // the execve
+		}
 		t.soft.s.Disable(th.tid, tsc)
 		st.active, st.valid = false, false
 		t.soft.s.Comm(th.proc.pid, th.tid, t.commOf(th), true, tsc)
 	case StopExit:
-		t.soft.s.Disable(th.tid, snapshot.RDTSC())
-		st.active = false
+		tsc := snapshot.RDTSC()
+		if st.active && st.valid && st.insn.Class == decode.ClassSyscall {
+			t.soft.s.StepExit(th.tid, &st.insn, tsc) // exit or exit_group
+		}
+		t.soft.s.Disable(th.tid, tsc)
+		st.active, st.exiting = false, true
 	}
 	return false
 }
@@ -161,6 +169,10 @@ func (t *Tracer) softNotRetired(th *thread, st *stepState) {
 func (t *Tracer) softResume(th *thread, sig int) {
 	st := t.stepOf(th)
 	s := t.soft.s
+	if st.exiting {
+		t.resumeCont(th.tid, sig)
+		return
+	}
 	if !st.active {
 		regs, err := getRegs(th.tid)
 		if err != nil {

@@ -147,16 +147,34 @@ func (s *Session) Step(tid int, in *decode.Insn, next, tsc uint64) {
 		return
 	}
 	s.steps++
-	if s.gt != nil {
-		var line [48]byte
-		b := strconv.AppendInt(line[:0], int64(tid), 10)
-		b = append(b, " 0x"...)
-		b = strconv.AppendUint(b, in.IP, 16)
-		b = append(b, '\n')
-		s.gt.Write(b)
-	}
+	s.truth(tid, in.IP)
 	th.Step(in, next, tsc)
 	s.maybeFlush(tid, th)
+}
+
+// StepExit records that in, a syscall that does not return to the
+// instruction after it (exit, exit_group, execve), retired on tid.
+func (s *Session) StepExit(tid int, in *decode.Insn, tsc uint64) {
+	s.lastTSC = max(s.lastTSC, tsc)
+	th := s.thread(tid)
+	if th == nil || !th.Enabled() {
+		return
+	}
+	s.steps++
+	s.truth(tid, in.IP)
+	th.StepExit(in, tsc)
+}
+
+func (s *Session) truth(tid int, ip uint64) {
+	if s.gt == nil {
+		return
+	}
+	var line [48]byte
+	b := strconv.AppendInt(line[:0], int64(tid), 10)
+	b = append(b, " 0x"...)
+	b = strconv.AppendUint(b, ip, 16)
+	b = append(b, '\n')
+	s.gt.Write(b)
 }
 
 func (s *Session) maybeFlush(tid int, th *Thread) {

@@ -298,6 +298,20 @@ func (t *Thread) Step(in *decode.Insn, next uint64, tsc uint64) {
 	}
 }
 
+// StepExit records that in, a syscall that never returns (exit,
+// exit_group, an execve that replaced the image), retired into the kernel:
+// tracing ends there with TIP.PGD.
+func (t *Thread) StepExit(in *decode.Insn, tsc uint64) {
+	if !t.enabled {
+		return
+	}
+	t.insns++
+	t.tick(tsc)
+	t.flushTNT()
+	t.suppressed(decode.PktTIPPGD)
+	t.disabled()
+}
+
 func (t *Thread) push(ret uint64) {
 	if !t.cfg.RetCompression {
 		return
