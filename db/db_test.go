@@ -116,7 +116,8 @@ func TestExecAfterFork(t *testing.T) {
 	}
 	r.ProcessStart(1, 0, Stamp{1, 1})
 	r.Exec(1, "/a", []string{"a"}, Stamp{2, 2})
-	r.ProcessStart(2, 1, Stamp{3, 3}) // fork
+	r.ProcessStart(2, 1, Stamp{3, 3}) // vfork
+	r.SharesVM(2, 1)
 	r.Exec(2, "/b", []string{"b"}, Stamp{4, 4})
 	r.Exec(2, "/c", []string{"c"}, Stamp{5, 5})
 	r.ProcessExit(2, 0, Stamp{6, 6})
@@ -133,9 +134,15 @@ func TestExecAfterFork(t *testing.T) {
 	for _, p := range ps {
 		got = append(got, p.ExecPath)
 	}
-	if strings.Join(got, ",") != "/a,/b,/c" {
-		t.Fatalf("process images %q, want /a,/b,/c", got)
+	// The vfork child before its exec is an image of its own, in pid 1's
+	// address space.
+	if strings.Join(got, ",") != "/a,,/b,/c" {
+		t.Fatalf("process images %q, want /a,,/b,/c", got)
 	}
+	if ps[1].VMOwner != 1 || ps[2].VMOwner != 0 || !ps[1].HasEnd || ps[1].End.TSC != 4 {
+		t.Errorf("vm owner: before exec %+v, after %+v", ps[1], ps[2])
+	}
+	ps = ps[1:]
 	if !ps[1].HasEnd || ps[1].HasExit || !ps[2].HasExit || ps[1].PPID != 1 || ps[2].PPID != 1 {
 		t.Errorf("fork/exec chain wrong: %+v", ps)
 	}

@@ -340,11 +340,12 @@ type ProcessInfo struct {
 	HasEnd     bool
 	ExitStatus int
 	HasExit    bool
+	VMOwner    int // non-zero: runs in VMOwner's address space (vfork child before exec)
 }
 
 // Processes lists process images in start order.
 func (d *DB) Processes() ([]ProcessInfo, error) {
-	rows, err := d.sql.Query(`SELECT pid, ppid, exec_path, argv, start_tsc, start_ns, end_tsc, end_ns, exit_status FROM processes ORDER BY start_tsc, id`)
+	rows, err := d.sql.Query(`SELECT pid, ppid, exec_path, argv, start_tsc, start_ns, end_tsc, end_ns, exit_status, vm_owner FROM processes ORDER BY start_tsc, id`)
 	if err != nil {
 		return nil, d.wrap(err)
 	}
@@ -354,8 +355,8 @@ func (d *DB) Processes() ([]ProcessInfo, error) {
 		var p ProcessInfo
 		var exe, argv sql.NullString
 		var stsc int64
-		var etsc, ens, status sql.NullInt64
-		if err := rows.Scan(&p.PID, &p.PPID, &exe, &argv, &stsc, &p.Start.MonoNS, &etsc, &ens, &status); err != nil {
+		var etsc, ens, status, owner sql.NullInt64
+		if err := rows.Scan(&p.PID, &p.PPID, &exe, &argv, &stsc, &p.Start.MonoNS, &etsc, &ens, &status, &owner); err != nil {
 			return nil, d.wrap(err)
 		}
 		p.ExecPath = exe.String
@@ -365,6 +366,7 @@ func (d *DB) Processes() ([]ProcessInfo, error) {
 		p.Start.TSC = uint64(stsc)
 		p.HasEnd, p.End = etsc.Valid, Stamp{TSC: uint64(etsc.Int64), MonoNS: ens.Int64}
 		p.HasExit, p.ExitStatus = status.Valid, int(status.Int64)
+		p.VMOwner = int(owner.Int64)
 		out = append(out, p)
 	}
 	return out, d.wrap(rows.Err())

@@ -246,6 +246,15 @@ func (r *Recorder) ProcessStart(pid, ppid int, at Stamp) {
 	})
 }
 
+// SharesVM records that pid (a vfork or CLONE_VM child, before it execs)
+// runs in the address space of owner: its code is owner's mappings and
+// versions, which are recorded under owner's pid only.
+func (r *Recorder) SharesVM(pid, owner int) {
+	r.push(func(w *writer) error {
+		return w.exec(`UPDATE processes SET vm_owner = ? WHERE pid = ? AND end_tsc IS NULL`, owner, pid)
+	})
+}
+
 // Exec records a successful execve: the current image of pid ends and a new
 // one starts.
 func (r *Recorder) Exec(pid int, path string, argv []string, at Stamp) {
@@ -253,12 +262,13 @@ func (r *Recorder) Exec(pid int, path string, argv []string, at Stamp) {
 	r.push(func(w *writer) error {
 		var ppid int
 		var exe sql.NullString
-		row := w.tx.QueryRow(`SELECT ppid, exec_path FROM processes WHERE pid = ? AND end_tsc IS NULL ORDER BY id DESC LIMIT 1`, pid)
-		switch err := row.Scan(&ppid, &exe); {
+		var owner sql.NullInt64
+		row := w.tx.QueryRow(`SELECT ppid, exec_path, vm_owner FROM processes WHERE pid = ? AND end_tsc IS NULL ORDER BY id DESC LIMIT 1`, pid)
+		switch err := row.Scan(&ppid, &exe, &owner); {
 		case errors.Is(err, sql.ErrNoRows):
 		case err != nil:
 			return err
-		case !exe.Valid:
+		case !exe.Valid && !owner.Valid:
 			// A forked child that had not exec'd yet: this exec names it.
 			return w.exec(`UPDATE processes SET exec_path = ?, argv = ? WHERE pid = ? AND end_tsc IS NULL AND exec_path IS NULL`, path, string(a), pid)
 		default:

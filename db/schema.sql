@@ -29,7 +29,9 @@ CREATE TABLE processes (
     start_ns    INTEGER NOT NULL,
     end_tsc     INTEGER,          -- replaced by exec or exited
     end_ns      INTEGER,
-    exit_status INTEGER           -- exit code, or 128+N when killed by signal N
+    exit_status INTEGER,          -- exit code, or 128+N when killed by signal N
+    vm_owner    INTEGER           -- vfork/CLONE_VM child: the pid whose address
+                                  -- space (mappings, versions) this image runs in
 );
 CREATE INDEX processes_pid ON processes(pid);
 

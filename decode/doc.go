@@ -10,11 +10,13 @@
 //     packet of the SDM "Packet Definitions" is decoded, and Packet.Encode
 //     writes any packet back (the soft-PT backend and the tests generate
 //     traces with it). A bad byte is a *DecodeError with its trace offset;
-//     the recovery is SyncForward to the next PSB.
+//     the recovery is SyncForward to the next PSB. Encoder (encode.go)
+//     also picks the shortest IP compression against the last IP.
 //  2. Small state machines with their own files and table tests: LastIP
 //     (lastip.go) reconstructs full IPs from compressed IP payloads; Time
 //     and TimeCal (time.go) estimate the TSC at every packet from TSC,
-//     TMA, MTC, CYC and CBR (libipt's pt_time.c); the TNT cache (tnt*.go)
+//     TMA, MTC, CYC and CBR (libipt's pt_time.c), and Timer drives both
+//     from a packet stream for the layers above; the TNT cache (tnt*.go)
 //     and the return stack (retstack*.go) serve the flow layer.
 //  3. Query/events (query*.go): reads packets ahead and answers "is this
 //     conditional branch taken?", "where does this indirect branch go?"

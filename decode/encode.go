@@ -179,6 +179,11 @@ func (p *Packet) encode(b *[MaxPacketSize]byte) (int, error) {
 		pktPutLE(b[5:], uint64(p.FC), 2)
 		return sizeTMA, nil
 	case PktCYC:
+		// libipt rejects a CYC whose extension bytes go past 64
+		// bits, so at most 5 + 8*7 = 61 bits are decodable.
+		if !pktFits(p.Payload, 61) {
+			return 0, p.bad("cycles", p.Payload)
+		}
 		v := p.Payload
 		b[0] = byte(v&0x1f)<<3 | opcCYCMask
 		v >>= 5
@@ -290,3 +295,66 @@ func (p *Packet) encode(b *[MaxPacketSize]byte) (int, error) {
 	}
 	return 0, p.bad("Type", uint64(p.Type))
 }
+
+// CompressIP returns the shortest IP compression that reconstructs ip from
+// the last IP last (haveLast false: no last IP yet), and the payload to
+// store: update16/32/48 when the upper bits equal last's, sext48 when ip is
+// the sign extension of its low 48 bits, else the full IP.
+func CompressIP(ip, last uint64, haveLast bool) (IPCompression, uint64) {
+	switch {
+	case haveLast && ip>>16 == last>>16:
+		return IPUpdate16, ip & 0xffff
+	case haveLast && ip>>32 == last>>32:
+		return IPUpdate32, ip & 0xffffffff
+	case SignExtend48(ip) == ip:
+		return IPSext48, ip & 0xffffffffffff
+	case haveLast && ip>>48 == last>>48:
+		return IPUpdate48, ip & 0xffffffffffff
+	}
+	return IPFull, ip
+}
+
+// Encoder appends packets to Buf and keeps the last IP the way a decoder
+// will see it, so IP packets can be written with the shortest compression
+// (TIPAt). The soft-PT backend and the tests generate traces with it.
+type Encoder struct {
+	Buf  []byte
+	last LastIP
+}
+
+// Append encodes p. IP packets update the encoder's last IP exactly as
+// LastIP does in a decoder (a PSB does not reset it: decoders keep the last
+// IP across PSB, and PSB+ normally carries a FUP with a full IP anyway).
+func (e *Encoder) Append(p *Packet) error {
+	b, err := AppendPacket(e.Buf, p)
+	if err != nil {
+		return err
+	}
+	e.Buf = b
+	switch p.Type {
+	case PktTIP, PktTIPPGE, PktTIPPGD, PktFUP:
+		e.last.Update(p.IPC, p.IP)
+	}
+	return nil
+}
+
+// IPPacket appends a TIP, TIP.PGE, TIP.PGD or FUP for ip, compressed
+// against the last IP.
+func (e *Encoder) IPPacket(t PacketType, ip uint64) error {
+	switch t {
+	case PktTIP, PktTIPPGE, PktTIPPGD, PktFUP:
+	default:
+		return &EncodeError{Type: t, Field: "Type (not an IP packet)", Value: uint64(t)}
+	}
+	last, err := e.last.IP()
+	have := err == nil || errors.Is(err, ErrIPSuppressed)
+	if errors.Is(err, ErrIPSuppressed) {
+		last = e.last.ip
+	}
+	ipc, payload := CompressIP(ip, last, have)
+	return e.Append(&Packet{Type: t, IPC: ipc, IP: payload})
+}
+
+// ResetLastIP forgets the last IP, e.g. after an overflow the encoder
+// wants decoders to see a full IP next.
+func (e *Encoder) ResetLastIP() { e.last.Reset() }

@@ -39,7 +39,15 @@ type FlowDecoder struct {
 	insn     FlowInsn // the postponed instruction
 	retstack retStack
 	sec      *Section // section of the last instruction
-	icnt     uint64   // instructions since the last IP packet or trigger
+	pageSec  *Section // d.page is page pageIdx of pageSec's cache
+	pageIdx  uint64
+	page     *[1 << cachePageBits]insnEntry
+	icnt     uint64 // instructions since the last IP packet or trigger
+
+	steps          uint64 // instructions since the last query or event
+	maxSteps       uint64
+	eventFromQuery bool // d.event is the query layer's pending event
+	resyncing      bool // skipping to the next IP after an error
 }
 
 // NewFlowDecoder returns a decoder for the PT bytes in buf reading code
@@ -48,11 +56,24 @@ func NewFlowDecoder(buf []byte, img *Image, cfg *FlowConfig) *FlowDecoder {
 	if cfg == nil {
 		cfg = &FlowConfig{}
 	}
-	return &FlowDecoder{q: NewQueryDecoder(buf, cfg), img: img, cfg: cfg}
+	max := cfg.MaxSteps
+	if max == 0 {
+		max = 1 << 24
+	}
+	return &FlowDecoder{q: NewQueryDecoder(buf, cfg), img: img, cfg: cfg, maxSteps: max}
 }
 
 // Query returns the underlying query decoder.
 func (d *FlowDecoder) Query() *QueryDecoder { return d.q }
+
+// EventOffset returns the trace offset of the packet that produced the
+// pending event (where an error processing it is reported).
+func (d *FlowDecoder) EventOffset() uint64 {
+	if d.processEvent && d.eventFromQuery {
+		return d.event.Offset
+	}
+	return d.q.Offset()
+}
 
 // Offset returns the trace offset of the packet being processed.
 func (d *FlowDecoder) Offset() uint64 { return d.q.Offset() }
@@ -60,7 +81,100 @@ func (d *FlowDecoder) Offset() uint64 { return d.q.Offset() }
 // IP returns the address of the next instruction.
 func (d *FlowDecoder) IP() uint64 { return d.ip }
 
+// Resync recovers from a decode error without a PSB: it drops the cached
+// conditional branch outcomes and the events and skips to the next packet
+// that gives an IP (a TIP, an asynchronous branch, an event with an IP, the
+// next PSB+), reporting the events without IP it passes (libipt's ptxed
+// --resync-on-error). It returns status flags or a negative errCode.
+func (d *FlowDecoder) Resync() int {
+	d.processEvent = false
+	d.eventFromQuery = false
+	d.clearPostponed()
+	d.q.tnt.reset()
+	d.resyncing = true
+	return d.resyncScan()
+}
+
+func (d *FlowDecoder) resyncScan() int {
+	q := d.q
+	for {
+		if q.qstatus < 0 {
+			d.resyncing = false
+			if q.qstatus == -int(feEOS) {
+				d.status = stEOS
+				return d.flowStatus(0)
+			}
+			return q.qstatus
+		}
+		cur := &q.cur
+		pendingAt := func(ip uint64) int {
+			d.ip = ip
+			d.enabled = true
+			d.resyncing = false
+			d.status = stEventPending
+			return d.checkIPEvent(nil)
+		}
+		switch cur.Type {
+		case EvTNT:
+			q.fetchQEvent()
+			continue
+		case EvTIP:
+			if cur.IPSuppressed {
+				q.fetchQEvent()
+				continue
+			}
+			d.ip = cur.IP
+			d.enabled = true
+			d.resyncing = false
+			st := q.consumeEvent()
+			if st < 0 {
+				return st
+			}
+			d.status = st
+			return d.checkIPEvent(nil)
+		case EvEnabled:
+			if cur.StatusUpdate {
+				return pendingAt(cur.IP)
+			}
+			if d.enabled {
+				// Close the section we lost before reporting the
+				// new enable.
+				d.event = Event{Type: EvDisabled, IPSuppressed: true}
+				d.processEvent = true
+				d.eventFromQuery = false
+				return d.flowStatus(stEventPending)
+			}
+			d.resyncing = false
+			d.status = stEventPending
+			return d.checkIPEvent(nil)
+		case EvAsyncBranch, EvAsyncDisabled:
+			return pendingAt(cur.From)
+		case EvOverflow:
+			d.resyncing = false
+			d.status = stEventPending
+			return d.checkIPEvent(nil)
+		case EvDisabled:
+			d.enabled = true
+			d.resyncing = false
+			d.event = *cur
+			d.processEvent = true
+			d.eventFromQuery = true
+			return d.flowStatus(stEventPending)
+		}
+		if !cur.IPSuppressed {
+			return pendingAt(cur.IP)
+		}
+		// Report events without IP on the way.
+		d.event = *cur
+		d.processEvent = true
+		d.eventFromQuery = true
+		return d.flowStatus(stEventPending)
+	}
+}
+
 func (d *FlowDecoder) reset() {
+	d.resyncing = false
+	d.eventFromQuery = false
 	d.icnt = 0
 	d.mode = ModeUnknown
 	d.ip = 0
@@ -72,6 +186,7 @@ func (d *FlowDecoder) reset() {
 	d.boundPaging, d.boundVMCS, d.boundPTWrite = false, false, false
 	d.retstack.reset()
 	d.sec = nil
+	d.pageSec, d.page = nil, nil
 }
 
 func (d *FlowDecoder) flowStatus(flags int) int {
@@ -99,11 +214,13 @@ func (d *FlowDecoder) tick(ip uint64) int {
 	}
 	*ev = Event{Type: EvTick, IP: ip, HasTSC: ok, TSC: tsc, LostMTC: lostMTC, LostCYC: lostCYC}
 	d.processEvent = true
+	d.eventFromQuery = false
 	return 1
 }
 
 func (d *FlowDecoder) indirectBranch() (uint64, int) {
 	evip := d.ip
+	d.steps = 0
 	ip, st := d.q.indirectBranch()
 	if st < 0 {
 		return 0, st
@@ -118,10 +235,12 @@ func (d *FlowDecoder) indirectBranch() (uint64, int) {
 }
 
 func (d *FlowDecoder) condBranch() (bool, int) {
+	d.steps = 0
 	taken, st := d.q.condBranch()
 	if st < 0 {
 		return false, st
 	}
+	d.icnt = 0
 	if d.cfg.TickEvents {
 		if e := d.tick(d.ip); e < 0 {
 			return false, e
@@ -157,34 +276,54 @@ func (d *FlowDecoder) eventPending() int {
 	if d.status&stEventPending == 0 {
 		return 0
 	}
-	st := d.q.nextEvent(&d.event)
+	st := d.q.peekEvent(&d.event)
 	if st < 0 {
 		return st
 	}
 	d.processEvent = true
-	d.status = st
+	d.eventFromQuery = true
 	return 1
 }
 
 // decodeAt decodes the instruction at d.ip into in.
 func (d *FlowDecoder) decodeAt(in *FlowInsn) int {
-	tsc := d.q.lastTime.tscOrZero()
+	var tsc uint64
+	versions := len(d.img.versions) != 0
+	if versions {
+		// Only versioned images depend on the time.
+		tsc = d.q.lastTime.tscOrZero()
+	}
 	s := d.sec
-	if s == nil || !s.contains(d.ip) || !s.validAt(tsc) || s.shadowed {
+	if s == nil || d.ip-s.Vaddr >= uint64(len(s.Data)) || (versions && (s.shadowed || !s.validAt(tsc))) {
 		s = d.img.Lookup(d.ip, tsc)
+		if s == nil && versions {
+			s = d.img.LookupNext(d.ip, tsc)
+		}
 		if s == nil {
 			return -int(feNomap)
 		}
 		d.sec = s
 	}
 	off := d.ip - s.Vaddr
-	e := s.cache.entry(off, len(s.Data))
+	var e *insnEntry
+	if pg := off >> cachePageBits; s == d.pageSec && pg == d.pageIdx {
+		e = &d.page[off&(1<<cachePageBits-1)]
+	} else {
+		e = s.cache.entry(off, len(s.Data))
+		if e != nil {
+			d.pageSec, d.pageIdx, d.page = s, pg, s.cache.pages[pg]
+		}
+	}
 	if e != nil && e.size != 0 && e.mode == d.mode {
 		in.Size, in.Class, in.Target, in.flags, in.Section = e.size, e.class, e.target, e.flags, s
 		return 0
 	}
 	var raw [MaxInsnLen]byte
-	n, _ := d.img.Read(raw[:], d.ip, tsc)
+	n := copy(raw[:], s.Data[off:])
+	if n < len(raw) {
+		// The instruction may continue in the next section.
+		n, _ = d.img.Read(raw[:], d.ip, max(tsc, s.FromTSC))
+	}
 	var x Insn
 	if err := DecodeInsn(raw[:n], d.ip, d.mode, &x); err != nil {
 		if !fixupInsn(raw[:n], d.ip, d.mode, &x) {
@@ -308,6 +447,20 @@ func bindsToVMCS(in *FlowInsn) bool {
 	return isFarBranch(in)
 }
 
+// cfeBindsTo reports whether a synchronous event-trace event without IP
+// belongs to instruction in.
+func cfeBindsTo(t EventType, in *FlowInsn) bool {
+	switch t {
+	case EvIret, EvUiret:
+		return in.Class == ClassFarRet
+	case EvVMEntry:
+		return in.Class == ClassVMEntry
+	case EvSyscall:
+		return in.Class == ClassSyscall
+	}
+	return false
+}
+
 func isBranch(in *FlowInsn) bool { return in.Class.IsBranch() }
 
 // nextIP returns the address after in when it does not depend on the trace.
@@ -335,6 +488,10 @@ func (d *FlowDecoder) atSKL014(ev *Event, in *FlowInsn) bool {
 func (d *FlowDecoder) atDisabledEvent(ev *Event, in *FlowInsn) bool {
 	if ev.IPSuppressed {
 		if isFarBranch(in) || changesCPL(in) || changesCR3(in) {
+			return true
+		}
+		// An indirect branch whose TIP.PGD has no IP.
+		if in.Class.IsIndirectNear() {
 			return true
 		}
 		if d.cfg.Filter.any() && d.cfg.Packet.Errata.SKL014 && d.atSKL014(ev, in) {
@@ -418,6 +575,15 @@ func (d *FlowDecoder) checkInsnEvent(in *FlowInsn) int {
 			return 0
 		}
 		d.boundVMCS = true
+		return d.postpone(in)
+	case EvIret, EvUiret, EvVMEntry, EvSyscall:
+		if ev.IPSuppressed {
+			if !cfeBindsTo(ev.Type, in) {
+				return 0
+			}
+		} else if in.IP != ev.IP {
+			return 0
+		}
 		return d.postpone(in)
 	case EvPTWrite:
 		if d.boundPTWrite {
@@ -528,7 +694,7 @@ func (d *FlowDecoder) checkIPEvent(in *FlowInsn) int {
 	case EvOverflow:
 		return pending
 	case EvExecMode, EvIflags:
-		if !ev.IPSuppressed && ev.IP != d.ip {
+		if !ev.IPSuppressed && d.enabled && ev.IP != d.ip {
 			break
 		}
 		return pending
@@ -565,6 +731,13 @@ func (d *FlowDecoder) checkIPEvent(in *FlowInsn) int {
 		return pending
 	case EvTIP, EvTNT:
 		return -int(feInternal)
+	case EvIret, EvUiret, EvVMEntry, EvSyscall:
+		// Synchronous event-trace events bind to their instruction
+		// (checkInsnEvent) while tracing is enabled.
+		if d.enabled {
+			break
+		}
+		return pending
 	case EvTrig:
 		if ev.IPSuppressed && ev.HasICNT && d.enabled {
 			// A trigger with an instruction count binds to the
@@ -603,6 +776,11 @@ func (d *FlowDecoder) Next(in *FlowInsn) int {
 	in.Speculative = d.speculative
 	in.IP = d.ip
 	in.Mode = d.mode
+	d.steps++
+	if d.steps > d.maxSteps {
+		d.steps = 0
+		return -int(feNoProgress)
+	}
 	if st := d.decodeAt(in); st < 0 {
 		in.Size = 0
 		return st
@@ -725,8 +903,20 @@ func (d *FlowDecoder) Event(ev *Event) int {
 	if !e.IPSuppressed {
 		d.icnt = 0
 	}
+	d.steps = 0
 	*ev = *e
 	d.processEvent = false
+	if d.eventFromQuery {
+		d.eventFromQuery = false
+		st := d.q.consumeEvent()
+		if st < 0 {
+			return st
+		}
+		d.status = st
+	}
+	if d.resyncing {
+		return d.resyncScan()
+	}
 	if d.processInsn {
 		st := d.checkInsnEvent(&d.insn)
 		if st != 0 {

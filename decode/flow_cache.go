@@ -94,6 +94,9 @@ func fixupInsn(code []byte, ip uint64, mode ExecMode, in *Insn) bool {
 	if mode == Mode64 && len(code) >= 11 && code[0] == 0xd5 && code[1] == 0x00 && code[2] == 0xa1 {
 		return set(11, ClassIndJump)
 	}
+	if len(code) >= 4 && code[0] == 0xf3 && code[1] == 0x0f && code[2] == 0x01 && code[3] == 0xec {
+		return set(4, ClassFarRet) // UIRET
+	}
 	if len(code) >= 4 && (code[0] == 0xf3 || code[0] == 0xf2) && code[1] == 0x0f && code[2] == 0x01 && code[3] == 0xca {
 		if code[0] == 0xf3 {
 			in.Raw[0] = 0xf3

@@ -44,6 +44,9 @@ type FlowConfig struct {
 	// TickEvents asks for a tick event whenever time advances at a
 	// branch (ptxed --event:tick).
 	TickEvents bool
+	// MaxSteps bounds the instructions decoded without consuming any
+	// trace (an endless direct loop in a wrong image); 0 means 1<<24.
+	MaxSteps uint64
 }
 
 // errorsIs is errors.Is (kept short for the decode switch).

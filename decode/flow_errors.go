@@ -35,6 +35,7 @@ const (
 	feOverflow
 	feBadFile
 	feBadCPU
+	feNoProgress
 )
 
 var errCodeText = [...]string{
@@ -66,6 +67,7 @@ var errCodeText = [...]string{
 	feOverflow:        "overflow",
 	feBadFile:         "bad file",
 	feBadCPU:          "unknown cpu",
+	feNoProgress:      "no trace consumed in too many instructions (endless direct loop?)",
 }
 
 // String returns libipt's text for the code.

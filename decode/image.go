@@ -200,6 +200,24 @@ func (im *Image) Lookup(ip, tsc uint64) *Section {
 	return nil
 }
 
+// LookupNext returns the version holding ip that becomes valid first after
+// tsc, or nil. The decoder's time for an instruction is the time of the
+// last timing packet, which can be earlier than when the instruction ran;
+// when no version is valid at that time, the next one to become valid is
+// the code that ran (time only moves forward).
+func (im *Image) LookupNext(ip, tsc uint64) *Section {
+	var best *Section
+	for _, v := range im.versions {
+		if v.Vaddr > ip {
+			break
+		}
+		if v.contains(ip) && v.FromTSC > tsc && (best == nil || v.FromTSC < best.FromTSC) {
+			best = v
+		}
+	}
+	return best
+}
+
 // Read copies up to len(buf) bytes at ip, as valid at tsc, into buf, crossing
 // into adjacent sections when a read runs off the end of one. It returns the
 // number of bytes copied and the section holding ip; n is 0 and s nil when ip
@@ -231,3 +249,7 @@ func (s *Section) readAt(buf []byte, ip uint64) (int, bool) {
 	}
 	return copy(buf, s.Data[ip-s.Vaddr:]), true
 }
+
+// Versioned reports whether the section is a code version (AddVersion)
+// rather than a file or raw mapping.
+func (s *Section) Versioned() bool { return s.versioned }

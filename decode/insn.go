@@ -68,7 +68,8 @@ const (
 	ClassRet
 	// ClassFarCall is a far call (9A, FF /3).
 	ClassFarCall
-	// ClassFarRet is a far return: retf (CB, CA iw), iret/iretd/iretq (CF).
+	// ClassFarRet is a far return: retf (CB, CA iw), iret/iretd/iretq (CF),
+	// and (as in libipt) uiret, erets, eretu.
 	ClassFarRet
 	// ClassFarJump is a far jmp (EA, FF /5).
 	ClassFarJump
@@ -79,12 +80,12 @@ const (
 	ClassSysret
 	// ClassPTWrite is ptwrite (F3 [REX.W] 0F AE /4); it may produce a PTW packet.
 	ClassPTWrite
-	// ClassVMEntry enters a guest: vmlaunch, vmresume (and AMD vmrun).
+	// ClassVMEntry enters a guest: vmlaunch, vmresume (libipt: far return).
 	ClassVMEntry
-	// ClassVMExit leaves a guest on purpose: vmcall (and AMD vmmcall).
+	// ClassVMExit leaves a guest on purpose: vmcall (libipt: far call).
 	ClassVMExit
-	// ClassMovCR3 is mov to CR3 (0F 22 /3). Not a branch; a PIP packet binds
-	// to it.
+	// ClassMovCR3 is mov to CR3 (0F 22 /3 without REX.R). Not a branch; a
+	// PIP packet binds to it.
 	ClassMovCR3
 
 	numInsnClasses
@@ -162,7 +163,7 @@ type Insn struct {
 	Class  InsnClass // flow class
 	Mode   ExecMode  // mode it was decoded in
 	Target uint64    // direct branch target (IsDirect classes), else 0; truncated to the operand size as the CPU does
-	Raw    [15]byte  // the instruction bytes; Raw[:Len] is valid
+	Raw    [15]byte  // the instruction bytes in Raw[:Len], zeros after
 }
 
 // Bytes returns the instruction's bytes (a slice of in.Raw).
@@ -208,49 +209,29 @@ func (e *InsnError) Is(target error) bool {
 	return target == ErrBadInsn && e.Err == ErrInsnTruncated
 }
 
-func insnErr(code []byte, ip uint64, mode ExecMode, err error, why string) error {
-	n := len(code)
-	if n > MaxInsnLen {
-		n = MaxInsnLen
-	}
-	b := make([]byte, n)
-	copy(b, code)
-	return &InsnError{IP: ip, Mode: mode, Bytes: b, Err: err, Why: why}
-}
-
 // DecodeInsn decodes the instruction whose bytes start code[0], at address
 // ip, in the given mode, into in. code holds the bytes available at ip (it
 // may be longer than the instruction; shorter near the end of a section, in
 // which case an instruction that does not fit gives ErrInsnTruncated).
 //
 // It computes length, class and direct target only, from tables in the
-// spirit of libipt's pt_ild; it does not allocate (except for the error).
+// spirit of libipt's pt_ild, and allocates nothing unless it fails. On
+// error *in is unspecified.
 func DecodeInsn(code []byte, ip uint64, mode ExecMode, in *Insn) error {
-	n, class, target, why := ild(code, ip, mode)
-	if n <= 0 {
-		if n == errTrunc {
-			return insnErr(code, ip, mode, ErrInsnTruncated, why)
-		}
-		return insnErr(code, ip, mode, ErrBadInsn, why)
-	}
 	in.IP = ip
-	in.Len = uint8(n)
-	in.Class = class
-	in.Mode = mode
-	in.Target = target
-	copy(in.Raw[:], code[:n])
+	if r := ild(code, mode, in); r <= 0 {
+		return ildError(code, ip, mode, r)
+	}
 	return nil
 }
 
 // InsnLen returns just the length of the instruction at code[0] (0 and an
-// error if it does not decode). It is DecodeInsn without filling an Insn.
+// error if it does not decode).
 func InsnLen(code []byte, mode ExecMode) (int, error) {
-	n, _, _, why := ild(code, 0, mode)
-	if n <= 0 {
-		if n == errTrunc {
-			return 0, insnErr(code, 0, mode, ErrInsnTruncated, why)
-		}
-		return 0, insnErr(code, 0, mode, ErrBadInsn, why)
+	var in Insn
+	r := ild(code, mode, &in)
+	if r <= 0 {
+		return 0, ildError(code, 0, mode, r)
 	}
-	return n, nil
+	return r, nil
 }

@@ -1,49 +1,180 @@
 package decode
 
+import (
+	"encoding/binary"
+	"fmt"
+)
+
 // The instruction length decoder (ILD): prefixes, opcode maps, ModRM, SIB,
 // displacement and immediate sizes, and the flow class. It works like
 // libipt's pt_ild: one pass over the bytes, table lookups for the regular
 // opcodes and a few explicit cases for the irregular ones. The tables are in
 // insn_tables.go.
+//
+// ild is the hot path of the flow decoder, so it reports failures as a
+// small negative code (reason and byte position, see ildFail) and leaves
+// building the error to ildError.
 
-// Results of ild besides a positive length.
+// Failure reasons, packed with the byte position into ild's result.
 const (
-	errBad   = 0  // invalid instruction
-	errTrunc = -1 // the bytes end inside the instruction
+	whyTrunc   = 1 + iota // bytes end inside the instruction
+	whyMode               // ModeUnknown or out of range
+	whyTooLong            // more than 15 bytes
+	whyInv64              // opcode invalid in 64-bit mode
+	whyUndef0F            // undefined 0F xx opcode
+	whyVEXMap             // undefined VEX/EVEX opcode map
+	whyXOPMap             // undefined XOP opcode map
+	whyREX2               // opcode not allowed after a REX2 prefix
 )
 
-// short says whether running out of bytes at position i means the
-// instruction is too long (15 bytes or more) or the code is truncated.
-func short(code []byte, i int) int {
-	if i >= MaxInsnLen || len(code) >= MaxInsnLen {
-		return errBad
+// ildFail packs a failure for position pos (0..15) into ild's result.
+func ildFail(why, pos int) int { return -(why | pos<<8) }
+
+// need returns the failure for needing byte position i (or bytes up to i)
+// when only full bytes exist: too long if past 15 bytes, else truncated.
+func need(i, full int) int {
+	if i >= MaxInsnLen || full >= MaxInsnLen {
+		return ildFail(whyTooLong, 0)
 	}
-	return errTrunc
+	return ildFail(whyTrunc, 0)
 }
 
-// ild decodes the instruction at code[0] for address ip. It returns the
-// length (> 0) or errBad/errTrunc with a reason.
-func ild(code []byte, ip uint64, mode ExecMode) (n int, class InsnClass, target uint64, why string) {
-	lim := len(code)
-	if lim > MaxInsnLen {
-		lim = MaxInsnLen
+// ildError builds the error for a failed ild result r.
+func ildError(code []byte, ip uint64, mode ExecMode, r int) error {
+	why, pos := -r&0xFF, -r>>8
+	n := min(len(code), MaxInsnLen)
+	e := &InsnError{IP: ip, Mode: mode, Bytes: append([]byte(nil), code[:n]...), Err: ErrBadInsn}
+	op := byte(0)
+	if pos < n {
+		op = code[pos]
 	}
-	var osz, asz int // effective operand and address size in bytes
-	var p66, p67, rexW bool
-	var rep byte // last F2/F3 prefix
-	switch mode {
-	case Mode64, Mode32, Mode16:
+	switch why {
+	case whyTrunc:
+		e.Err = ErrInsnTruncated
+		e.Why = fmt.Sprintf("only %d bytes available", len(code))
+	case whyMode:
+		e.Why = fmt.Sprintf("cannot decode in execution mode %s", mode)
+	case whyTooLong:
+		e.Why = "longer than 15 bytes"
+	case whyInv64:
+		e.Why = fmt.Sprintf("opcode %#02x (byte %d) invalid in 64-bit mode", op, pos)
+	case whyUndef0F:
+		e.Why = fmt.Sprintf("undefined opcode 0f %02x (byte %d)", op, pos)
+	case whyVEXMap:
+		e.Why = fmt.Sprintf("undefined VEX/EVEX opcode map in byte %d (%#02x)", pos, op)
+	case whyXOPMap:
+		e.Why = fmt.Sprintf("undefined XOP opcode map in byte %d (%#02x)", pos, op)
+	case whyREX2:
+		e.Why = fmt.Sprintf("opcode %#02x (byte %d) not allowed after a REX2 prefix", op, pos)
 	default:
-		return errBad, 0, 0, "unknown execution mode"
+		e.Why = fmt.Sprintf("internal error: ild result %d", r)
 	}
+	return e
+}
+
+// ild decodes the instruction at code[0] into in (Len, Class, Mode,
+// Target, Raw; in.IP must be set). It returns the length, or a failure
+// from ildFail.
+//
+// The fast path covers the one-byte and 0F opcode maps with regular
+// operands, which is nearly all code, with few data-dependent branches:
+// the prefixes fold into a bit set, the bit set and mode select one of nine
+// operand/address-size states, and a table gives the immediate size for
+// that state. Everything else (VEX/EVEX/XOP, 0F38/0F3A, 3DNow!, F6/F7,
+// FF, the special 0F opcodes, invalid and truncated bytes) goes to
+// ildSlow, which decodes from scratch.
+func ild(code []byte, mode ExecMode, in *Insn) int {
+	full := len(code)
+	if full > MaxInsnLen {
+		code = code[:MaxInsnLen]
+	}
+	if mode-1 > Mode64-1 { // ModeUnknown or out of range
+		return ildSlow(code, full, mode, in)
+	}
+	pt := &prefixBits[0]
+	if mode == Mode64 {
+		pt = &prefixBits[1]
+	}
+	var pf uint8
+	i := 0
+	var b byte
+	for {
+		if i >= len(code) {
+			return ildSlow(code, full, mode, in)
+		}
+		b = code[i]
+		k := pt[b]
+		if k == 0 {
+			break
+		}
+		pf = pf&^pbW | k
+		i++
+	}
+	ss := sizeState[uint8(mode)|pf&(pb66|pb67|pbW)]
+	i++
+	var f fastAttr
+	var imm uint8
+	var class InsnClass
+	if b != 0x0F {
+		f = fast0[ss>>4&1][b] // the 64-bit table marks invalid opcodes slow
+		imm = fastImm0[ss&15][b]
+		class = class0[b]
+	} else {
+		if i >= len(code) {
+			return ildSlow(code, full, mode, in)
+		}
+		b = code[i]
+		i++
+		f = fast1[b]
+		imm = fastImm1[ss&15][b]
+		class = class1[b]
+	}
+	if f&fSlow != 0 {
+		return ildSlow(code, full, mode, in)
+	}
+	if f&fModRM != 0 {
+		if i >= len(code) {
+			return ildSlow(code, full, mode, in)
+		}
+		e := modrmExtra[ss>>5&1][code[i]]
+		i++
+		if e&sibBase != 0 {
+			if i >= len(code) {
+				return ildSlow(code, full, mode, in)
+			}
+			if code[i]&7 == 5 {
+				i += 4
+			}
+		}
+		i += int(e & 0xF)
+	}
+	if f&(fRel8|fRelZ) != 0 {
+		return relBranch(code, full, i, f&fRelZ != 0, mode, pf&pb66 != 0, ss&ssO16 != 0, class, in)
+	}
+	i += int(imm)
+	if i > len(code) {
+		return need(i, full)
+	}
+	in.Len = uint8(i)
+	in.Class = class
+	in.Mode = mode
+	in.Target = 0
+	setRaw(in, code, full, i)
+	return i
+}
+
+// ildSlow is the complete decoder behind ild's fast path.
+func ildSlow(code []byte, full int, mode ExecMode, in *Insn) int {
+	var p66, p67, rexW, rexR, f3 bool
+	var rep byte // last F2/F3 prefix
 
 	// Legacy prefixes and REX. A REX prefix counts only when it directly
 	// precedes the opcode: a legacy prefix after it cancels it.
 	i := 0
 	var b byte
 	for {
-		if i >= lim {
-			return short(code, i), 0, 0, "prefixes only"
+		if i >= len(code) {
+			return need(i, full)
 		}
 		b = code[i]
 		k := prefixKind[b]
@@ -52,7 +183,7 @@ func ild(code []byte, ip uint64, mode ExecMode) (n int, class InsnClass, target 
 		}
 		switch k {
 		case pfxREX:
-			rexW = b&8 != 0
+			rexW, rexR = b&8 != 0, b&4 != 0
 			i++
 			continue
 		case pfx66:
@@ -61,10 +192,12 @@ func ild(code []byte, ip uint64, mode ExecMode) (n int, class InsnClass, target 
 			p67 = true
 		case pfxF2, pfxF3:
 			rep = b
+			f3 = f3 || b == 0xF3
 		}
-		rexW = false
+		rexW, rexR = false, false
 		i++
 	}
+	var osz, asz int // effective operand and address size in bytes
 	switch mode {
 	case Mode64:
 		osz, asz = 4, 8
@@ -84,7 +217,7 @@ func ild(code []byte, ip uint64, mode ExecMode) (n int, class InsnClass, target 
 		if p67 {
 			asz = 2
 		}
-	default:
+	case Mode16:
 		osz, asz = 2, 2
 		if p66 {
 			osz = 4
@@ -92,30 +225,35 @@ func ild(code []byte, ip uint64, mode ExecMode) (n int, class InsnClass, target 
 		if p67 {
 			asz = 4
 		}
+	default:
+		return ildFail(whyMode, 0)
 	}
 
 	// Opcode.
-	i++ // past b
+	opPos := i
+	i++
 	var attr opAttr
+	class := ClassOther
 	switch b {
+	default:
+		attr = map0[b]
+		class = class0[b]
+		if attr&aInv64 != 0 && mode == Mode64 {
+			return ildFail(whyInv64, opPos)
+		}
 	case 0x0F:
-		if i >= lim {
-			return short(code, i), 0, 0, "0F escape without opcode"
+		if i >= len(code) {
+			return need(i, full)
 		}
 		b = code[i]
+		opPos = i
 		i++
 		switch b {
 		case 0x38:
-			if i >= lim {
-				return short(code, i), 0, 0, "0F 38 escape without opcode"
-			}
-			i++
+			i++ // the opcode; all of map 0F38 has ModRM, no immediate
 			attr = aModRM
 		case 0x3A:
-			if i >= lim {
-				return short(code, i), 0, 0, "0F 3A escape without opcode"
-			}
-			i++
+			i++ // map 0F3A: ModRM and imm8
 			attr = aModRM | aImm8
 		case 0x0F: // 3DNow!: ModRM, then the opcode as an imm8 suffix
 			attr = aModRM | aImm8
@@ -123,89 +261,116 @@ func ild(code []byte, ip uint64, mode ExecMode) (n int, class InsnClass, target 
 			attr = map1[b]
 			class = class1[b]
 			if attr&aBad != 0 {
-				return errBad, 0, 0, "undefined opcode 0F " + hexByte(b)
+				return ildFail(whyUndef0F, opPos)
 			}
 		}
 	case 0xC4, 0xC5, 0x62:
 		// VEX (C4/C5) and EVEX (62) in 64-bit mode; in 16/32-bit mode only
 		// when the next byte has ModRM.mod == 3 (else LES/LDS/BOUND).
 		if mode != Mode64 {
-			if i >= lim {
-				return short(code, i), 0, 0, "truncated"
+			if i >= len(code) {
+				return need(i, full)
 			}
 			if code[i] < 0xC0 {
 				attr = map0[b]
 				break
 			}
 		}
-		return vex(code, ip, i, lim, b, asz)
+		return vex(code, full, i, b, asz == 2, mode, in)
 	case 0x8F:
 		// XOP when the map select (low 5 bits of the next byte) is >= 8;
 		// POP Ev has ModRM.reg == 0 there.
-		if i >= lim {
-			return short(code, i), 0, 0, "truncated"
+		if i >= len(code) {
+			return need(i, full)
 		}
 		if code[i]&0x1F >= 8 {
-			return vex(code, ip, i, lim, b, asz)
+			return vex(code, full, i, b, asz == 2, mode, in)
 		}
 		attr = map0[b]
-	default:
-		attr = map0[b]
-		class = class0[b]
-		if attr&aInv64 != 0 && mode == Mode64 {
-			return errBad, 0, 0, "opcode " + hexByte(b) + " invalid in 64-bit mode"
+	case 0xD5:
+		if mode != Mode64 {
+			attr = map0[b] // aad ib
+			break
+		}
+		// APX REX2: D5, a payload byte (M0 W R X B bits), then an opcode
+		// of map 0 or 1 without escape bytes.
+		if i+1 >= len(code) {
+			return need(i+2, full)
+		}
+		payload := code[i]
+		b = code[i+1]
+		opPos = i + 1
+		i += 2
+		if payload&8 != 0 {
+			osz = 8
+		}
+		rexR = payload&0x44 != 0
+		if payload&0x80 == 0 {
+			if b == 0xA1 && payload&8 == 0 && !p66 && !p67 {
+				// jmpabs imm64: a direct jump to an absolute address.
+				if i+8 > len(code) {
+					return need(i+8, full)
+				}
+				in.Len = uint8(i + 8)
+				in.Class = ClassJump
+				in.Mode = mode
+				in.Target = binary.LittleEndian.Uint64(code[i:])
+				setRaw(in, code, full, i+8)
+				return i + 8
+			}
+			switch b >> 4 {
+			case 0x4, 0x7, 0xA, 0xE:
+				return ildFail(whyREX2, opPos)
+			}
+			attr, class = map0[b], class0[b]
+			if attr&aInv64 != 0 {
+				return ildFail(whyInv64, opPos)
+			}
+		} else {
+			switch b >> 4 {
+			case 0x3, 0x8:
+				return ildFail(whyREX2, opPos)
+			}
+			attr, class = map1[b], class1[b]
+			if attr&aBad != 0 || b == 0x0F {
+				return ildFail(whyUndef0F, opPos)
+			}
 		}
 	}
 
 	// ModRM, SIB, displacement.
 	var reg byte
 	if attr&aModRM != 0 {
-		if i >= lim {
-			return short(code, i), 0, 0, "missing ModRM"
+		if i >= len(code) {
+			return need(i, full)
 		}
 		modrm := code[i]
 		i++
 		reg = modrm >> 3 & 7
-		mod := modrm >> 6
-		if attr&aIgnMod != 0 {
-			mod = 3
-		}
-		if mod != 3 {
-			rm := modrm & 7
-			if asz == 2 {
-				switch {
-				case mod == 1:
-					i++
-				case mod == 2 || rm == 6:
-					i += 2
+		if attr&aIgnMod == 0 {
+			e := modrmExtra[asz>>1&1][modrm] // index 1 for 16-bit addressing
+			if e&sibBase != 0 {
+				if i >= len(code) {
+					return need(i, full)
 				}
-			} else {
-				if rm == 4 {
-					if i >= lim {
-						return short(code, i), 0, 0, "missing SIB"
-					}
-					if mod == 0 && code[i]&7 == 5 {
-						i += 4
-					}
-					i++
-				}
-				switch {
-				case mod == 1:
-					i++
-				case mod == 2 || rm == 5:
+				if code[i]&7 == 5 {
 					i += 4
 				}
 			}
+			i += int(e & 0xF)
 		}
 		if attr&aSpecial != 0 {
 			var extra int
-			class, extra = special(b, modrm, reg, attr, p66, rep, class)
+			class, extra = special(b, modrm, reg, attr, prefixState{p66: p66, f3: f3, rexR: rexR, rep: rep}, class)
 			i += extra
 		}
 	}
 
 	// Immediates and branch displacements.
 	if attr&aImmAny != 0 {
+		if attr&(aRel8|aRelZ) != 0 {
+			return relBranch(code, full, i, attr&aRelZ != 0, mode, p66, osz == 2, class, in)
+		}
 		if attr&aImm8 != 0 {
 			i++
 		}
@@ -213,11 +378,7 @@ func ild(code []byte, ip uint64, mode ExecMode) (n int, class InsnClass, target 
 			i += 2
 		}
 		if attr&aImmZ != 0 {
-			if osz == 2 {
-				i += 2
-			} else {
-				i += 4
-			}
+			i += min(osz, 4)
 		}
 		if attr&aImmV != 0 {
 			i += osz
@@ -226,61 +387,85 @@ func ild(code []byte, ip uint64, mode ExecMode) (n int, class InsnClass, target 
 			i += asz
 		}
 		if attr&aPtr != 0 {
-			if osz == 2 {
-				i += 4
-			} else {
-				i += 6
-			}
+			i += 2 + min(osz, 4)
 		}
 		if attr&aGrp3 != 0 && reg < 2 {
-			if b == 0xF6 || osz == 2 {
-				i += int(b&1) + 1 // F6: imm8; F7 with osz 16: imm16
+			if b == 0xF6 {
+				i++
 			} else {
-				i += 4
+				i += min(osz, 4)
 			}
 		}
-		if attr&(aRel8|aRelZ) != 0 {
-			return relBranch(code, ip, i, attr, mode, p66, osz, class)
-		}
-	}
-	if i > MaxInsnLen {
-		return errBad, 0, 0, "longer than 15 bytes"
 	}
 	if i > len(code) {
-		return errTrunc, 0, 0, "truncated"
+		return need(i, full)
 	}
-	return i, class, 0, ""
+	in.Len = uint8(i)
+	in.Class = class
+	in.Mode = mode
+	in.Target = 0
+	setRaw(in, code, full, i)
+	return i
 }
+
+// setRaw copies the n instruction bytes into in.Raw and zeroes the rest.
+func setRaw(in *Insn, code []byte, full, n int) {
+	if full >= 16 && n < 16 {
+		// Two overlapping 8-byte loads, masked to n bytes: no branch on n.
+		lo := binary.LittleEndian.Uint64(code[0:8]) & rawMask[0][n]
+		hi := binary.LittleEndian.Uint64(code[7:15]) & rawMask[1][n]
+		binary.LittleEndian.PutUint64(in.Raw[0:8], lo)
+		binary.LittleEndian.PutUint64(in.Raw[7:15], hi)
+		return
+	}
+	copy(in.Raw[:], code[:n])
+	clear(in.Raw[n:])
+}
+
+// rawMask[0][n] keeps bytes 0..7 of an n-byte instruction, rawMask[1][n]
+// bytes 7..14 (byte 7 is in both words; the second store wins, so its mask
+// must keep byte 7 when n > 7).
+var rawMask = func() (m [2][16]uint64) {
+	for n := 0; n < 16; n++ {
+		for k := 0; k < 8; k++ {
+			if k < n {
+				m[0][n] |= 0xFF << (8 * k)
+			}
+			if 7+k < n {
+				m[1][n] |= 0xFF << (8 * k)
+			}
+		}
+	}
+	return m
+}()
 
 // relBranch finishes a direct near branch whose displacement starts at
 // code[i]: it adds the displacement and computes the target.
-func relBranch(code []byte, ip uint64, i int, attr opAttr, mode ExecMode, p66 bool, osz int, class InsnClass) (int, InsnClass, uint64, string) {
-	// Intel CPUs ignore 66 on near branches in 64-bit mode: rel32, 64-bit
-	// IP (objdump -M intel64; AMD would use rel16 and truncate).
+// relz selects rel16/32 over rel8; o16 says the operand size is 16 bits.
+func relBranch(code []byte, full, i int, relz bool, mode ExecMode, p66, o16 bool, class InsnClass, in *Insn) int {
+	// Intel CPUs ignore 66 on near branches in 64-bit mode: rel32 and a
+	// 64-bit IP (objdump -M intel64; AMD would take rel16 and truncate).
 	size := 1
-	if attr&aRelZ != 0 {
+	if relz {
 		size = 4
-		if osz == 2 && mode != Mode64 {
+		if o16 && mode != Mode64 {
 			size = 2
 		}
 	}
 	n := i + size
-	if n > MaxInsnLen {
-		return errBad, 0, 0, "longer than 15 bytes"
-	}
 	if n > len(code) {
-		return errTrunc, 0, 0, "truncated"
+		return need(n, full)
 	}
 	var disp int64
 	switch size {
 	case 1:
 		disp = int64(int8(code[i]))
 	case 2:
-		disp = int64(int16(uint16(code[i]) | uint16(code[i+1])<<8))
+		disp = int64(int16(binary.LittleEndian.Uint16(code[i:])))
 	default:
-		disp = int64(int32(uint32(code[i]) | uint32(code[i+1])<<8 | uint32(code[i+2])<<16 | uint32(code[i+3])<<24))
+		disp = int64(int32(binary.LittleEndian.Uint32(code[i:])))
 	}
-	t := ip + uint64(n) + uint64(disp)
+	t := in.IP + uint64(n) + uint64(disp)
 	// The new IP has the branch's operand size: 16 bits with a 16-bit
 	// operand size, 32 in 32-bit code (EIP), 64 in 64-bit mode.
 	switch {
@@ -290,37 +475,54 @@ func relBranch(code []byte, ip uint64, i int, attr opAttr, mode ExecMode, p66 bo
 	default:
 		t &= 0xFFFFFFFF
 	}
-	return n, class, t, ""
+	in.Len = uint8(n)
+	in.Class = class
+	in.Mode = mode
+	in.Target = t
+	setRaw(in, code, full, n)
+	return n
+}
+
+// prefixState is what special() needs to know about the prefixes.
+type prefixState struct {
+	p66, f3, rexR bool // 66 seen, F3 seen, REX.R in effect
+	rep           byte // the last F2/F3 prefix, or 0
 }
 
 // special handles the opcodes whose class or size depends on ModRM or a
-// mandatory prefix. It returns the class and extra immediate bytes.
-func special(op, modrm, reg byte, attr opAttr, p66 bool, rep byte, class InsnClass) (InsnClass, int) {
+// prefix. It returns the class and extra immediate bytes. The classes
+// follow libipt's pt_ild (pt_instruction_decode).
+func special(op, modrm, reg byte, attr opAttr, ps prefixState, class InsnClass) (InsnClass, int) {
 	if attr&aMap1 == 0 {
-		switch op {
-		case 0xFF:
+		if op == 0xFF {
 			return ffClass[reg], 0
 		}
 		return class, 0
 	}
 	switch op {
-	case 0x01: // 0F 01: system group; the mod == 3 forms include VMX/SVM
+	case 0x01: // 0F 01: system group
 		switch modrm {
-		case 0xC1, 0xD9: // vmcall, vmmcall
+		case 0xC1: // vmcall
 			return ClassVMExit, 0
-		case 0xC2, 0xC3, 0xD8: // vmlaunch, vmresume, vmrun
+		case 0xC2, 0xC3: // vmlaunch, vmresume
 			return ClassVMEntry, 0
+		case 0xEC: // uiret (F3 0F 01 EC)
+			return ClassFarRet, 0
+		case 0xCA: // F2: erets, F3: eretu (FRED); clac without a prefix
+			if ps.rep != 0 {
+				return ClassFarRet, 0
+			}
 		}
-	case 0x22: // mov cr, r
-		if reg == 3 {
+	case 0x22: // mov cr, r: CR3 needs REX.R clear (else CR11)
+		if reg == 3 && !ps.rexR {
 			return ClassMovCR3, 0
 		}
-	case 0xAE: // F3 0F AE /4: ptwrite
-		if reg == 4 && rep == 0xF3 {
+	case 0xAE: // F3 0F AE /4: ptwrite (not with 66)
+		if reg == 4 && ps.f3 && !ps.p66 {
 			return ClassPTWrite, 0
 		}
 	case 0x78: // 66 0F 78 /0 ib ib extrq; F2 0F 78 /r ib ib insertq (SSE4a)
-		if rep == 0xF2 || (rep == 0 && p66) {
+		if ps.rep == 0xF2 || (ps.rep == 0 && ps.p66) {
 			return class, 2
 		}
 	}
@@ -329,27 +531,25 @@ func special(op, modrm, reg byte, attr opAttr, p66 bool, rep byte, class InsnCla
 
 // vex decodes a VEX (C4, C5), EVEX (62) or XOP (8F) instruction; code[i]
 // is the byte after the escape byte esc.
-func vex(code []byte, ip uint64, i, lim int, esc byte, asz int) (int, InsnClass, uint64, string) {
+func vex(code []byte, full, i int, esc byte, a16 bool, mode ExecMode, in *Insn) int {
+	mapPos := i
+	if i >= len(code) {
+		return need(i, full)
+	}
 	var m byte // opcode map
 	switch esc {
 	case 0xC5:
 		m = 1
 		i++
 	case 0xC4, 0x8F:
-		if i >= lim {
-			return short(code, i), 0, 0, "truncated VEX/XOP prefix"
-		}
 		m = code[i] & 0x1F
 		i += 2
 	case 0x62:
-		if i >= lim {
-			return short(code, i), 0, 0, "truncated EVEX prefix"
-		}
 		m = code[i] & 7
 		i += 3
 	}
-	if i >= lim {
-		return short(code, i), 0, 0, "truncated VEX/EVEX/XOP prefix"
+	if i >= len(code) {
+		return need(i, full)
 	}
 	op := code[i]
 	i++
@@ -363,7 +563,7 @@ func vex(code []byte, ip uint64, i, lim int, esc byte, asz int) (int, InsnClass,
 		case 10:
 			imm = 4
 		default:
-			return errBad, 0, 0, "invalid XOP map " + hexByte(m)
+			return ildFail(whyXOPMap, mapPos)
 		}
 	case m == 1:
 		if op == 0x77 { // vzeroupper, vzeroall
@@ -373,57 +573,37 @@ func vex(code []byte, ip uint64, i, lim int, esc byte, asz int) (int, InsnClass,
 	case m == 2:
 	case m == 3:
 		imm = 1
-	case esc == 0x62 && (m == 5 || m == 6):
+	case esc == 0x62 && (m == 5 || m == 6): // AVX512-FP16
 	default:
-		return errBad, 0, 0, "invalid VEX/EVEX map " + hexByte(m)
+		return ildFail(whyVEXMap, mapPos)
 	}
 	if modrm {
-		if i >= lim {
-			return short(code, i), 0, 0, "missing ModRM"
+		if i >= len(code) {
+			return need(i, full)
 		}
-		mb := code[i]
+		e := modrmExtra[0][code[i]]
+		if a16 {
+			e = modrmExtra[1][code[i]]
+		}
 		i++
-		mod, rm := mb>>6, mb&7
-		if mod != 3 {
-			if asz == 2 {
-				switch {
-				case mod == 1:
-					i++
-				case mod == 2 || rm == 6:
-					i += 2
-				}
-			} else {
-				if rm == 4 {
-					if i >= lim {
-						return short(code, i), 0, 0, "missing SIB"
-					}
-					if mod == 0 && code[i]&7 == 5 {
-						i += 4
-					}
-					i++
-				}
-				switch {
-				case mod == 1:
-					i++
-				case mod == 2 || rm == 5:
-					i += 4
-				}
+		if e&sibBase != 0 {
+			if i >= len(code) {
+				return need(i, full)
+			}
+			if code[i]&7 == 5 {
+				i += 4
 			}
 		}
+		i += int(e & 0xF)
 	}
 	i += imm
-	if i > MaxInsnLen {
-		return errBad, 0, 0, "longer than 15 bytes"
-	}
 	if i > len(code) {
-		return errTrunc, 0, 0, "truncated"
+		return need(i, full)
 	}
-	return i, ClassOther, 0, ""
-}
-
-const hexDigits = "0123456789abcdef"
-
-// hexByte formats b as "0x.." (a constant-time helper for error text).
-func hexByte(b byte) string {
-	return "0x" + string([]byte{hexDigits[b>>4], hexDigits[b&15]})
+	in.Len = uint8(i)
+	in.Class = ClassOther
+	in.Mode = mode
+	in.Target = 0
+	setRaw(in, code, full, i)
+	return i
 }

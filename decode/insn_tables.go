@@ -45,10 +45,215 @@ var (
 	class0     [256]InsnClass
 	class1     [256]InsnClass
 	vexImm1    [256]uint8 // VEX/EVEX map 1 (0F) opcodes with an imm8
+
+	// modrmExtra[a16][modrm] is the number of bytes after a ModRM byte
+	// (SIB and displacement) for 32/64-bit addressing (a16 = 0) and 16-bit
+	// addressing (a16 = 1). sibBase marks a SIB with mod == 0, where base
+	// 101 adds a disp32.
+	modrmExtra [2][256]uint8
 	ffClass    = [8]InsnClass{ClassOther, ClassOther, ClassIndCall, ClassFarCall, ClassIndJump, ClassFarJump, ClassOther, ClassOther}
 )
 
+// The fast path's tables (see ild).
+
+// Prefix bits: pbAny marks a prefix byte; pb66, pb67 and pbW (REX.W) select
+// the size state together with the mode (Mode16..Mode64 = 1..3).
+const (
+	pb66  = 0x04
+	pb67  = 0x08
+	pbW   = 0x10
+	pbAny = 0x80
+)
+
+// sizeState bits: the low 4 bits index fastImm0/fastImm1 (operand size x
+// address size), then the 64-bit flag, the 16-bit-addressing flag and the
+// 16-bit-operand flag.
+const (
+	ss64  = 0x10
+	ssA16 = 0x20
+	ssO16 = 0x40
+)
+
+// fastAttr is an opcode's attributes for the fast path.
+type fastAttr uint8
+
+const (
+	fModRM fastAttr = 1 << iota
+	fRel8
+	fRelZ
+	fSlow // decode with ildSlow
+)
+
+var (
+	prefixBits [2][256]uint8 // [0] 16/32-bit modes, [1] 64-bit mode
+	sizeState  [32]uint8     // by mode | pb66 | pb67 | pbW
+	fast0      [2][256]fastAttr
+	fast1      [256]fastAttr
+	fastImm0   [9][256]uint8 // immediate bytes by size state, one-byte map
+	fastImm1   [9][256]uint8 // same for the 0F map
+)
+
+// initFast derives the fast path's tables from the full ones.
+func initFast() {
+	for m := 0; m < 2; m++ {
+		for b := 0; b < 256; b++ {
+			switch prefixKind[b] {
+			case pfxNone:
+			case pfx66:
+				prefixBits[m][b] = pbAny | pb66
+			case pfx67:
+				prefixBits[m][b] = pbAny | pb67
+			case pfxREX:
+				if m == 1 {
+					prefixBits[m][b] = pbAny
+					if b&8 != 0 {
+						prefixBits[m][b] |= pbW
+					}
+				}
+			default:
+				prefixBits[m][b] = pbAny
+			}
+		}
+	}
+	idx := map[int]int{2: 0, 4: 1, 8: 2}
+	for key := 0; key < 32; key++ {
+		mode := ExecMode(key & 3)
+		p66, p67, w := key&pb66 != 0, key&pb67 != 0, key&pbW != 0
+		var osz, asz int
+		var ss uint8
+		switch mode {
+		case Mode64:
+			osz, asz, ss = 4, 8, ss64
+			if w {
+				osz = 8
+			} else if p66 {
+				osz = 2
+			}
+			if p67 {
+				asz = 4
+			}
+		case Mode32:
+			osz, asz = 4, 4
+			if p66 {
+				osz = 2
+			}
+			if p67 {
+				asz = 2
+			}
+		case Mode16:
+			osz, asz = 2, 2
+			if p66 {
+				osz = 4
+			}
+			if p67 {
+				asz = 4
+			}
+		default:
+			continue
+		}
+		ss |= uint8(idx[osz]*3 + idx[asz])
+		if asz == 2 {
+			ss |= ssA16
+		}
+		if osz == 2 {
+			ss |= ssO16
+		}
+		sizeState[key] = ss
+	}
+	immBytes := func(a opAttr, osz, asz int) uint8 {
+		n := 0
+		if a&aImm8 != 0 {
+			n++
+		}
+		if a&aImm16 != 0 {
+			n += 2
+		}
+		if a&aImmZ != 0 {
+			n += min(osz, 4)
+		}
+		if a&aImmV != 0 {
+			n += osz
+		}
+		if a&aMoffs != 0 {
+			n += asz
+		}
+		if a&aPtr != 0 {
+			n += 2 + min(osz, 4)
+		}
+		return uint8(n)
+	}
+	sizes := []int{2, 4, 8}
+	for st := 0; st < 9; st++ {
+		osz, asz := sizes[st/3], sizes[st%3]
+		for b := 0; b < 256; b++ {
+			fastImm0[st][b] = immBytes(map0[b], osz, asz)
+			fastImm1[st][b] = immBytes(map1[b], osz, asz)
+		}
+	}
+	fa := func(a opAttr) fastAttr {
+		var f fastAttr
+		if a&aModRM != 0 {
+			f |= fModRM
+		}
+		if a&aRel8 != 0 {
+			f |= fRel8
+		}
+		if a&aRelZ != 0 {
+			f |= fRelZ
+		}
+		if a&(aGrp3|aSpecial|aIgnMod|aBad) != 0 {
+			f |= fSlow
+		}
+		return f
+	}
+	for b := 0; b < 256; b++ {
+		fast0[0][b] = fa(map0[b])
+		fast0[1][b] = fa(map0[b])
+		if map0[b]&aInv64 != 0 {
+			fast0[1][b] |= fSlow
+		}
+		fast1[b] = fa(map1[b])
+	}
+	for _, b := range []int{0xC4, 0xC5, 0x62, 0x8F} { // VEX, EVEX, XOP
+		fast0[0][b] |= fSlow
+		fast0[1][b] |= fSlow
+	}
+	for _, b := range []int{0x38, 0x3A, 0x0F} { // 0F38, 0F3A, 3DNow!
+		fast1[b] |= fSlow
+	}
+}
+
+// sibBase flags a modrmExtra entry whose SIB byte must be looked at.
+const sibBase = 0x80
+
 func init() {
+	for m := 0; m < 256; m++ {
+		mod, rm := m>>6, m&7
+		var e uint8
+		switch {
+		case mod == 3:
+		case rm == 4: // SIB
+			e = 1 + [3]uint8{0, 1, 4}[mod]
+			if mod == 0 {
+				e |= sibBase
+			}
+		case mod == 0 && rm == 5: // disp32 (RIP-relative in 64-bit mode)
+			e = 4
+		default:
+			e = [3]uint8{0, 1, 4}[mod]
+		}
+		modrmExtra[0][m] = e
+		e = 0
+		switch {
+		case mod == 3:
+		case mod == 0 && rm == 6: // disp16
+			e = 2
+		default:
+			e = [3]uint8{0, 1, 2}[mod]
+		}
+		modrmExtra[1][m] = e
+	}
+
 	for _, b := range []byte{0x26, 0x2E, 0x36, 0x3E, 0x64, 0x65, 0xF0} {
 		prefixKind[b] = pfxOther
 	}
@@ -164,4 +369,5 @@ func init() {
 	for _, b := range []byte{0x70, 0x71, 0x72, 0x73, 0xC2, 0xC4, 0xC5, 0xC6} {
 		vexImm1[b] = 1
 	}
+	initFast()
 }

@@ -12,7 +12,7 @@ type PacketType uint8
 // Packet kinds, in the order of the Intel SDM "Packet Definitions" section
 // (plus the newer packets the SDM added later).
 const (
-	PktInvalid   PacketType = iota // zero value; never returned by Next
+	PktInvalid   PacketType = iota // zero value; Next returns it only for an SKZ84-corrupted TMA
 	PktPad                         // PAD
 	PktPSB                         // PSB
 	PktPSBEnd                      // PSBEND
@@ -164,8 +164,7 @@ type Packet struct {
 
 	// Payload is the packet's main value: TSC (TSC value), CYC (cycle
 	// counter), PIP (CR3, already shifted into place), VMCS (VMCS base
-	// address, shifted into place), MNT, PTW, EVD and BIP (payload),
-	// MWAIT (hints in bits 31:0, extensions in 63:32 — see Hints/Ext).
+	// address, shifted into place), MNT, PTW, EVD and BIP (payload).
 	Payload uint64
 
 	// IPBit is the "IP" flag of PTW, EXSTOP, BEP, CFE and TRIG: a FUP

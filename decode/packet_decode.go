@@ -1,6 +1,9 @@
 package decode
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	mbits "math/bits"
+)
 
 // Opcode bytes and extended opcodes (the byte after 0x02) of the Intel PT
 // packets. See the SDM, "Packet Definitions".
@@ -63,8 +66,12 @@ const (
 
 // le reads an n-byte little-endian value from b (n <= 8, len(b) >= n).
 func pktLE(b []byte, n int) uint64 {
-	if n == 8 {
-		return binary.LittleEndian.Uint64(b)
+	if len(b) >= 8 {
+		v := binary.LittleEndian.Uint64(b)
+		if n < 8 {
+			v &= 1<<(8*uint(n)) - 1
+		}
+		return v
 	}
 	var v uint64
 	for i := n - 1; i >= 0; i-- {
@@ -172,11 +179,8 @@ func (d *PacketDecoder) decodeAt(off uint64, p *Packet) (int, error) {
 // decodeTNT fills p with a TNT packet whose payload (including the stop
 // bit) is raw; it returns size.
 func decodeTNT(p *Packet, t PacketType, raw uint64, size int) int {
-	// The caller guarantees raw != 0.
-	bits := uint8(63)
-	for raw>>bits == 0 {
-		bits--
-	}
+	// The caller guarantees raw != 0: the stop bit is the highest set bit.
+	bits := uint8(mbits.Len64(raw) - 1)
 	p.Type, p.Size = t, uint8(size)
 	p.TNTBits = bits
 	p.TNTPayload = raw &^ (1 << bits)

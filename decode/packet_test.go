@@ -46,7 +46,7 @@ var allPacketKinds = []Packet{
 	{Type: PktCYC, Payload: 0x1f},
 	{Type: PktCYC, Payload: 0x20},
 	{Type: PktCYC, Payload: 0xfff},
-	{Type: PktCYC, Payload: 1<<64 - 1},
+	{Type: PktCYC, Payload: 1<<61 - 1},
 	{Type: PktVMCS, Payload: 0xabcd000},
 	{Type: PktOVF},
 	{Type: PktMNT, Payload: 0x2a2242e5d4c3b2a1},
@@ -159,27 +159,28 @@ func TestPacketDecodeErrors(t *testing.T) {
 		in   []byte
 		cfg  *Config
 		want error
+		off  uint64 // 0 means 0x10, right after the PSB
 	}{
-		{"bad opcode c9", psbThen(0xc9), nil, ErrBadOpcode},
-		{"bad opcode 05", psbThen(0x05), nil, ErrBadOpcode},
-		{"bad ext opcode", psbThen(0x02, 0x04), nil, ErrBadOpcode},
-		{"bad ext2 opcode", psbThen(0x02, 0xc3, 0x00, 0, 0, 0, 0, 0, 0, 0, 0), nil, ErrBadOpcode},
-		{"bbp without sz is fine, 02 63 truncated", psbThen(0x02, 0x63), nil, ErrEOS},
-		{"reserved ipc 5", psbThen(0xad, 0, 0, 0, 0, 0, 0), nil, ErrBadPacket},
-		{"reserved ipc 7", psbThen(0xfd, 0, 0, 0, 0, 0, 0, 0, 0), nil, ErrBadPacket},
-		{"mode leaf 2", psbThen(0x99, 0x40), nil, ErrBadPacket},
-		{"tnt64 without stop bit", psbThen(0x02, 0xa3, 0, 0, 0, 0, 0, 0), nil, ErrBadPacket},
-		{"tma reserved byte", psbThen(0x02, 0x73, 1, 1, 1, 1, 0), nil, ErrBadPacket},
-		{"tma fc bit 9", psbThen(0x02, 0x73, 1, 1, 0, 1, 2), nil, ErrBadPacket},
-		{"ptw payload size 2", psbThen(0x02, 0x52, 0, 0, 0, 0, 0, 0, 0, 0), nil, ErrBadPacket},
-		{"cyc over 64 bits", psbThen(0x07, 3, 3, 3, 3, 3, 3, 3, 3, 2), nil, ErrBadPacket},
-		{"partial psb", psbThen(0x02, 0x82, 0x02, 0x82, 0x00), nil, ErrBadPacket},
-		{"truncated tsc", psbThen(0x19, 1, 2, 3), nil, ErrEOS},
-		{"truncated tip", psbThen(0x4d, 1), nil, ErrEOS},
-		{"truncated cyc", psbThen(0x07, 0x01), nil, ErrEOS},
-		{"truncated ext", psbThen(0x02), nil, ErrEOS},
-		{"truncated mnt", psbThen(0x02, 0xc3, 0x88, 1), nil, ErrEOS},
-		{"truncated trig icnt", psbThen(0xd9, 0x40, 1, 2), nil, ErrEOS},
+		{"bad opcode c9", psbThen(0xc9), nil, ErrBadOpcode, 0},
+		{"bad opcode 05", psbThen(0x05), nil, ErrBadOpcode, 0},
+		{"bad ext opcode", psbThen(0x02, 0x04), nil, ErrBadOpcode, 0},
+		{"bad ext2 opcode", psbThen(0x02, 0xc3, 0x00, 0, 0, 0, 0, 0, 0, 0, 0), nil, ErrBadOpcode, 0},
+		{"bbp without sz is fine, 02 63 truncated", psbThen(0x02, 0x63), nil, ErrEOS, 0},
+		{"reserved ipc 5", psbThen(0xad, 0, 0, 0, 0, 0, 0), nil, ErrBadPacket, 0},
+		{"reserved ipc 7", psbThen(0xfd, 0, 0, 0, 0, 0, 0, 0, 0), nil, ErrBadPacket, 0},
+		{"mode leaf 2", psbThen(0x99, 0x40), nil, ErrBadPacket, 0},
+		{"tnt64 without stop bit", psbThen(0x02, 0xa3, 0, 0, 0, 0, 0, 0), nil, ErrBadPacket, 0},
+		{"tma reserved byte", psbThen(0x02, 0x73, 1, 1, 1, 1, 0), nil, ErrBadPacket, 0},
+		{"tma fc bit 9", psbThen(0x02, 0x73, 1, 1, 0, 1, 2), nil, ErrBadPacket, 0},
+		{"ptw payload size 2", psbThen(0x02, 0x52, 0, 0, 0, 0, 0, 0, 0, 0), nil, ErrBadPacket, 0},
+		{"cyc over 64 bits", psbThen(0x07, 3, 3, 3, 3, 3, 3, 3, 3, 2), nil, ErrBadPacket, 0},
+		{"partial psb", psbThen(0x00, 0x02, 0x82, 0x02, 0x82, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), nil, ErrBadPacket, 0x11},
+		{"truncated tsc", psbThen(0x19, 1, 2, 3), nil, ErrEOS, 0},
+		{"truncated tip", psbThen(0x4d, 1), nil, ErrEOS, 0},
+		{"truncated cyc", psbThen(0x07, 0x01), nil, ErrEOS, 0},
+		{"truncated ext", psbThen(0x02), nil, ErrEOS, 0},
+		{"truncated mnt", psbThen(0x02, 0xc3, 0x88, 1), nil, ErrEOS, 0},
+		{"truncated trig icnt", psbThen(0xd9, 0x40, 1, 2), nil, ErrEOS, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -191,17 +192,26 @@ func TestPacketDecodeErrors(t *testing.T) {
 			if err := dec.Next(&p); err != nil || p.Type != PktPSB {
 				t.Fatalf("first packet: %v %v", p.Type, err)
 			}
+			want := tc.off
+			if want == 0 {
+				want = 0x10
+			}
+			for dec.Offset() < want {
+				if err := dec.Next(&p); err != nil {
+					t.Fatalf("before %#x: %v", want, err)
+				}
+			}
 			err := dec.Next(&p)
 			var de *DecodeError
 			if !errors.As(err, &de) {
 				t.Fatalf("got %v, want a *DecodeError", err)
 			}
-			if !errors.Is(err, tc.want) || de.Offset != 16 {
-				t.Errorf("got %v (offset %#x), want %v at 0x10", err, de.Offset, tc.want)
+			if !errors.Is(err, tc.want) || de.Offset != want {
+				t.Errorf("got %v (offset %#x), want %v at %#x", err, de.Offset, tc.want, want)
 			}
 			// The decoder does not advance past a bad packet.
-			if dec.Offset() != 16 {
-				t.Errorf("offset after error %#x, want 0x10", dec.Offset())
+			if dec.Offset() != want {
+				t.Errorf("offset after error %#x, want %#x", dec.Offset(), want)
 			}
 		})
 	}
@@ -224,7 +234,7 @@ func TestPacketErrata(t *testing.T) {
 	// f3 is the first byte of a CYC and an OVF.
 	skd007 := &Config{Errata: Errata{SKD007: true}}
 	for _, cfg := range []*Config{nil, skd007} {
-		dec = NewPacketDecoder(psbThen(0x07, 0x02|0x40, 0xf3, 0x00), cfg)
+		dec = NewPacketDecoder(psbThen(0x0f, 0x02, 0xf3, 0x00), cfg)
 		dec.SyncForward()
 		dec.Next(&p)
 		err := dec.Next(&p)
@@ -279,8 +289,8 @@ func TestPacketSync(t *testing.T) {
 		t.Fatalf("third resync: %v, want end of stream", err)
 	}
 	// SyncSet needs no PSB.
-	if err := dec.SyncSet(0x24); err != nil || dec.Next(&p) != nil || p.Type != PktPad {
-		t.Errorf("SyncSet(0x24): %v", p.Type)
+	if err := dec.SyncSet(0x25); err != nil || dec.Next(&p) != nil || p.Type != PktPad {
+		t.Errorf("SyncSet(0x25): %v", p.Type)
 	}
 	if err := dec.SyncSet(uint64(len(in) + 1)); !IsEOS(err) {
 		t.Errorf("SyncSet past the end: %v", err)
@@ -297,6 +307,7 @@ func TestPacketEncodeErrors(t *testing.T) {
 		{Type: PktFUP, IPC: IPUpdate16, IP: 0x10000},
 		{Type: PktPIP, Payload: 0x10},
 		{Type: PktTSC, Payload: 1 << 56},
+		{Type: PktCYC, Payload: 1 << 61},
 		{Type: PktTMA, FC: 0x200},
 		{Type: PktVMCS, Payload: 0x1001},
 		{Type: PktPTW, PLC: 2},
@@ -325,13 +336,20 @@ func TestPacketNextDoesNotAllocate(t *testing.T) {
 	}
 	dec := NewPacketDecoder(pt, nil)
 	var p Packet
+	n := 0
+	for dec.SyncSet(0); dec.Next(&p) == nil; n++ {
+	}
+	// Only reaching the end allocates (the *DecodeError).
 	allocs := testing.AllocsPerRun(5, func() {
 		dec.SyncSet(0)
-		for dec.Next(&p) == nil {
+		for i := 0; i < n; i++ {
+			if err := dec.Next(&p); err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
-	if allocs != 0 {
-		t.Errorf("decoding small.pt allocates %v times", allocs)
+	if n < 1000 || allocs != 0 {
+		t.Errorf("decoding %d packets of small.pt allocates %v times", n, allocs)
 	}
 }
 
@@ -347,13 +365,62 @@ func BenchmarkPacketDecode(b *testing.B) {
 	b.ReportAllocs()
 	n := 0
 	for i := 0; i < b.N; i++ {
-		if err := dec.SyncForward(); err != nil && i > 0 {
-			dec.SyncSet(0)
-		}
 		dec.SyncSet(0)
 		for dec.Next(&p) == nil {
 			n++
 		}
 	}
 	b.ReportMetric(float64(n)/float64(b.N), "packets/op")
+}
+
+// TestPacketBlockContext checks that a byte ending in 0b100 is a BIP only
+// between BBP and BEP (SDM: BIP is only valid inside a block) and a TNT-8
+// elsewhere.
+func TestPacketBlockContext(t *testing.T) {
+	in := psbThen(0x0c)                                             // TNT-8 "!." outside a block
+	in = append(in, 0x02, 0x63, 0x01)                               // BBP, 4-byte items
+	in = append(in, 0x0c, 1, 2, 3, 4)                               // BIP id 1
+	in = append(in, 0x02, 0x33)                                     // BEP
+	in = append(in, 0x0c)                                           // TNT-8 again
+	in = append(in, 0x02, 0x63, 0x81, 0x14, 1, 2, 3, 4, 5, 6, 7, 8) // BBP sz, BIP id 2 (8 bytes)
+	in = append(in, psbPattern[:]...)                               // a PSB ends the block
+	in = append(in, 0x0c)
+	want := []Packet{
+		{Type: PktPSB, Size: 16},
+		{Type: PktTNT8, Size: 1, TNTBits: 2, TNTPayload: 2},
+		{Type: PktBBP, Size: 3, EvType: 1},
+		{Type: PktBIP, Size: 5, ID: 1, Payload: 0x04030201},
+		{Type: PktBEP, Size: 2},
+		{Type: PktTNT8, Size: 1, TNTBits: 2, TNTPayload: 2},
+		{Type: PktBBP, Size: 3, EvType: 1, SZ: true},
+		{Type: PktBIP, Size: 9, ID: 2, SZ: true, Payload: 0x0807060504030201},
+		{Type: PktPSB, Size: 16},
+		{Type: PktTNT8, Size: 1, TNTBits: 2, TNTPayload: 2},
+	}
+	dec := NewPacketDecoder(in, nil)
+	if err := dec.SyncForward(); err != nil {
+		t.Fatal(err)
+	}
+	var p Packet
+	for i, w := range want {
+		if err := dec.Next(&p); err != nil || p != w {
+			t.Fatalf("packet %d: got %+v (%v), want %+v", i, p, err, w)
+		}
+	}
+	if err := dec.Next(&p); !IsEOS(err) {
+		t.Errorf("at the end: %v", err)
+	}
+}
+
+func TestHostCPU(t *testing.T) {
+	c, err := HostCPU()
+	if err != nil || c.Family == 0 {
+		t.Fatalf("HostCPU: %+v, %v", c, err)
+	}
+	// An AMD or other non-Intel host decodes by the spec: no errata.
+	if c.Vendor != VendorIntel {
+		if _, err := c.Errata(); !errors.Is(err, ErrUnknownCPU) {
+			t.Errorf("non-Intel cpu %+v: errata error %v", c, err)
+		}
+	}
 }

@@ -112,14 +112,16 @@ func (p *Packet) String() string {
 }
 
 // DumpText writes the packets of buf in ptjit's own format: one packet per
-// line with its offset, its fields, and for IP packets the full IP
-// reconstructed with the last IP. Decode errors are printed with their
-// offset and decoding resumes at the next PSB. It returns only write
-// errors.
+// line with its offset, its fields, for IP packets the full IP
+// reconstructed with the last IP, and for timing packets the estimated TSC
+// (once a TSC packet was seen; CYC needs calibration, see Timer). Decode
+// errors are printed with their offset and decoding resumes at the next
+// PSB. It returns only write errors.
 func DumpText(w io.Writer, buf []byte, cfg *Config) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	dec := NewPacketDecoder(buf, cfg)
 	var last LastIP
+	timer := NewTimer(cfg)
 	var p Packet
 	err := dec.SyncForward()
 	if err != nil && IsEOS(err) {
@@ -133,6 +135,7 @@ func DumpText(w io.Writer, buf []byte, cfg *Config) error {
 			}
 			fmt.Fprintf(bw, "0x%08x  error: %v; resyncing at the next PSB\n", off, errText(err))
 			last.Reset()
+			timer.Reset()
 			err = dec.SyncForward()
 			continue
 		}
@@ -144,6 +147,13 @@ func DumpText(w io.Writer, buf []byte, cfg *Config) error {
 					fmt.Fprintf(bw, "  -> %#x", ip)
 				}
 			}
+		case PktTSC, PktTMA, PktMTC, PktCYC:
+			timer.Packet(&p)
+			if tsc, terr := timer.TSC(); terr == nil {
+				fmt.Fprintf(bw, "  [tsc %#x]", tsc)
+			}
+		case PktPSB, PktPSBEnd, PktOVF, PktCBR:
+			timer.Packet(&p)
 		}
 		bw.WriteByte('\n')
 	}

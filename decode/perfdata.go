@@ -11,6 +11,20 @@ package decode
 // Every size or count read from the file is checked against the file size
 // (or the enclosing section) before anything is allocated, so a corrupt or
 // hostile file costs at most its own size in memory.
+//
+// Use:
+//
+//	p, err := OpenPerfData(path) // header, attrs, features
+//	defer p.Close()
+//	rr := p.Records()            // records in file order
+//	var r PerfRecord
+//	for rr.Next(&r) == nil { ... } // io.EOF at the end; r is reused
+//	tr, err := LoadPerfTrace(p)  // PT stream per queue, sideband, time conversion
+//
+// A header whose data size is 0 (a writer that never fixed it up) means
+// "records up to the end of the file" (PerfData.Unterminated); a record cut
+// short there ends the stream with ErrPerfDataTruncated, and LoadPerfTrace
+// keeps everything before it (PerfTrace.Truncated).
 
 import (
 	"encoding/binary"
@@ -126,6 +140,8 @@ type PerfAttr struct {
 	Config1      uint64
 	Config2      uint64
 	IDs          []uint64
+	// Raw is the attr as stored in the file (header.attr_size - 16 bytes).
+	Raw []byte
 }
 
 // SampleIDAll reports whether non-sample records carry a sample_id trailer.
@@ -368,6 +384,7 @@ func (p *PerfData) readAttrs() error {
 		var full [perfAttrSize]byte
 		copy(full[:], ab)
 		a := &p.Attrs[i]
+		a.Raw = ab
 		a.Type = le.Uint32(full[0:])
 		a.Size = le.Uint32(full[4:])
 		a.Config = le.Uint64(full[8:])

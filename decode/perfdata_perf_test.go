@@ -202,7 +202,9 @@ func perfScriptIPs(t testing.TB, file string, extra ...string) ([]uint64, []stri
 	return ips, syms, stderr.String() + string(out)
 }
 
-func writeTestRecording(t testing.TB, path, bin string, perCPU bool) []byte {
+// writeTestRecording writes a recording of one run of the test program.
+// With crash set, the writer is flushed but never closed, as if ptjit died.
+func writeTestRecording(t testing.TB, path, bin string, perCPU, crash bool) []byte {
 	t.Helper()
 	const pid, tid, cpu = 4242, 4242, 1
 	addr, size, off := execSegment(t, bin)
@@ -227,6 +229,14 @@ func writeTestRecording(t testing.TB, path, bin string, perCPU bool) []byte {
 	trace := testProgramTrace(entry, 1000)
 	w.AuxTrace(tid, cpu, 1000, trace)
 	w.Exit(pid, pid, tid, tid, 5000)
+	if crash {
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		w.Comm(pid, tid, "lost", false, 6000) // buffered, never reaches the file
+		w.f.Close()                           // the dying process's fd
+		return trace
+	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -244,14 +254,13 @@ func TestPerfDecodesWrittenPerfData(t *testing.T) {
 	for _, i := range testProgramPath {
 		want = append(want, listing[i])
 	}
-	for _, perCPU := range []bool{false, true} {
-		name := "per-thread"
-		if perCPU {
-			name = "per-cpu"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		perCPU, crash bool
+	}{{"per-thread", false, false}, {"per-cpu", true, false}, {"crashed-writer", false, true}} {
+		t.Run(c.name, func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "perf.data")
-			writeTestRecording(t, file, bin, perCPU)
+			writeTestRecording(t, file, bin, c.perCPU, c.crash)
 			got, syms, all := perfScriptIPs(t, file)
 			if !equalU64(got, want) {
 				t.Fatalf("perf script decoded\n%x\nwant\n%x\nperf output:\n%s", got, want, all)
@@ -273,4 +282,112 @@ func equalU64(a, b []uint64) bool {
 		}
 	}
 	return true
+}
+
+// TestPerfDecodesEncoderTrace writes the trace with the packet encoder,
+// with a PSB+ in mid-stream (MODE.Exec and a FUP of the next instruction,
+// as perf requires) and one AUXTRACE record per packet group, and checks
+// perf decodes the same path across the records.
+func TestPerfDecodesEncoderTrace(t *testing.T) {
+	skipIfNoPerf(t)
+	bin := buildTestProgram(t)
+	listing := objdumpAddrs(t, bin)
+	if len(listing) != 9 {
+		t.Fatalf("objdump lists %d instructions, want 9", len(listing))
+	}
+	var want []uint64
+	for _, i := range testProgramPath {
+		want = append(want, listing[i])
+	}
+	var e Encoder
+	var cuts []int // packet-group boundaries
+	add := func(p Packet) {
+		t.Helper()
+		if err := e.Append(&p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ip := func(typ PacketType, addr uint64) {
+		t.Helper()
+		if err := e.IPPacket(typ, addr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tnt := func(bits ...bool) {
+		var payload uint64
+		for _, b := range bits {
+			payload <<= 1
+			if b {
+				payload |= 1
+			}
+		}
+		add(Packet{Type: PktTNT8, TNTBits: uint8(len(bits)), TNTPayload: payload})
+	}
+	add(Packet{Type: PktPSB})
+	add(Packet{Type: PktTSC, Payload: 1000})
+	add(Packet{Type: PktPSBEnd})
+	cuts = append(cuts, len(e.Buf))
+	add(Packet{Type: PktModeExec, CSL: true})
+	ip(PktTIPPGE, listing[0])
+	tnt(true, true) // the loop taken twice
+	cuts = append(cuts, len(e.Buf))
+	add(Packet{Type: PktPSB})
+	add(Packet{Type: PktTSC, Payload: 1100})
+	add(Packet{Type: PktModeExec, CSL: true})
+	ip(PktFUP, listing[1]) // the next instruction: dec
+	add(Packet{Type: PktPSBEnd})
+	cuts = append(cuts, len(e.Buf))
+	tnt(false, true) // loop left; ret of f (call after the PSB)
+	add(Packet{Type: PktTIPPGD, IPC: IPSuppressed})
+	cuts = append(cuts, len(e.Buf))
+
+	const pid = 777
+	addr, size, off := execSegment(t, bin)
+	file := filepath.Join(t.TempDir(), "perf.data")
+	w, err := CreatePerfData(file, PerfDataConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Comm(pid, pid, "prog", true, 100)
+	m := PerfMmap{Pid: pid, Tid: pid, Addr: addr, Len: size, Pgoff: off, Prot: 5, Flags: 2, Filename: bin}
+	if err := PerfMmapFile(&m); err != nil {
+		t.Fatal(err)
+	}
+	w.Mmap2(&m, 200)
+	w.ItraceStart(pid, pid, 300)
+	start := 0
+	for _, c := range cuts {
+		w.AuxTrace(pid, -1, 1000, e.Buf[start:c])
+		start = c
+	}
+	w.Exit(pid, pid, pid, pid, 5000)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, _, all := perfScriptIPs(t, file, "--itrace=i0nse")
+	if !equalU64(got, want) {
+		t.Fatalf("perf script decoded\n%x\nwant\n%x\nperf output:\n%s", got, want, all)
+	}
+	// Our reader gives back the exact stream, padding aside.
+	p, err := OpenPerfData(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	tr, err := LoadPerfTrace(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Queues) != 1 || len(tr.Queues[0].Buffers) != len(cuts) {
+		t.Fatalf("queues %+v", tr.Queues)
+	}
+	q := tr.Queues[0]
+	start = 0
+	for i, c := range cuts {
+		b := q.Buffers[i]
+		if !bytes.Equal(q.Data[b.StreamPos:b.StreamPos+c-start], e.Buf[start:c]) {
+			t.Errorf("buffer %d differs", i)
+		}
+		start = c
+	}
 }

@@ -165,22 +165,22 @@ type PerfRecord struct {
 	Attr   *PerfAttr
 	ID     PerfSampleID
 
-	Mmap         PerfMmap     // MMAP, MMAP2
-	Comm         string       // COMM
-	CommPid      uint32       // COMM
-	CommTid      uint32       // COMM
-	Task         PerfTask     // FORK, EXIT
-	Aux          PerfAux      // AUX
-	ItracePid    uint32       // ITRACE_START
-	ItraceTid    uint32       // ITRACE_START
-	SwitchPid    uint32       // SWITCH_CPU_WIDE: next (switch out) or previous pid
-	SwitchTid    uint32       // SWITCH_CPU_WIDE
-	LostID       uint64       // LOST
-	Lost         uint64       // LOST, LOST_SAMPLES
-	Sample       PerfSample   // SAMPLE
-	TimeConv     PerfTimeConv // TIME_CONV
-	AuxtraceInfo PerfAuxtraceInfo
-	Auxtrace     PerfAuxtrace // AUXTRACE
+	Mmap         PerfMmap          // MMAP, MMAP2
+	Comm         string            // COMM
+	CommPid      uint32            // COMM
+	CommTid      uint32            // COMM
+	Task         PerfTask          // FORK, EXIT
+	Aux          PerfAux           // AUX
+	ItracePid    uint32            // ITRACE_START
+	ItraceTid    uint32            // ITRACE_START
+	SwitchPid    uint32            // SWITCH_CPU_WIDE: next (switch out) or previous pid
+	SwitchTid    uint32            // SWITCH_CPU_WIDE
+	LostID       uint64            // LOST
+	Lost         uint64            // LOST, LOST_SAMPLES
+	Sample       PerfSample        // SAMPLE
+	TimeConv     PerfTimeConv      // TIME_CONV
+	AuxtraceInfo *PerfAuxtraceInfo // AUXTRACE_INFO (newly allocated)
+	Auxtrace     PerfAuxtrace      // AUXTRACE
 
 	// Raw is the record's bytes after the 8-byte header.
 	Raw []byte
@@ -371,6 +371,11 @@ func (rr *PerfRecordReader) attrFor(rec *PerfRecord) (*PerfAttr, error) {
 		id = binary.LittleEndian.Uint64(rec.Raw)
 	} else {
 		id = binary.LittleEndian.Uint64(rec.Raw[len(rec.Raw)-8:])
+	}
+	if id == 0 {
+		// perf's synthesized records (the kernel map, threads present at
+		// start) carry id 0; perf reads them with the first event.
+		return &p.Attrs[0], nil
 	}
 	a := p.idAttr[id]
 	if a == nil {
@@ -570,6 +575,7 @@ func (rr *PerfRecordReader) parseUser(rec *PerfRecord) error {
 		if len(pl) < 8 || len(pl)%8 != 0 {
 			return rr.fail(rec.Offset, nil, "AUXTRACE_INFO payload %d bytes is not 8 + n*8", len(pl))
 		}
+		rec.AuxtraceInfo = &PerfAuxtraceInfo{}
 		return rec.AuxtraceInfo.parse(pl, func(format string, args ...any) error {
 			return rr.fail(rec.Offset, nil, format, args...)
 		})

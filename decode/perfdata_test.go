@@ -205,8 +205,9 @@ func TestPerfTimeConv(t *testing.T) {
 }
 
 // TestPerfDataUnterminated: a writer that dies before Close leaves a file
-// whose header says data size 0; the reader reads up to the last complete
-// record and reports the cut one as truncated.
+// whose header covers the data up to its last Flush, followed by whatever
+// it was writing; one that dies before any Flush leaves data size 0, which
+// the reader reads up to the last complete record, reporting the cut one.
 func TestPerfDataUnterminated(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "perf.data")
 	w, err := CreatePerfData(path, PerfDataConfig{})
@@ -219,8 +220,8 @@ func TestPerfDataUnterminated(t *testing.T) {
 	if err := w.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	// Simulate the crash: no Close; then a half-written AUXTRACE record.
-	full, err := os.ReadFile(path)
+	// Simulate the crash: no Close, then a half-written AUXTRACE record.
+	flushed, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,22 +229,38 @@ func TestPerfDataUnterminated(t *testing.T) {
 	binary.LittleEndian.PutUint32(rec[0:], uint32(RecAuxtrace))
 	binary.LittleEndian.PutUint16(rec[6:], 48)
 	binary.LittleEndian.PutUint64(rec[8:], 4096)
-	cut := append(append([]byte(nil), full...), rec[:]...)
+	cut := append(append([]byte(nil), flushed...), rec[:]...)
 	cut = append(cut, 0x02, 0x82)
-	for name, data := range map[string][]byte{"clean": full, "cut": cut} {
-		t.Run(name, func(t *testing.T) {
-			p, err := NewPerfData(bytes.NewReader(data), int64(len(data)), "crashed.data")
+	zero := func(b []byte) []byte {
+		b = append([]byte(nil), b...)
+		binary.LittleEndian.PutUint64(b[48:], 0)
+		return b
+	}
+	for _, c := range []struct {
+		name         string
+		data         []byte
+		unterminated bool
+		truncated    bool
+	}{
+		{"flushed", flushed, false, false},
+		{"flushed+cut", cut, false, false},
+		{"size0", zero(flushed), true, false},
+		{"size0+cut", zero(cut), true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := NewPerfData(bytes.NewReader(c.data), int64(len(c.data)), "crashed.data")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !p.Unterminated || p.DataEnd != int64(len(data)) {
+			if p.Unterminated != c.unterminated || (c.unterminated && p.DataEnd != int64(len(c.data))) ||
+				(!c.unterminated && p.DataEnd != int64(len(flushed))) {
 				t.Fatalf("Unterminated %v DataEnd %d", p.Unterminated, p.DataEnd)
 			}
 			tr, err := LoadPerfTrace(p)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tr.Truncated != (name == "cut") {
+			if tr.Truncated != c.truncated {
 				t.Errorf("Truncated = %v", tr.Truncated)
 			}
 			if len(tr.Queues) != 1 || !bytes.Equal(tr.Queues[0].Data[:len(trace)], trace) {
@@ -252,7 +269,7 @@ func TestPerfDataUnterminated(t *testing.T) {
 			if len(tr.Sideband) != 1 || tr.Sideband[0].Comm != "crashy" {
 				t.Errorf("sideband %+v", tr.Sideband)
 			}
-			if name == "cut" {
+			if c.truncated {
 				rr := p.Records()
 				var r PerfRecord
 				var err error
@@ -354,21 +371,44 @@ func readAllPerfData(data []byte, name string) error {
 	return err
 }
 
-// TestPerfDataReadsPerfRecord reads a file written by perf itself and
-// compares the record counts with perf report --stats.
+// TestPerfDataReadsPerfRecord reads files written by perf itself and
+// compares the record counts with perf report --stats: one event, and two
+// events with different sample types (records then name their event by
+// PERF_SAMPLE_IDENTIFIER).
 func TestPerfDataReadsPerfRecord(t *testing.T) {
 	skipIfNoPerf(t)
-	path := filepath.Join(t.TempDir(), "perf.data")
-	out, err := exec.Command("perf", "record", "-q", "-e", "cpu-clock", "-c", "10000", "-o", path, "--", "/bin/sh", "-c", "i=0; while [ $i -lt 2000 ]; do i=$((i+1)); done").CombinedOutput()
-	if err != nil {
-		t.Skipf("perf record cannot record here: %v\n%s", err, out)
+	workload := []string{"--", "/bin/sh", "-c", "i=0; while [ $i -lt 2000 ]; do i=$((i+1)); done"}
+	for _, c := range []struct {
+		name   string
+		events []string
+		attrs  int
+	}{
+		{"one-event", []string{"-e", "cpu-clock"}, 1},
+		{"two-sample-types", []string{"-e", "cpu-clock/call-graph=fp/", "-e", "task-clock"}, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "perf.data")
+			args := append(append([]string{"record", "-q", "-c", "10000", "-o", path}, c.events...), workload...)
+			out, err := exec.Command("perf", args...).CombinedOutput()
+			if err != nil {
+				t.Skipf("perf record cannot record here: %v\n%s", err, out)
+			}
+			checkAgainstPerfStats(t, path, c.attrs)
+		})
 	}
+}
+
+func checkAgainstPerfStats(t *testing.T, path string, attrs int) {
 	p, err := OpenPerfData(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
+	if len(p.Attrs) != attrs {
+		t.Fatalf("%d attrs, want %d", len(p.Attrs), attrs)
+	}
 	counts := map[string]int{}
+	perAttr := map[*PerfAttr]int{}
 	var samples, withIP int
 	rr := p.Records()
 	var r PerfRecord
@@ -383,7 +423,8 @@ func TestPerfDataReadsPerfRecord(t *testing.T) {
 		counts[r.Type.String()]++
 		if r.Type == RecSample {
 			samples++
-			if r.Sample.IP != 0 && r.ID.Time != 0 {
+			perAttr[r.Attr]++
+			if r.Sample.IP != 0 && r.ID.Time != 0 && r.ID.Pid != 0 {
 				withIP++
 			}
 		}
@@ -394,11 +435,24 @@ func TestPerfDataReadsPerfRecord(t *testing.T) {
 	}
 	re := regexp.MustCompile(`^\s+(\S+) events:\s+(\d+)`)
 	want := map[string]int{}
+	var perEvent []int // SAMPLE counts of the per-event sections, in attr order
 	sc := bufio.NewScanner(bytes.NewReader(stats))
+	inAggregate := true
 	for sc.Scan() {
-		if m := re.FindStringSubmatch(sc.Text()); m != nil && m[1] != "TOTAL" {
-			n, _ := strconv.Atoi(m[2])
-			want[m[1]] += n
+		line := sc.Text()
+		if strings.HasSuffix(line, " stats:") && !strings.HasPrefix(line, "Aggregated") {
+			inAggregate = false
+			continue
+		}
+		m := re.FindStringSubmatch(line)
+		if m == nil || m[1] == "TOTAL" {
+			continue
+		}
+		n, _ := strconv.Atoi(m[2])
+		if inAggregate {
+			want[m[1]] = n
+		} else if m[1] == "SAMPLE" {
+			perEvent = append(perEvent, n)
 		}
 	}
 	if len(want) == 0 {
@@ -410,7 +464,14 @@ func TestPerfDataReadsPerfRecord(t *testing.T) {
 		}
 	}
 	if samples == 0 || withIP != samples {
-		t.Errorf("%d samples, %d with ip and time", samples, withIP)
+		t.Errorf("%d samples, %d with ip, pid and time", samples, withIP)
+	}
+	if attrs > 1 {
+		for i, n := range perEvent {
+			if i < len(p.Attrs) && perAttr[&p.Attrs[i]] != n {
+				t.Errorf("event %d: %d samples attributed, perf counts %d", i, perAttr[&p.Attrs[i]], n)
+			}
+		}
 	}
 	if len(p.Features.Cmdline) == 0 || !strings.Contains(strings.Join(p.Features.Cmdline, " "), "record") {
 		t.Errorf("cmdline feature %q", p.Features.Cmdline)
@@ -418,7 +479,78 @@ func TestPerfDataReadsPerfRecord(t *testing.T) {
 	if p.Features.NrCPUsOnline != uint32(runtime.NumCPU()) {
 		t.Errorf("nrcpus online %d, want %d", p.Features.NrCPUsOnline, runtime.NumCPU())
 	}
-	if p.Features.OSRelease == "" || p.Features.Hostname == "" {
+	if p.Features.OSRelease == "" || p.Features.Hostname == "" || p.Features.CPUID == "" {
 		t.Errorf("features %+v", p.Features)
+	}
+}
+
+// BenchmarkPerfDataLoad reads a 4 MiB per-thread recording (20000 sideband
+// records, 1000 AUXTRACE buffers of 4 KiB) into a PerfTrace.
+func BenchmarkPerfDataLoad(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "perf.data")
+	w, err := CreatePerfData(path, PerfDataConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := concat(ptPSB, ptPSBEND, bytes.Repeat([]byte{0x02 | 1<<6}, 4096-18)) // PSB, PSBEND, TNTs
+	for i := 0; i < 1000; i++ {
+		for j := 0; j < 10; j++ {
+			w.Comm(1, 1+i%4, "bench", false, uint64(i*100+j))
+			w.Mmap2(&PerfMmap{Pid: 1, Tid: 1, Addr: uint64(i) << 12, Len: 4096, Prot: 5, Flags: 2, Filename: "/bench/lib.so"}, uint64(i*100+j))
+		}
+		w.AuxTrace(1+i%4, -1, uint64(i*100+50), buf)
+	}
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+	st, _ := os.Stat(path)
+	b.SetBytes(st.Size())
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		p, err := OpenPerfData(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tr, err := LoadPerfTrace(p)
+		if err != nil || len(tr.Queues) != 4 || len(tr.Sideband) != 20000 {
+			b.Fatalf("load: %v", err)
+		}
+		p.Close()
+	}
+}
+
+// BenchmarkPerfDataRecords iterates over the records of the same kind of
+// file without assembling anything (the cost of Next).
+func BenchmarkPerfDataRecords(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "perf.data")
+	w, err := CreatePerfData(path, PerfDataConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < 20000; i++ {
+		w.Comm(1, 1, "bench", false, uint64(i))
+		w.ItraceStart(1, 1, uint64(i))
+	}
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+	p, err := OpenPerfData(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	b.SetBytes(p.DataEnd - p.DataStart)
+	b.ReportAllocs()
+	b.ResetTimer()
+	var r PerfRecord
+	for i := 0; i < b.N; i++ {
+		rr := p.Records()
+		n := 0
+		for rr.Next(&r) == nil {
+			n++
+		}
+		if n != 40003 {
+			b.Fatalf("%d records", n)
+		}
 	}
 }

@@ -240,8 +240,7 @@ func LoadPerfTrace(p *PerfData) (*PerfTrace, error) {
 			if t.Info != nil {
 				return nil, rr.fail(rec.Offset, nil, "second AUXTRACE_INFO record")
 			}
-			ai := rec.AuxtraceInfo
-			t.Info = &ai
+			t.Info = rec.AuxtraceInfo
 		case RecTimeConv:
 			t.TimeConv = rec.TimeConv
 			t.HasTimeConv = true
@@ -256,19 +255,17 @@ func LoadPerfTrace(p *PerfData) (*PerfTrace, error) {
 				byIdx[a.Idx] = q
 				t.Queues = append(t.Queues, q)
 			}
+			// The bytes are read once all buffers are known, into a
+			// Data of the exact size. a.Size was checked against the
+			// data end by Next, so the sum is bounded by the file size.
 			b := PerfAuxBuffer{RecordOffset: rec.Offset, DataOffset: a.DataOffset, Size: a.Size,
-				AuxOffset: a.Offset, Reference: a.Reference, StreamPos: len(q.Data)}
+				AuxOffset: a.Offset, Reference: a.Reference}
 			if n := len(q.Buffers); n > 0 {
 				prev := q.Buffers[n-1]
+				b.StreamPos = prev.StreamPos + int(prev.Size)
 				b.Gap = prev.AuxOffset+prev.Size != a.Offset
 			}
 			q.Buffers = append(q.Buffers, b)
-			// a.Size was checked against the data end by Next.
-			start := len(q.Data)
-			q.Data = append(q.Data, make([]byte, a.Size)...)
-			if _, err := p.r.ReadAt(q.Data[start:], a.DataOffset); err != nil && !(err == io.EOF && a.Size == 0) {
-				return nil, rr.fail(rec.Offset, err, "reading AUXTRACE data: %v", err)
-			}
 		case RecMmap, RecMmap2, RecComm, RecFork, RecExit, RecItraceStart, RecSwitch,
 			RecSwitchCPUWide, RecAux, RecLost:
 			c := rec
@@ -277,6 +274,18 @@ func LoadPerfTrace(p *PerfData) (*PerfTrace, error) {
 				c.Mmap.BuildID = append([]byte(nil), rec.Mmap.BuildID...)
 			}
 			t.Sideband = append(t.Sideband, c)
+		}
+	}
+	for _, q := range t.Queues {
+		if len(q.Buffers) == 0 {
+			continue
+		}
+		last := q.Buffers[len(q.Buffers)-1]
+		q.Data = make([]byte, last.StreamPos+int(last.Size))
+		for _, b := range q.Buffers {
+			if _, err := p.r.ReadAt(q.Data[b.StreamPos:b.StreamPos+int(b.Size)], b.DataOffset); err != nil && !(err == io.EOF && b.Size == 0) {
+				return nil, rr.fail(b.RecordOffset, err, "reading AUXTRACE data: %v", err)
+			}
 		}
 	}
 	if t.Info != nil && t.Info.Type == AuxtraceIntelPT {

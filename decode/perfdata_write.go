@@ -11,11 +11,12 @@ package decode
 //	...   at Close: FINISHED_ROUND, the feature sections, and the header
 //	      rewritten with the final data size and feature bits.
 //
-// A writer that dies before Close leaves a header whose data size is 0;
-// PerfData reads such a file as "records up to the end of the file" and
-// stops cleanly at a record cut short (ErrPerfDataTruncated). Records are
-// buffered; Flush pushes them to the file so that a crash of the writing
-// process loses nothing flushed.
+// Records are buffered. Flush pushes them to the file and rewrites the
+// header's data size to cover them, so a writer that dies later leaves a
+// file both perf and PerfData read up to the last Flush. A writer that dies
+// before its first Flush leaves a data size of 0, which perf 6.1 refuses
+// ("data size field is 0") and PerfData reads as "records up to the end of
+// the file", stopping cleanly at a record cut short (ErrPerfDataTruncated).
 
 import (
 	"bufio"
@@ -138,7 +139,7 @@ func CreatePerfData(path string, cfg PerfDataConfig) (*PerfDataWriter, error) {
 	}
 	w := &PerfDataWriter{path: path, f: f, bw: bufio.NewWriterSize(f, 256<<10), cfg: cfg,
 		sampleTy: perfSampleType, queues: make(map[int32]*perfWQueue)}
-	w.writeHeader(0, [4]uint64{}, 0)
+	w.writeHeader(0, [4]uint64{}, perfHeaderSize)
 	w.writeAttr()
 	w.auxtraceInfo()
 	w.timeConv()
@@ -163,19 +164,25 @@ func (w *PerfDataWriter) write(b []byte) {
 
 // writeHeader writes the file header at the current position (offset 0).
 func (w *PerfDataWriter) writeHeader(dataSize uint64, feats [4]uint64, attrsOff uint64) {
-	var h [perfHeaderSize]byte
+	w.write(encodePerfHeader(perfAttrSize+16, PerfSection{attrsOff, perfAttrSize + 16},
+		PerfSection{perfDataStart, dataSize}, feats))
+}
+
+// encodePerfHeader encodes struct perf_file_header.
+func encodePerfHeader(attrSize uint64, attrs, data PerfSection, feats [4]uint64) []byte {
+	h := make([]byte, perfHeaderSize)
 	le := binary.LittleEndian
 	le.PutUint64(h[0:], perfMagic)
 	le.PutUint64(h[8:], perfHeaderSize)
-	le.PutUint64(h[16:], perfAttrSize+16)
-	le.PutUint64(h[24:], perfHeaderSize) // attrs
-	le.PutUint64(h[32:], perfAttrSize+16)
-	le.PutUint64(h[40:], perfDataStart) // data
-	le.PutUint64(h[48:], dataSize)
+	le.PutUint64(h[16:], attrSize)
+	le.PutUint64(h[24:], attrs.Offset)
+	le.PutUint64(h[32:], attrs.Size)
+	le.PutUint64(h[40:], data.Offset)
+	le.PutUint64(h[48:], data.Size)
 	for i, x := range feats {
 		le.PutUint64(h[72+8*i:], x)
 	}
-	w.write(h[:])
+	return h
 }
 
 // PTConfig is the attr.config the writer records.
@@ -514,10 +521,19 @@ func (w *PerfDataWriter) AuxTrace(tid, cpu int, tsc uint64, data []byte) {
 // order, every record before it.
 func (w *PerfDataWriter) FinishedRound() { w.record(RecFinishedRound, 0, nil, nil) }
 
-// Flush writes buffered records to the file.
+// Flush writes buffered records to the file and updates the header's data
+// size to cover them, so that a writer that dies later leaves a file that
+// perf reads up to this point (perf refuses a data size of 0).
 func (w *PerfDataWriter) Flush() error {
 	if w.err == nil {
 		if err := w.bw.Flush(); err != nil {
+			w.err = fmt.Errorf("%s: %w", w.path, err)
+		}
+	}
+	if w.err == nil && !w.closed {
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], uint64(w.off-perfDataStart))
+		if _, err := w.f.WriteAt(b[:], 48); err != nil {
 			w.err = fmt.Errorf("%s: %w", w.path, err)
 		}
 	}
@@ -533,8 +549,8 @@ func (w *PerfDataWriter) Close() error {
 	if w.closed {
 		return w.err
 	}
-	w.closed = true
 	w.FinishedRound()
+	w.closed = true
 	dataSize := uint64(w.off - perfDataStart)
 	feats := map[PerfFeature][]byte{}
 	var uts unix.Utsname
@@ -574,26 +590,33 @@ func (w *PerfDataWriter) Close() error {
 // writeFeatures writes the feature table and sections at the current
 // offset (the end of the data) and returns the feature bitmap.
 func (w *PerfDataWriter) writeFeatures(feats map[PerfFeature][]byte) [4]uint64 {
+	b, bitmap := encodeFeatures(uint64(w.off), feats)
+	w.write(b)
+	return bitmap
+}
+
+// encodeFeatures encodes the feature section table followed by the
+// sections, in feature order, for a file position off.
+func encodeFeatures(off uint64, feats map[PerfFeature][]byte) ([]byte, [4]uint64) {
 	var bitmap [4]uint64
 	keys := make([]PerfFeature, 0, len(feats))
 	for k := range feats {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
-	secOff := uint64(w.off) + uint64(16*len(keys))
+	secOff := off + uint64(16*len(keys))
 	le := binary.LittleEndian
+	var b []byte
 	for _, k := range keys {
 		bitmap[k/64] |= 1 << (uint(k) % 64)
-		var e [16]byte
-		le.PutUint64(e[0:], secOff)
-		le.PutUint64(e[8:], uint64(len(feats[k])))
-		w.write(e[:])
+		b = le.AppendUint64(b, secOff)
+		b = le.AppendUint64(b, uint64(len(feats[k])))
 		secOff += uint64(len(feats[k]))
 	}
 	for _, k := range keys {
-		w.write(feats[k])
+		b = append(b, feats[k]...)
 	}
-	return bitmap
+	return b, bitmap
 }
 
 func encodePerfString(b []byte, s string) []byte {

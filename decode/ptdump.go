@@ -50,7 +50,6 @@ type ptdumpLine struct {
 	skip       bool
 	skipTime   bool
 	skipTcal   bool
-	numBuf     [64]byte
 }
 
 // ptdumper holds the state of one ptdump run.
@@ -168,13 +167,15 @@ func (d *ptdumper) run() error {
 		off := dec.Offset()
 		err := dec.Next(&p)
 		if err == nil {
-			d.dumpPacket(off, &p)
-			continue
+			if d.dumpPacket(off, &p) {
+				continue
+			}
+		} else {
+			if IsEOS(err) {
+				return nil
+			}
+			d.diag("error decoding packet", off, err)
 		}
-		if IsEOS(err) {
-			return nil
-		}
-		d.diag("error decoding packet", off, err)
 		if err := dec.SyncForward(); err != nil {
 			if IsEOS(err) {
 				return nil
@@ -196,7 +197,9 @@ func pdTrunc(s string, size int) string {
 
 const pdHexDigits = "0123456789abcdef"
 
-func (d *ptdumper) dumpPacket(off uint64, p *Packet) {
+// dumpPacket prints one packet; false means ptdump gives up on the packet
+// (a --raw packet reaching past the end of the trace) and resyncs.
+func (d *ptdumper) dumpPacket(off uint64, p *Packet) bool {
 	l := &d.line
 	l.raw = l.raw[:0]
 	l.opcode, l.standard, l.trackID, l.trackValue = "", "", "", ""
@@ -207,7 +210,7 @@ func (d *ptdumper) dumpPacket(off uint64, p *Packet) {
 		end := off + uint64(p.Size)
 		if end > uint64(len(d.buf)) {
 			d.diag("bad packet size", off, ErrBadPacket)
-			return
+			return false
 		}
 		for _, c := range d.buf[off:end] {
 			if len(l.raw)+2 >= pdRaw {
@@ -219,6 +222,7 @@ func (d *ptdumper) dumpPacket(off uint64, p *Packet) {
 	}
 	d.printPacket(off, p)
 	d.printLine(off)
+	return true
 }
 
 func (d *ptdumper) printLine(off uint64) {
@@ -232,7 +236,7 @@ func (d *ptdumper) printLine(off uint64) {
 		for i := 60; i >= 0; i -= 4 {
 			b = append(b, pdHexDigits[(off>>uint(i))&0xf])
 		}
-		b = append(b, ' ')
+		b = pdPad(b, pdOffset-16)
 		sep = true
 	}
 	if len(l.raw) > 0 {
@@ -412,7 +416,7 @@ func (d *ptdumper) printPacket(off uint64, p *Packet) {
 	case PktPSB:
 		l.opcode = "psb"
 		d.inHeader = true
-		if d.trackTime && !o.NoTcal {
+		if d.trackTime {
 			d.tcal.UpdatePSB(d.cfg)
 		}
 	case PktPSBEnd:
@@ -423,7 +427,7 @@ func (d *ptdumper) printPacket(off uint64, p *Packet) {
 		l.skip = o.NoPad
 	case PktOVF:
 		l.opcode = "ovf"
-		if d.trackTime && !o.NoTcal {
+		if d.trackTime {
 			if d.cfg.KeepTcalOnOVF {
 				d.tcal.UpdateOVF(d.cfg)
 			} else {
@@ -681,12 +685,12 @@ func (d *ptdumper) showTime(off uint64) {
 			const scale = float64(1 << FCRShift)
 			v := float64(fcr) / scale
 			if d.opts.TimeDelta {
-				old := float64(d.fcr) / scale
-				if d.fcr <= fcr {
-					l.trackValue = "+" + strconv.FormatFloat(v-old, 'f', 3, 64)
-				} else {
-					l.trackValue = "-" + strconv.FormatFloat(old-v, 'f', 3, 64)
+				// %+.3f
+				s := strconv.FormatFloat(v-float64(d.fcr)/scale, 'f', 3, 64)
+				if s[0] != '-' {
+					s = "+" + s
 				}
+				l.trackValue = s
 				d.fcr = fcr
 			} else {
 				l.trackValue = strconv.FormatFloat(v, 'f', 3, 64)

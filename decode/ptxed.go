@@ -2,6 +2,7 @@ package decode
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -38,6 +39,9 @@ type PtxedOptions struct {
 	NomFreq    uint8
 	CPUID15EAX uint32
 	CPUID15EBX uint32
+
+	// Jobs > 1 decodes PSB segments in parallel (not a ptxed option).
+	Jobs int
 
 	BlockDecoder  bool // --block-decoder (the default) vs --insn-decoder
 	InsnKeepTcal  bool // --insn:keep-tcal-on-ovf
@@ -290,33 +294,32 @@ func Ptxed(o *PtxedOptions, w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 1<<16)
 	defer bw.Flush()
 
-	cfg := &FlowConfig{Filter: o.Filter, TickEvents: o.EventTick}
-	cfg.Packet.MTCFreq = o.MTCFreq
-	cfg.Packet.NomFreq = o.NomFreq
-	cfg.Packet.CPUID15EAX = o.CPUID15EAX
-	cfg.Packet.CPUID15EBX = o.CPUID15EBX
-	if o.BlockDecoder {
-		cfg.Packet.KeepTcalOnOVF = o.BlockKeepTcal
-	} else {
-		cfg.Packet.KeepTcalOnOVF = o.InsnKeepTcal
-	}
-	if o.CPUSet {
-		cpu, perr := ParseCPU(o.CPU)
-		if perr == nil {
-			cfg.Packet.CPU = cpu
-			cfg.Packet.Errata, perr = cpu.Errata()
-		}
-		if perr != nil {
-			fmt.Fprintf(bw, "[0, 0: config error: %s]\n", feBadCPU)
-		}
+	cfg, err := o.FlowConfig()
+	if err != nil {
+		fmt.Fprintf(bw, "[0, 0: config error: %s]\n", feBadCPU)
 	}
 	p := &ptxedPrinter{o: o, w: bw}
 	if o.Stat && !o.StatInsn && !o.StatBlocks {
 		o.StatInsn = true
 		o.StatBlocks = o.BlockDecoder
 	}
-	d := NewFlowDecoder(pt, img, cfg)
-	p.decode(d)
+	if o.ShowBlocks || o.StatBlocks {
+		// Block boundaries depend on the previous chunk: replay.
+		ParallelFlow(pt, img, cfg, p, o.Resync, o.Jobs)
+	} else {
+		// Each chunk renders its own text on its worker.
+		ParallelFlowChunks(pt, img, cfg, o.Resync, o.Jobs,
+			func() FlowSink {
+				var b bytes.Buffer
+				return &ptxedPrinter{o: o, w: bufio.NewWriterSize(&b, 1<<16), out: &b}
+			},
+			func(s FlowSink) {
+				c := s.(*ptxedPrinter)
+				c.w.Flush()
+				bw.Write(c.out.Bytes())
+				p.ninsn += c.ninsn
+			})
+	}
 	if o.Stat {
 		if o.StatInsn {
 			fmt.Fprintf(bw, "insn: %d.\n", p.ninsn)
@@ -328,7 +331,54 @@ func Ptxed(o *PtxedOptions, w io.Writer) error {
 	return bw.Flush()
 }
 
+// FlowConfig returns the decoder configuration the options describe. An
+// unknown --cpu gives a configuration without errata and an error (ptxed
+// reports it and decodes by the spec).
+func (o *PtxedOptions) FlowConfig() (*FlowConfig, error) {
+	cfg := &FlowConfig{Filter: o.Filter, TickEvents: o.EventTick}
+	cfg.Packet.MTCFreq = o.MTCFreq
+	cfg.Packet.NomFreq = o.NomFreq
+	cfg.Packet.CPUID15EAX = o.CPUID15EAX
+	cfg.Packet.CPUID15EBX = o.CPUID15EBX
+	if o.BlockDecoder {
+		cfg.Packet.KeepTcalOnOVF = o.BlockKeepTcal
+	} else {
+		cfg.Packet.KeepTcalOnOVF = o.InsnKeepTcal
+	}
+	if o.CPUSet {
+		cpu, err := ParseCPU(o.CPU)
+		if err == nil {
+			cfg.Packet.CPU = cpu
+			cfg.Packet.Errata, err = cpu.Errata()
+		}
+		if err != nil {
+			return cfg, fmt.Errorf("--cpu %s: %s", o.CPU, feBadCPU)
+		}
+	}
+	return cfg, nil
+}
+
+// EventText returns ptxed's text for an event (without brackets), with the
+// event's IP when withIP is set.
+func EventText(ev *Event, withIP bool) string { return formatEventBody(ev, withIP) }
+
+// FlowInsnText disassembles in (from its section's bytes).
+func FlowInsnText(in *FlowInsn) string {
+	var x Insn
+	n, ok := in.Section.readAt(x.Raw[:], in.IP)
+	if !ok || n == 0 {
+		return "(bytes unavailable)"
+	}
+	if DecodeInsn(x.Raw[:n], in.IP, in.Mode, &x) != nil {
+		if !fixupInsn(x.Raw[:n], in.IP, in.Mode, &x) {
+			return "(bad)"
+		}
+	}
+	return x.Disasm()
+}
+
 type ptxedPrinter struct {
+	out     *bytes.Buffer // where w writes, for chunk printers
 	o       *PtxedOptions
 	w       *bufio.Writer
 	ninsn   uint64
@@ -347,17 +397,48 @@ func (p *ptxedPrinter) hex16(v uint64) {
 }
 
 func (p *ptxedPrinter) diagnose(off, ip uint64, kind string, code errCode) {
+	p.inBlock = false
 	fmt.Fprintf(p.w, "[%x, %x: %s: %s]\n", off, ip, kind, code)
+}
+
+// startBlock emulates libipt's block decoder: instructions are grouped
+// into blocks that end at an event or at a branch that needs trace (or, with
+// --block:end-on-call/-jump, at a direct call or jump).
+func (p *ptxedPrinter) startBlock() {
+	if p.inBlock || !p.o.BlockDecoder {
+		return
+	}
+	p.inBlock = true
+	p.nblocks++
+	if p.o.ShowBlocks && !p.o.Quiet {
+		p.w.WriteString("[block]\n")
+	}
+}
+
+// endBlock ends the current block after in if the block decoder would.
+func (p *ptxedPrinter) endBlock(in *FlowInsn) {
+	switch in.Class {
+	case ClassOther, ClassPTWrite, ClassMovCR3:
+		return
+	case ClassCall:
+		if !p.o.EndOnCall {
+			return
+		}
+	case ClassJump:
+		if !p.o.EndOnJump {
+			return
+		}
+	}
+	p.inBlock = false
 }
 
 func (p *ptxedPrinter) printInsn(in *FlowInsn, off, tsc uint64) {
 	if p.o.Quiet {
+		p.startBlock()
+		p.endBlock(in)
 		return
 	}
-	if p.o.ShowBlocks && !p.inBlock {
-		p.w.WriteString("[block]\n")
-	}
-	p.inBlock = true
+	p.startBlock()
 	if p.o.Offset {
 		p.hex16(off)
 		p.w.WriteString("  ")
@@ -389,10 +470,15 @@ func (p *ptxedPrinter) printInsn(in *FlowInsn, off, tsc uint64) {
 		}
 	}
 	p.w.WriteByte('\n')
+	p.endBlock(in)
 }
 
 func (p *ptxedPrinter) printEvent(ev *Event, off uint64) {
-	if p.o.Quiet || ev.StatusUpdate {
+	if ev.StatusUpdate {
+		return
+	}
+	p.inBlock = false
+	if p.o.Quiet {
 		return
 	}
 	if !ptxedShowsEvent(ev, p.o) {
@@ -597,6 +683,8 @@ func formatEventBody(ev *Event, withIP bool) string {
 	case EvSyscall:
 		b.WriteString("syscall")
 		ipOpt(ev.IP)
+	case evEndOfTrace:
+		b.WriteString("end of trace")
 	case EvTrig:
 		fmt.Fprintf(&b, "trig %02x", ev.TRBV)
 		if ev.Mult {
@@ -609,69 +697,16 @@ func formatEventBody(ev *Event, withIP bool) string {
 	return b.String()
 }
 
-// drain processes pending events.
-func (p *ptxedPrinter) drain(d *FlowDecoder, st int, tsc *uint64) int {
-	for st >= 0 && st&stEventPending != 0 {
-		off := d.Offset()
-		var ev Event
-		st = d.Event(&ev)
-		if st < 0 {
-			return st
-		}
-		*tsc = ev.TSC
-		p.printEvent(&ev, off)
-	}
-	return st
+// Insn, Event and Error make ptxedPrinter a FlowSink.
+func (p *ptxedPrinter) Insn(in *FlowInsn, off, tsc uint64) {
+	p.printInsn(in, off, tsc)
+	p.ninsn++
 }
 
-// decode is ptxed's decode loop.
-func (p *ptxedPrinter) decode(d *FlowDecoder) {
-	var sync, tsc uint64
-	for {
-		st := d.SyncForward()
-		if st < 0 {
-			if st == -int(feEOS) {
-				return
-			}
-			p.diagnose(d.Offset(), 0, "sync error", errCode(-st))
-			newSync := d.Offset()
-			if newSync <= sync {
-				return
-			}
-			sync = newSync
-			continue
-		}
-		var in FlowInsn
-		for {
-			st = p.drain(d, st, &tsc)
-			if st < 0 {
-				break
-			}
-			if st&stEOS != 0 {
-				if st&stIPSuppressed == 0 && !p.o.Quiet {
-					p.w.WriteString("[end of trace]\n")
-				}
-				st = -int(feEOS)
-				break
-			}
-			off := d.Offset()
-			st = d.Next(&in)
-			if st < 0 {
-				if in.Size != 0 {
-					p.printInsn(&in, off, tsc)
-					p.ninsn++
-				}
-				break
-			}
-			p.printInsn(&in, off, tsc)
-			p.ninsn++
-		}
-		if st == 0 {
-			st = -int(feInternal)
-		}
-		if st == -int(feEOS) {
-			return
-		}
-		p.diagnose(d.Offset(), in.IP, "error", errCode(-st))
-	}
+func (p *ptxedPrinter) Event(ev *Event, off uint64) { p.printEvent(ev, off) }
+
+func (p *ptxedPrinter) Error(e *FlowError, kind string) {
+	p.diagnose(e.Offset, e.IP, kind, e.Code)
 }
+
+func newBufWriter(w io.Writer) *bufio.Writer { return bufio.NewWriterSize(w, 1<<16) }

@@ -27,6 +27,10 @@ type QueryDecoder struct {
 	evq     eventQueue
 	// event trace state: EVD payloads wait for their CFE
 	evd evdState
+	// the last execution mode and RFLAGS.IF, to report only changes
+	mode           ExecMode
+	modeKnown      bool
+	iflag, ifKnown bool
 
 	// Query-layer state.
 	tnt      tntCache
@@ -58,6 +62,7 @@ func (d *QueryDecoder) evtReset() {
 	d.time.init(d.cfg)
 	d.evq.reset()
 	d.evd = evdState{}
+	d.modeKnown, d.ifKnown = false, false
 }
 
 func (d *QueryDecoder) qryReset() {
@@ -218,11 +223,13 @@ func (d *QueryDecoder) headerMode(p *Packet) int {
 		return -int(feNomem)
 	}
 	ev.StatusUpdate = true
+	ev.Offset = d.Offset()
 	switch p.Type {
 	case PktModeExec:
 		ev.Type = EvExecMode
 		ev.Mode = execModeOf(p)
 		ev.IF = p.IF
+		d.mode, d.modeKnown, d.iflag, d.ifKnown = ev.Mode, true, p.IF, true
 	case PktModeTSX:
 		ev.Type = EvTSX
 		ev.Speculative = p.InTX
@@ -414,7 +421,16 @@ func (d *QueryDecoder) decodeFUP(p *Packet) int {
 		EvShutdown, EvUintr, EvUiret, EvSwIntr, EvSyscall:
 		d.eventTime(ev)
 		st = d.eventIP(&ev.IP, ev)
+		// A synchronous event's FUP gives the instruction; an
+		// asynchronous one's also starts the asynchronous branch.
+		if cfeIsSync(ev.Type) || !d.enabled {
+			d.bound = true
+		}
+	case evFUPOnly:
+		// A MODE.Exec without change consumed this FUP.
+		d.event = nil
 		d.bound = true
+		return 1
 	default:
 		st = -int(feBadContext)
 	}
@@ -893,14 +909,56 @@ func (d *QueryDecoder) standalone(t EventType) *Event {
 }
 
 func (d *QueryDecoder) decodeModeExec(p *Packet) int {
-	ev := d.evq.enqueue(bindTIP)
-	if ev == nil {
-		return -int(feNomem)
+	// MODE.Exec binds to a directly following FUP (an event-trace mode or
+	// RFLAGS.IF change at an instruction boundary), else to the next TIP.
+	// Only changes are reported.
+	b := bindTIP
+	if d.nextIsFUP() {
+		b = bindFUP
 	}
-	ev.Type = EvExecMode
-	ev.Mode = execModeOf(p)
-	ev.IF = p.IF
+	mode := execModeOf(p)
+	if !d.modeKnown || d.mode != mode {
+		ev := d.evq.enqueue(b)
+		if ev == nil {
+			return -int(feNomem)
+		}
+		ev.Type = EvExecMode
+		ev.Mode = mode
+	}
+	if !d.ifKnown || d.iflag != p.IF {
+		ev := d.evq.enqueue(b)
+		if ev == nil {
+			return -int(feNomem)
+		}
+		ev.Type = EvIflags
+		ev.IF = p.IF
+	}
+	if b == bindFUP && d.modeKnown && d.mode == mode && d.ifKnown && d.iflag == p.IF {
+		ev := d.evq.enqueue(b)
+		if ev == nil {
+			return -int(feNomem)
+		}
+		ev.Type = evFUPOnly
+	}
+	d.mode, d.modeKnown, d.iflag, d.ifKnown = mode, true, p.IF, true
 	return 1
+}
+
+// nextIsFUP reports whether the packet after the current one, skipping
+// timing packets, is a FUP.
+func (d *QueryDecoder) nextIsFUP() bool {
+	pd := d.pd
+	var p Packet
+	for {
+		if pd.Next(&p) != nil {
+			return false
+		}
+		switch p.Type {
+		case PktPad, PktTSC, PktMTC, PktCYC, PktTMA, PktCBR:
+			continue
+		}
+		return p.Type == PktFUP
+	}
 }
 
 func (d *QueryDecoder) decodeModeTSX(p *Packet) int {
@@ -972,6 +1030,8 @@ func (d *QueryDecoder) decodeExStop(p *Packet) int {
 	if p.IPBit {
 		target = bindFUP
 	}
+	// With an IP, PWRE keeps waiting (it is reported after the FUP's
+	// events, when the next packet flushes it).
 	var later [evqSize]Event
 	nlater := 0
 	for {
@@ -992,8 +1052,12 @@ func (d *QueryDecoder) decodeExStop(p *Packet) int {
 	if st := d.moveEvent(&ex, target); st < 0 {
 		return st
 	}
+	laterTarget := target
+	if p.IPBit {
+		laterTarget = bindExStop
+	}
 	for i := 0; i < nlater; i++ {
-		if st := d.moveEvent(&later[i], target); st < 0 {
+		if st := d.moveEvent(&later[i], laterTarget); st < 0 {
 			return st
 		}
 	}
@@ -1088,7 +1152,7 @@ func (d *QueryDecoder) decodePacket() int {
 	if st := d.deliverNow(); st == 0 {
 		return 0
 	}
-	if !d.evq.empty(bindExStop) {
+	if !d.evq.empty(bindExStop) && !(p.Type == PktFUP && !d.evq.empty(bindFUP)) {
 		switch p.Type {
 		case PktExStop, PktPad, PktTSC, PktMTC, PktCYC, PktTMA, PktPwrE, PktMWait:
 		default:
@@ -1163,6 +1227,22 @@ func (d *QueryDecoder) decodePacket() int {
 	case PktVMCS:
 		return d.decodeVMCS(p)
 	case PktOVF:
+		if !d.evq.empty(bindFUP) {
+			// Events waiting for a FUP the overflow lost.
+			for {
+				ev := d.evq.dequeue(bindFUP)
+				if ev == nil {
+					break
+				}
+				if ev.Type == EvOverflow {
+					continue
+				}
+				d.moveEvent(ev, bindNow)
+			}
+			if d.deliverNow() == 0 {
+				return 0
+			}
+		}
 		return d.decodeOVF()
 	case PktTraceStop:
 		ev := d.standalone(EvStop)
@@ -1217,7 +1297,9 @@ func (d *QueryDecoder) evtNext(ev *Event) int {
 		return -int(feInternal)
 	}
 	*ev = *d.event
-	ev.Offset = d.Offset()
+	if ev.Offset == 0 {
+		ev.Offset = d.Offset()
+	}
 	d.event = nil
 	return 0
 }
@@ -1237,6 +1319,8 @@ func (d *QueryDecoder) statusFlags() int {
 		if d.qstatus < 0 {
 			if d.qstatus == -int(feEOS) {
 				flags |= stEOS
+			} else {
+				return d.qstatus
 			}
 		} else if d.cur.Type != EvTNT && d.cur.Type != EvTIP {
 			flags |= stEventPending
@@ -1281,9 +1365,29 @@ func (d *QueryDecoder) start() (ip uint64, status int) {
 		}
 	}
 	*d = saved
+	// A trace that is broken right after the PSB+ fails to sync.
+	probe := *d
+	for {
+		var ev Event
+		st := probe.evtNext(&ev)
+		if st < 0 {
+			if st != -int(feEOS) {
+				*d = probe // report the error where it is
+				return 0, st
+			}
+			break
+		}
+		if !ev.StatusUpdate {
+			break
+		}
+	}
 	d.qstatus = 0
 	d.fetchQEvent()
-	return ip, status | d.statusFlags()
+	flags := d.statusFlags()
+	if flags < 0 {
+		return 0, flags
+	}
+	return ip, status | flags
 }
 
 // SyncForward synchronizes at the next PSB. It returns the start IP and
@@ -1366,8 +1470,8 @@ func (d *QueryDecoder) indirectBranch() (ip uint64, status int) {
 	return ip, st | d.statusFlags()
 }
 
-// nextEvent returns the pending event into *ev.
-func (d *QueryDecoder) nextEvent(ev *Event) int {
+// peekEvent copies the pending event into *ev without consuming it.
+func (d *QueryDecoder) peekEvent(ev *Event) int {
 	if !d.tnt.empty() {
 		return -int(feBadQuery)
 	}
@@ -1378,6 +1482,12 @@ func (d *QueryDecoder) nextEvent(ev *Event) int {
 		return -int(feBadQuery)
 	}
 	*ev = d.cur
+	return 0
+}
+
+// consumeEvent moves past the pending event and returns the status flags
+// for the next one.
+func (d *QueryDecoder) consumeEvent() int {
 	d.lastTime = d.time
 	d.fetchQEvent()
 	return d.statusFlags()

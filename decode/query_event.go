@@ -44,6 +44,9 @@ const (
 	EvSwIntr                  // software interrupt (CFE SWINTR)
 	EvSyscall                 // syscall (CFE SYSCALL)
 	EvTrig                    // trigger (TRIG)
+
+	evFUPOnly    // internal: a FUP consumed without an event
+	evEndOfTrace // the trace ended while tracing was enabled (RunFlow only)
 )
 
 // Event is one event of the trace. Which fields are meaningful depends on

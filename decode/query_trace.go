@@ -4,13 +4,21 @@ package decode
 
 // evdState collects the EVD payloads that precede their CFE packet.
 type evdState struct {
-	cr2, vmxq, vmxr          uint64
+	cr2, vmxq, vmxr             uint64
 	haveCR2, haveVMXQ, haveVMXR bool
 }
 
 func (d *QueryDecoder) decodeEVD(p *Packet) int {
+	// EVD packets precede their CFE: CR2 only an INTR, VMXQ/VMXR only a
+	// VMEXIT (possibly after more VMX EVDs).
+	if d.evd.haveCR2 {
+		return -int(feBadContext)
+	}
 	switch p.EvType {
 	case EVDCR2:
+		if d.evd.haveVMXQ || d.evd.haveVMXR {
+			return -int(feBadContext)
+		}
 		d.evd.cr2, d.evd.haveCR2 = p.Payload, true
 	case EVDVMXQ:
 		d.evd.vmxq, d.evd.haveVMXQ = p.Payload, true
@@ -18,6 +26,28 @@ func (d *QueryDecoder) decodeEVD(p *Packet) int {
 		d.evd.vmxr, d.evd.haveVMXR = p.Payload, true
 	}
 	return 1
+}
+
+// checkEVD verifies that the collected EVD payloads fit a CFE of type t.
+func (d *QueryDecoder) checkEVD(t uint8) int {
+	if d.evd.haveCR2 && t != CFEIntr {
+		return -int(feBadContext)
+	}
+	if (d.evd.haveVMXQ || d.evd.haveVMXR) && t != CFEVMExit && t != CFEVMExitIntr {
+		return -int(feBadContext)
+	}
+	return 0
+}
+
+// cfeIsSync reports event-trace events caused by an instruction (their IP,
+// if given, is that instruction's); the others are asynchronous (their IP is
+// where execution was interrupted).
+func cfeIsSync(t EventType) bool {
+	switch t {
+	case EvIret, EvUiret, EvVMEntry, EvSyscall:
+		return true
+	}
+	return false
 }
 
 // cfeEventType maps a CFE type to an event type.
@@ -69,19 +99,27 @@ func (d *QueryDecoder) fillCFE(ev *Event, p *Packet) {
 }
 
 func (d *QueryDecoder) decodeCFE(p *Packet) int {
+	if st := d.checkEVD(p.EvType); st < 0 {
+		return st
+	}
 	t, ok := cfeEventType(p.EvType)
 	if !ok {
 		// Unknown CFE types are skipped, like unknown packets.
 		d.evd = evdState{}
 		return 1
 	}
-	if p.IPBit {
+	// A CFE with IP binds to the FUP that follows. So does an
+	// asynchronous one without IP while tracing is enabled (the FUP of
+	// the interrupted instruction); synchronous ones without IP bind to
+	// the next instruction of their kind (see the flow layer).
+	if p.IPBit || (d.enabled && !cfeIsSync(t) && d.nextIsFUP()) {
 		ev := d.evq.enqueue(bindFUP)
 		if ev == nil {
 			return -int(feNomem)
 		}
 		ev.Type = t
 		d.fillCFE(ev, p)
+		ev.bindsToIP = !p.IPBit
 		return 1
 	}
 	ev := d.standalone(t)

@@ -386,3 +386,102 @@ func (c *TimeCal) UpdateCYC(p *Packet, cfg *Config) error {
 func (c *TimeCal) UpdateOVF(cfg *Config) {
 	c.tsc, c.cycTSC, c.cycMTC, c.ctc, c.haveMTC = 0, 0, 0, 0, false
 }
+
+// Timer gives the estimated TSC along a packet stream: it drives a Time
+// and a TimeCal with every packet the way libipt's decoders (and ptdump
+// --time) do — TSC and CBR calibrate differently inside PSB+, an overflow
+// resets the calibration unless Config.KeepTcalOnOVF, and a PSB arms the
+// SKL168 workaround. The flow decoder feeds it each packet it consumes and
+// stamps instructions with TSC().
+type Timer struct {
+	Time     Time
+	Cal      TimeCal
+	cfg      *Config
+	inHeader bool
+	// NoCal disables calibration (ptdump --no-tcal): CYC packets are
+	// then counted as lost.
+	NoCal bool
+}
+
+// NewTimer returns a Timer for traces recorded with cfg (nil: no timing
+// parameters, so only TSC packets give time).
+func NewTimer(cfg *Config) *Timer {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	return &Timer{Cal: NewTimeCal(), cfg: cfg}
+}
+
+// Reset forgets all state (after a resync).
+func (t *Timer) Reset() {
+	t.Time.Reset()
+	t.Cal.Reset()
+	t.inHeader = false
+}
+
+// Packet applies one packet; non-timing packets other than PSB, PSBEND and
+// OVF are ignored. It returns the first error of the calibration or time
+// update (the state is still updated as far as possible, as in libipt).
+func (t *Timer) Packet(p *Packet) error {
+	var cerr, err error
+	cal := !t.NoCal
+	switch p.Type {
+	case PktPSB:
+		t.inHeader = true
+		if cal {
+			t.Cal.UpdatePSB(t.cfg)
+		}
+	case PktPSBEnd:
+		t.inHeader = false
+	case PktOVF:
+		if cal {
+			if t.cfg.KeepTcalOnOVF {
+				t.Cal.UpdateOVF(t.cfg)
+			} else {
+				t.Cal.Reset()
+			}
+		}
+	case PktTSC:
+		if cal {
+			if t.inHeader {
+				cerr = t.Cal.HeaderTSC(p, t.cfg)
+			} else {
+				cerr = t.Cal.UpdateTSC(p, t.cfg)
+			}
+		}
+		err = t.Time.UpdateTSC(p, t.cfg)
+	case PktCBR:
+		if cal {
+			if t.inHeader {
+				cerr = t.Cal.HeaderCBR(p, t.cfg)
+			} else {
+				cerr = t.Cal.UpdateCBR(p, t.cfg)
+			}
+		}
+		err = t.Time.UpdateCBR(p, t.cfg)
+	case PktTMA:
+		err = t.Time.UpdateTMA(p, t.cfg)
+	case PktMTC:
+		if cal {
+			cerr = t.Cal.UpdateMTC(p, t.cfg)
+		}
+		err = t.Time.UpdateMTC(p, t.cfg)
+	case PktCYC:
+		var fcr uint64
+		if cal {
+			fcr, _ = t.Cal.FCR()
+			cerr = t.Cal.UpdateCYC(p, t.cfg)
+		}
+		err = t.Time.UpdateCYC(p, t.cfg, fcr)
+	}
+	if cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+// TSC returns the current estimate (see Time.TSC).
+func (t *Timer) TSC() (uint64, error) {
+	tsc, _, _, err := t.Time.TSC()
+	return tsc, err
+}

@@ -91,14 +91,17 @@ func unwrapPath(err error) error {
 	return err
 }
 
-// launcher returns the tracker.Launch that starts argv (argv[0] as the
-// user typed it; path resolved) through the helper.
-func launcher(path string, argv []string) tracker.Launch {
+// Launcher returns the tracker.Launch that starts argv (argv[0] as the
+// user typed it; path resolved) through the helper. stdio are the
+// program's fds 0, 1, 2 (nil: ptjit's own).
+func Launcher(path string, argv []string, stdio []uintptr) tracker.Launch {
+	if stdio == nil {
+		stdio = []uintptr{0, 1, 2}
+	}
 	return func() (int, func() error, error) {
-		self, err := os.Executable()
-		if err != nil {
-			self = "/proc/self/exe"
-		}
+		// /proc/self/exe, not its path: the binary may have been replaced
+		// or removed since ptjit started (a rebuild during a long run).
+		const self = "/proc/self/exe"
 		// A socket pair for the handshake: the helper's end is inherited
 		// at the same number (not close-on-exec); it is the only fd ptjit
 		// passes besides 0-2 and the fds ptjit itself inherited.
@@ -110,7 +113,7 @@ func launcher(path string, argv []string) tracker.Launch {
 		args := append([]string{"ptjit", HelperArg, strconv.Itoa(sp[1]), path}, argv...)
 		pid, err := syscall.ForkExec(self, args, &syscall.ProcAttr{
 			Env:   os.Environ(),
-			Files: []uintptr{0, 1, 2},
+			Files: stdio,
 			Sys:   &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
 		})
 		unix.Close(sp[1])

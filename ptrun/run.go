@@ -26,7 +26,12 @@ type Config struct {
 	Argv   []string // the program and its arguments, argv[0] as typed
 	Quiet  bool     // no summary, no warnings
 	Pin    tracker.PinMode
-	Stderr io.Writer // ptjit's messages; nil: os.Stderr
+	WX     tracker.WXMode // W^X write tracking; "" is off
+	// PT is where the Intel PT trace comes from ("" is off); GroundTruth,
+	// with PTSoft, names a file for the instructions actually executed.
+	PT          PTMode
+	GroundTruth string
+	Stderr      io.Writer // ptjit's messages; nil: os.Stderr
 }
 
 // OutDirError is a recording directory ptjit refuses to use.
@@ -131,6 +136,18 @@ func Run(cfg Config) (status int, err error) {
 			fmt.Fprintf(stderr, "ptjit: "+format+"\n", args...)
 		}
 	}
+	pt, err := startPT(cfg, warnf)
+	if err != nil {
+		// Nothing half-recorded: the code.db just created goes too.
+		rec.Close()
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			os.Remove(dbPath + suffix)
+		}
+		if errors.Is(err, ErrNoIntelPT) {
+			return 2, err
+		}
+		return 1, err
+	}
 	pin := cfg.Pin
 	if pin == "" || pin == tracker.PinAuto {
 		pin = autoPin
@@ -149,9 +166,10 @@ func Run(cfg Config) (status int, err error) {
 	defer signal.Stop(sigc)
 
 	t0 := time.Now()
-	tr, err := tracker.Start(tracker.Options{Recorder: rec, Pin: pin, Warnf: warnf}, launcher(path, cfg.Argv))
+	tr, err := tracker.Start(tracker.Options{Recorder: rec, Pin: pin, WX: cfg.WX, Warnf: warnf, SoftPT: pt.soft}, pt.launch(path, cfg.Argv))
 	if err != nil {
 		rec.Close()
+		pt.finish()
 		return 1, err
 	}
 	var mu sync.Mutex
@@ -169,6 +187,7 @@ func Run(cfg Config) (status int, err error) {
 	}()
 	res, werr := tr.Wait()
 	close(stop)
+	perr := pt.finish()
 	elapsed := time.Since(t0)
 
 	st := res.Stats
@@ -179,12 +198,18 @@ func Run(cfg Config) (status int, err error) {
 		"stop_ns": strconv.FormatInt(st.StopNS, 10), "snapshot_bytes": strconv.FormatInt(st.Bytes, 10),
 		"read_errors": strconv.Itoa(st.ReadErrors), "pinned": strconv.FormatBool(st.Pinned),
 		"wall_ns": strconv.FormatInt(elapsed.Nanoseconds(), 10),
+		"wx":      string(cfg.WX), "wx_writes": strconv.Itoa(st.Writes), "wx_emulated": strconv.Itoa(st.Emulated),
+		"wx_stepped": strconv.Itoa(st.Stepped), "wx_batch_pages": strconv.Itoa(st.BatchWrites),
+		"injected_syscalls": strconv.Itoa(st.Injected),
 	} {
 		rec.SetStat(k, v)
 	}
 	cerr := rec.Close()
 	if !cfg.Quiet {
 		fmt.Fprintf(stderr, "ptjit: %s\n", Summary(st))
+		if s := pt.summary(); s != "" {
+			fmt.Fprintf(stderr, "ptjit: %s\n", s)
+		}
 	}
 	mu.Lock()
 	sig := got
@@ -194,6 +219,8 @@ func Run(cfg Config) (status int, err error) {
 		return 1, werr
 	case cerr != nil:
 		return 1, fmt.Errorf("%s: %w", dbPath, cerr)
+	case perr != nil:
+		return 1, perr
 	case sig != 0:
 		return 128 + int(sig), &KilledError{sig}
 	}
@@ -206,11 +233,17 @@ func Summary(st tracker.Stats) string {
 	if st.Stops > 0 {
 		per = float64(st.StopNS) / float64(st.Stops) / 1e3
 	}
-	return fmt.Sprintf("%s, %s, %s, %s, %s, %s, %.1f ms in stops (%.1f µs/stop), %.1f MB snapshotted",
+	s := fmt.Sprintf("%s, %s, %s, %s, %s, %s, %.1f ms in stops (%.1f µs/stop), %.1f MB snapshotted",
 		plural(st.Processes, "process", "processes"), plural(st.Threads, "thread", "threads"),
 		plural(st.Regions, "region", "regions"), plural(st.Versions, "version", "versions"),
 		plural(st.FileMaps, "file mapping", "file mappings"), plural(int(st.Stops), "stop", "stops"),
 		float64(st.StopNS)/1e6, per, float64(st.Bytes)/1e6)
+	if st.Writes > 0 || st.BatchWrites > 0 {
+		s += fmt.Sprintf(", %s (%d emulated, %d stepped), %s",
+			plural(st.Writes, "write", "writes"), st.Emulated, st.Stepped,
+			plural(st.BatchWrites, "batch-writable page", "batch-writable pages"))
+	}
+	return s
 }
 
 func plural(n int, one, many string) string {

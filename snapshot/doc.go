@@ -11,7 +11,7 @@
 // the db.Recorder's writer goroutine, so a stop costs one copy.
 //
 // Time. Now returns a db.Stamp: RDTSC (snapshot/rdtsc_amd64.s) and
-// CLOCK_MONOTONIC read back to back. TSCHz measures the TSC frequency
+// CLOCK_MONOTONIC (the runtime's vDSO clock, no syscall) read back to back. TSCHz measures the TSC frequency
 // against CLOCK_MONOTONIC so the decoder can convert PT timing packets.
 //
 // Nothing here keeps state across calls except the build-ID cache, which is

@@ -6,7 +6,8 @@
  * manifest line: a zero page). The function "mov eax, imm32; ret" is written
  * with one aligned 8-byte store ("write" line), then the main thread stores
  * imm = 1..NPATCH, one 8-byte store each ("write" line each), and after each
- * store waits until every reader has executed the new version. Readers check
+ * store (and before the first patch) waits until every reader has executed
+ * the current version, so every version runs at least once. Readers check
  * that the values they see only ever go up by one.
  */
 #include "manifest.h"
@@ -19,7 +20,7 @@
 typedef int (*fn)(void);
 
 static uint8_t *page;
-static int seen[NREADERS];
+static int seen[NREADERS]; /* last value each reader executed; -1: none yet */
 static int bad[NREADERS];
 
 static uint64_t code_word(int32_t imm)
@@ -34,6 +35,9 @@ static uint64_t code_word(int32_t imm)
 static void *reader(void *arg)
 {
 	int id = (int)(intptr_t)arg, last = 0;
+	if (((fn)page)() != 0)
+		bad[id]++;
+	__atomic_store_n(&seen[id], 0, __ATOMIC_RELEASE);
 	while (last < NPATCH) {
 		int v = ((fn)page)();
 		if (v != last) {
@@ -52,10 +56,16 @@ int main(void)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	page = mf_mmap(NULL, MF_PAGE, PROT_READ | PROT_WRITE | PROT_EXEC, 0);
 	mf_store8(page, code_word(0));
+	for (int i = 0; i < NREADERS; i++)
+		seen[i] = -1;
 	pthread_t th[NREADERS];
 	for (int i = 0; i < NREADERS; i++)
 		if (pthread_create(&th[i], NULL, reader, (void *)(intptr_t)i) != 0)
 			mf_die("pthread_create failed");
+	/* every version, the first included, is executed before the next store */
+	for (int i = 0; i < NREADERS; i++)
+		while (__atomic_load_n(&seen[i], __ATOMIC_ACQUIRE) < 0)
+			sched_yield();
 	for (int v = 1; v <= NPATCH; v++) {
 		mf_store8(page, code_word(v));
 		for (int i = 0; i < NREADERS; i++)

@@ -79,26 +79,134 @@
 // SIGTERM/SIGINT, ptrun calls Kill, the loop sees every tracee exit, and
 // the recording is flushed.
 //
-// # Pinning (--pin)
+// # Pinning (--pin) and the cost of a stop
 //
-// Measured on this 2-vCPU VM with testdata/stopbench (mprotect RW/RX
-// cycles, two stops each with an exit stop): see the report in
-// BENCH-pin.txt of the ptrun package tests (BenchmarkStop) — pinning
-// the tracer and the program to one CPU makes each stop a same-CPU
-// wake-up, but it also takes every other CPU away from the program and
-// changes what sched_getaffinity tells it (JVMs and V8 size their thread
-// pools from it), which breaks "the target behaves exactly as without
-// ptjit". So --pin=auto means off; --pin=on is there for single-threaded
-// programs whose stop rate dominates.
+// Measured on this 2-vCPU AMD EPYC VM with testdata/stopbench (2000
+// RW→RX cycles of one page: 4000 mprotect calls, each a seccomp stop plus a
+// syscall-exit stop), median of 3 runs, 22:40 UTC 2026-11-21:
+//
+//	stopbench run 2000 1 (alone)                         8.0 ms
+//	minimal C tracer, entry stop only, same CPU / any    30.5 / 28.4 ms
+//	minimal C tracer, entry+exit stop, same CPU / any    48.2 / 45.4 ms
+//	ptjit run --pin=off                                   125 ms, 7.4 µs/stop in the tracer
+//	ptjit run --pin=on                                    125 ms, 7.6 µs/stop in the tracer
+//
+// BenchmarkMprotectStop (go test -bench Mprotect ./tracker; wxbench N
+// mprotect, µs per mprotect call inside the program), three runs at 23:19
+// UTC while the team loaded the machine (load average 7.6 on 2 CPUs):
+// pin=off 36.8 / 47.9 / 48.5 µs, pin=on 31.3 / 42.2 / 27.9 µs. Quiet, as
+// above, no difference; under load, sharing a CPU avoids some wake-up
+// latency.
+//
+// So a stop round trip costs ~4.6 µs in the kernel here whether or not
+// tracer and tracee share a CPU (the ~100 µs cross-CPU wake-up did not
+// show up in these runs), and ptjit adds ~7 µs per stop of its own work
+// (GETREGS, the stamp, a 4 KiB copy, and the db writer goroutine hashing
+// and inserting on the same two CPUs: perf shows sha256 and SQLite at
+// ~8 % of ptjit's samples). Pinning gains nothing measurable, and it takes
+// the other CPUs away from the program and changes what
+// sched_getaffinity tells it (JVMs and V8 size their thread pools from
+// it), which breaks "the program behaves as without ptjit". So
+// --pin=auto means off; --pin=on pins the tracer thread, and through
+// inheritance the program and all its children, to the first allowed CPU.
+//
+// Considered and not done: seccomp user notification
+// (SECCOMP_RET_USER_NOTIF) cannot observe a syscall's result — the
+// supervisor answers before the call runs (or lets it continue blind) — so
+// mprotect/mmap would still need the ptrace exit stop, and the entry
+// notification costs a round trip like the seccomp stop it would replace.
+// Snapshotting while the program runs (an RX page cannot change before the
+// next mprotect, which stops) would move the copy out of the stop, but
+// the copy of a page is ~0.3 µs of the 7 µs; not worth the complexity of
+// tracking pending copies across stops yet.
+//
+// # W^X (--wx)
+//
+// Stores into memory the program keeps writable and executable (RWX) change
+// code without a syscall. With --wx (wx_linux_amd64.go) ptjit keeps the
+// program's own view of its protections in the Space (Piece.Prot) and makes
+// the kernel enforce actualProt(view): RWX becomes RX. This costs no extra
+// stop: at the seccomp stop of an mmap/mprotect/pkey_mprotect asking for
+// PROT_WRITE|PROT_EXEC, the prot register is rewritten, and restored at the
+// exit stop so the program sees its own argument again; the change is
+// recorded with db.Recorder.ProtChange. /proc/PID/maps shows what ptjit
+// enforces, so every re-read of it is translated back to the program's view
+// (viewMaps), and a fork child inherits the parent's view.
+//
+// A store then faults. The SIGSEGV signal-delivery-stop is classified
+// (wxFault): SEGV_ACCERR at an address ptjit write-protects is ptjit's and
+// is consumed; anything else (HotSpot's implicit null checks and safepoint
+// polls, a program storing into its own RX code) is delivered unchanged
+// with its original siginfo (the stop is simply continued with the
+// signal). A fault another thread's handling made stale (several threads
+// faulting on one page) is retried once. W^X memory is versioned one page
+// per version (Space.PageGranular), so a store re-records one page.
+//
+//   - precise: the store is carried out and logged (db.Write: TSC, mono,
+//     tid, IP, AT&T disassembly, address, old and new bytes, the new
+//     version). Pure stores are emulated (emulate.go: MOV/MOVNTI, SSE
+//     moves from XMM, STOS/MOVS with or without REP): decoded with x86asm,
+//     written through /proc/PID/mem, RIP advanced — one stop. Others
+//     (XCHG, LOCK, read-modify-write, AVX/AVX-512 as in glibc's memcpy)
+//     are single-stepped with the target pages briefly given the program's
+//     protection back (two injected mprotects around a PTRACE_SINGLESTEP;
+//     a store reaching into a second protected page opens that too).
+//   - batch: the first store makes the page RW and not executable (an
+//     injected mprotect); the program writes at full speed; the first
+//     instruction fetch there faults, the page is recorded as one version
+//     (cause "wx-batch", TID and IP of the first store) and made RX again.
+//     A store into the page of the storing instruction itself is always
+//     precise (the page cannot stop being executable under it).
+//   - auto (default): precise for a page's first 16 stores, then batch for
+//     that page (a patcher toggling a static key stays precise; a JIT
+//     emitting a function into RWX memory goes to batch).
+//
+// Syscalls ptjit injects execute a syscall instruction already in the
+// process (found in the vdso), never injected code: registers are saved,
+// RIP pointed at the instruction, the tracee run with PTRACE_SYSCALL to the
+// exit stop of that call (passing the entry and seccomp stops of our own
+// call), registers restored. Signals that arrive meanwhile are held and
+// delivered when the thread resumes.
+//
+// Measured (tracker/testdata/wxbench.c, 5000 8-byte stores into one RWX
+// page, time per store inside the program; BenchmarkWXPrecise/WXBatch give
+// the same numbers, 35 µs under a load average of 7): --wx=precise 29-32 µs/store
+// (18-24 µs of it in ptjit's handler, most of the rest the fault stop
+// itself; with the db writer competing for the 2 CPUs), batch and auto
+// 0.02-0.3 µs/store. The target was 2× a bare fault stop (~15 µs): met for
+// emulated stores, not for stepped ones (~80 µs: seven stops). With
+// 20000 stores precise mode degrades to ~110 µs/store because the
+// recorder's SQLite writer (a new 4 KiB page per store) falls behind and
+// back-pressure stalls the tracer. java -version-sized runs: HotSpot makes
+// ~12000 recorded stores and ~5000 batch pages in a 1.8 s program, which
+// then takes ~8 s.
+//
+// Considered and not done: userfaultfd write-protection (UFFDIO_REGISTER
+// with WP; the tracer could take the uffd with pidfd_getfd). It would
+// deliver write faults to a ptjit thread without ptrace stops, but to log
+// a store's bytes the store must still be emulated or stepped, and an
+// instruction fetch cannot be caught by uffd-WP at all, so batch mode
+// would still need the mprotect dance; registering also needs syscalls
+// injected into the tracee. Protections stay coalesced: ptjit only removes
+// PROT_WRITE from ranges the program asked to be RWX (one VMA each) and
+// toggles single pages in batch mode, so the map count grows by at most
+// two VMAs per batch-writable page, and those pages go back to RX at the
+// next instruction fetch.
 //
 // # Blind spots
+//
+// Not covered by W^X: a writable alias of code pages (a memfd, shm or
+// file mapped twice, RW at one address and RX at another) — the RW alias
+// is not write-protected, so stores through it are seen only at the next
+// protection change; RWX memory present at exec (an executable stack) is
+// not protected.
 //
 // Changes to executable memory that make no stop: write(2), pwrite(2),
 // ftruncate(2) or fallocate(2) on a file that is mapped executable and
 // shared (memfd double mappings write through the other alias; that is
 // W^X's job); writes through /proc/PID/mem; UFFDIO_COPY into executable
 // memory; stores into RWX memory (seen only at the next mprotect, or with
-// W^X); MADV_FREE pages the kernel reclaims later; the
+// W^X off); MADV_FREE pages the kernel reclaims later; the
 // READ_IMPLIES_EXEC personality (PROT_READ implies PROT_EXEC, invisible to
 // the filter). process_vm_writev into a tracee is seen and re-snapshots the
 // pages written; into a process ptjit does not trace, it is reported.

@@ -24,7 +24,9 @@ import (
 //     report after a stepped syscall) completes the step and is consumed;
 //   - a syscall-exit stop completes a stepped syscall (resuming from it
 //     with PTRACE_SINGLESTEP would run one more instruction before the
-//     trap);
+//     trap); the step is reported when the thread resumes, after the
+//     tracker recorded the syscall's effect, so that the TIP.PGE's time
+//     is after every version the syscall made valid;
 //   - any other stop while a step is in flight and the thread is still at
 //     the instruction means the instruction did not retire (a fault, a
 //     signal): the trace gets FUP+TIP.PGD there and TIP.PGE when the thread
@@ -50,6 +52,7 @@ type stepState struct {
 	valid   bool        // insn holds the instruction being stepped
 	handler bool        // the resume delivers a signal to a handler
 	exiting bool        // past PTRACE_EVENT_EXIT: nothing more runs
+	exited  bool        // the stepped syscall reached its syscall-exit stop
 	insn    decode.Insn // the instruction being stepped
 }
 
@@ -96,8 +99,12 @@ func (t *Tracer) softStop(th *thread, kind StopKind, sig int) bool {
 		}
 		t.softNotRetired(th, st)
 	case StopSyscallExit:
+		// The stepped syscall is done, but the tracker records its effect
+		// (new code versions) only now: the step completes when the
+		// thread is resumed, so that the trace's TIP.PGE (and its TSC)
+		// comes after those versions became valid.
 		if st.active && st.valid && st.insn.Class == decode.ClassSyscall {
-			t.softComplete(th, st)
+			st.exited = true
 		}
 	case StopSeccomp:
 		// The stepped syscall is under way; it completes at its exit.
@@ -129,7 +136,7 @@ const (
 // softComplete ends the step in flight: the instruction retired unless the
 // thread is still at it.
 func (t *Tracer) softComplete(th *thread, st *stepState) {
-	st.active = false
+	st.active, st.exited = false, false
 	regs, err := getRegs(th.tid)
 	if err != nil {
 		return
@@ -172,6 +179,10 @@ func (t *Tracer) softResume(th *thread, sig int) {
 	if st.exiting {
 		t.resumeCont(th.tid, sig)
 		return
+	}
+	if st.exited {
+		st.exited = false
+		t.softComplete(th, st)
 	}
 	if !st.active {
 		regs, err := getRegs(th.tid)

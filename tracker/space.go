@@ -81,6 +81,10 @@ type Space struct {
 	sink    Sink
 	pieces  []Piece
 	regions []*region
+	// PageGranular, if set, says which protections get one version per
+	// page (W^X memory: a store then re-records one page, not the whole
+	// mapping).
+	PageGranular func(prot int) bool
 }
 
 // NewSpace returns an empty address space recording into sink.
@@ -88,16 +92,6 @@ func NewSpace(sink Sink) *Space { return &Space{sink: sink} }
 
 // Pieces returns a copy of the tracked executable pieces, sorted.
 func (s *Space) Pieces() []Piece { return append([]Piece(nil), s.pieces...) }
-
-// HasAnon reports whether any anonymous (copied) code is tracked.
-func (s *Space) HasAnon() bool {
-	for _, p := range s.pieces {
-		if p.Kind == Anon {
-			return true
-		}
-	}
-	return false
-}
 
 // Overlaps reports whether [start, end) touches tracked executable memory.
 func (s *Space) Overlaps(start, end uint64) bool {
@@ -152,6 +146,12 @@ func isExec(prot int) bool { return prot&unix.PROT_EXEC != 0 }
 // mappings) with cause. It returns the removed parts, clipped, with their
 // old attributes (File offsets adjusted to the clipped start).
 func (s *Space) cut(start, end uint64, cause string) []Piece {
+	return s.cutAs(start, end, cause)
+}
+
+// cutAs is cut with the cause recorded for the surviving parts.
+func (s *Space) cutAs(start, end uint64, survivorCause string) []Piece {
+	cause := survivorCause
 	i := s.first(start)
 	j := i
 	for j < len(s.pieces) && s.pieces[j].Start < end {
@@ -260,9 +260,21 @@ func (s *Space) regionFor(start, end uint64) int64 {
 func (s *Space) addAnon(start, end uint64, prot int, cause string) {
 	r := &region{id: s.sink.NewRegion(start, end), live: []ival{{start, end}}}
 	s.regions = append(s.regions, r)
-	p := Piece{Start: start, End: end, Prot: prot, Kind: Anon, Region: r.id}
-	p.ID = s.sink.AddVersion(r.id, start, end, prot, cause)
-	s.insert(p)
+	s.addVersion(r.id, start, end, prot, cause)
+}
+
+// addVersion records [start, end) of region reg as a new version (one per
+// page when PageGranular says so) and tracks it.
+func (s *Space) addVersion(reg int64, start, end uint64, prot int, cause string) {
+	step := end - start
+	if s.PageGranular != nil && s.PageGranular(prot) {
+		step = pageSize
+	}
+	for a := start; a < end; a += step {
+		q := Piece{Start: a, End: min(a+step, end), Prot: prot, Kind: Anon, Region: reg}
+		q.ID = s.sink.AddVersion(reg, q.Start, q.End, prot, cause)
+		s.insert(q)
+	}
 }
 
 func (s *Space) addFile(start, end uint64, prot int, f FileInfo, cause string) {
@@ -314,7 +326,7 @@ func (s *Space) Protect(start, end uint64, prot int, cause string) {
 		switch {
 		case p.Prot == prot:
 			// unchanged
-		case inside && !wasW && !fileW:
+		case inside && !wasW && !fileW && !(s.PageGranular != nil && s.PageGranular(prot) && p.End-p.Start > pageSize):
 			p.Prot = prot // protection changed, bytes did not
 		default:
 			redo = append(redo, ival{max(p.Start, start), min(p.End, end)})
@@ -336,17 +348,13 @@ func (s *Space) Protect(start, end uint64, prot int, cause string) {
 			if p.Kind == File {
 				reg = s.regionFor(p.Start, p.End)
 			}
-			q := Piece{Start: p.Start, End: p.End, Prot: prot, Kind: Anon, Region: reg}
-			q.ID = s.sink.AddVersion(reg, q.Start, q.End, prot, cause)
-			s.insert(q)
+			s.addVersion(reg, p.Start, p.End, prot, cause)
 		}
 	}
 	// Gaps: memory that just became executable.
 	for _, g := range s.gaps(start, end) {
 		reg := s.regionFor(g.s, g.e)
-		q := Piece{Start: g.s, End: g.e, Prot: prot, Kind: Anon, Region: reg}
-		q.ID = s.sink.AddVersion(reg, g.s, g.e, prot, cause)
-		s.insert(q)
+		s.addVersion(reg, g.s, g.e, prot, cause)
 	}
 }
 
@@ -381,9 +389,7 @@ func (s *Space) Refresh(start, end uint64, fileUnchanged bool, cause string) {
 		if p.Kind == File {
 			reg = s.regionFor(p.Start, p.End)
 		}
-		q := Piece{Start: p.Start, End: p.End, Prot: p.Prot, Kind: Anon, Region: reg}
-		q.ID = s.sink.AddVersion(reg, q.Start, q.End, p.Prot, cause)
-		s.insert(q)
+		s.addVersion(reg, p.Start, p.End, p.Prot, cause)
 	}
 }
 
@@ -445,9 +451,7 @@ func (s *Space) Remap(old, oldSize, newSize, flags uint64, to uint64, cause stri
 			s.regions = append(s.regions, r)
 			anonReg = r.id
 		}
-		q := Piece{Start: ns, End: ne, Prot: p.Prot, Kind: Anon, Region: anonReg}
-		q.ID = s.sink.AddVersion(anonReg, ns, ne, p.Prot, cause)
-		s.insert(q)
+		s.addVersion(anonReg, ns, ne, p.Prot, cause)
 	}
 	if newSize > oldSize && isExec(growProt) {
 		gs, ge := to+oldSize, to+newSize
@@ -457,10 +461,31 @@ func (s *Space) Remap(old, oldSize, newSize, flags uint64, to uint64, cause stri
 			if anonReg == 0 {
 				anonReg = s.regionFor(gs, ge)
 			}
-			q := Piece{Start: gs, End: ge, Prot: growProt, Kind: Anon, Region: anonReg}
-			q.ID = s.sink.AddVersion(anonReg, gs, ge, growProt, cause)
-			s.insert(q)
+			s.addVersion(anonReg, gs, ge, growProt, cause)
 		}
+	}
+}
+
+// PieceAt returns the tracked piece containing addr.
+func (s *Space) PieceAt(addr uint64) (Piece, bool) {
+	i := s.first(addr)
+	if i < len(s.pieces) && s.pieces[i].Start <= addr {
+		return s.pieces[i], true
+	}
+	return Piece{}, false
+}
+
+// RefreshSplit: the bytes of [start, end) changed (a store W^X let
+// through, or a batch page executed). Every piece there gets a new copied
+// version with cause; the parts of those pieces outside the range get
+// fresh versions with cause "split".
+func (s *Space) RefreshSplit(start, end uint64, cause string) {
+	for _, p := range s.cutAs(start, end, "split") {
+		reg := p.Region
+		if p.Kind == File {
+			reg = s.regionFor(p.Start, p.End)
+		}
+		s.addVersion(reg, p.Start, p.End, p.Prot, cause)
 	}
 }
 
@@ -518,9 +543,7 @@ func (s *Space) Sync(maps []snapshot.Mapping, fileOK func(snapshot.Mapping) bool
 			}
 			if s.regionCovering(g.s, g.e) {
 				reg := s.regionFor(g.s, g.e)
-				q := Piece{Start: g.s, End: g.e, Prot: m.Prot, Kind: Anon, Region: reg}
-				q.ID = s.sink.AddVersion(reg, g.s, g.e, m.Prot, cause)
-				s.insert(q)
+				s.addVersion(reg, g.s, g.e, m.Prot, cause)
 				continue
 			}
 			s.addAnon(g.s, g.e, m.Prot, cause)

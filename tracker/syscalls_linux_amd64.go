@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 
+	"github.com/ptjit/ptjit/db"
 	"github.com/ptjit/ptjit/snapshot"
 	"golang.org/x/sys/unix"
 )
@@ -39,10 +40,9 @@ func (t *Tracer) seccompEntry(th *thread) {
 		return
 	}
 	op := &pendingOp{
-		nr:    int(regs.Orig_rax),
-		args:  [6]uint64{regs.Rdi, regs.Rsi, regs.Rdx, regs.R10, regs.R8, regs.R9},
-		ip:    regs.Rip - 2, // after the 2-byte syscall instruction
-		entry: snapshot.Now(),
+		nr:   int(regs.Orig_rax),
+		args: [6]uint64{regs.Rdi, regs.Rsi, regs.Rdx, regs.R10, regs.R8, regs.R9},
+		ip:   regs.Rip - 2, // after the 2-byte syscall instruction
 	}
 	if t.opts.OnSeccomp != nil {
 		t.opts.OnSeccomp(StopInfo{PID: th.proc.pid, TID: th.tid, Nr: op.nr, Args: op.args, IP: op.ip})
@@ -52,6 +52,14 @@ func (t *Tracer) seccompEntry(th *thread) {
 		return
 	}
 	th.op = op
+	if t.wxOn() && (op.nr == unix.SYS_MMAP || op.nr == unix.SYS_MPROTECT || op.nr == unix.SYS_PKEY_MPROTECT) && isWX(int(op.args[2])) {
+		// W^X: the program asked for writable and executable memory; the
+		// kernel gets executable-only, the Space keeps the program's view.
+		regs.Rdx = op.args[2] &^ unix.PROT_WRITE
+		if err := unix.PtraceSetRegs(th.tid, &regs); err == nil {
+			op.wxRewrote = true
+		}
+	}
 	if err := unix.PtraceSyscall(th.tid, 0); err != nil && !errors.Is(err, unix.ESRCH) {
 		t.warnf("PTRACE_SYSCALL %d: %v", th.tid, err)
 	}
@@ -128,7 +136,11 @@ func readRemoteIovecs(tid int, addr, n uint64) []ival {
 func (t *Tracer) syscallExit(th *thread) {
 	op := th.op
 	th.op = nil
-	defer t.resume(th.tid, 0)
+	defer func() {
+		if t.threads[th.tid] != nil {
+			t.resumeThread(th, 0)
+		}
+	}()
 	if op == nil || th.proc.space == nil {
 		return
 	}
@@ -138,6 +150,11 @@ func (t *Tracer) syscallExit(th *thread) {
 	}
 	ret := regs.Rax
 	failed := int64(ret) < 0 && int64(ret) >= -4095
+	if op.wxRewrote {
+		// the program sees its own argument register again
+		regs.Rdx = op.args[2]
+		unix.PtraceSetRegs(th.tid, &regs)
+	}
 	t.cur.th, t.cur.ip, t.cur.at = th, op.ip, snapshot.Now()
 	p := th.proc
 	sp := p.space
@@ -151,6 +168,39 @@ func (t *Tracer) syscallExit(th *thread) {
 			t.syncSpace(p, cause)
 		}
 		return
+	}
+	if op.wxRewrote {
+		start := a[0]
+		if op.nr == unix.SYS_MMAP {
+			start = ret
+		}
+		t.rec.ProtChange(db.ProtChange{PID: sp.owner, At: t.cur.at, Addr: start, Size: pageUp(a[1]),
+			Prot: int(a[2] &^ unix.PROT_WRITE), Reason: "wx: the program asked for write+exec"})
+	}
+	switch op.nr {
+	case unix.SYS_MMAP:
+		sp.clearBatch(ret, ret+pageUp(a[1]))
+	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT, unix.SYS_MUNMAP:
+		sp.clearBatch(a[0], a[0]+pageUp(a[1]))
+	case unix.SYS_MREMAP:
+		if sp.wx != nil {
+			// batch pages (RW in the kernel) that moved must become
+			// executable-only again at their new place
+			var moved []uint64
+			for p := range sp.wx.batch {
+				if p >= a[0] && p < a[0]+min(pageUp(a[1]), pageUp(a[2])) {
+					moved = append(moved, ret+(p-a[0]))
+				}
+			}
+			sp.clearBatch(a[0], a[0]+pageUp(a[1]))
+			defer func() {
+				for _, p := range moved {
+					if err := t.protect(th, p, p+pageSize, actualProt(sp.ProtOf(p)), "wx: batch page moved by mremap"); err != nil {
+						t.warnf("%v", err)
+					}
+				}
+			}()
+		}
 	}
 	switch op.nr {
 	case unix.SYS_MMAP:

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/ptjit/ptjit/db"
+	"github.com/ptjit/ptjit/ptrun/softpt"
 	"github.com/ptjit/ptjit/snapshot"
 	"golang.org/x/sys/unix"
 )
@@ -47,9 +49,18 @@ type Options struct {
 	// Warnf reports a problem that does not stop the trace (a page that
 	// could not be read, a blind-spot syscall). Nil: discarded.
 	Warnf func(format string, args ...any)
+	// WX is --wx: W^X write tracking (off when empty).
+	WX WXMode
+	// OnStart, if set, is called with the program's pid once it is
+	// traced (before it runs).
+	OnStart func(pid int)
 	// OnSeccomp, if set, is called on the tracer thread for every
 	// seccomp stop (tests use it to see what the filter lets through).
 	OnSeccomp func(StopInfo)
+	// SoftPT, when set, single-steps every thread of the program and
+	// reports each instruction to the session (ptjit run --pt=soft; see
+	// softpt_linux_amd64.go).
+	SoftPT *softpt.Session
 }
 
 // Launch starts the program on the tracer thread. It returns the pid of a
@@ -68,6 +79,12 @@ type Stats struct {
 	Bytes              int64
 	ReadErrors         int
 	Pinned             bool
+	// W^X
+	Writes      int // stores recorded (precise)
+	Emulated    int // of which emulated
+	Stepped     int // of which single-stepped
+	BatchWrites int // pages made writable in batch mode
+	Injected    int // syscalls ptjit ran in the tracee
 }
 
 // Result is the outcome of a trace.
@@ -105,9 +122,10 @@ type Tracer struct {
 	// cur is the context of the stop being handled; the sink stamps
 	// every record with it.
 	cur struct {
-		th *thread
-		ip uint64
-		at db.Stamp
+		th  *thread
+		ip  uint64
+		at  db.Stamp
+		tid int // the TID to record when not th's (batch versions)
 	}
 
 	mu      sync.Mutex // guards live and killing (Kill runs on another goroutine)
@@ -116,6 +134,8 @@ type Tracer struct {
 
 	done chan struct{}
 	err  error
+
+	soft *softState // --pt=soft; nil otherwise
 }
 
 type thread struct {
@@ -123,7 +143,11 @@ type thread struct {
 	proc     *process
 	op       *pendingOp // seccomp stop that asked for the exit stop
 	recorded bool
-	helper   bool // a thread of the launcher's Go runtime: dies in the exec
+	helper   bool  // a thread of the launcher's Go runtime: dies in the exec
+	held     []int // signals that arrived while ptjit ran an injected syscall or a step
+	// lastStale is the (RIP, address) of the last W^X fault retried as
+	// stale, so the same fault twice is handled for real.
+	lastStale [2]uint64
 }
 
 type process struct {
@@ -137,11 +161,11 @@ type process struct {
 // space is a Space plus what the tracker keeps about it.
 type space struct {
 	*Space
-	owner      int // pid records are filed under
-	refs       int
-	vdso       [2]uint64
-	sink       *sink
-	lastMapsAt int64
+	owner int // pid records are filed under
+	refs  int
+	vdso  [2]uint64
+	sink  *sink
+	wx    *wxState
 }
 
 type birth struct {
@@ -152,13 +176,14 @@ type birth struct {
 }
 
 type pendingOp struct {
-	nr    int
-	args  [6]uint64
-	ip    uint64
-	entry db.Stamp
+	nr   int
+	args [6]uint64
+	ip   uint64
 	// target of process_vm_writev, and its remote ranges
 	target *process
 	ranges []ival
+	// W^X: the prot argument was rewritten (without PROT_WRITE)
+	wxRewrote bool
 }
 
 // Start launches the program through launch on a new OS thread that will
@@ -179,6 +204,9 @@ func Start(opts Options, launch Launch) (*Tracer, error) {
 	}
 	if t.warnf == nil {
 		t.warnf = func(string, ...any) {}
+	}
+	if opts.SoftPT != nil {
+		t.soft = newSoftState(opts.SoftPT)
 	}
 	started := make(chan error, 1)
 	go func() {
@@ -269,6 +297,9 @@ func (t *Tracer) start(launch Launch) error {
 		unix.Kill(pid, unix.SIGKILL)
 		return &StartError{"starting the program", err}
 	}
+	if t.opts.OnStart != nil {
+		t.opts.OnStart(pid)
+	}
 	return nil
 }
 
@@ -276,6 +307,11 @@ func (t *Tracer) newSpace(owner int) *space {
 	sp := &space{owner: owner, refs: 1}
 	sp.sink = &sink{t: t, sp: sp}
 	sp.Space = NewSpace(sp.sink)
+	if t.wxOn() {
+		// W^X memory is versioned page by page: a store re-records one
+		// page, not the whole mapping.
+		sp.Space.PageGranular = isWX
+	}
 	return sp
 }
 
@@ -285,7 +321,10 @@ func (t *Tracer) newSpace(owner int) *space {
 func (t *Tracer) loop() error {
 	for len(t.threads) > 0 || len(t.pending) > 0 {
 		var ws unix.WaitStatus
-		tid, err := unix.Wait4(-1, &ws, unix.WALL, nil)
+		// __WNOTHREAD: only this thread's tracees and children. perf
+		// record (--pt=intel) is a child of another thread of ptjit and
+		// must be reaped by its own exec.Cmd, not here.
+		tid, err := unix.Wait4(-1, &ws, unix.WALL|unix.WNOTHREAD, nil)
 		if err != nil {
 			if errors.Is(err, unix.EINTR) {
 				continue
@@ -332,11 +371,19 @@ func (t *Tracer) handle(tid int, ws unix.WaitStatus) {
 		return
 	}
 	t.cur.th = th
+	if t.soft != nil && t.softStop(th, kind, sig) {
+		return // a single-step trap of --pt=soft, consumed
+	}
 	switch kind {
 	case StopExited, StopKilled:
 		t.threadGone(th, kind, sig)
 	case StopSignal:
-		t.resume(tid, sig)
+		if sig == int(unix.SIGSEGV) && t.wxOn() && t.wxFault(th) {
+			sig = 0 // ptjit's own protection: consumed
+		}
+		if t.threads[tid] != nil {
+			t.resumeThread(th, sig)
+		}
 	case StopGroup:
 		listen(tid)
 	case StopTrap, StopOther:
@@ -362,9 +409,28 @@ func (t *Tracer) handle(tid int, ws unix.WaitStatus) {
 // resume continues a stopped thread, delivering sig. ESRCH means it died
 // meanwhile (SIGKILL); its exit report follows.
 func (t *Tracer) resume(tid, sig int) {
+	if t.soft != nil {
+		if th := t.threads[tid]; t.softEligible(th) {
+			t.softResume(th, sig)
+			return
+		}
+	}
 	if err := unix.PtraceCont(tid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
 		t.warnf("PTRACE_CONT %d: %v", tid, err)
 	}
+}
+
+// resumeThread resumes th with sig, or with a signal held while ptjit
+// used the thread (the first one; others are re-sent with tgkill).
+func (t *Tracer) resumeThread(th *thread, sig int) {
+	if sig == 0 && len(th.held) > 0 {
+		sig = th.held[0]
+		for _, s := range th.held[1:] {
+			unix.Tgkill(th.proc.pid, th.tid, unix.Signal(s))
+		}
+		th.held = nil
+	}
+	t.resume(th.tid, sig)
 }
 
 // listen leaves a group-stopped thread stopped but lets the kernel report
@@ -382,6 +448,7 @@ func (t *Tracer) threadGone(th *thread, kind StopKind, sig int) {
 	if th.recorded {
 		t.rec.ThreadExit(th.tid, at)
 	}
+	t.softGone(th.tid, p.pid)
 	status := sig
 	if kind == StopKilled {
 		status = 128 + sig
@@ -404,6 +471,7 @@ func (t *Tracer) endProcess(p *process, status int, at db.Stamp) {
 		if th.recorded {
 			t.rec.ThreadExit(tid, at)
 		}
+		t.softGone(tid, p.pid)
 		delete(t.threads, tid)
 	}
 	if p.recorded {
@@ -432,6 +500,7 @@ func (t *Tracer) dropSpace(p *process, at db.Stamp) {
 	if sp.refs == 0 {
 		t.cur.at = at
 		sp.Clear()
+		sp.closeWX()
 	}
 }
 
@@ -521,17 +590,25 @@ func (t *Tracer) adopt(tid int, b birth, kind StopKind, sig int) {
 		t.procs[tid] = p
 		t.setLive(tid, true)
 		if !p.helper {
+			t.softFork(tid, parent.pid, b.parent.tid)
 			t.recordProcess(p, at)
 		}
 		if b.shareVM && parent.space != nil {
 			p.space = parent.space
 			p.space.refs++
+			if p.recorded {
+				// Its code is the owner's until it execs (decoders look there).
+				t.rec.SharesVM(tid, p.space.owner)
+			}
 		} else {
 			p.space = t.newSpace(tid)
 			if !p.helper {
 				// A fork copies the address space: record the copy's
 				// executable memory as the child's own.
 				t.syncSpace(p, "fork")
+				if t.wxOn() && parent.space != nil {
+					t.forkView(parent.space, p.space)
+				}
 			}
 		}
 	}
@@ -606,7 +683,52 @@ func (t *Tracer) syncSpace(p *process, cause string) {
 			p.space.vdso = [2]uint64{m.Start, m.End}
 		}
 	}
+	if t.wxOn() {
+		maps = p.space.viewMaps(maps)
+	}
 	p.space.Sync(maps, fileReadable, cause)
+}
+
+// viewMaps translates /proc/PID/maps, which shows what ptjit enforces,
+// into the program's view: W^X pages the kernel has RX (or RW in batch
+// mode) are RWX to the program.
+func (sp *space) viewMaps(maps []snapshot.Mapping) []snapshot.Mapping {
+	var out []snapshot.Mapping
+	for _, m := range maps {
+		cuts := []uint64{m.Start, m.End}
+		for _, p := range sp.pieces {
+			if isWX(p.Prot) && p.End > m.Start && p.Start < m.End {
+				cuts = append(cuts, max(p.Start, m.Start), min(p.End, m.End))
+			}
+		}
+		if len(cuts) == 2 {
+			out = append(out, m)
+			continue
+		}
+		sort.Slice(cuts, func(i, j int) bool { return cuts[i] < cuts[j] })
+		for i := 0; i+1 < len(cuts); i++ {
+			s, e := cuts[i], cuts[i+1]
+			if s == e {
+				continue
+			}
+			seg := m
+			seg.Start, seg.End = s, e
+			if m.Inode != 0 {
+				seg.Offset = m.Offset + (s - m.Start)
+			}
+			if p, ok := sp.PieceAt(s); ok && isWX(p.Prot) {
+				batch := false
+				if sp.wx != nil {
+					_, batch = sp.wx.batch[s&^(pageSize-1)]
+				}
+				if m.Prot == actualProt(p.Prot) || batch && m.Prot == p.Prot&^unix.PROT_EXEC {
+					seg.Prot = p.Prot
+				}
+			}
+			out = append(out, seg)
+		}
+	}
+	return out
 }
 
 // fileReadable: the decoder can read this executable mapping from its
@@ -660,6 +782,7 @@ func (s *sink) EndVersion(id int64) { s.t.rec.EndVersion(id, s.t.cur.at) }
 func (s *sink) AddFile(start, end uint64, prot int, f FileInfo, cause string) int64 {
 	t := s.t
 	t.result.Stats.FileMaps++
+	t.softMmap(s.sp.owner, t.curTID(), start, end, prot, f)
 	return t.rec.FileMap(db.FileMapping{PID: s.sp.owner, TID: t.curTID(), Addr: start, Size: end - start, Offset: f.Offset,
 		Prot: prot, Path: f.Path, Dev: f.Dev, Inode: f.Inode, BuildID: snapshot.BuildID(f.Path, f.Dev, f.Inode),
 		At: t.cur.at, Cause: cause, IP: t.cur.ip})
@@ -668,8 +791,32 @@ func (s *sink) AddFile(start, end uint64, prot int, f FileInfo, cause string) in
 func (s *sink) EndFile(id int64) { s.t.rec.FileUnmap(id, s.t.cur.at) }
 
 func (t *Tracer) curTID() int {
+	if t.cur.tid != 0 {
+		return t.cur.tid
+	}
 	if t.cur.th != nil {
 		return t.cur.th.tid
 	}
 	return 0
+}
+
+// PID returns the pid of the launched program.
+func (t *Tracer) PID() int { return t.rootPID }
+
+// forkView gives a forked child's space the parent's view of W^X pages:
+// /proc/PID/maps shows what ptjit enforces (RX, or RW for batch pages),
+// the program believes RWX.
+func (t *Tracer) forkView(parent, child *space) {
+	for _, pc := range parent.Pieces() {
+		if isWX(pc.Prot) {
+			child.Protect(pc.Start, pc.End, pc.Prot, "fork")
+		}
+	}
+	if parent.wx != nil && len(parent.wx.batch) > 0 {
+		w := child.wxs()
+		for page, bp := range parent.wx.batch {
+			w.batch[page] = bp
+			child.Protect(page, page+pageSize, protRWX, "fork")
+		}
+	}
 }

@@ -20,7 +20,9 @@
 //     iteration under ptjit run, against the same workload under
 //     stopbench's own minimal tracer (seccomp RET_TRACE on mprotect, a
 //     ptrace loop that only continues), on the same CPU and on any CPU
-//     (target: within 1.5× of the cheaper bare stop);
+//     (target: within 1.5× of the cheaper bare stop), and per mprotect call
+//     against the bare tracer that also stops at syscall exit (what a
+//     recorder minimally needs to see the result);
 //   - snapshot throughput: stopbench on a 1 MiB region, bytes snapshotted per
 //     second of extra run time.
 //

@@ -32,7 +32,10 @@ prints the PT data of every AUXTRACE queue of DIR/perf.data.
 --format=ptdump prints exactly what libipt's ptdump prints, and accepts
 ptdump's options (--lastip, --time, --cpu f/m[/s], --mtc-freq N, ...);
 --format=text (the default) prints one packet per line with its fields and the
-reconstructed IP.`,
+reconstructed IP; of the ptdump options it uses only --cpu (errata) and the
+timing configuration. For a perf.data the PT configuration recorded in its
+AUXTRACE_INFO (MTC frequency, CPUID 0x15 ratio, nominal frequency) is used
+unless given as an option, and each queue is preceded by a "# ..." line.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s := &decode.PtdumpSettings{}
@@ -115,6 +118,9 @@ func readTraceArg(arg string) ([]byte, error) {
 	buf, err := os.ReadFile(name)
 	if err != nil {
 		return nil, err
+	}
+	if len(buf) == 0 {
+		return nil, fmt.Errorf("%s: empty file", name)
 	}
 	if !ranged {
 		return buf, nil

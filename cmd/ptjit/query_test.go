@@ -27,7 +27,7 @@ func ptjitIn(t *testing.T, args ...string) (int, string, string) {
 }
 
 const (
-	siteOff  = 0x40          // offset of the patched site in the page
+	siteOff  = 0x40           // offset of the patched site in the page
 	jitBase  = 0x7f0000100000 // where the fake JIT region lives
 	nop5     = "\x0f\x1f\x44\x00\x00"
 	codePage = db.PageSize
@@ -45,7 +45,7 @@ func staticKeyRecording(t *testing.T) (dir string, versions [][]byte) {
 	}
 	mk := func(site string) []byte {
 		b := bytes.Repeat([]byte{0x90}, codePage) // nops
-		b[0] = 0x55                                // push %rbp
+		b[0] = 0x55                               // push %rbp
 		copy(b[siteOff:], site)
 		b[siteOff+0x20] = 0xc3 // ret
 		return b

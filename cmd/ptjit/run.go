@@ -25,9 +25,12 @@ func init() {
 		out   string
 		quiet bool
 		pin   string
+		wx    string
+		pt    string
+		gt    string
 	)
 	cmd := &cobra.Command{
-		Use:   "run [-o DIR] [-q] [--pin=auto|on|off] [--] PROGRAM [ARGS...]",
+		Use:   "run [-o DIR] [-q] [--pt=auto|intel|soft|off] [--wx=auto|precise|batch|off] [--pin=auto|on|off] [--] PROGRAM [ARGS...]",
 		Short: "Run a program and record every version of its executable memory",
 		Long: `run starts PROGRAM under ptrace and records, in DIR/code.db, its processes and
 threads, its file-backed executable mappings, and every version of its other
@@ -40,15 +43,41 @@ status (128+N when signal N killed it; 127 when it cannot be found, 126 when
 it cannot be executed). On SIGINT, SIGTERM or SIGHUP ptjit kills the program,
 completes the recording and exits 128+N.
 
+Memory the program maps writable and executable is kept executable-only
+(--wx, default auto): ptjit catches each store, carries it out and records it
+(precise: every store, with its bytes and instruction), or lets a page be
+written until something executes there and then records the page (batch);
+auto is precise for a page's first 16 stores, then batch.
+
+The Intel PT trace goes to DIR/perf.data (--pt): with intel, perf record
+-e intel_pt//u traces the program from its exec on, every thread and child;
+with soft, ptjit single-steps every thread and writes the packets a CPU
+would, in perf's intel_pt layout (slow: one ptrace stop per instruction, but
+exact, and on any x86-64 machine); auto uses intel when the CPU has Intel PT
+and records no trace otherwise.
+
 An existing recording in DIR is replaced; a DIR holding anything else is
 refused.`,
-		Args: cobra.MinimumNArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return &exitError{Code: 2, Err: errors.New("run: no PROGRAM given (usage: ptjit run [flags] [--] PROGRAM [ARGS...])")}
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pm, err := tracker.ParsePin(pin)
 			if err != nil {
 				return err
 			}
-			status, err := ptrun.Run(ptrun.Config{OutDir: out, Argv: args, Quiet: quiet, Pin: pm})
+			wm, err := tracker.ParseWX(wx)
+			if err != nil {
+				return err
+			}
+			ptm, err := ptrun.ParsePT(pt)
+			if err != nil {
+				return err
+			}
+			status, err := ptrun.Run(ptrun.Config{OutDir: out, Argv: args, Quiet: quiet, Pin: pm, WX: wm, PT: ptm, GroundTruth: gt})
 			var ke *ptrun.KilledError
 			if err != nil && errors.As(err, &ke) && quiet {
 				err = nil // -q: the status says it
@@ -63,5 +92,8 @@ refused.`,
 	cmd.Flags().StringVarP(&out, "output", "o", "ptjit.out", "recording directory")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no summary or warnings on stderr")
 	cmd.Flags().StringVar(&pin, "pin", "auto", "pin tracer and program to one CPU: auto, on or off")
+	cmd.Flags().StringVar(&wx, "wx", "auto", "W^X write tracking of writable+executable code: off, precise, batch or auto")
+	cmd.Flags().StringVar(&pt, "pt", "auto", "Intel PT trace into DIR/perf.data: intel (perf record), soft (ptjit single-steps the program), off, or auto (intel when available, else off)")
+	cmd.Flags().StringVar(&gt, "ground-truth", "", "with --pt=soft: write every executed instruction (\"TID 0xIP\" per line) to this file")
 	rootCmd.AddCommand(cmd)
 }

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ptjit/ptjit/db"
+	"github.com/ptjit/ptjit/decode"
+)
+
+func init() {
+	exportCmd := &cobra.Command{
+		Use:   "export",
+		Short: "Export a recording for other tools",
+		Long:  `export converts a ptjit recording into the formats other tools read.`,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return fmt.Errorf("export: name a format (ptjit export jitdump)")
+		},
+	}
+	var dir, out string
+	var noPerf bool
+	jitCmd := &cobra.Command{
+		Use:   "jitdump -o OUTDIR",
+		Short: "Write the recorded code versions as jitdump files for perf inject --jit",
+		Long: `jitdump writes every code version of DIR/code.db as a JIT_CODE_LOAD of
+OUTDIR/jit-PID.dump (TSC timestamps: the moment the version became executable,
+so a patched region is a new load at the time of the patch), and
+OUTDIR/perf.data: DIR/perf.data with an MMAP2 of each jit-PID.dump (the marker
+a cooperating JIT makes) and a TIME_CONV record. Then
+
+    perf inject --jit -i OUTDIR/perf.data -o OUTDIR/perf.jit.data
+    perf script -i OUTDIR/perf.jit.data --itrace=i0ns -F ip,sym,dso
+
+shows the JIT code as jitted-PID-N.so. perf inject writes those files next
+to the jitdumps, in OUTDIR.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" {
+				return errors.New("export jitdump: -o OUTDIR is required")
+			}
+			return exportJitdump(cmd, dir, out, noPerf)
+		},
+	}
+	jitCmd.Flags().StringVarP(&dir, "input", "i", "ptjit.out", "recording directory (code.db, perf.data)")
+	jitCmd.Flags().StringVarP(&out, "output", "o", "", "output directory (created if needed)")
+	jitCmd.Flags().BoolVar(&noPerf, "no-perf-data", false, "write only the jitdump files (the recording has no perf.data)")
+	exportCmd.AddCommand(jitCmd)
+	rootCmd.AddCommand(exportCmd)
+}
+
+func exportJitdump(cmd *cobra.Command, dir, out string, noPerf bool) error {
+	codeDB := filepath.Join(dir, "code.db")
+	d, err := db.Open(codeDB)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	perfIn := ""
+	if !noPerf {
+		perfIn = filepath.Join(dir, "perf.data")
+		if _, err := os.Stat(perfIn); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("%s: no such file (record with a PT backend, or use --no-perf-data)", perfIn)
+			}
+			return err
+		}
+	}
+	infos, err := d.Versions(db.VersionFilter{})
+	if err != nil {
+		return err
+	}
+	if len(infos) == 0 {
+		return fmt.Errorf("%s: no code versions recorded: nothing to export", codeDB)
+	}
+	vs := make([]decode.JitCodeVersion, 0, len(infos))
+	for i := range infos {
+		v := &infos[i]
+		data, err := d.VersionData(v)
+		if err != nil {
+			return err
+		}
+		vs = append(vs, decode.JitCodeVersion{Pid: v.PID, Tid: v.TID, Addr: v.Addr, Code: data, TSC: v.Valid.TSC,
+			Name: fmt.Sprintf("ptjit_r%d_v%d_%x", v.Region, v.Vno, v.Addr)})
+	}
+	res, err := decode.ExportJit(perfIn, out, vs)
+	if err != nil {
+		return err
+	}
+	w := cmd.OutOrStdout()
+	pids := make([]int, 0, len(res.Dumps))
+	for pid := range res.Dumps {
+		pids = append(pids, pid)
+	}
+	sort.Ints(pids)
+	for _, pid := range pids {
+		fmt.Fprintf(w, "%s: pid %d\n", res.Dumps[pid], pid)
+	}
+	fmt.Fprintf(w, "%d code versions exported\n", res.Loads)
+	if res.PerfData != "" {
+		fmt.Fprintf(w, "%s: perf.data with jitdump markers; next:\n  perf inject --jit -i %s -o %s\n",
+			res.PerfData, res.PerfData, filepath.Join(out, "perf.jit.data"))
+	}
+	return nil
+}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// groundTruth reads a --ground-truth file: the instructions each thread
+// executed, in order.
+func groundTruth(t *testing.T, path string) map[int][]uint64 {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[int][]uint64{}
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		tidS, ipS, ok := strings.Cut(sc.Text(), " ")
+		tid, err1 := strconv.Atoi(tidS)
+		ip, err2 := strconv.ParseUint(ipS, 0, 64)
+		if !ok || err1 != nil || err2 != nil {
+			t.Fatalf("%s:%d: bad line %q", path, n, sc.Text())
+		}
+		out[tid] = append(out[tid], ip)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+var insnLineRE = regexp.MustCompile(`^([0-9a-f]{16})  `)
+
+// decodedFlow runs `ptjit decode --tid T --insn` and returns the addresses
+// of the decoded instructions and the error lines.
+func decodedFlow(t *testing.T, dir string, tid int) (ips []uint64, errs []string) {
+	t.Helper()
+	r := e2ePtjit(t, nil, "decode", "-i", dir, "--tid", strconv.Itoa(tid), "--insn")
+	if r.code != 0 {
+		t.Fatalf("decode --tid %d: exit %d: %s", tid, r.code, r.stderr)
+	}
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if m := insnLineRE.FindStringSubmatch(l); m != nil {
+			ip, _ := strconv.ParseUint(m[1], 16, 64)
+			ips = append(ips, ip)
+		} else if strings.Contains(l, "error") {
+			errs = append(errs, l)
+		}
+	}
+	return ips, errs
+}
+
+// firstDiff returns the index where a and b first differ, or -1.
+func firstDiff(a, b []uint64) int {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	if len(a) != len(b) {
+		return min(len(a), len(b))
+	}
+	return -1
+}
+
+// TestSoftPTEndToEnd records every test program with the software PT
+// backend and checks that ptjit decode reproduces, per thread and in order,
+// exactly the instructions the program executed — through JIT code, code
+// versions that were replaced later, and instructions right after a patch.
+func TestSoftPTEndToEnd(t *testing.T) {
+	e2eSetup(t)
+	for _, prog := range []string{"ubpf-test", "jit-threads", "forker", "static-keys", "smc", "rwx-threads"} {
+		t.Run(prog, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "rec")
+			gt := filepath.Join(t.TempDir(), "truth")
+			native := e2eRun(t, []string{e2eProg(prog)}, nil, "", "")
+			r := e2ePtjit(t, nil, "run", "-q", "--pt=soft", "--ground-truth", gt, "-o", dir, "--", e2eProg(prog))
+			if r.code != native.code || r.stdout != native.stdout {
+				t.Fatalf("under --pt=soft: exit %d, stdout\n%s\nalone: exit %d, stdout\n%s\nptjit stderr: %s", r.code, r.stdout, native.code, native.stdout, r.stderr)
+			}
+			truth := groundTruth(t, gt)
+			if len(truth) == 0 {
+				t.Fatal("empty ground truth")
+			}
+			tids := make([]int, 0, len(truth))
+			for tid := range truth {
+				tids = append(tids, tid)
+			}
+			sort.Ints(tids)
+			total := 0
+			for _, tid := range tids {
+				want := truth[tid]
+				got, errs := decodedFlow(t, dir, tid)
+				if len(errs) > 0 {
+					t.Errorf("tid %d: decode errors: %v", tid, errs[:min(3, len(errs))])
+				}
+				if i := firstDiff(want, got); i >= 0 {
+					w, g := "end", "end"
+					if i < len(want) {
+						w = fmt.Sprintf("%#x", want[i])
+					}
+					if i < len(got) {
+						g = fmt.Sprintf("%#x", got[i])
+					}
+					t.Errorf("tid %d: %d instructions executed, %d decoded; first difference at #%d: executed %s, decoded %s", tid, len(want), len(got), i, w, g)
+				}
+				total += len(want)
+			}
+			t.Logf("%d threads, %d instructions, all decoded exactly", len(tids), total)
+		})
+	}
+}
+
+// TestSoftPTPerfInjectJIT: perf cannot decode the JIT code of a soft-PT
+// recording; after `ptjit export jitdump` and `perf inject --jit`, perf
+// script decodes the whole flow, JIT loop included, exactly as executed.
+func TestSoftPTPerfInjectJIT(t *testing.T) {
+	e2eSetup(t)
+	perf, err := exec.LookPath("perf")
+	if err != nil {
+		t.Skip("perf not installed (CI installs linux-perf)")
+	}
+	tmp := t.TempDir()
+	dir, gt, exp := filepath.Join(tmp, "rec"), filepath.Join(tmp, "truth"), filepath.Join(tmp, "exp")
+	if r := e2ePtjit(t, nil, "run", "-q", "--pt=soft", "--ground-truth", gt, "-o", dir, "--", e2eProg("ubpf-test")); r.code != 0 {
+		t.Fatalf("run: %d %s", r.code, r.stderr)
+	}
+	truth := groundTruth(t, gt)
+	if len(truth) != 1 {
+		t.Fatalf("%d threads in ubpf-test", len(truth))
+	}
+	var want []uint64
+	for _, v := range truth {
+		want = v
+	}
+	perfIPs := func(file string) ([]uint64, string) {
+		cmd := exec.Command(perf, "script", "-i", file, "--itrace=i0ns", "-F", "ip")
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("perf script -i %s: %v\n%s", file, err, stderr.String())
+		}
+		var ips []uint64
+		for _, l := range strings.Fields(string(out)) {
+			ip, err := strconv.ParseUint(l, 16, 64)
+			if err != nil {
+				t.Fatalf("perf script output %q", l)
+			}
+			ips = append(ips, ip)
+		}
+		return ips, stderr.String()
+	}
+	before, _ := perfIPs(filepath.Join(dir, "perf.data"))
+	if len(before) >= len(want) {
+		t.Fatalf("perf decoded %d of %d instructions without the jitdump: the JIT code should be invisible to it", len(before), len(want))
+	}
+	if r := e2ePtjit(t, nil, "export", "jitdump", "-i", dir, "-o", exp); r.code != 0 {
+		t.Fatalf("export: %d %s", r.code, r.stderr)
+	}
+	injected := filepath.Join(exp, "perf.jit.data")
+	if out, err := exec.Command(perf, "inject", "--jit", "-i", filepath.Join(exp, "perf.data"), "-o", injected).CombinedOutput(); err != nil {
+		t.Fatalf("perf inject: %v\n%s", err, out)
+	}
+	after, msgs := perfIPs(injected)
+	if i := firstDiff(want, after); i >= 0 {
+		t.Fatalf("after perf inject: perf decoded %d instructions, %d executed, first difference at #%d (%s)", len(after), len(want), i, msgs)
+	}
+	t.Logf("perf: %d of %d instructions before inject, all %d after", len(before), len(want), len(after))
+}

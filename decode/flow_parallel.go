@@ -1,0 +1,251 @@
+package decode
+
+import (
+	"bytes"
+	"sync"
+)
+
+// Parallel decoding: a trace is cut at PSBs into chunks that are decoded on
+// several goroutines, each with its own FlowDecoder and image copy; the
+// results are handed to the sink in trace order.
+//
+// A chunk's decoder also reads the PSB+ header that starts the next chunk, so
+// it walks up to the instruction where that header puts the next chunk's
+// decoder: the concatenated output is what one decoder would produce, except
+// that the return stack and cycle calibration restart at every chunk (a
+// compressed return whose call precedes the PSB is reported as an error by
+// the chunk that has it).
+//
+// Memory is bounded: at most 2*jobs chunks are decoded ahead of the sink.
+
+// parallelChunk is the amount of trace per chunk; a chunk ends at the first
+// PSB at or after this size.
+const parallelChunk = 64 << 10
+
+// recInsn is a recorded instruction; it holds no pointers so that large
+// recordings cost the garbage collector nothing.
+type recInsn struct {
+	ip, off, tsc, target uint64
+	sec                  uint32 // index into flowRecorder.secs
+	size                 uint8
+	class                InsnClass
+	mode                 ExecMode
+	spec                 bool
+	flags                uint8
+}
+
+// recExtra is a recorded event or error, replayed before insns[at].
+type recExtra struct {
+	at    int
+	off   uint64
+	ev    *Event
+	err   *FlowError
+	ekind string
+}
+
+// flowRecorder is a FlowSink that keeps everything for later replay.
+type flowRecorder struct {
+	insns  []recInsn
+	extras []recExtra
+	secs   []*Section
+	last   *Section
+}
+
+func (r *flowRecorder) Insn(in *FlowInsn, off, tsc uint64) {
+	if in.Section != r.last || len(r.secs) == 0 {
+		r.last = in.Section
+		r.secs = append(r.secs, in.Section)
+	}
+	r.insns = append(r.insns, recInsn{ip: in.IP, off: off, tsc: tsc, target: in.Target,
+		sec: uint32(len(r.secs) - 1), size: in.Size, class: in.Class, mode: in.Mode,
+		spec: in.Speculative, flags: in.flags})
+}
+
+func (r *flowRecorder) Event(ev *Event, off uint64) {
+	e := *ev
+	r.extras = append(r.extras, recExtra{at: len(r.insns), off: off, ev: &e})
+}
+
+func (r *flowRecorder) Error(e *FlowError, kind string) {
+	c := *e
+	r.extras = append(r.extras, recExtra{at: len(r.insns), err: &c, ekind: kind})
+}
+
+func (r *flowRecorder) replay(sink FlowSink) {
+	x := 0
+	var in FlowInsn
+	for i := 0; i <= len(r.insns); i++ {
+		for x < len(r.extras) && r.extras[x].at == i {
+			e := &r.extras[x]
+			if e.ev != nil {
+				sink.Event(e.ev, e.off)
+			} else {
+				sink.Error(e.err, e.ekind)
+			}
+			x++
+		}
+		if i == len(r.insns) {
+			break
+		}
+		ri := &r.insns[i]
+		in = FlowInsn{IP: ri.ip, Size: ri.size, Mode: ri.mode, Class: ri.class, Speculative: ri.spec,
+			Section: r.secs[ri.sec], Target: ri.target, flags: ri.flags}
+		sink.Insn(&in, ri.off, ri.tsc)
+	}
+}
+
+func (r *flowRecorder) reset() { *r = flowRecorder{} }
+
+// psbOffsets returns the offsets of all PSB packets in pt.
+func psbOffsets(pt []byte) []uint64 {
+	var out []uint64
+	pat := psbPattern[:]
+	for i := 0; i+len(pat) <= len(pt); {
+		j := bytes.Index(pt[i:], pat)
+		if j < 0 {
+			break
+		}
+		out = append(out, uint64(i+j))
+		i += j + len(pat)
+	}
+	return out
+}
+
+// psbHeaderEnd returns the offset just after the PSB+ header starting at
+// off (after its PSBEND or OVF), or len(pt) if the header does not end.
+func psbHeaderEnd(pt []byte, off uint64, cfg *Config) uint64 {
+	pd := NewPacketDecoder(pt, cfg)
+	if pd.SyncSet(off) != nil {
+		return uint64(len(pt))
+	}
+	var p Packet
+	for {
+		if pd.Next(&p) != nil {
+			return uint64(len(pt))
+		}
+		if p.Type == PktPSBEnd || p.Type == PktOVF {
+			return pd.Offset()
+		}
+	}
+}
+
+type flowChunk struct {
+	start, end uint64 // [start, end): this chunk's own bytes
+	last       bool
+	sink       FlowSink
+	done       chan struct{}
+}
+
+// ParallelFlow decodes pt like RunFlow, on up to jobs goroutines, and
+// hands the result to sink in trace order. The chunks' output is recorded
+// and replayed; sinks that can work on several chunks at once should use
+// ParallelFlowChunks, which also parallelizes the sink's own work.
+func ParallelFlow(pt []byte, img *Image, cfg *FlowConfig, sink FlowSink, resync bool, jobs int) {
+	if jobs <= 1 {
+		RunFlow(NewFlowDecoder(pt, img, cfg), sink, resync)
+		return
+	}
+	ParallelFlowChunks(pt, img, cfg, resync, jobs,
+		func() FlowSink { return &flowRecorder{} },
+		func(s FlowSink) {
+			r := s.(*flowRecorder)
+			r.replay(sink)
+			r.reset()
+		})
+}
+
+// ParallelFlowChunks decodes pt in chunks on up to jobs goroutines: each
+// chunk is decoded into a fresh sink from newSink (on a worker goroutine),
+// and emit is called with the chunks' sinks one at a time, in trace order.
+// With jobs <= 1 (or a short trace) there is a single chunk.
+func ParallelFlowChunks(pt []byte, img *Image, cfg *FlowConfig, resync bool, jobs int,
+	newSink func() FlowSink, emit func(FlowSink)) {
+	if cfg == nil {
+		cfg = &FlowConfig{}
+	}
+	psbs := psbOffsets(pt)
+	if jobs <= 1 || len(psbs) < 2 || len(pt) < 2*parallelChunk {
+		s := newSink()
+		RunFlow(NewFlowDecoder(pt, img, cfg), s, resync)
+		emit(s)
+		return
+	}
+	// Anything before the first PSB is unusable to any decoder; RunFlow
+	// skips it the same way.
+	var chunks []*flowChunk
+	start := psbs[0]
+	for _, p := range psbs[1:] {
+		if p-start >= parallelChunk {
+			chunks = append(chunks, &flowChunk{start: start, end: p})
+			start = p
+		}
+	}
+	chunks = append(chunks, &flowChunk{start: start, end: uint64(len(pt)), last: true})
+	for _, c := range chunks {
+		c.done = make(chan struct{})
+	}
+	work := make(chan *flowChunk)
+	var wg sync.WaitGroup
+	for w := 0; w < jobs; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			local := img.Clone()
+			for c := range work {
+				c.sink = newSink()
+				decodeChunk(pt, local, cfg, c, resync)
+				close(c.done)
+			}
+		}()
+	}
+	// The feeder stays at most 2*jobs chunks ahead of the consumer.
+	window := make(chan struct{}, 2*jobs)
+	go func() {
+		for _, c := range chunks {
+			window <- struct{}{}
+			work <- c
+		}
+		close(work)
+	}()
+	for _, c := range chunks {
+		<-c.done
+		emit(c.sink)
+		c.sink = nil
+		<-window
+	}
+	wg.Wait()
+}
+
+// decodeChunk decodes one chunk into c.rec.
+func decodeChunk(pt []byte, img *Image, cfg *FlowConfig, c *flowChunk, resync bool) {
+	limit := c.end
+	if !c.last {
+		limit = psbHeaderEnd(pt, c.end, &cfg.Packet)
+	}
+	d := NewFlowDecoder(pt[:limit], img, cfg)
+	if c.start > 0 {
+		// SyncForward searches after the current position: step back
+		// so it finds the PSB at c.start.
+		d.q.pd.SyncSet(c.start - 1)
+	}
+	sink := c.sink
+	if r, ok := sink.(*flowRecorder); ok {
+		r.insns = make([]recInsn, 0, 2*(c.end-c.start))
+	}
+	if !c.last {
+		sink = &chunkSink{next: sink}
+	}
+	RunFlow(d, sink, resync)
+}
+
+// chunkSink drops the "end of trace" a non-final chunk sees at its end.
+type chunkSink struct{ next FlowSink }
+
+func (s *chunkSink) Insn(in *FlowInsn, off, tsc uint64) { s.next.Insn(in, off, tsc) }
+func (s *chunkSink) Event(ev *Event, off uint64) {
+	if ev.Type == evEndOfTrace {
+		return
+	}
+	s.next.Event(ev, off)
+}
+func (s *chunkSink) Error(e *FlowError, kind string) { s.next.Error(e, kind) }

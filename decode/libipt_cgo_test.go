@@ -1,0 +1,448 @@
+//go:build libipt
+
+package decode
+
+// Differential tests and benchmarks against Intel's libipt
+// (apt-get install libipt-dev; go test -tags libipt ./decode/).
+//
+// Go does not allow cgo in _test.go files, so the libipt side is a small C
+// program compiled with gcc and linked with -lipt at test time; it decodes
+// with pt_insn_* or pt_blk_* and prints the instruction addresses (or, in
+// benchmark mode, the count and the nanoseconds the decode loop took).
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+const libiptHelperC = `
+#include <intel-pt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static uint8_t *load(const char *path, size_t *size) {
+	FILE *f = fopen(path, "rb");
+	if (!f) { perror(path); exit(2); }
+	fseek(f, 0, SEEK_END); long n = ftell(f); fseek(f, 0, SEEK_SET);
+	uint8_t *buf = malloc(n ? n : 1);
+	if (fread(buf, 1, n, f) != (size_t) n) { perror(path); exit(2); }
+	fclose(f); *size = n; return buf;
+}
+
+static uint64_t now(void) {
+	struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t) ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+int main(int argc, char **argv) {
+	if (argc != 5) { fprintf(stderr, "usage: mode pt image base\n"); return 2; }
+	const char *mode = argv[1];
+	int print = strncmp(mode, "bench", 5) != 0;
+	int block = strstr(mode, "block") != NULL;
+	size_t size;
+	struct pt_config config;
+	pt_config_init(&config);
+	config.begin = load(argv[2], &size);
+	config.end = config.begin + size;
+	uint64_t base = strtoull(argv[4], NULL, 0);
+	/* Like ptxed: sections through an image section cache. */
+	struct pt_image_section_cache *iscache = pt_iscache_alloc(NULL);
+	struct pt_image *image = pt_image_alloc(NULL);
+	int isid = pt_iscache_add_file(iscache, argv[3], 0, UINT64_MAX, base);
+	if (isid < 0 || pt_image_add_cached(image, iscache, isid, NULL) < 0) { fprintf(stderr, "image\n"); return 2; }
+	uint64_t ninsn = 0, t0 = now();
+	if (!block) {
+		struct pt_insn_decoder *d = pt_insn_alloc_decoder(&config);
+		pt_insn_set_image(d, image);
+		for (;;) {
+			int st = pt_insn_sync_forward(d);
+			if (st < 0) break;
+			for (;;) {
+				while (st & pts_event_pending) {
+					struct pt_event ev;
+					st = pt_insn_event(d, &ev, sizeof(ev));
+					if (st < 0) break;
+				}
+				if (st < 0 || (st & pts_eos)) break;
+				struct pt_insn insn;
+				st = pt_insn_next(d, &insn, sizeof(insn));
+				if (st < 0) {
+					if (print) { uint64_t off = 0; pt_insn_get_offset(d, &off); printf("error %" PRIx64 " %" PRIx64 " %d\n", off, insn.ip, -st); }
+					break;
+				}
+				ninsn++;
+				if (print) printf("%" PRIx64 "\n", insn.ip);
+			}
+		}
+	} else {
+		struct pt_block_decoder *d = pt_blk_alloc_decoder(&config);
+		pt_blk_set_image(d, image);
+		for (;;) {
+			int st = pt_blk_sync_forward(d);
+			if (st < 0) break;
+			for (;;) {
+				while (st & pts_event_pending) {
+					struct pt_event ev;
+					st = pt_blk_event(d, &ev, sizeof(ev));
+					if (st < 0) break;
+				}
+				if (st < 0 || (st & pts_eos)) break;
+				struct pt_block b;
+				st = pt_blk_next(d, &b, sizeof(b));
+				ninsn += b.ninsn;
+				if (st < 0) break;
+			}
+		}
+	}
+	uint64_t t1 = now();
+	if (print) printf("insns %" PRIu64 "\n", ninsn);
+	else printf("%" PRIu64 " %" PRIu64 "\n", ninsn, t1 - t0);
+	return 0;
+}
+`
+
+var (
+	helperOnce sync.Once
+	helperPath string
+	helperErr  error
+)
+
+func libiptHelper(t testing.TB) string {
+	helperOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "ptjit-libipt")
+		if err != nil {
+			helperErr = err
+			return
+		}
+		src := filepath.Join(dir, "helper.c")
+		if err := os.WriteFile(src, []byte(libiptHelperC), 0o644); err != nil {
+			helperErr = err
+			return
+		}
+		helperPath = filepath.Join(dir, "libipt-helper")
+		out, err := exec.Command("gcc", "-O2", "-o", helperPath, src, "-lipt").CombinedOutput()
+		if err != nil {
+			helperErr = fmt.Errorf("building the libipt helper (is libipt-dev installed?): %v\n%s", err, out)
+		}
+	})
+	if helperErr != nil {
+		t.Fatal(helperErr)
+	}
+	return helperPath
+}
+
+// genTrace builds a random program and a valid PT trace of one random run
+// of it; it returns the trace, the image and the addresses executed.
+func genTrace(seed int64, blocks int) (pt, code []byte, truth []uint64) {
+	const base = 0x400000
+	r := rand.New(rand.NewSource(seed))
+	type site struct {
+		addr uint64
+		nops int
+		kind int // 0 jcc, 1 jmp, 2 call, 3 ret, 4 jmp *rax, 5 call *rax
+		off  int // offset of the terminator in code
+	}
+	nsites := 64
+	sites := make([]site, nsites)
+	for i := range sites {
+		s := &sites[i]
+		s.addr = base + uint64(len(code))
+		s.nops = r.Intn(4)
+		s.kind = r.Intn(6)
+		if i == nsites-1 && s.kind <= 2 {
+			s.kind = 3 // direct branches only go forward: no trace-less loops
+		}
+		for j := 0; j < s.nops; j++ {
+			code = append(code, 0x90)
+		}
+		s.off = len(code)
+		switch s.kind {
+		case 0:
+			code = append(code, 0x0f, 0x84, 0, 0, 0, 0)
+		case 1:
+			code = append(code, 0xe9, 0, 0, 0, 0)
+		case 2:
+			code = append(code, 0xe8, 0, 0, 0, 0)
+		case 3:
+			code = append(code, 0xc3)
+		case 4:
+			code = append(code, 0xff, 0xe0)
+		case 5:
+			code = append(code, 0xff, 0xd0)
+		}
+	}
+	// An indirect jmp ends the code, so nothing falls off.
+	tail := base + uint64(len(code))
+	code = append(code, 0xff, 0xe0)
+	// Direct targets: fix the rel32 fields.
+	target := make([]int, nsites)
+	for i := range sites {
+		s := &sites[i]
+		target[i] = r.Intn(nsites)
+		if s.kind <= 2 {
+			target[i] = i + 1 + r.Intn(nsites-i-1)
+			opLen := 5
+			if s.kind == 0 {
+				opLen = 6
+			}
+			next := int64(base) + int64(s.off+opLen)
+			rel := int64(sites[target[i]].addr) - next
+			putLE32(code[s.off+opLen-4:], uint32(int32(rel)))
+		}
+	}
+	siteAt := map[uint64]int{}
+	for i, s := range sites {
+		siteAt[s.addr] = i
+	}
+	insnLen := func(kind int) uint64 { return []uint64{6, 5, 5, 1, 2, 2}[kind] }
+
+	enc := &Encoder{}
+	var tnt uint64
+	var ntnt uint8
+	flush := func() {
+		if ntnt > 0 {
+			enc.Append(&Packet{Type: PktTNT8, TNTBits: ntnt, TNTPayload: tnt})
+			tnt, ntnt = 0, 0
+		}
+	}
+	bit := func(b bool) {
+		tnt <<= 1
+		if b {
+			tnt |= 1
+		}
+		ntnt++
+		if ntnt == 6 {
+			flush()
+		}
+	}
+	gen := 0
+	psb := func(ip uint64) {
+		flush()
+		gen++
+		enc.Append(&Packet{Type: PktPSB})
+		enc.Append(&Packet{Type: PktModeExec, CSL: true})
+		enc.Append(&Packet{Type: PktFUP, IPC: IPSext48, IP: ip & (1<<48 - 1)})
+		enc.Append(&Packet{Type: PktPSBEnd})
+	}
+	type frame struct {
+		ret uint64
+		gen int
+	}
+	var stack []frame
+	push := func(f frame) {
+		stack = append(stack, f)
+		// The decoders remember 64 calls; older ones are lost.
+		if len(stack) > 64 {
+			stack[len(stack)-65].gen = -1
+		}
+	}
+	cur := 0
+	psb(sites[0].addr)
+	for n := 0; n < blocks; n++ {
+		s := &sites[cur]
+		for j := 0; j < s.nops; j++ {
+			truth = append(truth, s.addr+uint64(j))
+		}
+		ip := base + uint64(s.off)
+		truth = append(truth, ip)
+		next := ip + insnLen(s.kind)
+		switch s.kind {
+		case 0:
+			taken := r.Intn(2) == 0
+			bit(taken)
+			if taken {
+				cur = target[cur]
+			} else {
+				cur++
+				if cur == nsites {
+					truth = append(truth, tail) // the closing jmp *rax
+					cur = 0
+					flush()
+					enc.IPPacket(PktTIP, sites[0].addr)
+				}
+			}
+		case 1:
+			cur = target[cur]
+		case 2:
+			// A call to the next instruction is not a call for return
+			// compression (position-independent code idiom).
+			if sites[target[cur]].addr != next {
+				push(frame{next, gen})
+			}
+			cur = target[cur]
+		case 3:
+			if len(stack) > 0 && stack[len(stack)-1].gen == gen {
+				f := stack[len(stack)-1]
+				stack = stack[:len(stack)-1]
+				if i, ok := siteAt[f.ret]; ok {
+					bit(true) // compressed return
+					cur = i
+					break
+				}
+				// Return into the middle of a block: not modelled.
+				stack = append(stack, f)
+			}
+			cur = r.Intn(nsites)
+			flush()
+			enc.IPPacket(PktTIP, sites[cur].addr)
+			stack = nil // uncompressed: later returns go by TIP too
+		case 4, 5:
+			if s.kind == 5 {
+				push(frame{next, gen})
+			}
+			cur = r.Intn(nsites)
+			flush()
+			enc.IPPacket(PktTIP, sites[cur].addr)
+		}
+		if r.Intn(200) == 0 {
+			psb(sites[cur].addr)
+		}
+	}
+	flush()
+	enc.IPPacket(PktFUP, sites[cur].addr)
+	enc.Append(&Packet{Type: PktTIPPGD})
+	return enc.Buf, code, truth
+}
+
+func putLE32(b []byte, v uint32) {
+	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+}
+
+type ipSink struct{ ips []uint64 }
+
+func (s *ipSink) Insn(in *FlowInsn, off, tsc uint64) { s.ips = append(s.ips, in.IP) }
+func (s *ipSink) Event(ev *Event, off uint64)        {}
+func (s *ipSink) Error(e *FlowError, kind string) {
+	s.ips = append(s.ips, ^uint64(0)-uint64(e.Code))
+}
+
+func TestDifferentialLibipt(t *testing.T) {
+	helper := libiptHelper(t)
+	dir := t.TempDir()
+	for seed := int64(1); seed <= 40; seed++ {
+		pt, code, truth := genTrace(seed, 3000)
+		ptPath := filepath.Join(dir, "t.pt")
+		binPath := filepath.Join(dir, "t.bin")
+		os.WriteFile(ptPath, pt, 0o644)
+		os.WriteFile(binPath, code, 0o644)
+
+		img := NewImage()
+		if err := img.AddBytes(code, 0x400000, "gen", 0); err != nil {
+			t.Fatal(err)
+		}
+		var ours ipSink
+		RunFlow(NewFlowDecoder(pt, img, nil), &ours, false)
+
+		out, err := exec.Command(helper, "insn", ptPath, binPath, "0x400000").Output()
+		if err != nil {
+			t.Fatalf("seed %d: libipt helper: %v", seed, err)
+		}
+		var theirs []uint64
+		sc := bufio.NewScanner(bytes.NewReader(out))
+		for sc.Scan() {
+			line := sc.Text()
+			if strings.HasPrefix(line, "insns ") || strings.HasPrefix(line, "error ") {
+				if strings.HasPrefix(line, "error ") {
+					t.Errorf("seed %d: libipt: %s", seed, line)
+				}
+				continue
+			}
+			v, err := strconv.ParseUint(line, 16, 64)
+			if err != nil {
+				t.Fatalf("seed %d: bad helper line %q", seed, line)
+			}
+			theirs = append(theirs, v)
+		}
+		var want []uint64
+		for _, ip := range truth {
+			if ip != ^uint64(0) {
+				want = append(want, ip)
+			}
+		}
+		if d := diffIPs(ours.ips, theirs); d != "" {
+			t.Fatalf("seed %d: ptjit vs libipt: %s", seed, d)
+		}
+		if d := diffIPs(ours.ips, want); d != "" {
+			t.Fatalf("seed %d: ptjit vs the generator's truth: %s", seed, d)
+		}
+	}
+}
+
+// BenchmarkDecodeVsLibipt decodes synthetic/mid with ptjit (one core and
+// all cores) and with libipt's instruction and block decoders, interleaved
+// so they see the same machine load, and reports instructions per second
+// and the ratios.
+func BenchmarkDecodeVsLibipt(b *testing.B) {
+	helper := libiptHelper(b)
+	dir := conformanceDir(b)
+	ptPath := filepath.Join(dir, "synthetic", "mid.pt")
+	binPath := filepath.Join(dir, "synthetic", "mid.bin")
+	pt, img := loadSynthetic(b, "mid")
+	var ours, oursPar, libInsn, libBlock time.Duration
+	var n uint64
+	runLib := func(mode string) time.Duration {
+		out, err := exec.Command(helper, mode, ptPath, binPath, "0x400000").Output()
+		if err != nil {
+			b.Fatal(err)
+		}
+		f := strings.Fields(string(out))
+		cnt, _ := strconv.ParseUint(f[0], 10, 64)
+		ns, _ := strconv.ParseUint(f[1], 10, 64)
+		if cnt != 2137044 {
+			b.Fatalf("libipt %s decoded %d instructions", mode, cnt)
+		}
+		return time.Duration(ns)
+	}
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		s := &countSink{}
+		RunFlow(NewFlowDecoder(pt, img, nil), s, false)
+		ours += time.Since(t0)
+		n = s.n
+		t0 = time.Now()
+		var np uint64
+		ParallelFlowChunks(pt, img, &FlowConfig{}, false, 2,
+			func() FlowSink { return &countSink{} },
+			func(s FlowSink) { np += s.(*countSink).n })
+		oursPar += time.Since(t0)
+		if np != n {
+			b.Fatalf("parallel decode: %d instructions, sequential %d", np, n)
+		}
+		libInsn += runLib("bench-insn")
+		libBlock += runLib("bench-block")
+	}
+	if n != 2137044 {
+		b.Fatalf("ptjit decoded %d instructions", n)
+	}
+	rate := func(d time.Duration) float64 { return float64(n) * float64(b.N) / d.Seconds() / 1e6 }
+	b.ReportMetric(rate(ours), "ptjit-Minsn/s")
+	b.ReportMetric(rate(oursPar), "ptjit-j2-Minsn/s")
+	b.ReportMetric(rate(libInsn), "libipt-insn-Minsn/s")
+	b.ReportMetric(rate(libBlock), "libipt-block-Minsn/s")
+	b.ReportMetric(float64(libInsn)/float64(ours), "x-vs-insn")
+	b.ReportMetric(float64(libBlock)/float64(ours), "x-vs-block")
+	b.ReportMetric(float64(ours)/float64(oursPar), "x-parallel")
+}
+
+func TestGenDump(t *testing.T) {
+	if os.Getenv("PTJIT_GEN_DUMP") == "" {
+		t.Skip("debug helper")
+	}
+	seed, _ := strconv.ParseInt(os.Getenv("PTJIT_GEN_DUMP"), 10, 64)
+	pt, code, _ := genTrace(seed, 3000)
+	os.WriteFile("/tmp/work/g.pt", pt, 0o644)
+	os.WriteFile("/tmp/work/g.bin", code, 0o644)
+}

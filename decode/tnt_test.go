@@ -1,0 +1,73 @@
+package decode
+
+import "testing"
+
+func TestTNTCache(t *testing.T) {
+	type step struct {
+		add      bool
+		bits     uint64
+		size     int
+		wantErr  errCode
+		wantBits string // outcomes of queries after the add, "!" taken "." not taken
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"empty query fails", []step{{wantBits: ""}}},
+		{"oldest bit first", []step{{add: true, bits: 0b100, size: 3, wantBits: "!.."}}},
+		{"tnt-8 full", []step{{add: true, bits: 0b101101, size: 6, wantBits: "!.!!.!"}}},
+		{"tnt-64 47 bits", []step{{add: true, bits: 1<<46 | 1, size: 47, wantBits: "!" + repeat(".", 45) + "!"}}},
+		{"add while bits left", []step{
+			{add: true, bits: 0b11, size: 2, wantBits: "!"},
+			{add: true, bits: 1, size: 1, wantErr: feBadContext, wantBits: "!"},
+		}},
+		{"refill after use", []step{
+			{add: true, bits: 0b1, size: 1, wantBits: "!"},
+			{add: true, bits: 0b0, size: 1, wantBits: "."},
+		}},
+		{"zero size", []step{{add: true, bits: 0, size: 0, wantErr: feBadPacket}}},
+		{"oversized", []step{{add: true, bits: 0, size: 65, wantErr: feBadPacket}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var c tntCache
+			for i, s := range tt.steps {
+				if s.add {
+					if err := c.add(s.bits, s.size); err != s.wantErr {
+						t.Fatalf("step %d: add = %v, want %v", i, err, s.wantErr)
+					}
+				}
+				got := ""
+				for j := 0; j < len(s.wantBits); j++ {
+					taken, err := c.query()
+					if err != 0 {
+						t.Fatalf("step %d: query %d: %v", i, j, err)
+					}
+					if taken {
+						got += "!"
+					} else {
+						got += "."
+					}
+				}
+				if got != s.wantBits {
+					t.Fatalf("step %d: got %q, want %q", i, got, s.wantBits)
+				}
+			}
+			if !c.empty() {
+				t.Fatal("cache not empty after consuming all bits")
+			}
+			if _, err := c.query(); err != feBadQuery {
+				t.Fatalf("query on empty cache = %v, want %v", err, feBadQuery)
+			}
+		})
+	}
+}
+
+func repeat(s string, n int) string {
+	out := ""
+	for i := 0; i < n; i++ {
+		out += s
+	}
+	return out
+}

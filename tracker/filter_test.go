@@ -1,0 +1,143 @@
+package tracker_test
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ptjit/ptjit/db"
+	"github.com/ptjit/ptjit/snapshot"
+	"github.com/ptjit/ptjit/tracker"
+	"golang.org/x/sys/unix"
+)
+
+// TestFilterEval checks the compiled filter instruction by instruction
+// against the rules, on the values that matter.
+func TestFilterEval(t *testing.T) {
+	prog, err := tracker.Compile(tracker.Rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const x86 = 0xc000003e
+	cases := []struct {
+		name string
+		arch uint32
+		nr   int
+		args [6]uint64
+		stop bool
+	}{
+		{"getpid", x86, unix.SYS_GETPID, [6]uint64{}, false},
+		{"write", x86, unix.SYS_WRITE, [6]uint64{1, 0, 10}, false},
+		{"mmap RW", x86, unix.SYS_MMAP, [6]uint64{0, 4096, unix.PROT_READ | unix.PROT_WRITE, unix.MAP_PRIVATE | unix.MAP_ANONYMOUS}, false},
+		{"mmap RX", x86, unix.SYS_MMAP, [6]uint64{0, 4096, unix.PROT_READ | unix.PROT_EXEC, unix.MAP_PRIVATE}, true},
+		{"mmap X only", x86, unix.SYS_MMAP, [6]uint64{0, 4096, unix.PROT_EXEC, unix.MAP_PRIVATE}, true},
+		{"mmap RW FIXED", x86, unix.SYS_MMAP, [6]uint64{0x10000, 4096, unix.PROT_READ | unix.PROT_WRITE, unix.MAP_PRIVATE | unix.MAP_FIXED}, true},
+		{"mmap FIXED_NOREPLACE", x86, unix.SYS_MMAP, [6]uint64{0x10000, 4096, unix.PROT_READ, unix.MAP_PRIVATE | 0x100000}, false},
+		{"mmap high arg bits ignored", x86, unix.SYS_MMAP, [6]uint64{0, 4096, 1 << 40, unix.MAP_PRIVATE}, false},
+		{"mprotect R", x86, unix.SYS_MPROTECT, [6]uint64{0x10000, 4096, unix.PROT_READ}, true},
+		{"pkey_mprotect", x86, unix.SYS_PKEY_MPROTECT, [6]uint64{0x10000, 4096, unix.PROT_READ}, true},
+		{"munmap", x86, unix.SYS_MUNMAP, [6]uint64{0x10000, 4096}, true},
+		{"mremap", x86, unix.SYS_MREMAP, [6]uint64{0x10000, 4096, 8192, 1}, true},
+		{"brk", x86, unix.SYS_BRK, [6]uint64{0}, true},
+		{"madvise WILLNEED", x86, unix.SYS_MADVISE, [6]uint64{0x10000, 4096, unix.MADV_WILLNEED}, false},
+		{"madvise HUGEPAGE", x86, unix.SYS_MADVISE, [6]uint64{0x10000, 4096, unix.MADV_HUGEPAGE}, false},
+		{"madvise DONTNEED", x86, unix.SYS_MADVISE, [6]uint64{0x10000, 4096, unix.MADV_DONTNEED}, true},
+		{"madvise FREE", x86, unix.SYS_MADVISE, [6]uint64{0x10000, 4096, unix.MADV_FREE}, true},
+		{"madvise REMOVE", x86, unix.SYS_MADVISE, [6]uint64{0x10000, 4096, unix.MADV_REMOVE}, true},
+		{"madvise unknown", x86, unix.SYS_MADVISE, [6]uint64{0x10000, 4096, 77}, true},
+		{"shmat plain", x86, unix.SYS_SHMAT, [6]uint64{1, 0, 0}, false},
+		{"shmat SHM_EXEC", x86, unix.SYS_SHMAT, [6]uint64{1, 0, 0o100000}, true},
+		{"shmat SHM_REMAP", x86, unix.SYS_SHMAT, [6]uint64{1, 0x10000, 0o40000}, true},
+		{"shmdt", x86, unix.SYS_SHMDT, [6]uint64{0x10000}, true},
+		{"process_vm_writev", x86, unix.SYS_PROCESS_VM_WRITEV, [6]uint64{}, true},
+		{"process_vm_readv", x86, unix.SYS_PROCESS_VM_READV, [6]uint64{}, false},
+		{"execve (PTRACE_EVENT_EXEC instead)", x86, unix.SYS_EXECVE, [6]uint64{}, false},
+		{"i386 int 0x80", 0x40000003, 1, [6]uint64{}, true},
+		{"x32 mmap", x86, 0x40000000 | 9, [6]uint64{}, true},
+	}
+	for _, c := range cases {
+		ret, err := tracker.Eval(prog, c.arch, c.nr, c.args)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := ret == unix.SECCOMP_RET_TRACE; got != c.stop || (!got && ret != unix.SECCOMP_RET_ALLOW) {
+			t.Errorf("%s: filter returns %#x, want stop=%v", c.name, ret, c.stop)
+		}
+	}
+}
+
+// TestFilterStops runs sysprobe (testdata/sysprobe.c) under the tracker:
+// exactly the calls the filter must stop stop, and the RWX buffer it
+// writes into with process_vm_writev gets a new version.
+func TestFilterStops(t *testing.T) {
+	tr := trace(t, tracker.PinOff, cprog(t, "sysprobe"))
+	if tr.res.Status != 0 || !strings.HasPrefix(tr.stdout, "ok ") {
+		t.Fatalf("sysprobe: status %d, stdout %q", tr.res.Status, tr.stdout)
+	}
+	f := strings.Fields(tr.stdout)
+	rwxAddr, _ := strconv.ParseUint(f[3], 0, 64)
+	pid := 0
+	procs, err := tr.db.Processes()
+	if err != nil || len(procs) != 1 {
+		t.Fatalf("processes: %v %v", procs, err)
+	}
+	pid = procs[0].PID
+	seen := map[string]bool{}
+	for _, s := range tr.stops {
+		if s.PID != pid {
+			continue
+		}
+		r, _ := tracker.RuleByNr(s.Nr)
+		seen[fmt.Sprintf("%s %#x", r.Name, s.Args[1])] = true
+		if s.Nr == unix.SYS_PROCESS_VM_WRITEV {
+			seen["process_vm_writev"] = true
+		}
+	}
+	for _, c := range []struct {
+		call string
+		stop bool
+	}{
+		{"mmap 0x11000", false},
+		{"mmap 0x30000", false},
+		{"mmap 0x12000", true},
+		{"mmap 0x13000", true},
+		{"mmap 0x14000", false},
+		{"mprotect 0x15000", true},
+		{"madvise 0x16000", false},
+		{"madvise 0x17000", true},
+		{"munmap 0x18000", true},
+		{"madvise 0x19000", true},
+		{"mmap 0x1a000", true},
+		{"process_vm_writev", true},
+	} {
+		if seen[c.call] != c.stop {
+			t.Errorf("%s: stopped %v, want %v", c.call, seen[c.call], c.stop)
+		}
+	}
+	// The RWX buffer: one version at mmap (zeros), one after the write.
+	vs, err := tr.db.Versions(db.VersionFilter{PID: pid, Addr: rwxAddr + 0x1000, HasAdr: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var causes []string
+	for _, v := range vs {
+		causes = append(causes, v.Cause)
+	}
+	if strings.Join(causes, ",") != "mmap,process_vm_writev" {
+		t.Fatalf("versions at %#x: %v", rwxAddr+0x1000, causes)
+	}
+	zero := sha256.Sum256(make([]byte, 0x1a000))
+	if string(vs[0].SHA256) != string(zero[:]) || vs[0].Size != 0x1a000 {
+		t.Errorf("first version: size %#x sha %x, want zeros", vs[0].Size, vs[0].SHA256)
+	}
+	data, err := tr.db.VersionData(&vs[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off := rwxAddr + 0x1000 - vs[1].Addr; data[off] != 0xc3 {
+		t.Errorf("byte written by process_vm_writev: %#x in the recorded version, want 0xc3", data[off])
+	}
+	_ = snapshot.Now
+}

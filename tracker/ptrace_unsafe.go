@@ -1,0 +1,47 @@
+//go:build linux && amd64
+
+package tracker
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// siginfo holds the fields of a SIGSEGV siginfo_t the tracker needs
+// (must match the kernel's siginfo_t layout on x86-64: si_signo at 0,
+// si_errno at 4, si_code at 8, si_addr at 16).
+type siginfo struct {
+	Signo, Errno, Code int32
+	_                  int32
+	Addr               uint64
+	_                  [112]byte
+}
+
+// getSiginfo reads the siginfo of a thread in signal-delivery-stop.
+//
+// Precondition: on the locked tracer thread; tid is stopped.
+func getSiginfo(tid int) (siginfo, error) {
+	var si siginfo
+	_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_GETSIGINFO, uintptr(tid), 0, uintptr(unsafe.Pointer(&si)), 0, 0)
+	if e != 0 {
+		return si, e
+	}
+	return si, nil
+}
+
+// fxsave mirrors struct user_fpregs_struct (the FXSAVE area): XMM0-15 at
+// byte 160.
+type fxsave [512]byte
+
+// getXMM returns the 16 XMM registers of a stopped thread.
+//
+// Precondition: on the locked tracer thread; tid is stopped.
+func getXMM(tid int) (*fxsave, error) {
+	var fx fxsave
+	_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_GETFPREGS, uintptr(tid), 0, uintptr(unsafe.Pointer(&fx)), 0, 0)
+	if e != 0 {
+		return nil, e
+	}
+	return &fx, nil
+}

@@ -1,0 +1,162 @@
+package tracker_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/ptjit/ptjit/db"
+	"github.com/ptjit/ptjit/ptrun"
+	"github.com/ptjit/ptjit/snapshot"
+	"github.com/ptjit/ptjit/tracker"
+)
+
+// The test binary is also the launcher helper: ptrun.Launcher re-executes
+// os.Executable() with ptrun.HelperArg.
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == ptrun.HelperArg {
+		runtime.LockOSThread()
+		ptrun.Helper(os.Args[2:])
+	}
+}
+
+var cprogs struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if cprogs.dir != "" {
+		os.RemoveAll(cprogs.dir)
+	}
+	if kids := children(); code == 0 && kids != "" {
+		fmt.Fprintf(os.Stderr, "tests left children behind: %s\n", kids)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+func children() string {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", os.Getpid()))
+	var all []string
+	for _, t := range tasks {
+		b, _ := os.ReadFile(t)
+		all = append(all, strings.Fields(string(b))...)
+	}
+	return strings.Join(all, " ")
+}
+
+// cprog builds testdata/NAME.c once per test binary and returns its path.
+func cprog(t testing.TB, name string) string {
+	t.Helper()
+	cprogs.once.Do(func() {
+		cprogs.dir, cprogs.err = os.MkdirTemp("", "ptjit-tracker-test-")
+		if cprogs.err != nil {
+			return
+		}
+		srcs, _ := filepath.Glob("testdata/*.c")
+		for _, src := range srcs {
+			out := filepath.Join(cprogs.dir, strings.TrimSuffix(filepath.Base(src), ".c"))
+			if b, err := exec.Command("gcc", "-O2", "-Wall", "-o", out, src).CombinedOutput(); err != nil {
+				cprogs.err = fmt.Errorf("gcc %s: %v\n%s", src, err, b)
+				return
+			}
+		}
+	})
+	if cprogs.err != nil {
+		t.Fatal(cprogs.err)
+	}
+	return filepath.Join(cprogs.dir, name)
+}
+
+// traced is the outcome of one traced run.
+type traced struct {
+	res    tracker.Result
+	stdout string
+	stops  []tracker.StopInfo
+	db     *db.DB
+}
+
+// trace runs argv under the tracker (argv[0] a path), recording into a
+// fresh code.db, and returns once every tracee is gone.
+func trace(t *testing.T, pin tracker.PinMode, argv ...string) traced {
+	t.Helper()
+	return traceOpts(t, func(o *tracker.Options) { o.Pin = pin }, argv...)
+}
+
+// traceWX is trace with W^X write tracking in mode.
+func traceWX(t *testing.T, mode tracker.WXMode, argv ...string) traced {
+	t.Helper()
+	return traceOpts(t, func(o *tracker.Options) { o.WX = mode }, argv...)
+}
+
+// traceOpts is trace with options set by set.
+func traceOpts(t testing.TB, set func(*tracker.Options), argv ...string) traced {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "code.db")
+	rec, err := db.Create(path, db.Meta{Command: argv, TSCHz: 1, Start: snapshot.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.CreateTemp(t.TempDir(), "stdout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	var tr traced
+	var warnings []string
+	opts := tracker.Options{
+		Recorder:  rec,
+		Warnf:     func(f string, a ...any) { warnings = append(warnings, fmt.Sprintf(f, a...)) },
+		OnSeccomp: func(s tracker.StopInfo) { tr.stops = append(tr.stops, s) },
+	}
+	set(&opts)
+	tc, err := tracker.Start(opts, ptrun.Launcher(argv[0], argv, []uintptr{0, out.Fd(), 2}))
+	if err != nil {
+		rec.Close()
+		t.Fatal(err)
+	}
+	tr.res, err = tc.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range warnings {
+		if !strings.Contains(w, "process_vm_writev") {
+			t.Errorf("warning: %s", w)
+		}
+	}
+	b, _ := os.ReadFile(out.Name())
+	tr.stdout = string(b)
+	tr.db, err = db.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.db.Close() })
+	return tr
+}
+
+// run runs argv without ptjit and returns stdout and the shell status.
+func run(t *testing.T, argv ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Run()
+	ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		return out.String(), 128 + int(ws.Signal())
+	}
+	return out.String(), ws.ExitStatus()
+}

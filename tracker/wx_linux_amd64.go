@@ -1,0 +1,499 @@
+package tracker
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/ptjit/ptjit/db"
+	"github.com/ptjit/ptjit/snapshot"
+	"golang.org/x/arch/x86/x86asm"
+	"golang.org/x/sys/unix"
+)
+
+// W^X write tracking (see doc.go, "W^X"). The program's own view of its
+// protections lives in the Space pieces (Piece.Prot); what the kernel
+// enforces is actualProt(view): tracked code the program has writable and
+// executable is only executable, except pages in batch mode (writable, not
+// executable). Everything that changes protections in the tracee without a
+// syscall of the program goes through inject and is recorded with
+// db.Recorder.ProtChange.
+
+// WXMode is --wx.
+type WXMode string
+
+const (
+	WXOff     WXMode = "off"
+	WXPrecise WXMode = "precise" // every store recorded (emulated or stepped)
+	WXBatch   WXMode = "batch"   // page writable until something executes there
+	WXAuto    WXMode = "auto"    // precise for a page's first autoBatchAfter stores, then batch
+)
+
+// autoBatchAfter: in auto mode a page switches to batch after this many
+// precise writes (a JIT emitting a function into RWX memory makes hundreds
+// of stores; a patcher toggling a static key makes a few).
+const autoBatchAfter = 16
+
+// ParseWX parses --wx.
+func ParseWX(s string) (WXMode, error) {
+	switch WXMode(s) {
+	case WXOff, WXPrecise, WXBatch, WXAuto:
+		return WXMode(s), nil
+	}
+	return "", fmt.Errorf("--wx: %q is not off, precise, batch or auto", s)
+}
+
+const protRWX = unix.PROT_READ | unix.PROT_WRITE | unix.PROT_EXEC
+
+func isWX(prot int) bool { return prot&unix.PROT_WRITE != 0 && prot&unix.PROT_EXEC != 0 }
+
+// actualProt is the protection ptjit enforces for the program's view.
+func actualProt(view int) int {
+	if isWX(view) {
+		return view &^ unix.PROT_WRITE
+	}
+	return view
+}
+
+// wxState is the W^X bookkeeping of one address space.
+type wxState struct {
+	batch   map[uint64]batchPage // pages ptjit made RW (not X) in batch mode
+	writes  map[uint64]int       // precise writes per page
+	sysAddr uint64               // address of a syscall instruction (in the vdso)
+	mem     *os.File             // /proc/PID/mem, read-write
+}
+
+func (t *Tracer) wxOn() bool { return t.opts.WX != "" && t.opts.WX != WXOff }
+
+func (sp *space) wxs() *wxState {
+	if sp.wx == nil {
+		sp.wx = &wxState{batch: map[uint64]batchPage{}, writes: map[uint64]int{}}
+	}
+	return sp.wx
+}
+
+// batchPage is a page left writable in batch mode: the first store into it
+// (its thread and instruction are the new version's TID and IP).
+type batchPage struct {
+	tid int
+	ip  uint64
+}
+
+// closeWX releases the space's /proc/PID/mem.
+func (sp *space) closeWX() {
+	if sp.wx != nil && sp.wx.mem != nil {
+		sp.wx.mem.Close()
+		sp.wx.mem = nil
+	}
+}
+
+// clearBatch forgets batch pages in [start, end): a syscall of the program
+// just set their protection itself.
+func (sp *space) clearBatch(start, end uint64) {
+	if sp.wx == nil {
+		return
+	}
+	for p := range sp.wx.batch {
+		if p >= start && p < end {
+			delete(sp.wx.batch, p)
+		}
+	}
+}
+
+// InjectError is a syscall ptjit could not run in the tracee.
+type InjectError struct {
+	TID int
+	Nr  int
+	Err error
+}
+
+func (e *InjectError) Error() string {
+	return fmt.Sprintf("tid %d: injecting syscall %d: %v", e.TID, e.Nr, e.Err)
+}
+func (e *InjectError) Unwrap() error { return e.Err }
+
+var errNoSyscallInsn = errors.New("no syscall instruction found in the vdso")
+
+// syscallInsn finds a syscall instruction (0f 05) in the space's vdso: the
+// injected syscalls execute code already in the process, never injected
+// code.
+func (t *Tracer) syscallInsn(th *thread) (uint64, error) {
+	sp := th.proc.space
+	w := sp.wxs()
+	if w.sysAddr != 0 {
+		return w.sysAddr, nil
+	}
+	lo, hi := sp.vdso[0], sp.vdso[1]
+	if hi <= lo {
+		return 0, errNoSyscallInsn
+	}
+	b := make([]byte, hi-lo)
+	if err := snapshot.ReadMem(th.tid, lo, b); err != nil {
+		return 0, err
+	}
+	i := bytes.Index(b, []byte{0x0f, 0x05})
+	if i < 0 {
+		return 0, errNoSyscallInsn
+	}
+	w.sysAddr = lo + uint64(i)
+	return w.sysAddr, nil
+}
+
+// inject makes th run syscall nr(args) and returns its result. th must be
+// stopped in a signal-delivery-stop or a syscall-exit-stop; its registers
+// are restored afterwards. Signals that arrive meanwhile are held and
+// delivered when th resumes.
+//
+// Precondition: on the locked tracer thread.
+func (t *Tracer) inject(th *thread, nr int, args ...uint64) (int64, error) {
+	addr, err := t.syscallInsn(th)
+	if err != nil {
+		return 0, &InjectError{th.tid, nr, err}
+	}
+	saved, err := getRegs(th.tid)
+	if err != nil {
+		return 0, &InjectError{th.tid, nr, err}
+	}
+	r := saved
+	r.Rip = addr
+	r.Rax = uint64(nr)
+	r.Orig_rax = ^uint64(0)
+	dst := []*uint64{&r.Rdi, &r.Rsi, &r.Rdx, &r.R10, &r.R8, &r.R9}
+	for i, a := range args {
+		*dst[i] = a
+	}
+	if err := unix.PtraceSetRegs(th.tid, &r); err != nil {
+		return 0, &InjectError{th.tid, nr, err}
+	}
+	t.result.Stats.Injected++
+	// Run to the syscall-exit stop: entry stop, the seccomp stop of our
+	// own call, exit stop.
+	sysStops := 0
+	for sysStops < 2 {
+		if err := unix.PtraceSyscall(th.tid, 0); err != nil {
+			return 0, &InjectError{th.tid, nr, err}
+		}
+		var ws unix.WaitStatus
+		if _, err := unix.Wait4(th.tid, &ws, unix.WALL, nil); err != nil {
+			return 0, &InjectError{th.tid, nr, err}
+		}
+		kind, sig := Classify(ws)
+		switch kind {
+		case StopSyscallExit:
+			sysStops++
+		case StopSeccomp, StopTrap, StopGroup:
+		case StopSignal:
+			th.held = append(th.held, sig)
+		case StopExited, StopKilled:
+			t.threadGone(th, kind, sig)
+			return 0, &InjectError{th.tid, nr, unix.ESRCH}
+		default:
+			// clone/exec/exit events cannot come from mprotect
+		}
+	}
+	res, err := getRegs(th.tid)
+	if err != nil {
+		return 0, &InjectError{th.tid, nr, err}
+	}
+	if err := unix.PtraceSetRegs(th.tid, &saved); err != nil {
+		return 0, &InjectError{th.tid, nr, err}
+	}
+	ret := int64(res.Rax)
+	if ret < 0 && ret >= -4095 {
+		return ret, &InjectError{th.tid, nr, unix.Errno(-ret)}
+	}
+	return ret, nil
+}
+
+// protect changes the tracee's actual protection of [start, end) by an
+// injected mprotect and records it.
+func (t *Tracer) protect(th *thread, start, end uint64, prot int, reason string) error {
+	if _, err := t.inject(th, unix.SYS_MPROTECT, start, end-start, uint64(prot)); err != nil {
+		return err
+	}
+	t.rec.ProtChange(db.ProtChange{PID: th.proc.space.owner, At: snapshot.Now(), Addr: start, Size: end - start,
+		Prot: prot, Reason: reason})
+	return nil
+}
+
+// wxFault handles a SIGSEGV when W^X is on; it reports whether the fault
+// was ptjit's (consumed) or the program's own (to be delivered unchanged,
+// with its original siginfo).
+//
+// Precondition: on the locked tracer thread; th is in signal-delivery-stop.
+func (t *Tracer) wxFault(th *thread) bool {
+	sp := th.proc.space
+	if sp == nil || th.proc.helper {
+		return false
+	}
+	si, err := getSiginfo(th.tid)
+	if err != nil || si.Code != 2 /* SEGV_ACCERR */ {
+		return false
+	}
+	w := sp.wxs()
+	page := si.Addr &^ (pageSize - 1)
+	t.cur.th, t.cur.at = th, snapshot.Now()
+	p, ok := sp.PieceAt(si.Addr)
+	if !ok || !isWX(p.Prot) {
+		return false // not memory ptjit protects: the program's own fault
+	}
+	regs, err := getRegs(th.tid)
+	if err != nil {
+		return true // died meanwhile
+	}
+	t.cur.ip = regs.Rip
+	// An instruction fetch faults at RIP, or at the next page boundary for
+	// an instruction that crosses it.
+	fetch := si.Addr == regs.Rip || si.Addr&(pageSize-1) == 0 && si.Addr > regs.Rip && si.Addr < regs.Rip+16
+	now := actualProt(p.Prot)
+	_, inBatch := w.batch[page]
+	if inBatch {
+		now = p.Prot &^ unix.PROT_EXEC
+	}
+	// A stale fault: another thread's fault changed the page meanwhile
+	// (several readers fault on a batch page, the first makes it
+	// executable). Retry the instruction — once: the same fault twice is
+	// not stale (a store whose target is its own RIP).
+	stale := fetch && now&unix.PROT_EXEC != 0 || !fetch && now&unix.PROT_WRITE != 0
+	key := [2]uint64{regs.Rip, si.Addr}
+	if stale && th.lastStale != key {
+		th.lastStale = key
+		return true
+	}
+	th.lastStale = [2]uint64{}
+	if fetch && inBatch {
+		t.batchExec(th, page)
+		return true
+	}
+	// A store into the page holding the storing instruction cannot run in
+	// batch mode (the page would stop being executable under it).
+	self := regs.Rip&^(pageSize-1) == page || (regs.Rip+15)&^(pageSize-1) == page
+	mode := t.opts.WX
+	if mode == WXAuto {
+		mode = WXPrecise
+		if w.writes[page] >= autoBatchAfter {
+			mode = WXBatch
+		}
+	}
+	if mode == WXBatch && !self {
+		if err := t.protect(th, page, page+pageSize, unix.PROT_READ|unix.PROT_WRITE, "wx-batch: writable until executed"); err != nil {
+			t.warnf("%v", err)
+			return true
+		}
+		w.batch[page] = batchPage{th.tid, regs.Rip}
+		t.result.Stats.BatchWrites++
+		return true
+	}
+	w.writes[page]++
+	t.preciseWrite(th, regs)
+	return true
+}
+
+// batchExec: something executes in a page left writable by batch mode:
+// record its bytes as a new version and make it executable (not writable)
+// again; the instruction then re-executes.
+func (t *Tracer) batchExec(th *thread, page uint64) {
+	sp := th.proc.space
+	bp := sp.wx.batch[page]
+	delete(sp.wx.batch, page)
+	view := sp.ProtOf(page)
+	if view == 0 {
+		view = protRWX
+	}
+	if regs, err := getRegs(th.tid); err == nil {
+		t.cur.ip = regs.Rip
+	}
+	if err := t.protect(th, page, page+pageSize, actualProt(view), "wx-batch: executed"); err != nil {
+		t.warnf("%v", err)
+		return
+	}
+	// The version is the first writer's work: its thread and store IP.
+	t.cur.at, t.cur.ip, t.cur.tid = snapshot.Now(), bp.ip, bp.tid
+	sp.RefreshSplit(page, page+pageSize, "wx-batch")
+	t.cur.tid = 0
+}
+
+// preciseWrite carries out one store the program could not make because of
+// ptjit's protection, and records it: emulated when possible, else
+// single-stepped with the page briefly writable.
+func (t *Tracer) preciseWrite(th *thread, regs unix.PtraceRegs) {
+	code := make([]byte, 16)
+	for n := 16; n > 0; n -= 4 {
+		if snapshot.ReadMem(th.tid, regs.Rip, code[:n]) == nil {
+			code = code[:n]
+			break
+		}
+	}
+	nr := regs
+	var fx *fxsave
+	m := Machine{
+		Regs: &nr,
+		XMM: func(i int) ([]byte, error) {
+			if fx == nil {
+				var err error
+				if fx, err = getXMM(th.tid); err != nil {
+					return nil, err
+				}
+			}
+			return fx[160+16*i : 176+16*i], nil
+		},
+		Read: func(a uint64, b []byte) error { return snapshot.ReadMem(th.tid, a, b) },
+	}
+	in, stores, err := Emulate(code, m)
+	if err == nil {
+		olds := make([][]byte, len(stores))
+		for i, s := range stores {
+			olds[i] = make([]byte, len(s.Data))
+			if err = snapshot.ReadMem(th.tid, s.Addr, olds[i]); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			for _, s := range stores {
+				if err = t.memWrite(th, s.Addr, s.Data); err != nil {
+					break
+				}
+			}
+		}
+		if err == nil {
+			if err = unix.PtraceSetRegs(th.tid, &nr); err == nil {
+				t.result.Stats.Emulated++
+				for i, s := range stores {
+					t.recordWrite(th, regs.Rip, in, s.Addr, olds[i], s.Data)
+				}
+				return
+			}
+		}
+		t.warnf("tid %d: emulating %v at %#x: %v; single-stepping it", th.tid, in, regs.Rip, err)
+	}
+	t.stepWrite(th, regs, in)
+}
+
+func (t *Tracer) memWrite(th *thread, addr uint64, data []byte) error {
+	w := th.proc.space.wxs()
+	if w.mem == nil {
+		f, err := os.OpenFile("/proc/"+strconv.Itoa(th.tid)+"/mem", os.O_RDWR, 0)
+		if err != nil {
+			return err
+		}
+		w.mem = f
+	}
+	_, err := w.mem.WriteAt(data, int64(addr))
+	return err
+}
+
+// stepWrite runs the faulting instruction with its target pages writable
+// (and still executable, as the program asked), one PTRACE_SINGLESTEP, and
+// protects them again.
+func (t *Tracer) stepWrite(th *thread, regs unix.PtraceRegs, in x86asm.Inst) {
+	sp := th.proc.space
+	type opened struct {
+		page uint64
+		view int
+		old  []byte
+	}
+	var pages []opened
+	defer func() {
+		for _, o := range pages {
+			if err := t.protect(th, o.page, o.page+pageSize, actualProt(o.view), "wx-precise: step done"); err != nil {
+				t.warnf("%v", err)
+			}
+		}
+	}()
+	open := func(addr uint64) bool {
+		page := addr &^ (pageSize - 1)
+		for _, o := range pages {
+			if o.page == page {
+				return false
+			}
+		}
+		view := sp.ProtOf(page)
+		if !isWX(view) || len(pages) >= 8 {
+			return false
+		}
+		old := make([]byte, pageSize)
+		snapshot.ReadMem(th.tid, page, old)
+		if err := t.protect(th, page, page+pageSize, view, "wx-precise: step a store"); err != nil {
+			t.warnf("%v", err)
+			return false
+		}
+		pages = append(pages, opened{page, view, old})
+		return true
+	}
+	si, _ := getSiginfo(th.tid)
+	open(si.Addr)
+	for {
+		if err := unix.PtraceSingleStep(th.tid); err != nil {
+			return
+		}
+		var ws unix.WaitStatus
+		if _, err := unix.Wait4(th.tid, &ws, unix.WALL, nil); err != nil {
+			return
+		}
+		kind, sig := Classify(ws)
+		if kind == StopExited || kind == StopKilled {
+			pages = nil
+			t.threadGone(th, kind, sig)
+			return
+		}
+		if kind != StopSignal {
+			continue
+		}
+		if sig == int(unix.SIGTRAP) {
+			break
+		}
+		if sig == int(unix.SIGSEGV) {
+			// the store reaches into another protected page
+			if si, err := getSiginfo(th.tid); err == nil && si.Code == 2 && open(si.Addr) {
+				continue
+			}
+		}
+		th.held = append(th.held, sig)
+		if sig == int(unix.SIGSEGV) {
+			return // the program's own fault: delivered on resume
+		}
+	}
+	t.result.Stats.Stepped++
+	t.cur.at = snapshot.Now()
+	for _, o := range pages {
+		now := make([]byte, pageSize)
+		if snapshot.ReadMem(th.tid, o.page, now) != nil {
+			continue
+		}
+		lo, hi := diffRange(o.old, now)
+		if lo < hi {
+			t.recordWrite(th, regs.Rip, in, o.page+uint64(lo), o.old[lo:hi], now[lo:hi])
+		}
+	}
+}
+
+func diffRange(a, b []byte) (int, int) {
+	lo := 0
+	for lo < len(a) && a[lo] == b[lo] {
+		lo++
+	}
+	hi := len(a)
+	for hi > lo && a[hi-1] == b[hi-1] {
+		hi--
+	}
+	return lo, hi
+}
+
+// recordWrite records one store into tracked code: new versions of the
+// pages it touched, and the write itself.
+func (t *Tracer) recordWrite(th *thread, ip uint64, in x86asm.Inst, addr uint64, old, new []byte) {
+	sp := th.proc.space
+	start := addr &^ (pageSize - 1)
+	end := pageUp(addr + uint64(len(new)))
+	t.cur.ip = ip
+	sp.RefreshSplit(start, end, "write")
+	var ver int64
+	if p, ok := sp.PieceAt(addr); ok && p.Kind == Anon {
+		ver = p.ID
+	}
+	t.rec.AddWrite(db.Write{PID: sp.owner, TID: th.tid, At: t.cur.at, IP: ip, Insn: x86asm.GNUSyntax(in, ip, nil),
+		Addr: addr, Old: old, New: new, Version: ver})
+	t.result.Stats.Writes++
+}
