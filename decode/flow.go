@@ -315,7 +315,11 @@ func (d *FlowDecoder) decodeAt(in *FlowInsn) int {
 		}
 	}
 	if e != nil && e.size != 0 && e.mode == d.mode {
-		in.Size, in.Class, in.Target, in.flags, in.Section = e.size, e.class, e.target, e.flags, s
+		in.Size, in.Class, in.flags, in.Section = e.size, e.class, e.flags, s
+		in.Target = 0
+		if e.class.IsDirect() {
+			in.Target = d.ip + uint64(int64(e.disp))
+		}
 		return 0
 	}
 	var raw [MaxInsnLen]byte
@@ -334,8 +338,12 @@ func (d *FlowDecoder) decodeAt(in *FlowInsn) int {
 	}
 	in.Size, in.Class, in.Target, in.Section = x.Len, x.Class, x.Target, s
 	in.flags = insnFlags(&x)
-	if e != nil && off+uint64(x.Len) <= uint64(len(s.Data)) {
-		*e = insnEntry{size: x.Len, class: x.Class, mode: d.mode, flags: in.flags, target: x.Target}
+	var disp int64
+	if x.Class.IsDirect() {
+		disp = int64(x.Target - d.ip)
+	}
+	if e != nil && off+uint64(x.Len) <= uint64(len(s.Data)) && disp == int64(int32(disp)) {
+		*e = insnEntry{size: x.Len, class: x.Class, mode: d.mode, flags: in.flags, disp: int32(disp)}
 	}
 	return 0
 }

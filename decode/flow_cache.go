@@ -7,11 +7,11 @@ package decode
 const cachePageBits = 12
 
 type insnEntry struct {
-	size   uint8     // 0: not cached
-	class  InsnClass // flow class
-	mode   ExecMode  // mode the entry was decoded in
-	flags  uint8     // insnFlag*
-	target uint64    // direct branch target
+	size  uint8     // 0: not cached
+	class InsnClass // flow class
+	mode  ExecMode  // mode the entry was decoded in
+	flags uint8     // insnFlag*
+	disp  int32     // direct branch target - instruction address
 }
 
 // Flags for properties beyond the class that event binding needs.

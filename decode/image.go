@@ -21,7 +21,8 @@ type Section struct {
 	Tag     string // file name or code version label, for display
 	FileOff uint64 // offset of Data[0] in the file named by Tag, if any
 
-	versioned bool // added with AddVersion
+	versioned bool // added with AddVersion or AddFileVersion
+	file      bool // the bytes come from the file named by Tag
 	shadowed  bool // static section overlapped by some versioned section
 	cache     insnCache
 }
@@ -253,3 +254,24 @@ func (s *Section) readAt(buf []byte, ip uint64) (int, bool) {
 // Versioned reports whether the section is a code version (AddVersion)
 // rather than a file or raw mapping.
 func (s *Section) Versioned() bool { return s.versioned }
+
+// IsFile reports whether the section's bytes come from the file named by
+// Tag, at FileOff (AddFile, AddBytes with a file, AddFileVersion).
+func (s *Section) IsFile() bool { return s.file || !s.versioned }
+
+// AddFileVersion maps data, the bytes of file path from offset fileOff, at
+// vaddr for instructions executed at TSC values in [fromTSC, toTSC): a
+// file-backed mapping of a recording, which exists only between its mmap
+// and its munmap (an exec or a later mapping may put other code at the same
+// address).
+func (im *Image) AddFileVersion(path string, data []byte, fileOff, vaddr, fromTSC, toTSC uint64) error {
+	if err := im.AddVersion(vaddr, data, fromTSC, toTSC, path); err != nil {
+		return err
+	}
+	for _, v := range im.versions {
+		if v.ID == im.nextID {
+			v.file, v.FileOff = true, fileOff
+		}
+	}
+	return nil
+}

@@ -61,9 +61,10 @@ const (
 
 // Rules is the filter. Order does not matter for correctness.
 var Rules = []Rule{
-	{"mmap", unix.SYS_MMAP, []Cond{{Arg: 2, AnyBit: unix.PROT_EXEC}, {Arg: 3, AnyBit: unix.MAP_FIXED}},
-		"PROT_EXEC maps code; MAP_FIXED may replace code. Without either the kernel picks free " +
-			"address space, which cannot hold tracked code. (MAP_FIXED_NOREPLACE fails rather than replace.)"},
+	{"mmap", unix.SYS_MMAP, []Cond{{Arg: 2, AnyBit: unix.PROT_EXEC}, {Arg: 3, AnyBit: unix.MAP_FIXED | unix.MAP_SHARED}},
+		"PROT_EXEC maps code; MAP_FIXED may replace code; MAP_SHARED may be a writable alias of code " +
+			"(W^X write-protects it; without W^X the entry stop is all it costs). Otherwise the kernel " +
+			"picks free address space, which cannot hold tracked code. (MAP_FIXED_NOREPLACE fails rather than replace.)"},
 	{"mprotect", unix.SYS_MPROTECT, nil,
 		"always: RX→RW carries no PROT_EXEC but ends a version; only the address map tells"},
 	{"pkey_mprotect", unix.SYS_PKEY_MPROTECT, nil, "as mprotect"},

@@ -52,7 +52,9 @@ func (t *Tracer) seccompEntry(th *thread) {
 		return
 	}
 	th.op = op
-	if t.wxOn() && (op.nr == unix.SYS_MMAP || op.nr == unix.SYS_MPROTECT || op.nr == unix.SYS_PKEY_MPROTECT) && isWX(int(op.args[2])) {
+	rwAlias := (op.nr == unix.SYS_MPROTECT || op.nr == unix.SYS_PKEY_MPROTECT) && op.args[2]&unix.PROT_WRITE != 0 &&
+		th.proc.space.aliasRO(op.args[0], op.args[0]+pageUp(op.args[1]))
+	if t.wxOn() && (op.nr == unix.SYS_MMAP || op.nr == unix.SYS_MPROTECT || op.nr == unix.SYS_PKEY_MPROTECT) && (isWX(int(op.args[2])) || rwAlias) {
 		// W^X: the program asked for writable and executable memory; the
 		// kernel gets executable-only, the Space keeps the program's view.
 		regs.Rdx = op.args[2] &^ unix.PROT_WRITE
@@ -70,14 +72,20 @@ func (t *Tracer) needExit(th *thread, op *pendingOp) bool {
 	sp := th.proc.space
 	a := op.args
 	switch op.nr {
-	case unix.SYS_MMAP, unix.SYS_SHMAT:
-		return true // the filter let only PROT_EXEC/MAP_FIXED (SHM_EXEC/SHM_REMAP) through
+	case unix.SYS_MMAP:
+		// the filter let only PROT_EXEC, MAP_FIXED and MAP_SHARED through;
+		// a plain shared mapping matters only to W^X (writable aliases)
+		return a[2]&unix.PROT_EXEC != 0 || a[3]&unix.MAP_FIXED != 0 || t.wxOn()
+	case unix.SYS_SHMAT:
+		return true // the filter let only SHM_EXEC/SHM_REMAP through
 	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
-		return a[2]&unix.PROT_EXEC != 0 || sp.Touches(a[0], a[0]+pageUp(a[1])) || a[2]&(protGrowsdown|protGrowsup) != 0
+		return a[2]&unix.PROT_EXEC != 0 || sp.Touches(a[0], a[0]+pageUp(a[1])) || a[2]&(protGrowsdown|protGrowsup) != 0 ||
+			sp.aliasTouches(a[0], a[0]+pageUp(a[1]))
 	case unix.SYS_MUNMAP:
-		return sp.Touches(a[0], a[0]+pageUp(a[1]))
+		return sp.Touches(a[0], a[0]+pageUp(a[1])) || sp.aliasTouches(a[0], a[0]+pageUp(a[1]))
 	case unix.SYS_MREMAP:
-		return sp.Touches(a[0], a[0]+pageUp(a[1])) || a[3]&mremapFixed != 0 && sp.Touches(a[4], a[4]+pageUp(a[2]))
+		return sp.Touches(a[0], a[0]+pageUp(a[1])) || a[3]&mremapFixed != 0 && sp.Touches(a[4], a[4]+pageUp(a[2])) ||
+			sp.aliasTouches(a[0], a[0]+pageUp(a[1])) || a[3]&mremapFixed != 0 && sp.aliasTouches(a[4], a[4]+pageUp(a[2]))
 	case unix.SYS_MADVISE:
 		switch a[2] {
 		case madvDontneed, madvFree, madvRemove, madvDontneedLocked:
@@ -212,16 +220,34 @@ func (t *Tracer) syscallExit(th *thread) {
 			file = t.fileAt(p, start, a[5])
 		}
 		sp.Map(start, end, prot, file, cause)
+		if t.wxOn() {
+			sp.aliasForget(start, end)
+			if a[3]&unix.MAP_SHARED != 0 && a[3]&unix.MAP_ANONYMOUS == 0 {
+				t.aliasMmap(th, start, end, prot)
+			} else if sp.wx != nil {
+				t.aliasApply(th) // MAP_FIXED may have replaced a twin
+			}
+		}
 	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
 		if a[2]&(protGrowsdown|protGrowsup) != 0 {
 			t.syncSpace(p, cause)
 			return
 		}
 		sp.Protect(a[0], a[0]+pageUp(a[1]), int(a[2])&(unix.PROT_READ|unix.PROT_WRITE|unix.PROT_EXEC), cause)
+		if t.wxOn() {
+			t.aliasProtect(th, a[0], a[0]+pageUp(a[1]), int(a[2])&(unix.PROT_READ|unix.PROT_WRITE|unix.PROT_EXEC), op.wxRewrote)
+		}
 	case unix.SYS_MUNMAP:
 		sp.Unmap(a[0], a[0]+pageUp(a[1]), cause)
+		if sp.aliasTouches(a[0], a[0]+pageUp(a[1])) {
+			sp.aliasForget(a[0], a[0]+pageUp(a[1]))
+			t.aliasApply(th)
+		}
 	case unix.SYS_MREMAP:
 		sp.Remap(a[0], pageUp(a[1]), pageUp(a[2]), a[3], ret, cause)
+		if sp.aliasTouches(a[0], a[0]+pageUp(a[1])) || a[3]&mremapFixed != 0 && sp.aliasTouches(ret, ret+pageUp(a[2])) {
+			t.aliasMove(th, a[0], pageUp(a[1]), pageUp(a[2]), ret)
+		}
 	case unix.SYS_MADVISE:
 		sp.Refresh(a[0], a[0]+pageUp(a[1]), a[2] != madvRemove, cause)
 	case unix.SYS_BRK, unix.SYS_SHMDT, unix.SYS_REMAP_FILE_PAGES:

@@ -812,6 +812,10 @@ func (t *Tracer) forkView(parent, child *space) {
 			child.Protect(pc.Start, pc.End, pc.Prot, "fork")
 		}
 	}
+	if parent.wx != nil && len(parent.wx.shared) > 0 {
+		// shared mappings stay shared (and write-protected) in the child
+		child.wxs().shared = append([]sharedMap(nil), parent.wx.shared...)
+	}
 	if parent.wx != nil && len(parent.wx.batch) > 0 {
 		w := child.wxs()
 		for page, bp := range parent.wx.batch {

@@ -63,6 +63,7 @@ type wxState struct {
 	writes  map[uint64]int       // precise writes per page
 	sysAddr uint64               // address of a syscall instruction (in the vdso)
 	mem     *os.File             // /proc/PID/mem, read-write
+	shared  []sharedMap          // MAP_SHARED file mappings (writable aliases)
 }
 
 func (t *Tracer) wxOn() bool { return t.opts.WX != "" && t.opts.WX != WXOff }
@@ -237,7 +238,9 @@ func (t *Tracer) wxFault(th *thread) bool {
 	t.cur.th, t.cur.at = th, snapshot.Now()
 	p, ok := sp.PieceAt(si.Addr)
 	if !ok || !isWX(p.Prot) {
-		return false // not memory ptjit protects: the program's own fault
+		// a store through a write-protected alias, or the program's own
+		// fault
+		return t.aliasFault(th, si.Addr)
 	}
 	regs, err := getRegs(th.tid)
 	if err != nil {

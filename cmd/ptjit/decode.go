@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -334,44 +335,108 @@ func loadRecording(a *decodeArgs) ([]decodeTrace, error) {
 	return out, nil
 }
 
-// buildImage loads the file mappings (static sections) and code versions
-// (valid for their TSC ranges) of pid from code.db.
+// buildImage loads what pid executed from code.db: its file-backed
+// mappings (bytes read from the files, each valid from its mmap to its
+// munmap) and its code versions (valid for their TSC ranges). A vfork child
+// runs in its parent's address space until it execs: for that time the
+// owner's mappings and versions are its own.
 func buildImage(cdb *db.DB, pid int) (*decode.Image, error) {
 	img := decode.NewImage()
-	maps, err := cdb.FileMaps(pid)
+	files := map[string][]byte{}
+	procs, err := cdb.Processes()
 	if err != nil {
 		return nil, fmt.Errorf("decode: %v", err)
 	}
-	for _, m := range maps {
-		if err := img.AddFile(m.Path, m.Offset, m.Size, m.Addr); err != nil {
-			// A file that vanished or shrank since the recording: its
-			// code is reported as unmapped where it runs.
-			fmt.Fprintf(os.Stderr, "ptjit: decode: warning: %s: %v\n", cdb.Path(), err)
+	type span struct {
+		pid      int
+		from, to uint64
+	}
+	spans := []span{{pid, 0, decode.AlwaysValid}}
+	for _, p := range procs {
+		if p.PID == pid && p.VMOwner != 0 {
+			to := uint64(decode.AlwaysValid)
+			if p.HasEnd {
+				to = p.End.TSC
+			}
+			spans = append(spans, span{p.VMOwner, p.Start.TSC, to})
 		}
 	}
-	vs, err := cdb.Versions(db.VersionFilter{PID: pid})
-	if err != nil {
-		return nil, fmt.Errorf("decode: %v", err)
-	}
-	for i := range vs {
-		v := &vs[i]
-		data, err := cdb.VersionData(v)
+	for _, sp := range spans {
+		maps, err := cdb.FileMaps(sp.pid)
 		if err != nil {
 			return nil, fmt.Errorf("decode: %v", err)
 		}
-		end := uint64(decode.AlwaysValid)
-		if v.HasEnd {
-			end = v.End.TSC
+		for _, m := range maps {
+			from, to := max(m.Map.TSC, sp.from), uint64(decode.AlwaysValid)
+			if m.HasUnmap {
+				to = m.Unmap.TSC
+			}
+			to = min(to, sp.to)
+			if to <= from {
+				continue
+			}
+			data, err := mappedFile(files, &m)
+			if err == nil {
+				err = img.AddFileVersion(m.Path, data, m.Offset, m.Addr, from, to)
+			}
+			if err != nil {
+				// The file vanished, changed or shrank since the
+				// recording: its code is reported as unmapped where it
+				// runs, never guessed.
+				fmt.Fprintf(os.Stderr, "ptjit: decode: warning: %s: %v\n", cdb.Path(), err)
+			}
 		}
-		if end <= v.Valid.TSC {
-			continue // never valid
+		vs, err := cdb.Versions(db.VersionFilter{PID: sp.pid})
+		if err != nil {
+			return nil, fmt.Errorf("decode: %v", err)
 		}
-		tag := fmt.Sprintf("region %d v%d", v.Region, v.Vno)
-		if err := img.AddVersion(v.Addr, data, v.Valid.TSC, end, tag); err != nil {
-			return nil, fmt.Errorf("decode: %s: %v", cdb.Path(), err)
+		for i := range vs {
+			v := &vs[i]
+			from, to := max(v.Valid.TSC, sp.from), uint64(decode.AlwaysValid)
+			if v.HasEnd {
+				to = v.End.TSC
+			}
+			to = min(to, sp.to)
+			if to <= from {
+				continue // never valid (for this process)
+			}
+			data, err := cdb.VersionData(v)
+			if err != nil {
+				return nil, fmt.Errorf("decode: %v", err)
+			}
+			tag := fmt.Sprintf("region %d v%d", v.Region, v.Vno)
+			if err := img.AddVersion(v.Addr, data, from, to, tag); err != nil {
+				return nil, fmt.Errorf("decode: %s: %v", cdb.Path(), err)
+			}
 		}
 	}
 	return img, nil
+}
+
+// mappedFile returns the bytes a file mapping mapped, reading each file
+// once, after checking that the file is still the one that was mapped
+// (its GNU build-id, when the recording has one).
+func mappedFile(cache map[string][]byte, m *db.FileMapInfo) ([]byte, error) {
+	data, ok := cache[m.Path]
+	if !ok {
+		var err error
+		if data, err = os.ReadFile(m.Path); err != nil {
+			return nil, err
+		}
+		if len(m.BuildID) > 0 {
+			id, err := decode.ReadBuildID(m.Path)
+			if err == nil && !bytes.Equal(id, m.BuildID) {
+				return nil, fmt.Errorf("%s: build-id %x, the recording mapped build-id %x", m.Path, id, m.BuildID)
+			}
+		}
+		cache[m.Path] = data
+	}
+	if m.Offset >= uint64(len(data)) {
+		return nil, fmt.Errorf("%s: mapped at offset %#x, beyond the end of the file (%#x bytes)", m.Path, m.Offset, len(data))
+	}
+	// A mapping may extend past the end of the file (the rest of the last
+	// page): only the file's bytes are code.
+	return data[m.Offset:min(uint64(len(data)), m.Offset+m.Size)], nil
 }
 
 // symbolizer names addresses in file-backed sections from the ELF symbol
@@ -388,7 +453,7 @@ func (s *symbolizer) where(in *decode.FlowInsn) string {
 	if sec == nil {
 		return "?"
 	}
-	if sec.Versioned() {
+	if !sec.IsFile() {
 		return fmt.Sprintf("[%s +%#x]", sec.Tag, in.IP-sec.Vaddr)
 	}
 	tab, ok := s.tabs[sec.Tag]

@@ -1,0 +1,365 @@
+package tracker
+
+import (
+	"github.com/ptjit/ptjit/snapshot"
+	"golang.org/x/sys/unix"
+)
+
+// W^X for writable aliases: the same file pages (a memfd, a shared file)
+// mapped twice with MAP_SHARED, writable at one address and executable at
+// another — the double-mapping JITs use to avoid RWX. Every MAP_SHARED mmap
+// stops (filter.go), so with W^X on the tracker knows each shared mapping's
+// file, offset and the program's protection. Where a writable shared
+// mapping and an executable one map the same file pages, the writable alias
+// is made read-only (an injected mprotect, recorded with ProtChange); a
+// store through it faults, is carried out precisely (emulated, or stepped
+// with the alias page briefly writable) and recorded as a write at the
+// executable address, whose page gets a new version. Batch mode does not
+// apply to aliases: their stores are always precise.
+
+// sharedMap is a MAP_SHARED file mapping.
+type sharedMap struct {
+	start, end uint64
+	dev, inode uint64
+	off        uint64 // file offset of start
+	view       int    // the program's protection
+	ro         bool   // ptjit removed PROT_WRITE (an executable twin exists)
+}
+
+func (m *sharedMap) fileOf(addr uint64) uint64 { return m.off + (addr - m.start) }
+
+// aliasTouches reports whether [start, end) overlaps a tracked shared
+// mapping.
+func (sp *space) aliasTouches(start, end uint64) bool {
+	if sp.wx == nil {
+		return false
+	}
+	for _, m := range sp.wx.shared {
+		if m.start < end && start < m.end {
+			return true
+		}
+	}
+	return false
+}
+
+// aliasForget drops [start, end) from the shared-mapping table.
+func (sp *space) aliasForget(start, end uint64) {
+	if sp.wx == nil {
+		return
+	}
+	var out []sharedMap
+	for _, m := range sp.wx.shared {
+		if m.end <= start || m.start >= end {
+			out = append(out, m)
+			continue
+		}
+		if m.start < start {
+			l := m
+			l.end = start
+			out = append(out, l)
+		}
+		if m.end > end {
+			r := m
+			r.off = m.fileOf(end)
+			r.start = end
+			out = append(out, r)
+		}
+	}
+	sp.wx.shared = out
+}
+
+// aliasMmap records a fresh MAP_SHARED file mapping and re-applies alias
+// protection.
+//
+// Precondition: on the locked tracer thread; th is in syscall-exit-stop.
+func (t *Tracer) aliasMmap(th *thread, start, end uint64, prot int) {
+	sp := th.proc.space
+	sp.wxs()
+	sp.aliasForget(start, end)
+	maps, err := snapshot.ReadMaps(th.tid)
+	if err != nil {
+		return
+	}
+	for _, m := range maps {
+		if m.Start <= start && start < m.End && m.Shared && m.Inode != 0 {
+			sp.wx.shared = append(sp.wx.shared, sharedMap{start: start, end: end, dev: m.Dev, inode: m.Inode,
+				off: m.Offset + (start - m.Start), view: prot})
+			break
+		}
+	}
+	t.aliasApply(th)
+}
+
+// aliasRO reports whether [start, end) lies in aliases ptjit keeps
+// read-only (the program asking for PROT_WRITE there gets it rewritten
+// away at the syscall's entry, so no other thread can write in between).
+func (sp *space) aliasRO(start, end uint64) bool {
+	if sp.wx == nil {
+		return false
+	}
+	// all of [start, end) must be read-only alias: the rewrite applies to
+	// the whole call
+	at := start
+	for at < end {
+		found := false
+		for _, m := range sp.wx.shared {
+			if m.ro && m.start <= at && at < m.end {
+				at, found = m.end, true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// aliasProtect: the program set [start, end) to prot (the kernel got it
+// without PROT_WRITE when rewrote).
+func (t *Tracer) aliasProtect(th *thread, start, end uint64, prot int, rewrote bool) {
+	sp := th.proc.space
+	if !sp.aliasTouches(start, end) {
+		return
+	}
+	var out []sharedMap
+	for _, m := range sp.wx.shared {
+		if m.end <= start || m.start >= end {
+			out = append(out, m)
+			continue
+		}
+		if m.start < start {
+			l := m
+			l.end = start
+			out = append(out, l)
+		}
+		mid := m
+		mid.start, mid.end = max(m.start, start), min(m.end, end)
+		mid.off = m.fileOf(mid.start)
+		mid.view, mid.ro = prot, rewrote && prot&unix.PROT_WRITE != 0
+		out = append(out, mid)
+		if m.end > end {
+			r := m
+			r.off = m.fileOf(end)
+			r.start = end
+			out = append(out, r)
+		}
+	}
+	sp.wx.shared = out
+	t.aliasApply(th)
+}
+
+// aliasMove: mremap moved (or resized) a shared mapping.
+func (t *Tracer) aliasMove(th *thread, old, oldSize, newSize, to uint64) {
+	sp := th.proc.space
+	sp.wxs()
+	var moved []sharedMap
+	for _, m := range sp.wx.shared {
+		if m.start < old+oldSize && old < m.end {
+			c := m
+			c.start, c.end = max(m.start, old), min(m.end, old+min(oldSize, newSize))
+			if c.start >= c.end {
+				continue
+			}
+			c.off = m.fileOf(c.start)
+			c.start, c.end = to+(c.start-old), to+(c.end-old)
+			moved = append(moved, c)
+		}
+	}
+	sp.aliasForget(old, old+oldSize)
+	sp.aliasForget(to, to+newSize)
+	sp.wx.shared = append(sp.wx.shared, moved...)
+	t.aliasApply(th)
+}
+
+// twin is the executable mapping of some file bytes.
+type twin struct {
+	addr, off, n uint64 // address, file offset, length
+}
+
+// execTwins returns where file bytes [off, off+n) of (dev, inode) are
+// mapped executable and shared.
+func (sp *space) execTwins(dev, inode, off, n uint64) []twin {
+	var out []twin
+	for _, m := range sp.wx.shared {
+		if m.dev != dev || m.inode != inode || m.view&unix.PROT_EXEC == 0 {
+			continue
+		}
+		lo, hi := max(m.off, off), min(m.off+(m.end-m.start), off+n)
+		if lo < hi {
+			out = append(out, twin{m.start + (lo - m.off), lo, hi - lo})
+		}
+	}
+	return out
+}
+
+// aliasApply write-protects every writable shared page whose file page is
+// also mapped executable, and gives the program's protection back to
+// pages that lost their executable twin.
+func (t *Tracer) aliasApply(th *thread) {
+	sp := th.proc.space
+	sh := sp.wx.shared
+	for i := range sh {
+		m := &sh[i]
+		if m.view&unix.PROT_WRITE == 0 || m.view&unix.PROT_EXEC != 0 {
+			continue
+		}
+		twin := len(sp.execTwins(m.dev, m.inode, m.off, m.end-m.start)) > 0
+		switch {
+		case twin && !m.ro:
+			if err := t.protect(th, m.start, m.end, m.view&^unix.PROT_WRITE, "wx: writable alias of executable pages"); err != nil {
+				t.warnf("%v", err)
+				continue
+			}
+			m.ro = true
+		case !twin && m.ro:
+			if err := t.protect(th, m.start, m.end, m.view, "wx: alias no longer has an executable twin"); err != nil {
+				t.warnf("%v", err)
+				continue
+			}
+			m.ro = false
+		}
+	}
+}
+
+// aliasAt returns the write-protected alias containing addr.
+func (sp *space) aliasAt(addr uint64) (*sharedMap, bool) {
+	if sp.wx == nil {
+		return nil, false
+	}
+	for i := range sp.wx.shared {
+		m := &sp.wx.shared[i]
+		if m.start <= addr && addr < m.end && m.ro {
+			return m, true
+		}
+	}
+	return nil, false
+}
+
+// aliasFault handles a store that faulted on a write-protected alias: it
+// is carried out (emulated, or stepped with the alias page writable) and
+// recorded at the executable twin's addresses. It reports whether the
+// fault was ptjit's.
+func (t *Tracer) aliasFault(th *thread, addr uint64) bool {
+	sp := th.proc.space
+	m, ok := sp.aliasAt(addr)
+	if !ok {
+		// A writable alias ptjit made writable again meanwhile (its
+		// executable twin went away): retry the store, once.
+		if sp.wx != nil {
+			for _, sm := range sp.wx.shared {
+				if sm.start <= addr && addr < sm.end && sm.view&unix.PROT_WRITE != 0 {
+					key := [2]uint64{0, addr}
+					if th.lastStale != key {
+						th.lastStale = key
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
+	al := *m
+	regs, err := getRegs(th.tid)
+	if err != nil {
+		return true
+	}
+	t.cur.ip = regs.Rip
+	page := addr &^ (pageSize - 1)
+	code := make([]byte, 16)
+	for n := 16; n > 0; n -= 4 {
+		if snapshot.ReadMem(th.tid, regs.Rip, code[:n]) == nil {
+			code = code[:n]
+			break
+		}
+	}
+	nr := regs
+	var fx *fxsave
+	in, stores, err := Emulate(code, Machine{
+		Regs: &nr,
+		XMM: func(i int) ([]byte, error) {
+			if fx == nil {
+				var err error
+				if fx, err = getXMM(th.tid); err != nil {
+					return nil, err
+				}
+			}
+			return fx[160+16*i : 176+16*i], nil
+		},
+		Read: func(a uint64, b []byte) error { return snapshot.ReadMem(th.tid, a, b) },
+	})
+	type change struct {
+		addr     uint64
+		old, new []byte
+	}
+	var changes []change
+	if err == nil {
+		for _, s := range stores {
+			old := make([]byte, len(s.Data))
+			if err = snapshot.ReadMem(th.tid, s.Addr, old); err != nil {
+				break
+			}
+			if err = t.memWrite(th, s.Addr, s.Data); err != nil {
+				break
+			}
+			changes = append(changes, change{s.Addr, old, s.Data})
+		}
+		if err == nil {
+			err = unix.PtraceSetRegs(th.tid, &nr)
+		}
+		if err == nil {
+			t.result.Stats.Emulated++
+		}
+	}
+	if err != nil {
+		// Step it with the alias page writable.
+		old := make([]byte, pageSize)
+		snapshot.ReadMem(th.tid, page, old)
+		if perr := t.protect(th, page, page+pageSize, al.view, "wx: step a store through an alias"); perr != nil {
+			t.warnf("%v", perr)
+			return true
+		}
+		for {
+			if unix.PtraceSingleStep(th.tid) != nil {
+				return true
+			}
+			var ws unix.WaitStatus
+			if _, err := unix.Wait4(th.tid, &ws, unix.WALL, nil); err != nil {
+				return true
+			}
+			kind, sig := Classify(ws)
+			if kind == StopExited || kind == StopKilled {
+				t.threadGone(th, kind, sig)
+				return true
+			}
+			if kind != StopSignal {
+				continue
+			}
+			if sig != int(unix.SIGTRAP) {
+				th.held = append(th.held, sig)
+			}
+			break
+		}
+		if perr := t.protect(th, page, page+pageSize, al.view&^unix.PROT_WRITE, "wx: step done"); perr != nil {
+			t.warnf("%v", perr)
+		}
+		now := make([]byte, pageSize)
+		if snapshot.ReadMem(th.tid, page, now) == nil {
+			if lo, hi := diffRange(old, now); lo < hi {
+				changes = append(changes, change{page + uint64(lo), old[lo:hi], now[lo:hi]})
+			}
+		}
+		t.result.Stats.Stepped++
+	}
+	t.cur.at = snapshot.Now()
+	for _, c := range changes {
+		// The store went to the alias; the code changed at every
+		// executable twin of those file bytes.
+		fo := al.fileOf(c.addr)
+		for _, tw := range sp.execTwins(al.dev, al.inode, fo, uint64(len(c.new))) {
+			i := tw.off - fo
+			t.recordWrite(th, regs.Rip, in, tw.addr, c.old[i:i+tw.n], c.new[i:i+tw.n])
+		}
+	}
+	return true
+}
