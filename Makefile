@@ -20,6 +20,12 @@ demo: all
 	./$(BIN) run -o ptjit.out -- ./testdata/bin/ubpf-test
 	./$(BIN) history -i ptjit.out
 
+# Benchmarks: ptjit run overhead and stop costs (a table; see cmd/ptjit-bench),
+# then the decoder against libipt (needs libipt-dev for the cgo comparison).
+bench: all
+	$(GO) run ./cmd/ptjit-bench -ptjit $(BIN)
+	$(GO) test -run '^$$' -bench . -benchtime 3x $(if $(wildcard /usr/include/intel-pt.h),-tags libipt) ./decode/
+
 clean:
 	rm -rf bin
 	$(MAKE) -C testdata clean

@@ -195,11 +195,20 @@
 //
 // # Blind spots
 //
-// Not covered by W^X: a writable alias of code pages (a memfd, shm or
-// file mapped twice, RW at one address and RX at another) — the RW alias
-// is not write-protected, so stores through it are seen only at the next
-// protection change; RWX memory present at exec (an executable stack) is
-// not protected.
+// Writable aliases (wx_alias_linux_amd64.go): a memfd or file mapped
+// MAP_SHARED twice, writable at one address and executable at another (the
+// double-mapping JIT pattern). Every MAP_SHARED mmap stops (filter.go);
+// with W^X on, the tracker keeps each shared mapping's file, offset and
+// program protection, and write-protects the writable pages whose file
+// pages are also mapped executable (an injected mprotect; a later
+// mprotect(RW) of the program is rewritten at entry). A store through the
+// alias faults, is emulated — written through /proc/PID/map_files (root;
+// /proc/PID/mem refuses forced writes to shared mappings), else stepped —
+// and recorded as a write at the executable twin's address, whose page
+// gets a new version. Alias stores are always precise. Not covered: an
+// alias in another process (a writer process and an executor process
+// sharing a memfd), SysV shm aliases, RWX memory present at exec (an
+// executable stack).
 //
 // Changes to executable memory that make no stop: write(2), pwrite(2),
 // ftruncate(2) or fallocate(2) on a file that is mapped executable and

@@ -34,6 +34,7 @@ func TestFilterEval(t *testing.T) {
 		{"mmap RX", x86, unix.SYS_MMAP, [6]uint64{0, 4096, unix.PROT_READ | unix.PROT_EXEC, unix.MAP_PRIVATE}, true},
 		{"mmap X only", x86, unix.SYS_MMAP, [6]uint64{0, 4096, unix.PROT_EXEC, unix.MAP_PRIVATE}, true},
 		{"mmap RW FIXED", x86, unix.SYS_MMAP, [6]uint64{0x10000, 4096, unix.PROT_READ | unix.PROT_WRITE, unix.MAP_PRIVATE | unix.MAP_FIXED}, true},
+		{"mmap RW SHARED (an alias?)", x86, unix.SYS_MMAP, [6]uint64{0, 4096, unix.PROT_READ | unix.PROT_WRITE, unix.MAP_SHARED}, true},
 		{"mmap FIXED_NOREPLACE", x86, unix.SYS_MMAP, [6]uint64{0x10000, 4096, unix.PROT_READ, unix.MAP_PRIVATE | 0x100000}, false},
 		{"mmap high arg bits ignored", x86, unix.SYS_MMAP, [6]uint64{0, 4096, 1 << 40, unix.MAP_PRIVATE}, false},
 		{"mprotect R", x86, unix.SYS_MPROTECT, [6]uint64{0x10000, 4096, unix.PROT_READ}, true},

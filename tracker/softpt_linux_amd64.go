@@ -44,6 +44,10 @@ type softState struct {
 	s     *softpt.Session
 	steps map[int]*stepState
 	buf   [decode.MaxInsnLen]byte
+	// code caches decoded instructions of file-backed, read-only code,
+	// whose bytes cannot change while mapped; any file mapping change
+	// clears it. Other code is read from the tracee at every step.
+	code map[*space]map[uint64]decode.Insn
 }
 
 type stepState struct {
@@ -54,10 +58,12 @@ type stepState struct {
 	exiting bool        // past PTRACE_EVENT_EXIT: nothing more runs
 	exited  bool        // the stepped syscall reached its syscall-exit stop
 	insn    decode.Insn // the instruction being stepped
+	ip      uint64      // where the thread is, when haveIP (read at the last step trap)
+	haveIP  bool
 }
 
 func newSoftState(s *softpt.Session) *softState {
-	return &softState{s: s, steps: map[int]*stepState{}}
+	return &softState{s: s, steps: map[int]*stepState{}, code: map[*space]map[uint64]decode.Insn{}}
 }
 
 // softEligible: the thread runs the program (not the launcher).
@@ -142,6 +148,7 @@ func (t *Tracer) softComplete(th *thread, st *stepState) {
 		return
 	}
 	tsc := snapshot.RDTSC()
+	st.ip, st.haveIP = regs.Rip, true
 	if st.handler {
 		// Signal delivery: the thread is at the handler's first
 		// instruction, nothing retired.
@@ -162,6 +169,7 @@ func (t *Tracer) softComplete(th *thread, st *stepState) {
 // flight: if the thread is still at the instruction, it did not retire and
 // the thread entered the kernel there.
 func (t *Tracer) softNotRetired(th *thread, st *stepState) {
+	st.haveIP = false
 	regs, err := getRegs(th.tid)
 	if err != nil || !st.valid || regs.Rip != st.insn.IP {
 		return
@@ -185,12 +193,16 @@ func (t *Tracer) softResume(th *thread, sig int) {
 		t.softComplete(th, st)
 	}
 	if !st.active {
-		regs, err := getRegs(th.tid)
-		if err != nil {
-			t.resumeCont(th.tid, sig)
-			return
+		ip := st.ip
+		if !st.haveIP {
+			regs, err := getRegs(th.tid)
+			if err != nil {
+				t.resumeCont(th.tid, sig)
+				return
+			}
+			ip = regs.Rip
 		}
-		ip := regs.Rip
+		st.haveIP = false
 		tsc := snapshot.RDTSC()
 		if !st.started {
 			st.started = true
@@ -204,7 +216,7 @@ func (t *Tracer) softResume(th *thread, sig int) {
 			st.handler = true
 			st.valid = false
 		} else {
-			st.valid = t.softFetch(th, ip, &st.insn) == nil
+			st.valid = t.softInsn(th, ip, &st.insn) == nil
 			if !s.Enabled(th.tid) {
 				s.Enable(th.tid, ip, tsc)
 			}
@@ -215,6 +227,42 @@ func (t *Tracer) softResume(th *thread, sig int) {
 	_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_SINGLESTEP, uintptr(th.tid), 0, uintptr(sig), 0, 0)
 	if e != 0 && e != unix.ESRCH {
 		t.warnf("PTRACE_SINGLESTEP %d: %v", th.tid, e)
+	}
+}
+
+// softInsn returns the instruction at ip: from the cache for file-backed
+// read-only code, else read from the tracee.
+func (t *Tracer) softInsn(th *thread, ip uint64, in *decode.Insn) error {
+	sp := th.proc.space
+	if sp == nil {
+		return t.softFetch(th, ip, in)
+	}
+	i := sp.first(ip)
+	if i >= len(sp.pieces) || sp.pieces[i].Start > ip || sp.pieces[i].Kind != File || sp.pieces[i].Prot&unix.PROT_WRITE != 0 {
+		return t.softFetch(th, ip, in)
+	}
+	cache := t.soft.code[sp]
+	if c, ok := cache[ip]; ok {
+		*in = c
+		return nil
+	}
+	if err := t.softFetch(th, ip, in); err != nil {
+		return err
+	}
+	if ip+uint64(in.Len) <= sp.pieces[i].End {
+		if cache == nil {
+			cache = map[uint64]decode.Insn{}
+			t.soft.code[sp] = cache
+		}
+		cache[ip] = *in
+	}
+	return nil
+}
+
+// softInvalidate forgets cached instructions: a file mapping changed.
+func (t *Tracer) softInvalidate() {
+	if t.soft != nil && len(t.soft.code) > 0 {
+		clear(t.soft.code)
 	}
 }
 
@@ -268,6 +316,7 @@ func (t *Tracer) softMmap(pid, tid int, start, end uint64, prot int, f FileInfo)
 	if t.soft == nil {
 		return
 	}
+	t.softInvalidate()
 	t.soft.s.Mmap(&decode.PerfMmap{
 		Pid: uint32(pid), Tid: uint32(tid), Addr: start, Len: end - start, Pgoff: f.Offset,
 		Maj: unix.Major(f.Dev), Min: unix.Minor(f.Dev), Ino: f.Inode,

@@ -788,7 +788,10 @@ func (s *sink) AddFile(start, end uint64, prot int, f FileInfo, cause string) in
 		At: t.cur.at, Cause: cause, IP: t.cur.ip})
 }
 
-func (s *sink) EndFile(id int64) { s.t.rec.FileUnmap(id, s.t.cur.at) }
+func (s *sink) EndFile(id int64) {
+	s.t.softInvalidate()
+	s.t.rec.FileUnmap(id, s.t.cur.at)
+}
 
 func (t *Tracer) curTID() int {
 	if t.cur.tid != 0 {

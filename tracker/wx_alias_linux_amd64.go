@@ -1,6 +1,9 @@
 package tracker
 
 import (
+	"fmt"
+	"os"
+
 	"github.com/ptjit/ptjit/snapshot"
 	"golang.org/x/sys/unix"
 )
@@ -299,7 +302,9 @@ func (t *Tracer) aliasFault(th *thread, addr uint64) bool {
 			if err = snapshot.ReadMem(th.tid, s.Addr, old); err != nil {
 				break
 			}
-			if err = t.memWrite(th, s.Addr, s.Data); err != nil {
+			// /proc/PID/mem refuses forced writes to shared mappings:
+			// write the file itself.
+			if err = t.aliasWrite(th, &al, s.Addr, s.Data); err != nil {
 				break
 			}
 			changes = append(changes, change{s.Addr, old, s.Data})
@@ -362,4 +367,40 @@ func (t *Tracer) aliasFault(th *thread, addr uint64) bool {
 		}
 	}
 	return true
+}
+
+// aliasWrite writes data at addr of a shared alias through its file (the
+// store lands in the same page cache page the twin executes).
+func (t *Tracer) aliasWrite(th *thread, al *sharedMap, addr uint64, data []byte) error {
+	if addr < al.start || addr+uint64(len(data)) > al.end {
+		return ErrNotEmulated // the store leaves the alias
+	}
+	w := th.proc.space.wx
+	key := [2]uint64{al.dev, al.inode}
+	f := w.files[key]
+	if f == nil {
+		maps, err := snapshot.ReadMaps(th.tid)
+		if err != nil {
+			return err
+		}
+		for _, m := range maps {
+			if m.Start <= addr && addr < m.End {
+				// root (CAP_SYS_ADMIN) may open a mapping's file here
+				f, err = os.OpenFile(fmt.Sprintf("/proc/%d/map_files/%x-%x", th.tid, m.Start, m.End), os.O_RDWR, 0)
+				if err != nil {
+					return err
+				}
+				break
+			}
+		}
+		if f == nil {
+			return ErrNotEmulated
+		}
+		if w.files == nil {
+			w.files = map[[2]uint64]*os.File{}
+		}
+		w.files[key] = f
+	}
+	_, err := f.WriteAt(data, int64(al.fileOf(addr)))
+	return err
 }

@@ -59,11 +59,12 @@ func actualProt(view int) int {
 
 // wxState is the W^X bookkeeping of one address space.
 type wxState struct {
-	batch   map[uint64]batchPage // pages ptjit made RW (not X) in batch mode
-	writes  map[uint64]int       // precise writes per page
-	sysAddr uint64               // address of a syscall instruction (in the vdso)
-	mem     *os.File             // /proc/PID/mem, read-write
-	shared  []sharedMap          // MAP_SHARED file mappings (writable aliases)
+	batch   map[uint64]batchPage   // pages ptjit made RW (not X) in batch mode
+	writes  map[uint64]int         // precise writes per page
+	sysAddr uint64                 // address of a syscall instruction (in the vdso)
+	mem     *os.File               // /proc/PID/mem, read-write
+	shared  []sharedMap            // MAP_SHARED file mappings (writable aliases)
+	files   map[[2]uint64]*os.File // alias files by (dev, inode), for emulated stores
 }
 
 func (t *Tracer) wxOn() bool { return t.opts.WX != "" && t.opts.WX != WXOff }
@@ -87,6 +88,12 @@ func (sp *space) closeWX() {
 	if sp.wx != nil && sp.wx.mem != nil {
 		sp.wx.mem.Close()
 		sp.wx.mem = nil
+	}
+	if sp.wx != nil {
+		for _, f := range sp.wx.files {
+			f.Close()
+		}
+		sp.wx.files = nil
 	}
 }
 

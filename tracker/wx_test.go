@@ -1,6 +1,7 @@
 package tracker_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -52,5 +53,57 @@ func TestWX(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWXAlias runs dualmap (testdata/dualmap.c: code written through a
+// writable memfd alias, run through its executable twin): the program
+// behaves as alone, and under precise W^X every store through the alias
+// is a write at the executable address, with a new version holding it.
+func TestWXAlias(t *testing.T) {
+	prog := cprog(t, "dualmap")
+	alone, st := run(t, prog)
+	if st != 0 {
+		t.Fatalf("dualmap alone: status %d\n%s", st, alone)
+	}
+	tr := traceWX(t, tracker.WXPrecise, prog)
+	if tr.res.Status != 0 || !strings.HasSuffix(tr.stdout, "\nok\n") {
+		t.Fatalf("under --wx=precise: status %d\n%s", tr.res.Status, tr.stdout)
+	}
+	var rx []uint64
+	for _, l := range strings.Split(tr.stdout, "\n") {
+		if a, ok := strings.CutPrefix(l, "RX "); ok {
+			v, _ := strconv.ParseUint(a, 0, 64)
+			rx = append(rx, v)
+		}
+	}
+	writes, err := tr.db.Writes(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 5 stores, 1 after mprotect RW, 1 memcpy, 1 through the second alias
+	if len(writes) != 8 {
+		t.Fatalf("%d writes recorded, want 8", len(writes))
+	}
+	for i, w := range writes {
+		in := w.Addr >= rx[0] && w.Addr < rx[0]+8192 || len(rx) > 1 && w.Addr >= rx[1] && w.Addr < rx[1]+4096
+		if !in {
+			t.Errorf("write %d at %#x: not in an executable twin %#x", i, w.Addr, rx)
+		}
+		if len(w.New) != 8 || w.New[0] != 0xb8 || w.Version == 0 {
+			t.Errorf("write %d: new %x version %d", i, w.New, w.Version)
+			continue
+		}
+		v, err := tr.db.Version(w.Version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := tr.db.VersionData(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if off := w.Addr - v.Addr; string(data[off:off+8]) != string(w.New) || v.Cause != "write" {
+			t.Errorf("write %d: version %d (%s) holds %x at %#x, want %x", i, v.ID, v.Cause, data[off:off+8], w.Addr, w.New)
+		}
 	}
 }

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+)
+
+func init() {
+	rows = append(rows, row{name: "softpt", target: "≥0.8× bare single-step", measure: measureSoftPT})
+}
+
+// stepIters is stepbench's loop count: about 170,000 instructions.
+const stepIters = "20000"
+
+var (
+	reSteps    = regexp.MustCompile(`steps: (\d+) in (\d+) ns`)
+	reSoftInsn = regexp.MustCompile(`soft PT: (\d+) instructions, (\d+) trace bytes`)
+)
+
+// measureSoftPT: instructions per second that ptjit run --pt=soft records,
+// against the rate of a bare PTRACE_SINGLESTEP loop (stepbench's own
+// minimal tracer) over the same program; and the trace's bytes per
+// instruction.
+func measureSoftPT(b *bench) ([]measurement, error) {
+	prog := b.prog("stepbench")
+	rs, err := b.series(
+		func() (run, error) { return b.exec(prog, "--trace", stepIters) },
+		func() (run, error) {
+			return b.exec(b.ptjit, "run", "--pt=soft", "-o", b.outDir, "--", prog, stepIters)
+		},
+	)
+	if err != nil {
+		return nil, err
+	}
+	bare := median(rs[0], func(r run) float64 {
+		m := reSteps.FindStringSubmatch(r.stdout)
+		if m == nil {
+			return 0
+		}
+		steps, _ := strconv.ParseFloat(m[1], 64)
+		ns, _ := strconv.ParseFloat(m[2], 64)
+		return steps / (ns / 1e9)
+	})
+	var insns, bytes float64
+	soft := median(rs[1], func(r run) float64 {
+		m := reSoftInsn.FindStringSubmatch(r.stderr)
+		if m == nil {
+			return 0
+		}
+		insns, _ = strconv.ParseFloat(m[1], 64)
+		bytes, _ = strconv.ParseFloat(m[2], 64)
+		return insns / r.wall.Seconds()
+	})
+	if bare == 0 || soft == 0 {
+		return nil, fmt.Errorf("stepbench or ptjit printed no step count")
+	}
+	return []measurement{
+		ratioLine("soft PT: instructions/s recorded / bare PTRACE_SINGLESTEP rate", soft/1e3, bare/1e3, "k/s", "bare", "≥0.8×",
+			func(r float64) bool { return r >= 0.8 }),
+		{name: "soft PT: trace bytes per instruction", value: fmt.Sprintf("%.2f B", bytes/insns), ref: fmt.Sprintf("%.0f insns", insns), ratio: "-", target: "-", met: "-"},
+	}, nil
+}
