@@ -1,6 +1,7 @@
 package db
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"database/sql"
 	"encoding/json"
@@ -414,6 +415,21 @@ type writer struct {
 	txStart time.Time
 	stmts   map[string]*sql.Stmt
 	known   map[[32]byte]struct{} // page hashes already stored
+	// last remembers, for each page address of each process, the bytes
+	// and hash it had in the latest version that covered it: a JIT that
+	// toggles a large area RW/RX changes few of its pages each time, and
+	// comparing bytes is far cheaper than hashing them.
+	last map[pageKey]pageMemo
+}
+
+type pageKey struct {
+	pid  int
+	addr uint64
+}
+
+type pageMemo struct {
+	data []byte
+	hash [32]byte
 }
 
 const (
@@ -429,7 +445,11 @@ const (
 )
 
 func newWriter(sdb *sql.DB) (*writer, error) {
-	return &writer{db: sdb, stmts: make(map[string]*sql.Stmt), known: make(map[[32]byte]struct{})}, nil
+	// A large page cache keeps the pages table's index in memory.
+	if _, err := sdb.Exec(`PRAGMA cache_size = -65536`); err != nil {
+		return nil, err
+	}
+	return &writer{db: sdb, stmts: make(map[string]*sql.Stmt), known: make(map[[32]byte]struct{}), last: make(map[pageKey]pageMemo)}, nil
 }
 
 func (w *writer) begin() error {
@@ -480,7 +500,14 @@ func (w *writer) addVersion(id int64, vno int, v *Version) error {
 	for i := 0; i*PageSize < len(v.Data); i++ {
 		end := min((i+1)*PageSize, len(v.Data))
 		page := v.Data[i*PageSize : end]
-		h := sha256.Sum256(page)
+		key := pageKey{v.PID, v.Addr + uint64(i*PageSize)}
+		var h [32]byte
+		if m, ok := w.last[key]; ok && bytes.Equal(m.data, page) {
+			h = m.hash
+		} else {
+			h = sha256.Sum256(page)
+			w.last[key] = pageMemo{page, h}
+		}
 		if _, ok := w.known[h]; !ok {
 			if err := w.exec(sqlPage, h[:], page); err != nil {
 				return err
