@@ -94,7 +94,10 @@ CREATE TABLE versions (
     tid       INTEGER NOT NULL,
     addr      INTEGER NOT NULL,      -- page aligned
     size      INTEGER NOT NULL,      -- page multiple
-    sha256    BLOB NOT NULL,         -- of the bytes [addr, addr+size)
+    sha256    BLOB,                  -- of the bytes [addr, addr+size); NULL while
+                                     -- recording (hashing whole versions would slow
+                                     -- the run): db.Open's readers compute it
+                                     -- from the pages
     cause     TEXT NOT NULL,         -- exec, mmap, mprotect, pkey_mprotect, mremap, shmat, write, wx-batch, split
     ip        INTEGER NOT NULL,      -- IP of the syscall or writing instruction
     by_ptjit  INTEGER NOT NULL DEFAULT 0,

@@ -15,6 +15,7 @@ type FlowInsn struct {
 	Speculative bool     // executed inside a TSX transaction
 	Section     *Section // where the bytes came from
 	Target      uint64   // direct branch target
+	TSC         uint64   // time of the last timing update before it (0: none)
 	flags       uint8
 }
 
@@ -784,6 +785,7 @@ func (d *FlowDecoder) Next(in *FlowInsn) int {
 	in.Speculative = d.speculative
 	in.IP = d.ip
 	in.Mode = d.mode
+	in.TSC = d.q.lastTime.tscOrZero()
 	d.steps++
 	if d.steps > d.maxSteps {
 		d.steps = 0
@@ -793,14 +795,25 @@ func (d *FlowDecoder) Next(in *FlowInsn) int {
 		in.Size = 0
 		return st
 	}
-	st := d.checkInsnEvent(in)
-	if st != 0 {
-		if st < 0 || st&stEventPending != 0 {
-			return st
+	quiet := !d.processEvent && d.status&stEventPending == 0
+	if !quiet {
+		st := d.checkInsnEvent(in)
+		if st != 0 {
+			if st < 0 || st&stEventPending != 0 {
+				return st
+			}
 		}
+	} else if in.Class == ClassOther {
+		// The common case: nothing to bind, nothing to ask the trace.
+		d.ip += uint64(in.Size)
+		d.icnt++
+		return d.flowStatus(0)
 	}
 	if st := d.proceed(in); st < 0 {
 		return st
+	}
+	if !d.processEvent && d.status&stEventPending == 0 {
+		return d.flowStatus(0)
 	}
 	return d.checkIPEvent(in)
 }

@@ -25,13 +25,13 @@ const parallelChunk = 64 << 10
 // recInsn is a recorded instruction; it holds no pointers so that large
 // recordings cost the garbage collector nothing.
 type recInsn struct {
-	ip, off, tsc, target uint64
-	sec                  uint32 // index into flowRecorder.secs
-	size                 uint8
-	class                InsnClass
-	mode                 ExecMode
-	spec                 bool
-	flags                uint8
+	ip, off, tsc, target, itsc uint64
+	sec                        uint32 // index into flowRecorder.secs
+	size                       uint8
+	class                      InsnClass
+	mode                       ExecMode
+	spec                       bool
+	flags                      uint8
 }
 
 // recExtra is a recorded event or error, replayed before insns[at].
@@ -56,7 +56,7 @@ func (r *flowRecorder) Insn(in *FlowInsn, off, tsc uint64) {
 		r.last = in.Section
 		r.secs = append(r.secs, in.Section)
 	}
-	r.insns = append(r.insns, recInsn{ip: in.IP, off: off, tsc: tsc, target: in.Target,
+	r.insns = append(r.insns, recInsn{ip: in.IP, off: off, tsc: tsc, target: in.Target, itsc: in.TSC,
 		sec: uint32(len(r.secs) - 1), size: in.Size, class: in.Class, mode: in.Mode,
 		spec: in.Speculative, flags: in.flags})
 }
@@ -89,7 +89,7 @@ func (r *flowRecorder) replay(sink FlowSink) {
 		}
 		ri := &r.insns[i]
 		in = FlowInsn{IP: ri.ip, Size: ri.size, Mode: ri.mode, Class: ri.class, Speculative: ri.spec,
-			Section: r.secs[ri.sec], Target: ri.target, flags: ri.flags}
+			Section: r.secs[ri.sec], Target: ri.target, TSC: ri.itsc, flags: ri.flags}
 		sink.Insn(&in, ri.off, ri.tsc)
 	}
 }

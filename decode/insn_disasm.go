@@ -139,11 +139,26 @@ func polish(text string, raw []byte, in *Insn, inst x86asm.Inst) string {
 	}
 	if in.Class.IsDirect() {
 		ops = "0x" + strconv.FormatUint(in.Target, 16)
-		if in.Mode == Mode64 && l.p66 {
-			// Intel ignores 66 on near branches (objdump -M intel64).
+		if in.Mode == Mode64 && (l.p66 || l.rex != 0) {
+			// Intel ignores 66 on near branches (objdump -M intel64), and
+			// REX: objdump names each such prefix ("data16 data16 rex.W
+			// call", the TLS call sequence).
 			mn = strings.TrimSuffix(mn, "w")
-			words = append(words[:mi:mi], "data16")
-			mi = len(words)
+			var keep []string
+			for _, w := range words[:mi] {
+				if w != "data16" && w != "data32" && !strings.HasPrefix(w, "rex") {
+					keep = append(keep, w)
+				}
+			}
+			for _, b := range l.pfx {
+				if b == 0x66 {
+					keep = append(keep, "data16")
+				}
+			}
+			if l.rex != 0 {
+				keep = append(keep, prefixWord(l.rex, in.Mode))
+			}
+			words, mi = keep, len(keep)
 		}
 		if in.Mode == Mode16 {
 			switch mn {

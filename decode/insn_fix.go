@@ -231,6 +231,18 @@ func fixedText(raw []byte, l *layout, in *Insn) (string, bool) {
 		return s, true
 	case l.opMap == 1 && l.op == 0x1E && l.rep == 0xF3 && modrm == 0xFA:
 		return "endbr64", true
+	case l.opMap == 1 && (l.op == 0x1E && modrm>>3&7 == 1 || l.op == 0xAE && modrm>>3&7 == 5) && modrm>>6 == 3 && l.rep == 0xF3 && !l.p66:
+		// CET shadow stack: rdsspd/q (F3 0F 1E /1), incsspd/q (F3 0F AE /5).
+		name, bits := "rdssp", 32
+		if l.op == 0xAE {
+			name = "incssp"
+		}
+		if l.rex&8 != 0 {
+			name, bits = name+"q", 64
+		} else {
+			name += "d"
+		}
+		return name + " " + regName(int(modrm&7)|int(l.rex&1)<<3, bits), true
 	case l.opMap == 1 && l.op == 0x1E && l.rep == 0xF3 && modrm == 0xFB:
 		return "endbr32", true
 	case l.opMap == 1 && l.op == 0x01:
@@ -239,6 +251,10 @@ func fixedText(raw []byte, l *layout, in *Insn) (string, bool) {
 		}
 		if l.rep == 0xF3 {
 			switch modrm {
+			case 0xE8:
+				return "setssbsy", true
+			case 0xEA:
+				return "saveprevssp", true
 			case 0xEC:
 				return "uiret", true
 			case 0xED:
@@ -360,14 +376,17 @@ func tryDecode(b []byte, in *Insn, from, to string) (string, bool) {
 	}
 	s := polish(x86asm.GNUSyntax(inst, in.IP, nil), b, in, inst)
 	if from != "" {
-		head, rest, _ := strings.Cut(s, " ")
-		if head != from && strings.TrimRight(head, "bwlq") != from {
+		// Rename the mnemonic, after any prefix words.
+		words := strings.Split(s, " ")
+		k := 0
+		for k < len(words)-1 && (gnuPrefixWords[words[k]] || strings.HasPrefix(words[k], "rex")) {
+			k++
+		}
+		if words[k] != from && strings.TrimRight(words[k], "bwlq") != from {
 			return "", false
 		}
-		s = to
-		if rest != "" {
-			s += " " + rest
-		}
+		words[k] = to
+		s = strings.TrimSpace(strings.Join(words, " "))
 	}
 	return s, true
 }
@@ -538,7 +557,7 @@ func xopText(raw []byte, l *layout, in *Insn) (string, bool) {
 	}
 	p1, p2 := raw[l.vexPos+1], raw[l.vexPos+2]
 	sur := append([]byte{0xC4, p1&0xE0 | 1, 0x78 | l.vexL<<2, 0x10}, raw[l.modrmPos:len(raw)-imm]...)
-	s, ok := tryDecode(sur, in, "vmovups", "")
+	s, ok := tryDecode(sur, in, "vmovups", "vmovups")
 	if !ok {
 		return "", false
 	}
@@ -685,7 +704,7 @@ func bextrText(raw []byte, l *layout, in *Insn) (string, bool) {
 	if rex == 0x40 {
 		b = b[1:]
 	}
-	s, ok := tryDecode(b, in, "mov", "")
+	s, ok := tryDecode(b, in, "mov", "mov")
 	if !ok {
 		return "", false
 	}

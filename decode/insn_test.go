@@ -472,3 +472,35 @@ func TestInsnClassString(t *testing.T) {
 		}
 	}
 }
+
+// TestDisasmRandom formats random and mutated instructions in all modes:
+// Disasm must not panic and must return text for anything DecodeInsn
+// accepts.
+func TestDisasmRandom(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	var seeds [][]byte
+	for _, tc := range insnCases {
+		seeds = append(seeds, mustHex(t, tc.hex))
+	}
+	buf := make([]byte, 16)
+	n := 0
+	for iter := 0; iter < 60000; iter++ {
+		rng.Read(buf)
+		if iter%2 == 1 {
+			s := seeds[rng.Intn(len(seeds))]
+			copy(buf, s)
+			buf[rng.Intn(len(s))] ^= byte(1 << rng.Intn(8))
+		}
+		for _, mode := range []ExecMode{Mode16, Mode32, Mode64} {
+			var in Insn
+			if DecodeInsn(buf, uint64(rng.Uint32()), mode, &in) != nil {
+				continue
+			}
+			if s := in.Disasm(); s == "" {
+				t.Fatalf("%s % x: empty Disasm", mode, in.Bytes())
+			}
+			n++
+		}
+	}
+	t.Logf("%d random instructions formatted", n)
+}

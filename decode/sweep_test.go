@@ -28,13 +28,16 @@ type objInsn struct {
 	raw   []byte
 	text  string // mnemonic and operands ("" for a gap marker)
 	bad   bool   // objdump printed "(bad)"
-	skip  bool   // objdump skipped bytes here ("..." = a run of zeros)
+	skip  bool   // objdump skipped bytes here ("..." = a run of zeros, or a data dump)
 	lines int    // how many output lines the bytes took
 }
 
 var (
 	objLineRE = regexp.MustCompile(`^\s*([0-9a-f]+):\t([0-9a-f]{2}(?: [0-9a-f]{2})*) *(?:\t(.*))?$`)
 	objSkipRE = regexp.MustCompile(`^\s*\.\.\.$`)
+	// Data objects in .text are dumped as hex and ASCII, without a tab
+	// before the text.
+	objDataRE = regexp.MustCompile(`^\s*[0-9a-f]+:\t(?:[0-9a-f]{2} )+ +[^\t]*$`)
 )
 
 // parseObjdump reads objdump -d output. objdump wraps long byte sequences
@@ -47,7 +50,7 @@ func parseObjdump(out []byte) ([]objInsn, error) {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for ln := 1; sc.Scan(); ln++ {
 		line := sc.Text()
-		if objSkipRE.MatchString(line) {
+		if objSkipRE.MatchString(line) || objDataRE.MatchString(line) {
 			insns = append(insns, objInsn{skip: true})
 			continue
 		}

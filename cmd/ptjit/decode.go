@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -190,17 +191,28 @@ func runDecode(args []string, stdout io.Writer) error {
 		if a.format == "json" {
 			json.NewEncoder(w).Encode(map[string]any{"kind": "trace", "tid": t.tid, "pid": t.pid, "label": t.label})
 		}
-		sink := newFormatSink(a.format, w, t.syms)
-		var ss *statSink
-		if s, ok := sink.(*statSink); ok {
-			ss = s
-		}
-		decode.ParallelFlow(t.pt, t.img, t.cfg, sink, t.resync, a.jobs)
-		if ss != nil {
-			total.add(ss)
-		}
-		if f, ok := sink.(interface{ finish() }); ok {
-			f.finish()
+		switch a.format {
+		case "calls":
+			// The call depth carries from chunk to chunk: decode in
+			// parallel, print in order.
+			decode.ParallelFlow(t.pt, t.img, t.cfg, newFormatSink(a.format, w, t.syms), t.resync, a.jobs)
+		default:
+			// Each chunk renders its own text (or counts) on its worker.
+			decode.ParallelFlowChunks(t.pt, t.img, t.cfg, t.resync, a.jobs,
+				func() decode.FlowSink {
+					c := &chunkOut{}
+					c.w = bufio.NewWriterSize(&c.buf, 1<<16)
+					c.sink = newFormatSink(a.format, c.w, t.syms)
+					return c
+				},
+				func(s decode.FlowSink) {
+					c := s.(*chunkOut)
+					c.w.Flush()
+					w.Write(c.buf.Bytes())
+					if ss, ok := c.sink.(*statSink); ok {
+						total.add(ss)
+					}
+				})
 		}
 	}
 	if a.format == "stat" {
@@ -439,9 +451,21 @@ func mappedFile(cache map[string][]byte, m *db.FileMapInfo) ([]byte, error) {
 	return data[m.Offset:min(uint64(len(data)), m.Offset+m.Size)], nil
 }
 
+// chunkOut is one parallel chunk's sink and the text it produced.
+type chunkOut struct {
+	buf  bytes.Buffer
+	w    *bufio.Writer
+	sink decode.FlowSink
+}
+
+func (c *chunkOut) Insn(in *decode.FlowInsn, off, tsc uint64) { c.sink.Insn(in, off, tsc) }
+func (c *chunkOut) Event(ev *decode.Event, off uint64)         { c.sink.Event(ev, off) }
+func (c *chunkOut) Error(e *decode.FlowError, kind string)     { c.sink.Error(e, kind) }
+
 // symbolizer names addresses in file-backed sections from the ELF symbol
 // tables, caching one table per file.
 type symbolizer struct {
+	mu   sync.Mutex // chunks are rendered on several goroutines
 	tabs map[string]*decode.ELFSymbols
 }
 
@@ -456,11 +480,13 @@ func (s *symbolizer) where(in *decode.FlowInsn) string {
 	if !sec.IsFile() {
 		return fmt.Sprintf("[%s +%#x]", sec.Tag, in.IP-sec.Vaddr)
 	}
+	s.mu.Lock()
 	tab, ok := s.tabs[sec.Tag]
 	if !ok {
 		tab, _ = decode.ReadELFSymbols(sec.Tag)
 		s.tabs[sec.Tag] = tab
 	}
+	s.mu.Unlock()
 	if tab != nil {
 		if name, off, ok := tab.LookupMapped(in.IP, sec.Vaddr, sec.FileOff); ok {
 			return fmt.Sprintf("%s+%#x", name, off)
@@ -499,7 +525,7 @@ func (s *traceSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
 	if in.Speculative {
 		spec = "? "
 	}
-	fmt.Fprintf(s.w, "%16d  %s%016x  %-28s  %s\n", tsc, spec, in.IP, s.syms.where(in), decode.FlowInsnText(in))
+	fmt.Fprintf(s.w, "%16d  %s%016x  %-28s  %s\n", in.TSC, spec, in.IP, s.syms.where(in), decode.FlowInsnText(in))
 }
 
 func (s *traceSink) Event(ev *decode.Event, off uint64) {
@@ -525,14 +551,14 @@ type callSink struct {
 
 func (s *callSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
 	if s.call {
-		fmt.Fprintf(s.w, "%16d  %s-> %s\n", tsc, strings.Repeat("  ", s.depth), s.syms.where(in))
+		fmt.Fprintf(s.w, "%16d  %s-> %s\n", in.TSC, strings.Repeat("  ", s.depth), s.syms.where(in))
 		s.depth++
 	}
 	if s.ret {
 		if s.depth > 0 {
 			s.depth--
 		}
-		fmt.Fprintf(s.w, "%16d  %s<- %s\n", tsc, strings.Repeat("  ", s.depth), s.syms.where(in))
+		fmt.Fprintf(s.w, "%16d  %s<- %s\n", in.TSC, strings.Repeat("  ", s.depth), s.syms.where(in))
 	}
 	s.call = in.Class.IsCall() || in.Class == decode.ClassFarCall || in.Class == decode.ClassSyscall
 	s.ret = in.Class == decode.ClassRet || in.Class == decode.ClassFarRet || in.Class == decode.ClassSysret
@@ -566,7 +592,7 @@ type jsonInsn struct {
 }
 
 func (s *jsonSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
-	r := jsonInsn{Kind: "insn", TSC: tsc, IP: fmt.Sprintf("%#x", in.IP), Size: in.Size, Class: in.Class.String(), Spec: in.Speculative, Offset: off}
+	r := jsonInsn{Kind: "insn", TSC: in.TSC, IP: fmt.Sprintf("%#x", in.IP), Size: in.Size, Class: in.Class.String(), Spec: in.Speculative, Offset: off}
 	if in.Section != nil {
 		r.Region = in.Section.Tag
 	}
