@@ -157,12 +157,12 @@ func (b *ptBackend) finish() error {
 // summary is the PT part of the end-of-run line, or "".
 func (b *ptBackend) summary() string {
 	if b.soft != nil {
-		steps, bytes := b.soft.Stats()
-		per := 0.0
+		steps, bytes, mtc := b.soft.Stats()
+		per, perNoMTC := 0.0, 0.0
 		if steps > 0 {
-			per = float64(bytes) / float64(steps)
+			per, perNoMTC = float64(bytes)/float64(steps), float64(bytes-mtc)/float64(steps)
 		}
-		return fmt.Sprintf("soft PT: %d instructions, %d trace bytes (%.2f B/insn)", steps, bytes, per)
+		return fmt.Sprintf("soft PT: %d instructions, %d trace bytes (%.2f B/insn, %.2f B/insn without MTC)", steps, bytes, per, perNoMTC)
 	}
 	if b.perf != nil {
 		return "Intel PT: " + b.perf.out

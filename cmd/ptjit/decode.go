@@ -305,6 +305,14 @@ func loadRecording(a *decodeArgs) ([]decodeTrace, error) {
 			}
 			baseCfg.Packet.MTCFreq = uint8((tr.PTAttr.Config & ipt.MTCFreqBits) >> uint(shift))
 		}
+		// MTC and CYC times need the TSC:CTC ratio and the nominal ratio
+		// the recording was made with.
+		if ipt := tr.Info.IntelPT; ipt.HasMTC && baseCfg.Packet.CPUID15EAX == 0 && baseCfg.Packet.CPUID15EBX == 0 {
+			baseCfg.Packet.CPUID15EAX, baseCfg.Packet.CPUID15EBX = ipt.TSCCTCD, ipt.TSCCTCN
+		}
+		if ipt := tr.Info.IntelPT; ipt.HasMTC && baseCfg.Packet.NomFreq == 0 {
+			baseCfg.Packet.NomFreq = uint8(ipt.MaxNonTurboRatio)
+		}
 	}
 	images := map[int]*decode.Image{}
 	imageFor := func(pid int) (*decode.Image, error) {

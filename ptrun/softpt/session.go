@@ -26,6 +26,7 @@ type Session struct {
 	gt      *bufio.Writer
 	threads map[int]*sessionThread
 	steps   uint64
+	mtc     uint64 // MTC bytes of threads that ended
 	lastTSC uint64 // latest time any call carried
 	bytes   uint64
 	closed  bool
@@ -215,6 +216,7 @@ func (s *Session) ExitThread(tid, ppid, ptid int, tsc uint64) {
 	st.th.Disable(tsc)
 	s.flushThread(tid, st.th)
 	s.w.Exit(st.pid, ppid, tid, ptid, tsc)
+	s.mtc += st.th.MTCBytes()
 	delete(s.threads, tid)
 }
 
@@ -236,8 +238,15 @@ func (s *Session) Flush() error {
 	return nil
 }
 
-// Stats returns the instructions stepped and trace bytes written so far.
-func (s *Session) Stats() (steps, bytes uint64) { return s.steps, s.bytes }
+// Stats returns the instructions stepped, the trace bytes written, and how
+// many of those bytes are MTC packets, so far.
+func (s *Session) Stats() (steps, bytes, mtc uint64) {
+	mtc = s.mtc
+	for _, st := range s.threads {
+		mtc += st.th.MTCBytes()
+	}
+	return s.steps, s.bytes, mtc
+}
 
 // Close disables every thread still traced at tsc, writes everything and
 // closes the files.

@@ -51,6 +51,7 @@ type Thread struct {
 	ret     []uint64
 	lastMTC uint64 // CTC >> MTCFreq at the last MTC or TMA
 	insns   uint64
+	mtc     uint64 // bytes of MTC packets written
 	pkt     decode.Packet
 }
 
@@ -68,6 +69,12 @@ func NewThread(cfg Config) *Thread {
 // Enabled reports whether the thread is currently traced (between Enable
 // and Disable).
 func (t *Thread) Enabled() bool { return t.enabled }
+
+// MTCBytes returns the bytes of MTC packets written so far. Stepping is
+// slow, so a soft trace spans far more crystal-clock periods per
+// instruction than the same flow on hardware: these bytes are the part of
+// the trace that does not compare.
+func (t *Thread) MTCBytes() uint64 { return t.mtc }
 
 // Instructions returns the number of instructions stepped so far.
 func (t *Thread) Instructions() uint64 { return t.insns }
@@ -174,6 +181,7 @@ func (t *Thread) tick(tsc uint64) {
 	t.lastMTC = now
 	t.pkt = decode.Packet{Type: decode.PktMTC, MTC: uint8(now)}
 	t.emit(&t.pkt)
+	t.mtc += 2
 }
 
 func (t *Thread) addTNT(taken bool) {
