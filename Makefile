@@ -15,10 +15,18 @@ test: all
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 60m ./...
 
-# The quick start's main job: record ubpf-test's JIT code and show its history.
+# The quick start's main job: record ubpf-test (a uBPF-style JIT) with the
+# best PT backend this machine has, then show its code history and the
+# decoded flow through the JIT loop.
+DEMO_PT := $(shell test -e /sys/bus/event_source/devices/intel_pt/type && echo intel || echo soft)
 demo: all
-	./$(BIN) run -o ptjit.out -- ./testdata/bin/ubpf-test
-	./$(BIN) history -i ptjit.out
+	./$(BIN) run --pt=$(DEMO_PT) -o ptjit.out -- ./testdata/bin/ubpf-test
+	@echo; echo '$$ ptjit history -i ptjit.out'
+	@./$(BIN) history -i ptjit.out
+	@echo; echo '$$ ptjit decode -i ptjit.out | grep -m 24 region    # the first JIT instructions'
+	@./$(BIN) decode -i ptjit.out | grep -m 24 region
+	@echo; echo '$$ ptjit decode -i ptjit.out --stat'
+	@./$(BIN) decode -i ptjit.out --stat
 
 # Benchmarks: ptjit run overhead and stop costs (a table; see cmd/ptjit-bench),
 # then the decoder against libipt (needs libipt-dev for the cgo comparison).

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRealJITs runs HotSpot (java 17) and V8 (node 20) under ptjit run with
+// the default W^X mode: both keep their code in writable and executable
+// memory and patch it in place, and HotSpot relies on its own SIGSEGV
+// handlers (the NullPointerException in Hot.java is an implicit null check).
+// Their output and exit status must be what they are alone, and the
+// recording must hold code versions and logged writes.
+func TestRealJITs(t *testing.T) {
+	e2eSetup(t)
+	root, _ := filepath.Abs("../..")
+	javac, err := exec.LookPath("javac")
+	if err != nil {
+		t.Fatal("javac not found (CI installs default-jdk-headless)")
+	}
+	classes := t.TempDir()
+	if out, err := exec.Command(javac, "-d", classes, filepath.Join(root, "testdata", "Hot.java")).CombinedOutput(); err != nil {
+		t.Fatalf("javac: %v\n%s", err, out)
+	}
+	for _, tc := range []struct {
+		name string
+		argv []string
+		want string
+	}{
+		{"java", []string{"java", "-cp", classes, "Hot"}, "caught NPE\njava result 906632\n"},
+		{"node", []string{"node", filepath.Join(root, "testdata", "hot.js")}, "node result 906632\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := exec.LookPath(tc.argv[0]); err != nil {
+				t.Fatalf("%s not found (CI installs it)", tc.argv[0])
+			}
+			alone := e2eRun(t, tc.argv, nil, "", "")
+			if alone.code != 0 || alone.stdout != tc.want {
+				t.Fatalf("alone: exit %d, stdout %q (want %q)", alone.code, alone.stdout, tc.want)
+			}
+			dir := filepath.Join(t.TempDir(), "rec")
+			r := e2ePtjit(t, nil, append([]string{"run", "--pt=off", "-o", dir, "--"}, tc.argv...)...)
+			if r.code != alone.code || r.stdout != alone.stdout {
+				t.Fatalf("under ptjit: exit %d, stdout %q; alone: exit %d, stdout %q\nstderr: %s", r.code, r.stdout, alone.code, alone.stdout, r.stderr)
+			}
+			if strings.Contains(r.stderr, "panic") {
+				t.Fatalf("ptjit stderr: %s", r.stderr)
+			}
+			versions := e2ePtjit(t, nil, "history", "-i", dir, "--json")
+			writes := e2ePtjit(t, nil, "history", "-i", dir, "--writes", "--json")
+			nv := strings.Count(versions.stdout, "\n")
+			nw := strings.Count(writes.stdout, "\n")
+			if nv < 10 || nw < 1 {
+				t.Fatalf("recorded %d versions and %d writes: a JIT at work makes many of both", nv, nw)
+			}
+			// Every write names its thread, instruction and bytes.
+			first := strings.SplitN(writes.stdout, "\n", 2)[0]
+			var w map[string]any
+			if err := json.Unmarshal([]byte(first), &w); err != nil {
+				t.Fatalf("write line %q: %v", first, err)
+			}
+			for _, k := range []string{"tsc", "tid", "ip", "addr", "old", "new"} {
+				if _, ok := w[k]; !ok {
+					t.Errorf("write line lacks %q: %s", k, first)
+				}
+			}
+			t.Logf("%d versions, %d writes", nv, nw)
+		})
+	}
+}
