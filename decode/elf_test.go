@@ -327,3 +327,34 @@ func TestFindBuildID(t *testing.T) {
 		}
 	}
 }
+
+// TestELFSymbolsStripped: a stripped file gives a table of its .dynsym
+// functions (here none are defined), not an error.
+func TestELFSymbolsStripped(t *testing.T) {
+	bin := buildELFTestProg(t)
+	stripped := bin + ".stripped"
+	if out, err := exec.Command("strip", "-o", stripped, bin).CombinedOutput(); err != nil {
+		t.Skipf("strip: %v\n%s", err, out)
+	}
+	tab, err := ReadELFSymbols(stripped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, _ := readelfFuncs(t, "-s", stripped)
+	if tab.Len() != len(names) {
+		t.Errorf("stripped: %d addresses, readelf lists %d", tab.Len(), len(names))
+	}
+	full, err := ReadELFSymbols(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if full.Len() <= tab.Len() {
+		t.Errorf("unstripped table (%d) not larger than stripped (%d)", full.Len(), tab.Len())
+	}
+	// The build-id survives stripping.
+	a, err1 := ReadBuildID(bin)
+	b, err2 := ReadBuildID(stripped)
+	if err1 != nil || err2 != nil || !bytes.Equal(a, b) {
+		t.Errorf("build-id %x (%v) vs stripped %x (%v)", a, err1, b, err2)
+	}
+}

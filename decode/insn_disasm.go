@@ -9,10 +9,11 @@ import (
 	"golang.org/x/arch/x86/x86asm"
 )
 
-// Disasm returns the instruction as text in GNU/AT&T syntax, close to what
-// objdump -d (binutils 2.40) prints without symbols: branch targets as bare
-// hex addresses ("jmp 401000"), no size suffix on call/jmp/ret/push/pop in
-// 64-bit mode.
+// Disasm returns the instruction as text in GNU/AT&T syntax as objdump -d
+// -M intel64 (binutils 2.40) prints it without symbols: branch targets as
+// hex addresses ("jmp 0x401000"), no size suffix on call/jmp/ret/push/pop
+// in 64-bit mode. The sweeps check it against objdump on every instruction
+// of libc and perl (TestSweepLibc, TestSweepPerl).
 //
 // x86asm formats the instruction; insn_fix.go corrects it where x86asm
 // v0.32 is wrong (see there). An instruction nobody can format prints as

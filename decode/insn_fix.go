@@ -23,10 +23,18 @@ import (
 //   - text x86asm gets wrong although the length is right: a memory operand
 //     of absolute address 0 printed as nothing ("movzbl ,%eax"), a negative
 //     32-bit displacement printed unsigned ("0xffffff78(%rbp)"), a segment
-//     override invented for EVEX instructions ("%gs:(%r11)"), and "%riz"
-//     where objdump prints none;
+//     override invented for VEX/EVEX instructions ("%gs:(%r11)"), the
+//     dropped "(%rip)" of RIP-relative VEX/EVEX operands, AVX512-FP16 (EVEX
+//     map 5) printed as the map-1 instruction (vaddph as vaddps), lret and
+//     lcall given a q suffix without REX.W, and "%riz" where objdump prints
+//     none;
 //   - spelling that differs from objdump 2.40 (callq/call, cdqe/cltq,
-//     movsxd/movslq, "0x" before branch targets), aligned with objdump.
+//     movsxd/movslq, signed immediates, scale 1, explicit 0x0
+//     displacements, predicate aliases such as vpcmpeqb), aligned with
+//     objdump;
+//   - AMD XOP and FMA4, 3DNow!, SSE4a extrq/insertq, TBM bextr, CET
+//     shadow-stack, PadLock, ptwrite and APX jmpabs, which x86asm does not
+//     know at all.
 //
 // Fixed instructions are recognised from the bytes, never from x86asm's
 // output, so a fix cannot hide a different x86asm decoding.

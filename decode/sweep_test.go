@@ -498,7 +498,11 @@ func (s *sweepStats) report(t *testing.T, name string) {
 		t.Errorf("%s: %s", name, f)
 	}
 	for _, f := range s.disasmFailures {
-		t.Errorf("%s: %s", name, f)
+		if s.strictText {
+			t.Errorf("%s: %s", name, f)
+		} else {
+			t.Logf("%s: %s", name, f)
+		}
 	}
 	t.Logf("%s: Disasm text differs from objdump's for %d instructions", name, s.textMismatch)
 	for _, f := range s.textFailures {

@@ -83,6 +83,13 @@ func PrepareOutDir(dir string) error {
 	return nil
 }
 
+// removeRecording deletes the files of a recording that did not happen.
+func removeRecording(dir string) {
+	for name := range recordingFiles {
+		os.Remove(filepath.Join(dir, name))
+	}
+}
+
 // KilledError says ptjit was stopped by a signal; the program was killed
 // and the recording flushed.
 type KilledError struct{ Sig syscall.Signal }
@@ -140,9 +147,7 @@ func Run(cfg Config) (status int, err error) {
 	if err != nil {
 		// Nothing half-recorded: the code.db just created goes too.
 		rec.Close()
-		for _, suffix := range []string{"", "-wal", "-shm"} {
-			os.Remove(dbPath + suffix)
-		}
+		removeRecording(cfg.OutDir)
 		if errors.Is(err, ErrNoIntelPT) {
 			return 2, err
 		}
@@ -168,8 +173,10 @@ func Run(cfg Config) (status int, err error) {
 	t0 := time.Now()
 	tr, err := tracker.Start(tracker.Options{Recorder: rec, Pin: pin, WX: cfg.WX, Warnf: warnf, SoftPT: pt.soft}, pt.launch(path, cfg.Argv))
 	if err != nil {
+		// The program never ran: leave no half recording behind.
 		rec.Close()
 		pt.finish()
+		removeRecording(cfg.OutDir)
 		return 1, err
 	}
 	var mu sync.Mutex

@@ -467,8 +467,8 @@ type chunkOut struct {
 }
 
 func (c *chunkOut) Insn(in *decode.FlowInsn, off, tsc uint64) { c.sink.Insn(in, off, tsc) }
-func (c *chunkOut) Event(ev *decode.Event, off uint64)         { c.sink.Event(ev, off) }
-func (c *chunkOut) Error(e *decode.FlowError, kind string)     { c.sink.Error(e, kind) }
+func (c *chunkOut) Event(ev *decode.Event, off uint64)        { c.sink.Event(ev, off) }
+func (c *chunkOut) Error(e *decode.FlowError, kind string)    { c.sink.Error(e, kind) }
 
 // symbolizer names addresses in file-backed sections from the ELF symbol
 // tables, caching one table per file.
