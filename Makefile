@@ -11,9 +11,16 @@ ptjit:
 testdata:
 	$(MAKE) -C testdata
 
+# The differential tests against libipt (cgo) run where libipt-dev is
+# installed (.ci/run installs it); every fuzz target runs for FUZZTIME.
+LIBIPT   := $(if $(wildcard /usr/include/intel-pt.h),-tags libipt)
+FUZZTIME ?= 20s
 test: all
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 60m ./...
+	$(GO) test -count=1 -timeout 60m $(LIBIPT) ./...
+	$(GO) test -run '^$$' -fuzz '^FuzzPacketDecoder$$' -fuzztime $(FUZZTIME) ./decode/
+	$(GO) test -run '^$$' -fuzz '^FuzzFlowDecoder$$' -fuzztime $(FUZZTIME) ./decode/
+	$(GO) test -run '^$$' -fuzz '^FuzzPerfDataReader$$' -fuzztime $(FUZZTIME) ./decode/
 
 # The quick start's main job: record ubpf-test (a uBPF-style JIT) with the
 # best PT backend this machine has, then show its code history and the
@@ -32,7 +39,7 @@ demo: all
 # then the decoder against libipt (needs libipt-dev for the cgo comparison).
 bench: all
 	$(GO) run ./cmd/ptjit-bench -ptjit $(BIN)
-	$(GO) test -run '^$$' -bench . -benchtime 3x $(if $(wildcard /usr/include/intel-pt.h),-tags libipt) ./decode/
+	$(GO) test -run '^$$' -bench . -benchtime 3x $(LIBIPT) ./decode/ ./tracker/
 
 clean:
 	rm -rf bin
