@@ -291,11 +291,18 @@ func Ptxed(o *PtxedOptions, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	cfg, cerr := o.FlowConfig()
+	return PtxedTrace(o, pt, img, cfg, cerr, w)
+}
+
+// PtxedTrace prints, as ptxed does, the flow of one PT stream through img
+// with the decoder configuration cfg (cfgErr: the options named an unknown
+// cpu, reported as ptxed reports it). ptjit decode uses it for the threads of
+// a recording.
+func PtxedTrace(o *PtxedOptions, pt []byte, img *Image, cfg *FlowConfig, cfgErr error, w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 1<<16)
 	defer bw.Flush()
-
-	cfg, err := o.FlowConfig()
-	if err != nil {
+	if cfgErr != nil {
 		fmt.Fprintf(bw, "[0, 0: config error: %s]\n", feBadCPU)
 	}
 	p := &ptxedPrinter{o: o, w: bw}

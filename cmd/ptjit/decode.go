@@ -161,10 +161,29 @@ func runDecode(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if a.format == "ptxed" {
-		if !a.rawMode {
-			return fmt.Errorf("decode: --format=ptxed needs raw mode (--pt FILE --raw FILE:BASE)")
+	if a.format == "ptxed" && !a.rawMode {
+		// A recording: each thread's flow as ptxed prints it, through the
+		// recorded code versions.
+		traces, err := loadRecording(a)
+		if err != nil {
+			return err
 		}
+		o, err := decode.ParsePtxedArgs(append(append([]string(nil), a.ptxed...), "--pt", filepath.Join(a.dir, "perf.data")))
+		if err != nil {
+			return fmt.Errorf("decode: %v", err)
+		}
+		o.Jobs = a.jobs
+		for _, t := range traces {
+			if len(traces) > 1 {
+				fmt.Fprintf(stdout, "== %s\n", t.label)
+			}
+			if err := decode.PtxedTrace(o, t.pt, t.img, t.cfg, nil, stdout); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if a.format == "ptxed" {
 		o, err := decode.ParsePtxedArgs(a.ptxed)
 		if err != nil {
 			return fmt.Errorf("decode: %v", err)

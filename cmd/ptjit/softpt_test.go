@@ -39,13 +39,14 @@ func groundTruth(t *testing.T, path string) map[int][]uint64 {
 	return out
 }
 
-var insnLineRE = regexp.MustCompile(`^([0-9a-f]{16})  `)
+var insnLineRE = regexp.MustCompile(`^([0-9a-f]{16})$`)
 
-// decodedFlow runs `ptjit decode --tid T --insn` and returns the addresses
+// decodedFlow runs `ptjit decode --tid T --format=ptxed --no-inst` (one
+// address per line, as libipt's ptxed prints it) and returns the addresses
 // of the decoded instructions and the error lines.
 func decodedFlow(t *testing.T, dir string, tid int) (ips []uint64, errs []string) {
 	t.Helper()
-	r := e2ePtjit(t, nil, "decode", "-i", dir, "--tid", strconv.Itoa(tid), "--insn")
+	r := e2ePtjit(t, nil, "decode", "-i", dir, "--tid", strconv.Itoa(tid), "--format=ptxed", "--no-inst")
 	if r.code != 0 {
 		t.Fatalf("decode --tid %d: exit %d: %s", tid, r.code, r.stderr)
 	}
