@@ -203,6 +203,12 @@ func runDecode(args []string, stdout io.Writer) error {
 	w := bufio.NewWriterSize(stdout, 1<<16)
 	defer w.Flush()
 	total := &statSink{}
+	var size, base uint64
+	for _, t := range traces {
+		size += uint64(len(t.pt))
+	}
+	prog := startProgress(size)
+	defer prog.finish()
 	for _, t := range traces {
 		if len(traces) > 1 && a.format != "json" && a.format != "stat" {
 			fmt.Fprintf(w, "== %s\n", t.label)
@@ -215,6 +221,7 @@ func runDecode(args []string, stdout io.Writer) error {
 			// The call depth carries from chunk to chunk: decode in
 			// parallel, print in order.
 			decode.ParallelFlow(t.pt, t.img, t.cfg, newFormatSink(a.format, w, t.syms), t.resync, a.jobs)
+			prog.set(base + uint64(len(t.pt)))
 		default:
 			// Each chunk renders its own text (or counts) on its worker.
 			decode.ParallelFlowChunks(t.pt, t.img, t.cfg, t.resync, a.jobs,
@@ -228,11 +235,13 @@ func runDecode(args []string, stdout io.Writer) error {
 					c := s.(*chunkOut)
 					c.w.Flush()
 					w.Write(c.buf.Bytes())
+					prog.set(base + c.last)
 					if ss, ok := c.sink.(*statSink); ok {
 						total.add(ss)
 					}
 				})
 		}
+		base += uint64(len(t.pt))
 	}
 	if a.format == "stat" {
 		total.print(w)
@@ -483,11 +492,15 @@ type chunkOut struct {
 	buf  bytes.Buffer
 	w    *bufio.Writer
 	sink decode.FlowSink
+	last uint64 // the last trace offset seen, for the progress display
 }
 
-func (c *chunkOut) Insn(in *decode.FlowInsn, off, tsc uint64) { c.sink.Insn(in, off, tsc) }
-func (c *chunkOut) Event(ev *decode.Event, off uint64)        { c.sink.Event(ev, off) }
-func (c *chunkOut) Error(e *decode.FlowError, kind string)    { c.sink.Error(e, kind) }
+func (c *chunkOut) Insn(in *decode.FlowInsn, off, tsc uint64) {
+	c.last = off
+	c.sink.Insn(in, off, tsc)
+}
+func (c *chunkOut) Event(ev *decode.Event, off uint64)     { c.sink.Event(ev, off) }
+func (c *chunkOut) Error(e *decode.FlowError, kind string) { c.sink.Error(e, kind) }
 
 // symbolizer names addresses in file-backed sections from the ELF symbol
 // tables, caching one table per file.
