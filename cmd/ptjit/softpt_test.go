@@ -80,7 +80,7 @@ func firstDiff(a, b []uint64) int {
 // versions that were replaced later, and instructions right after a patch.
 func TestSoftPTEndToEnd(t *testing.T) {
 	e2eSetup(t)
-	for _, prog := range []string{"ubpf-test", "jit-threads", "forker", "static-keys", "smc", "rwx-threads"} {
+	for _, prog := range []string{"ubpf-test", "jit-threads", "forker", "static-keys", "smc", "rwx-threads", "sigsegv-handler"} {
 		t.Run(prog, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "rec")
 			gt := filepath.Join(t.TempDir(), "truth")
