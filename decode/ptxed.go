@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 )
@@ -256,7 +255,7 @@ func LoadPT(arg string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--pt %s: %v", arg, err)
 	}
-	data, err := os.ReadFile(name)
+	data, err := MapFile(name)
 	if err != nil {
 		return nil, err
 	}

@@ -115,7 +115,7 @@ func readTraceArg(arg string) ([]byte, error) {
 			}
 		}
 	}
-	buf, err := os.ReadFile(name)
+	buf, err := decode.MapFile(name)
 	if err != nil {
 		return nil, err
 	}
