@@ -141,11 +141,20 @@ type flowChunk struct {
 // and replayed; sinks that can work on several chunks at once should use
 // ParallelFlowChunks, which also parallelizes the sink's own work.
 func ParallelFlow(pt []byte, img *Image, cfg *FlowConfig, sink FlowSink, resync bool, jobs int) {
-	if jobs <= 1 {
+	ParallelFlowWindow(pt, uint64(len(pt)), img, cfg, sink, resync, jobs)
+}
+
+// ParallelFlowWindow is ParallelFlow for a window of a longer trace (see
+// ForEachWindow): the flow is decoded up to stop, the offset of the PSB
+// that starts the next window; pt goes on past stop at least to the end of
+// that PSB's header, which tells where the window's last instructions
+// lead. stop == len(pt) means the trace ends there.
+func ParallelFlowWindow(pt []byte, stop uint64, img *Image, cfg *FlowConfig, sink FlowSink, resync bool, jobs int) {
+	if jobs <= 1 && stop == uint64(len(pt)) {
 		RunFlow(NewFlowDecoder(pt, img, cfg), sink, resync)
 		return
 	}
-	ParallelFlowChunks(pt, img, cfg, resync, jobs,
+	ParallelFlowChunksWindow(pt, stop, img, cfg, resync, jobs,
 		func() FlowSink { return &flowRecorder{} },
 		func(s FlowSink) {
 			r := s.(*flowRecorder)
@@ -160,13 +169,26 @@ func ParallelFlow(pt []byte, img *Image, cfg *FlowConfig, sink FlowSink, resync 
 // With jobs <= 1 (or a short trace) there is a single chunk.
 func ParallelFlowChunks(pt []byte, img *Image, cfg *FlowConfig, resync bool, jobs int,
 	newSink func() FlowSink, emit func(FlowSink)) {
+	ParallelFlowChunksWindow(pt, uint64(len(pt)), img, cfg, resync, jobs, newSink, emit)
+}
+
+// ParallelFlowChunksWindow is ParallelFlowChunks for a window of a longer
+// trace, decoded up to stop (see ParallelFlowWindow).
+func ParallelFlowChunksWindow(pt []byte, stop uint64, img *Image, cfg *FlowConfig, resync bool, jobs int,
+	newSink func() FlowSink, emit func(FlowSink)) {
 	if cfg == nil {
 		cfg = &FlowConfig{}
 	}
-	psbs := psbOffsets(pt)
-	if jobs <= 1 || len(psbs) < 2 || len(pt) < 2*parallelChunk {
+	final := stop == uint64(len(pt))
+	psbs := psbOffsets(pt[:stop])
+	if jobs <= 1 || len(psbs) < 2 || stop < 2*parallelChunk {
 		s := newSink()
-		RunFlow(NewFlowDecoder(pt, img, cfg), s, resync)
+		if final {
+			RunFlow(NewFlowDecoder(pt, img, cfg), s, resync)
+		} else {
+			c := &flowChunk{start: 0, end: stop, sink: s}
+			decodeChunk(pt, img, cfg, c, resync)
+		}
 		emit(s)
 		return
 	}
@@ -180,7 +202,7 @@ func ParallelFlowChunks(pt []byte, img *Image, cfg *FlowConfig, resync bool, job
 			start = p
 		}
 	}
-	chunks = append(chunks, &flowChunk{start: start, end: uint64(len(pt)), last: true})
+	chunks = append(chunks, &flowChunk{start: start, end: stop, last: final})
 	for _, c := range chunks {
 		c.done = make(chan struct{})
 	}

@@ -218,7 +218,14 @@ func (t *PerfTrace) TSCEnabled() bool {
 const maxQueues = 1 << 16
 
 // LoadPerfTrace reads all records of p and assembles a PerfTrace.
-func LoadPerfTrace(p *PerfData) (*PerfTrace, error) {
+func LoadPerfTrace(p *PerfData) (*PerfTrace, error) { return loadPerfTrace(p, true) }
+
+// LoadPerfTraceLazy is LoadPerfTrace without reading the trace bytes: the
+// queues' Data stay nil and their bytes are read on demand through
+// PerfAuxQueue.Reader, so a decoder's memory does not grow with the trace.
+func LoadPerfTraceLazy(p *PerfData) (*PerfTrace, error) { return loadPerfTrace(p, false) }
+
+func loadPerfTrace(p *PerfData, withData bool) (*PerfTrace, error) {
 	t := &PerfTrace{}
 	rr := p.Records()
 	var rec PerfRecord
@@ -277,7 +284,7 @@ func LoadPerfTrace(p *PerfData) (*PerfTrace, error) {
 		}
 	}
 	for _, q := range t.Queues {
-		if len(q.Buffers) == 0 {
+		if len(q.Buffers) == 0 || !withData {
 			continue
 		}
 		last := q.Buffers[len(q.Buffers)-1]
@@ -302,6 +309,52 @@ func LoadPerfTrace(p *PerfData) (*PerfTrace, error) {
 	sort.Slice(t.Queues, func(i, j int) bool { return t.Queues[i].Idx < t.Queues[j].Idx })
 	sort.SliceStable(t.Sideband, func(i, j int) bool { return t.Sideband[i].ID.Time < t.Sideband[j].ID.Time })
 	return t, nil
+}
+
+// Size returns the number of trace bytes in the queue.
+func (q *PerfAuxQueue) Size() int64 {
+	if len(q.Buffers) == 0 {
+		return 0
+	}
+	last := q.Buffers[len(q.Buffers)-1]
+	return int64(last.StreamPos) + int64(last.Size)
+}
+
+// Reader returns the queue's trace bytes as a TraceReader: from Data when
+// it was loaded, else read from p buffer by buffer.
+func (q *PerfAuxQueue) Reader(p *PerfData) TraceReader {
+	if q.Data != nil {
+		return BytesTrace(q.Data)
+	}
+	return &queueReader{q: q, p: p}
+}
+
+type queueReader struct {
+	q *PerfAuxQueue
+	p *PerfData
+}
+
+func (r *queueReader) Size() int64 { return r.q.Size() }
+
+// ReadAt reads stream bytes [off, off+len(b)) from the buffers that hold
+// them.
+func (r *queueReader) ReadAt(b []byte, off int64) (int, error) {
+	bufs := r.q.Buffers
+	i := sort.Search(len(bufs), func(i int) bool { return int64(bufs[i].StreamPos)+int64(bufs[i].Size) > off })
+	n := 0
+	for ; i < len(bufs) && n < len(b); i++ {
+		bf := bufs[i]
+		in := off + int64(n) - int64(bf.StreamPos)
+		m := int(min(int64(len(b)-n), int64(bf.Size)-in))
+		if _, err := r.p.r.ReadAt(b[n:n+m], bf.DataOffset+in); err != nil {
+			return n, fmt.Errorf("%s: AUXTRACE data at %#x: %w", r.p.Name, bf.DataOffset+in, err)
+		}
+		n += m
+	}
+	if n < len(b) {
+		return n, io.EOF
+	}
+	return n, nil
 }
 
 // String describes a queue for messages.

@@ -291,14 +291,17 @@ func Ptxed(o *PtxedOptions, w io.Writer) error {
 		return err
 	}
 	cfg, cerr := o.FlowConfig()
-	return PtxedTrace(o, pt, img, cfg, cerr, w)
+	return PtxedTrace(o, BytesTrace(pt), img, cfg, cerr, w)
 }
 
 // PtxedTrace prints, as ptxed does, the flow of one PT stream through img
 // with the decoder configuration cfg (cfgErr: the options named an unknown
 // cpu, reported as ptxed reports it). ptjit decode uses it for the threads of
 // a recording.
-func PtxedTrace(o *PtxedOptions, pt []byte, img *Image, cfg *FlowConfig, cfgErr error, w io.Writer) error {
+//
+// The trace is decoded in windows of at most DefaultWindow bytes that end
+// at PSBs (ForEachWindow), so memory stays bounded whatever its size.
+func PtxedTrace(o *PtxedOptions, r TraceReader, img *Image, cfg *FlowConfig, cfgErr error, w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 1<<16)
 	defer bw.Flush()
 	if cfgErr != nil {
@@ -309,15 +312,18 @@ func PtxedTrace(o *PtxedOptions, pt []byte, img *Image, cfg *FlowConfig, cfgErr 
 		o.StatInsn = true
 		o.StatBlocks = o.BlockDecoder
 	}
-	if o.ShowBlocks || o.StatBlocks {
-		// Block boundaries depend on the previous chunk: replay.
-		ParallelFlow(pt, img, cfg, p, o.Resync, o.Jobs)
-	} else {
+	err := ForEachWindow(r, DefaultWindow, func(pt []byte, stop, base uint64) {
+		if o.ShowBlocks || o.StatBlocks {
+			// Block boundaries depend on the previous chunk: replay.
+			p.base = base
+			ParallelFlowWindow(pt, stop, img, cfg, p, o.Resync, o.Jobs)
+			return
+		}
 		// Each chunk renders its own text on its worker.
-		ParallelFlowChunks(pt, img, cfg, o.Resync, o.Jobs,
+		ParallelFlowChunksWindow(pt, stop, img, cfg, o.Resync, o.Jobs,
 			func() FlowSink {
 				var b bytes.Buffer
-				return &ptxedPrinter{o: o, w: bufio.NewWriterSize(&b, 1<<16), out: &b}
+				return &ptxedPrinter{o: o, w: bufio.NewWriterSize(&b, 1<<16), out: &b, base: base}
 			},
 			func(s FlowSink) {
 				c := s.(*ptxedPrinter)
@@ -325,6 +331,9 @@ func PtxedTrace(o *PtxedOptions, pt []byte, img *Image, cfg *FlowConfig, cfgErr 
 				bw.Write(c.out.Bytes())
 				p.ninsn += c.ninsn
 			})
+	})
+	if err != nil {
+		return err
 	}
 	if o.Stat {
 		if o.StatInsn {
@@ -389,6 +398,7 @@ type ptxedPrinter struct {
 	w       *bufio.Writer
 	ninsn   uint64
 	nblocks uint64
+	base    uint64 // offset of the decoded window in the whole trace
 	buf     [64]byte
 	// block emulation
 	inBlock bool
@@ -705,14 +715,14 @@ func formatEventBody(ev *Event, withIP bool) string {
 
 // Insn, Event and Error make ptxedPrinter a FlowSink.
 func (p *ptxedPrinter) Insn(in *FlowInsn, off, tsc uint64) {
-	p.printInsn(in, off, tsc)
+	p.printInsn(in, off+p.base, tsc)
 	p.ninsn++
 }
 
-func (p *ptxedPrinter) Event(ev *Event, off uint64) { p.printEvent(ev, off) }
+func (p *ptxedPrinter) Event(ev *Event, off uint64) { p.printEvent(ev, off+p.base) }
 
 func (p *ptxedPrinter) Error(e *FlowError, kind string) {
-	p.diagnose(e.Offset, e.IP, kind, e.Code)
+	p.diagnose(e.Offset+p.base, e.IP, kind, e.Code)
 }
 
 func newBufWriter(w io.Writer) *bufio.Writer { return bufio.NewWriterSize(w, 1<<16) }

@@ -40,6 +40,8 @@ Formats (one of):
   --stat            counts only
   --format=ptxed    exactly libipt ptxed's output (use --no-inst as ptxed)
   -j N              decode PSB segments on N goroutines (default: all cores)
+  --window BYTES    hold at most this much of a trace in memory (default
+                    64 MiB); windows end at PSBs
 
 Decode errors appear in the flow with their trace offset and IP; decoding
 resumes at the next PSB. All of ptxed's options are accepted (--cpu,
@@ -117,6 +119,16 @@ func parseDecodeArgs(args []string) (*decodeArgs, error) {
 					err = fmt.Errorf("decode: -j %q: want a positive number", v)
 				}
 			}
+		case arg == "--window":
+			var v string
+			if v, err = val(); err == nil {
+				var n uint64
+				n, err = strconv.ParseUint(v, 0, 31)
+				if err != nil || n < 4096 {
+					err = fmt.Errorf("decode: --window %q: want a byte count of at least 4096", v)
+				}
+				decode.DefaultWindow = int(n)
+			}
 		case arg == "--insn", arg == "--calls", arg == "--json", arg == "--stat" && !ptxedFormat:
 			err = setFormat(strings.TrimPrefix(arg, "--"))
 		case strings.HasPrefix(arg, "--format="):
@@ -177,7 +189,7 @@ func runDecode(args []string, stdout io.Writer) error {
 			if len(traces) > 1 {
 				fmt.Fprintf(stdout, "== %s\n", t.label)
 			}
-			if err := decode.PtxedTrace(o, t.pt, t.img, t.cfg, nil, stdout); err != nil {
+			if err := decode.PtxedTrace(o, t.src, t.img, t.cfg, nil, stdout); err != nil {
 				return err
 			}
 		}
@@ -203,9 +215,9 @@ func runDecode(args []string, stdout io.Writer) error {
 	w := bufio.NewWriterSize(stdout, 1<<16)
 	defer w.Flush()
 	total := &statSink{}
-	var size, base uint64
+	var size, done uint64
 	for _, t := range traces {
-		size += uint64(len(t.pt))
+		size += uint64(t.src.Size())
 	}
 	prog := startProgress(size)
 	defer prog.finish()
@@ -216,32 +228,43 @@ func runDecode(args []string, stdout io.Writer) error {
 		if a.format == "json" {
 			json.NewEncoder(w).Encode(map[string]any{"kind": "trace", "tid": t.tid, "pid": t.pid, "label": t.label})
 		}
-		switch a.format {
-		case "calls":
-			// The call depth carries from chunk to chunk: decode in
-			// parallel, print in order.
-			decode.ParallelFlow(t.pt, t.img, t.cfg, newFormatSink(a.format, w, t.syms), t.resync, a.jobs)
-			prog.set(base + uint64(len(t.pt)))
-		default:
+		var calls decode.FlowSink
+		if a.format == "calls" {
+			calls = newFormatSink(a.format, w, t.syms)
+		}
+		// The trace is decoded in windows that end at PSBs, so memory
+		// stays bounded whatever its size (decode.ForEachWindow).
+		err := decode.ForEachWindow(t.src, decode.DefaultWindow, func(pt []byte, stop, base uint64) {
+			if calls != nil {
+				// The call depth carries from chunk to chunk: decode in
+				// parallel, print in order.
+				decode.ParallelFlowWindow(pt, stop, t.img, t.cfg, &decode.OffsetSink{Next: calls, Base: base}, t.resync, a.jobs)
+				prog.set(done + base + stop)
+				return
+			}
 			// Each chunk renders its own text (or counts) on its worker.
-			decode.ParallelFlowChunks(t.pt, t.img, t.cfg, t.resync, a.jobs,
+			decode.ParallelFlowChunksWindow(pt, stop, t.img, t.cfg, t.resync, a.jobs,
 				func() decode.FlowSink {
 					c := &chunkOut{}
 					c.w = bufio.NewWriterSize(&c.buf, 1<<16)
-					c.sink = newFormatSink(a.format, c.w, t.syms)
+					c.inner = newFormatSink(a.format, c.w, t.syms)
+					c.sink = &decode.OffsetSink{Next: c.inner, Base: base}
 					return c
 				},
 				func(s decode.FlowSink) {
 					c := s.(*chunkOut)
 					c.w.Flush()
 					w.Write(c.buf.Bytes())
-					prog.set(base + c.last)
-					if ss, ok := c.sink.(*statSink); ok {
+					prog.set(done + base + c.last)
+					if ss, ok := c.inner.(*statSink); ok {
 						total.add(ss)
 					}
 				})
+		})
+		if err != nil {
+			return fmt.Errorf("decode: %s: %v", t.label, err)
 		}
-		base += uint64(len(t.pt))
+		done += uint64(t.src.Size())
 	}
 	if a.format == "stat" {
 		total.print(w)
@@ -254,7 +277,7 @@ type decodeTrace struct {
 	label  string
 	tid    int
 	pid    int
-	pt     []byte
+	src    decode.TraceReader
 	img    *decode.Image
 	cfg    *decode.FlowConfig
 	syms   *symbolizer
@@ -288,7 +311,7 @@ func loadRawTrace(a *decodeArgs) ([]decodeTrace, error) {
 		// As ptxed: an unknown cpu means decoding by the spec.
 		fmt.Fprintf(os.Stderr, "ptjit: decode: warning: %v: decoding without errata\n", err)
 	}
-	return []decodeTrace{{label: o.PT, pt: pt, img: img, cfg: cfg, syms: newSymbolizer(), resync: o.Resync}}, nil
+	return []decodeTrace{{label: o.PT, src: decode.BytesTrace(pt), img: img, cfg: cfg, syms: newSymbolizer(), resync: o.Resync}}, nil
 }
 
 // loadRecording reads a ptjit recording: PT streams from perf.data, code
@@ -300,7 +323,7 @@ func loadRecording(a *decodeArgs) ([]decodeTrace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decode: %v", err)
 	}
-	tr, err := decode.LoadPerfTrace(pd)
+	tr, err := decode.LoadPerfTraceLazy(pd)
 	if err != nil {
 		return nil, fmt.Errorf("decode: %s: %v", perfPath, err)
 	}
@@ -356,7 +379,7 @@ func loadRecording(a *decodeArgs) ([]decodeTrace, error) {
 	}
 	var out []decodeTrace
 	for _, q := range tr.Queues {
-		if len(q.Data) == 0 {
+		if q.Size() == 0 {
 			continue
 		}
 		tid := int(q.Tid)
@@ -371,7 +394,7 @@ func loadRecording(a *decodeArgs) ([]decodeTrace, error) {
 		cfg := *baseCfg
 		out = append(out, decodeTrace{
 			label: fmt.Sprintf("%s, pid %d", q.String(), pid), tid: tid, pid: pid,
-			pt: q.Data, img: img, cfg: &cfg, syms: newSymbolizer(), resync: o.Resync,
+			src: q.Reader(pd), img: img, cfg: &cfg, syms: newSymbolizer(), resync: o.Resync,
 		})
 	}
 	if len(out) == 0 {
@@ -489,10 +512,11 @@ func mappedFile(cache map[string][]byte, m *db.FileMapInfo) ([]byte, error) {
 
 // chunkOut is one parallel chunk's sink and the text it produced.
 type chunkOut struct {
-	buf  bytes.Buffer
-	w    *bufio.Writer
-	sink decode.FlowSink
-	last uint64 // the last trace offset seen, for the progress display
+	buf   bytes.Buffer
+	w     *bufio.Writer
+	inner decode.FlowSink // the format's sink
+	sink  decode.FlowSink // inner, with offsets in the whole trace
+	last  uint64          // the last trace offset seen, for the progress display
 }
 
 func (c *chunkOut) Insn(in *decode.FlowInsn, off, tsc uint64) {

@@ -117,6 +117,13 @@ func TestSoftPTEndToEnd(t *testing.T) {
 				}
 				total += len(want)
 			}
+			// Decoding in small windows (bounded memory) gives the same
+			// output as decoding each trace at once.
+			whole := e2ePtjit(t, nil, "decode", "-i", dir, "--format=ptxed", "--no-inst")
+			windowed := e2ePtjit(t, nil, "decode", "-i", dir, "--format=ptxed", "--no-inst", "--window", "16384")
+			if whole.code != 0 || windowed.stdout != whole.stdout {
+				t.Errorf("decode --window 16384 differs from decode (%d vs %d bytes of output; exit %d)", len(windowed.stdout), len(whole.stdout), whole.code)
+			}
 			t.Logf("%d threads, %d instructions, all decoded exactly", len(tids), total)
 		})
 	}

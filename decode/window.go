@@ -1,0 +1,112 @@
+package decode
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+)
+
+// TraceReader is a PT stream that may be larger than memory: a raw trace
+// file (mapped), or one AUXTRACE queue of a perf.data read buffer by buffer
+// (PerfAuxQueue.Reader).
+type TraceReader interface {
+	io.ReaderAt
+	Size() int64
+}
+
+// BytesTrace is a TraceReader over bytes already in memory.
+type BytesTrace []byte
+
+// ReadAt implements io.ReaderAt.
+func (b BytesTrace) ReadAt(p []byte, off int64) (int, error) {
+	if off >= int64(len(b)) {
+		return 0, io.EOF
+	}
+	n := copy(p, b[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// Size returns the length of the trace.
+func (b BytesTrace) Size() int64 { return int64(len(b)) }
+
+// DefaultWindow is the most trace bytes ptjit decode holds at once per
+// stream: decoding memory stays bounded whatever the trace size. (A
+// variable so that tests can make windows small.)
+var DefaultWindow = 64 << 20
+
+// ForEachWindow calls fn for consecutive windows of the trace, each at most
+// max bytes, with the window's offset in the trace. A window is decoded up
+// to stop (ParallelFlowWindow, ParallelFlowChunksWindow): the offset in pt
+// of the PSB where the next window starts, with the PSB's header still in
+// pt; for the last window stop == len(pt). Cutting at PSBs gives the same
+// flow as decoding the trace in one piece, except that state a decoder keeps
+// across a PSB (a return compressed against a call before it) is lost, as
+// at any parallel chunk boundary. A window with no usable PSB is cut at
+// max bytes. Windows of a BytesTrace are sub-slices, never copies.
+func ForEachWindow(r TraceReader, max int, fn func(pt []byte, stop uint64, base uint64)) error {
+	size := r.Size()
+	// Room for a PSB+ header after the cut.
+	const margin = 4096
+	if max < 4*margin {
+		max = 4 * margin
+	}
+	if b, ok := r.(BytesTrace); ok && int64(len(b)) <= int64(max) {
+		fn(b, uint64(len(b)), 0)
+		return nil
+	}
+	var buf []byte
+	for pos := int64(0); pos < size; {
+		n := int(min(int64(max), size-pos))
+		if b, ok := r.(BytesTrace); ok {
+			buf = b[pos : pos+int64(n)]
+		} else {
+			if cap(buf) < n {
+				buf = make([]byte, n)
+			}
+			buf = buf[:n]
+			if m, err := r.ReadAt(buf, pos); m < n {
+				return fmt.Errorf("trace offset %#x: reading %d bytes: %v", pos, n, err)
+			}
+		}
+		stop := n
+		if pos+int64(n) < size {
+			// The last PSB after the window's first byte that leaves
+			// room for its header.
+			if i := bytes.LastIndex(buf[1:n-margin], psbPattern[:]); i >= 0 {
+				stop = i + 1
+			} else {
+				stop = n - margin
+			}
+		}
+		fn(buf, uint64(stop), uint64(pos))
+		pos += int64(stop)
+	}
+	return nil
+}
+
+// OffsetSink passes a window's flow on to Next with every trace offset
+// moved by Base, the window's offset in the whole trace.
+type OffsetSink struct {
+	Next FlowSink
+	Base uint64
+}
+
+// Insn implements FlowSink.
+func (s *OffsetSink) Insn(in *FlowInsn, off, tsc uint64) { s.Next.Insn(in, off+s.Base, tsc) }
+
+// Event implements FlowSink.
+func (s *OffsetSink) Event(ev *Event, off uint64) {
+	c := *ev
+	c.Offset += s.Base
+	s.Next.Event(&c, off+s.Base)
+}
+
+// Error implements FlowSink.
+func (s *OffsetSink) Error(e *FlowError, kind string) {
+	c := *e
+	c.Offset += s.Base
+	s.Next.Error(&c, kind)
+}

@@ -1,0 +1,108 @@
+package decode
+
+import (
+	"bytes"
+	"io"
+	"path/filepath"
+	"testing"
+)
+
+// readerOnly hides the BytesTrace fast path, so windows are read with
+// ReadAt into a buffer, as from a perf.data queue.
+type readerOnly struct{ b BytesTrace }
+
+func (r readerOnly) ReadAt(p []byte, off int64) (int, error) { return r.b.ReadAt(p, off) }
+func (r readerOnly) Size() int64                             { return r.b.Size() }
+
+func TestForEachWindowCuts(t *testing.T) {
+	// PSBs every 10,000 bytes of PAD; windows are at least 16 KiB: each
+	// stops right before a PSB (with room for its header after it) and the
+	// windows cover the trace exactly once.
+	var tr []byte
+	for i := 0; i < 12; i++ {
+		tr = append(tr, psbPattern[:]...)
+		tr = append(tr, make([]byte, 10000-len(psbPattern))...)
+	}
+	var starts []uint64
+	var total uint64
+	err := ForEachWindow(readerOnly{BytesTrace(tr)}, 1, func(pt []byte, stop, base uint64) {
+		starts = append(starts, base)
+		total += stop
+		if base%10000 != 0 || !bytes.HasPrefix(pt, psbPattern[:]) {
+			t.Errorf("window at %d does not start with a PSB", base)
+		}
+		if stop < uint64(len(pt)) && !bytes.HasPrefix(pt[stop:], psbPattern[:]) {
+			t.Errorf("window at %d stops at %d, not at a PSB", base, stop)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total != uint64(len(tr)) || len(starts) < 5 {
+		t.Errorf("windows at %v cover %d bytes of %d", starts, total, len(tr))
+	}
+	// A failing reader is an error with the offset.
+	if err := ForEachWindow(failing{size: 50000}, 1000, func([]byte, uint64, uint64) {}); err == nil {
+		t.Error("no error from a failing reader")
+	}
+}
+
+type failing struct{ size int64 }
+
+func (f failing) ReadAt(p []byte, off int64) (int, error) { return 0, io.ErrUnexpectedEOF }
+func (f failing) Size() int64                             { return f.size }
+
+// A perf.data queue read buffer by buffer is the same stream as the one
+// LoadPerfTrace assembles in memory.
+func TestQueueReaderMatchesData(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "perf.data")
+	w, err := CreatePerfData(path, PerfDataConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []byte
+	for i := 0; i < 20; i++ {
+		chunk := append(append([]byte(nil), psbPattern[:]...), bytes.Repeat([]byte{byte(i + 1)}, 100+i*37)...)
+		w.AuxTrace(77, -1, uint64(1000+i), chunk)
+		want = append(want, chunk...)
+		if pad := (8 - len(chunk)%8) % 8; pad > 0 {
+			want = append(want, make([]byte, pad)...)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := OpenPerfData(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	eager, err := LoadPerfTrace(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lazy, err := LoadPerfTraceLazy(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lazy.Queues) != 1 || lazy.Queues[0].Data != nil {
+		t.Fatalf("lazy load: %d queues, data loaded: %v", len(lazy.Queues), lazy.Queues[0].Data != nil)
+	}
+	r := lazy.Queues[0].Reader(p)
+	if r.Size() != int64(len(want)) || !bytes.Equal(eager.Queues[0].Data, want) {
+		t.Fatalf("sizes: lazy %d, eager %d, written %d", r.Size(), len(eager.Queues[0].Data), len(want))
+	}
+	// Reads at every alignment, across buffer boundaries.
+	for off := 0; off < len(want); off += 97 {
+		for _, n := range []int{1, 50, 300, len(want) - off} {
+			n = min(n, len(want)-off)
+			got := make([]byte, n)
+			if m, err := r.ReadAt(got, int64(off)); m != n || (err != nil && err != io.EOF) {
+				t.Fatalf("ReadAt(%d, %d) = %d, %v", off, n, m, err)
+			}
+			if !bytes.Equal(got, want[off:off+n]) {
+				t.Fatalf("ReadAt(%d, %d): bytes differ", off, n)
+			}
+		}
+	}
+}
