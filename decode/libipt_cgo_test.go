@@ -446,3 +446,83 @@ func TestGenDump(t *testing.T) {
 	os.WriteFile("/tmp/work/g.pt", pt, 0o644)
 	os.WriteFile("/tmp/work/g.bin", code, 0o644)
 }
+
+// BenchmarkDecodeLarge decodes a trace of hundreds of MB — synthetic/mid
+// repeated (each copy starts at a PSB) — with ptjit (windowed, so memory
+// stays bounded: the trace file is mapped, not read) on one and on two
+// cores, and with libipt's instruction and block decoders on the same file.
+// PTJIT_LARGE_COPIES sets the copies (default 300: about 194 MB, 637 M
+// instructions). Each copy ends with tracing disabled and the next begins
+// with a PSB+ that carries an IP: both decoders resynchronize there, each
+// its own way (libipt drops the first instructions, ptjit reports "bad
+// status update" and resyncs), so their counts may differ by a few
+// instructions per seam; the rates are what this benchmark compares.
+func BenchmarkDecodeLarge(b *testing.B) {
+	helper := libiptHelper(b)
+	dir := conformanceDir(b)
+	mid, img := loadSynthetic(b, "mid")
+	binPath := filepath.Join(dir, "synthetic", "mid.bin")
+	copies := 300
+	if v, err := strconv.Atoi(os.Getenv("PTJIT_LARGE_COPIES")); err == nil && v > 0 {
+		copies = v
+	}
+	ptPath := filepath.Join(b.TempDir(), "large.pt")
+	f, err := os.Create(ptPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < copies; i++ {
+		if _, err := f.Write(mid); err != nil {
+			b.Fatal(err)
+		}
+	}
+	f.Close()
+	var want uint64 // libipt's count, set by lib
+	pt, err := MapFile(ptPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ours := func(jobs int) time.Duration {
+		t0 := time.Now()
+		var n uint64
+		ForEachWindow(BytesTrace(pt), DefaultWindow, func(w []byte, stop, base uint64) {
+			ParallelFlowChunksWindow(w, stop, img, &FlowConfig{}, false, jobs,
+				func() FlowSink { return &countSink{} },
+				func(s FlowSink) { n += s.(*countSink).n })
+		})
+		if d := int64(n) - int64(want); d < -16*int64(copies) || d > 16*int64(copies) {
+			b.Fatalf("ptjit -j %d decoded %d instructions, libipt %d", jobs, n, want)
+		}
+		return time.Since(t0)
+	}
+	lib := func(mode string) time.Duration {
+		out, err := exec.Command(helper, mode, ptPath, binPath, "0x400000").Output()
+		if err != nil {
+			b.Fatal(err)
+		}
+		f := strings.Fields(string(out))
+		cnt, _ := strconv.ParseUint(f[0], 10, 64)
+		ns, _ := strconv.ParseUint(f[1], 10, 64)
+		if want == 0 {
+			want = cnt
+		} else if d := int64(cnt) - int64(want); d < -16*int64(copies) || d > 16*int64(copies) {
+			b.Fatalf("libipt %s decoded %d instructions, libipt's other decoder %d", mode, cnt, want)
+		}
+		return time.Duration(ns)
+	}
+	var one, two, insn, block time.Duration
+	for i := 0; i < b.N; i++ {
+		block += lib("bench-block")
+		insn += lib("bench-insn")
+		one += ours(1)
+		two += ours(2)
+	}
+	rate := func(d time.Duration) float64 { return float64(want) * float64(b.N) / d.Seconds() / 1e6 }
+	b.ReportMetric(float64(len(pt))/1e6, "MB")
+	b.ReportMetric(rate(one), "ptjit-Minsn/s")
+	b.ReportMetric(rate(two), "ptjit-j2-Minsn/s")
+	b.ReportMetric(rate(insn), "libipt-insn-Minsn/s")
+	b.ReportMetric(rate(block), "libipt-block-Minsn/s")
+	b.ReportMetric(float64(block)/float64(one), "x-vs-block")
+	b.ReportMetric(float64(one)/float64(two), "x-parallel")
+}
