@@ -213,7 +213,9 @@
 // Changes to executable memory that make no stop: write(2), pwrite(2),
 // ftruncate(2) or fallocate(2) on a file that is mapped executable and
 // shared (memfd double mappings write through the other alias; that is
-// W^X's job); writes through /proc/PID/mem; UFFDIO_COPY into executable
+// W^X's job); writes through a /proc/PID/mem descriptor duplicated to
+// another number or opened by an untraced process (the others are caught:
+// procmem_linux_amd64.go); UFFDIO_COPY into executable
 // memory; stores into RWX memory (seen only at the next mprotect, or with
 // W^X off); MADV_FREE pages the kernel reclaims later; the
 // READ_IMPLIES_EXEC personality (PROT_READ implies PROT_EXEC, invisible to

@@ -20,8 +20,9 @@ import (
 //     entry would add a stop and show nothing.
 //   - clone/clone3/fork/vfork: PTRACE_O_TRACECLONE/FORK/VFORK.
 // Blind spots (documented in doc.go): write(2)/pwrite(2)/ftruncate(2) to a
-// file that is mapped executable and shared, writes to /proc/PID/mem,
-// UFFDIO_COPY into executable memory, the READ_IMPLIES_EXEC personality.
+// file that is mapped executable and shared, writes to /proc/PID/mem through
+// a duplicated descriptor (procmem_linux_amd64.go), UFFDIO_COPY into
+// executable memory, the READ_IMPLIES_EXEC personality.
 
 // Cond is one argument test of a rule; the rule stops the tracee when any
 // of its conditions holds.
@@ -31,6 +32,8 @@ type Cond struct {
 	AnyBit uint32
 	// Except: stop unless the argument's low 32 bits equal one of these.
 	Except []uint32
+	// Equal: stop when the argument's low 32 bits equal one of these.
+	Equal []uint32
 }
 
 // Rule is one syscall of the filter.
@@ -80,6 +83,11 @@ var Rules = []Rule{
 	{"remap_file_pages", unix.SYS_REMAP_FILE_PAGES, nil, "always: rearranges a shared file mapping"},
 	{"process_vm_writev", unix.SYS_PROCESS_VM_WRITEV, nil,
 		"always: writes another process's memory (possibly code) without a protection change"},
+	{"open", unix.SYS_OPEN, []Cond{{Arg: 1, AnyBit: unix.O_WRONLY | unix.O_RDWR}},
+		"opened for writing, it may be a /proc/PID/mem, whose writes change code without a protection change " +
+			"(see procmem_linux_amd64.go); a read-only open cannot write"},
+	{"openat", unix.SYS_OPENAT, []Cond{{Arg: 2, AnyBit: unix.O_WRONLY | unix.O_RDWR}}, "as open"},
+	{"openat2", unix.SYS_OPENAT2, nil, "always: its flags are in a struct the filter cannot read"},
 }
 
 // RuleByNr returns the rule for syscall nr.
@@ -120,6 +128,7 @@ const (
 	jgeK     = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
 	jsetK    = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
 	retK     = unix.BPF_RET | unix.BPF_K
+	jaK      = unix.BPF_JMP | unix.BPF_JA
 )
 
 // Compile turns rules into a classic BPF seccomp program:
@@ -143,6 +152,13 @@ func Compile(rules []Rule) ([]unix.SockFilter, error) {
 			switch {
 			case c.AnyBit != 0:
 				b = append(b, jump(jsetK, c.AnyBit, 0, 1), stmt(retK, retTrace))
+			case len(c.Equal) > 0:
+				// jeq v → the RET TRACE after the jeqs; none → jump over it
+				n := len(c.Equal)
+				for i, v := range c.Equal {
+					b = append(b, jump(jeqK, v, uint8(n-i), 0))
+				}
+				b = append(b, stmt(jaK, 1), stmt(retK, retTrace))
 			case len(c.Except) > 0:
 				// jeq v → skip to the "not this condition" exit
 				n := len(c.Except)
@@ -218,6 +234,8 @@ func Eval(prog []unix.SockFilter, arch uint32, nr int, args [6]uint64) (uint32, 
 			} else {
 				pc += int(in.Jf)
 			}
+		case jaK:
+			pc += int(in.K)
 		case retK:
 			return in.K, nil
 		default:

@@ -55,6 +55,13 @@ func TestFilterEval(t *testing.T) {
 		{"process_vm_writev", x86, unix.SYS_PROCESS_VM_WRITEV, [6]uint64{}, true},
 		{"process_vm_readv", x86, unix.SYS_PROCESS_VM_READV, [6]uint64{}, false},
 		{"execve (PTRACE_EVENT_EXEC instead)", x86, unix.SYS_EXECVE, [6]uint64{}, false},
+		{"openat read-only", x86, unix.SYS_OPENAT, [6]uint64{0, 0, unix.O_RDONLY | unix.O_CLOEXEC}, false},
+		{"openat O_RDWR (may be /proc/PID/mem)", x86, unix.SYS_OPENAT, [6]uint64{0, 0, unix.O_RDWR}, true},
+		{"openat O_WRONLY", x86, unix.SYS_OPENAT, [6]uint64{0, 0, unix.O_WRONLY | unix.O_CREAT}, true},
+		{"open read-only", x86, unix.SYS_OPEN, [6]uint64{0, unix.O_RDONLY}, false},
+		{"open O_RDWR", x86, unix.SYS_OPEN, [6]uint64{0, unix.O_RDWR}, true},
+		{"openat2 (flags in a struct)", x86, unix.SYS_OPENAT2, [6]uint64{}, true},
+		{"write (no mem filter here)", x86, unix.SYS_WRITE, [6]uint64{1}, false},
 		{"i386 int 0x80", 0x40000003, 1, [6]uint64{}, true},
 		{"x32 mmap", x86, 0x40000000 | 9, [6]uint64{}, true},
 	}
@@ -141,4 +148,32 @@ func TestFilterStops(t *testing.T) {
 		t.Errorf("byte written by process_vm_writev: %#x in the recorded version, want 0xc3", data[off])
 	}
 	_ = snapshot.Now
+}
+
+// The filter ptjit injects for a /proc/PID/mem descriptor stops the write
+// family on that descriptor only.
+func TestMemFilter(t *testing.T) {
+	prog, err := tracker.Compile(tracker.MemFilterRules(7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const x86 = 0xc000003e
+	for _, c := range []struct {
+		nr   int
+		fd   uint64
+		stop bool
+	}{
+		{unix.SYS_WRITE, 7, true}, {unix.SYS_PWRITE64, 7, true}, {unix.SYS_WRITEV, 7, true},
+		{unix.SYS_PWRITEV, 7, true}, {unix.SYS_PWRITEV2, 7, true},
+		{unix.SYS_WRITE, 1, false}, {unix.SYS_PWRITE64, 8, false}, {unix.SYS_READ, 7, false},
+		{unix.SYS_WRITE, 7 | 1<<32, true}, // only the low 32 bits are the fd
+	} {
+		ret, err := tracker.Eval(prog, x86, c.nr, [6]uint64{c.fd})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (ret == unix.SECCOMP_RET_TRACE) != c.stop {
+			t.Errorf("nr %d fd %d: ret %#x, stop %v", c.nr, c.fd, ret, c.stop)
+		}
+	}
 }

@@ -98,6 +98,24 @@ func (t *Tracer) needExit(th *thread, op *pendingOp) bool {
 		return sp.Touches(a[0], a[0]+1)
 	case unix.SYS_REMAP_FILE_PAGES:
 		return sp.Touches(a[0], a[0]+pageUp(a[1]))
+	case unix.SYS_OPEN:
+		return openMayBeMem(th.tid, a[0])
+	case unix.SYS_OPENAT, unix.SYS_OPENAT2:
+		return openMayBeMem(th.tid, a[1])
+	case unix.SYS_WRITE, unix.SYS_PWRITE64, unix.SYS_WRITEV, unix.SYS_PWRITEV, unix.SYS_PWRITEV2:
+		// Only writes to a descriptor a mem filter watches stop here.
+		target := t.procs[memFileTarget(th.proc.pid, a[0])]
+		if target == nil || target.space == nil || target.helper {
+			return false
+		}
+		off, ok := memWriteOffset(th.proc.pid, op.nr, a)
+		if !ok {
+			t.warnf("pid %d: write to /proc/%d/mem at an unknown offset", th.proc.pid, target.pid)
+			return false
+		}
+		op.target = target
+		op.ranges = []ival{{off, off}} // the length is known at the exit
+		return true
 	case unix.SYS_PROCESS_VM_WRITEV:
 		target := t.procs[int(int32(a[0]))]
 		if target == nil || target.space == nil || target.helper {
@@ -262,6 +280,21 @@ func (t *Tracer) syscallExit(th *thread) {
 				sp.Map(m.Start, m.End, m.Prot, nil, cause)
 				break
 			}
+		}
+	case unix.SYS_OPEN, unix.SYS_OPENAT, unix.SYS_OPENAT2:
+		if target := t.procs[memFileTarget(p.pid, ret)]; target != nil {
+			if err := t.watchMemFD(th, ret); err != nil {
+				t.warnf("pid %d: cannot watch writes to /proc/%d/mem (fd %d): %v", p.pid, target.pid, ret, err)
+			}
+		}
+	case unix.SYS_WRITE, unix.SYS_PWRITE64, unix.SYS_WRITEV, unix.SYS_PWRITEV, unix.SYS_PWRITEV2:
+		tp := op.target
+		if tp == nil || tp.space == nil || ret == 0 {
+			return
+		}
+		s, e := op.ranges[0].s&^(pageSize-1), pageUp(op.ranges[0].s+ret)
+		if tp.space.Overlaps(s, e) {
+			tp.space.Refresh(s, e, false, "procmem")
 		}
 	case unix.SYS_PROCESS_VM_WRITEV:
 		tp := op.target
