@@ -3,28 +3,11 @@ package decode
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
-
-// libiptCorpus returns the libipt conformance corpus directory
-// (../shared/conformance/libipt next to the repository). A missing corpus
-// fails the test unless PTJIT_NO_CONFORMANCE=1.
-func libiptCorpus(t testing.TB) string {
-	t.Helper()
-	dir := filepath.Join("..", "..", "shared", "conformance", "libipt")
-	if _, err := os.Stat(filepath.Join(dir, "INDEX.tsv")); err != nil {
-		if os.Getenv("PTJIT_NO_CONFORMANCE") == "1" {
-			t.Skipf("libipt corpus missing (%v), PTJIT_NO_CONFORMANCE=1", err)
-		}
-		t.Fatalf("libipt conformance corpus missing: %v (set PTJIT_NO_CONFORMANCE=1 to skip)", err)
-	}
-	return dir
-}
 
 // corpusRow is one row of INDEX.tsv.
 type corpusRow struct {
@@ -120,7 +103,7 @@ func compareDiffB(t testing.TB, got, want []byte) (exact bool) {
 }
 
 func TestConformancePtdump(t *testing.T) {
-	dir := libiptCorpus(t)
+	dir := conformanceDir(t)
 	rows := readCorpusIndex(t, dir)
 	var total, pass, exact int
 	for _, r := range rows {
@@ -133,7 +116,7 @@ func TestConformancePtdump(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := readMaybeGzip(t, filepath.Join(dir, r.ptdumpExp))
+			want := readExpected(t, filepath.Join(dir, r.ptdumpExp))
 			got := runPtdumpRow(t, pt, r.ptdumpOpts)
 			if compareDiffB(t, got, want) {
 				exact++
@@ -150,37 +133,15 @@ func TestConformancePtdump(t *testing.T) {
 	t.Logf("ptdump conformance: %d/%d rows pass (diff -ub); %d byte-identical", pass, total, exact)
 }
 
-func readMaybeGzip(t testing.TB, path string) []byte {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var r io.Reader = f
-	if strings.HasSuffix(path, ".gz") {
-		zr, err := gzip.NewReader(f)
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		r = zr
-	}
-	b, err := io.ReadAll(r)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	return b
-}
-
 func TestConformancePtdumpSynthetic(t *testing.T) {
-	dir := libiptCorpus(t)
+	dir := conformanceDir(t)
 	for _, c := range []struct{ pt, exp string }{
 		{"synthetic/small.pt", "synthetic/small-ptdump.exp"},
 		{"synthetic/mid.pt", "synthetic/mid-ptdump.exp.gz"},
 	} {
 		t.Run(filepath.Base(c.pt), func(t *testing.T) {
-			pt := readMaybeGzip(t, filepath.Join(dir, c.pt))
-			want := readMaybeGzip(t, filepath.Join(dir, c.exp))
+			pt := readExpected(t, filepath.Join(dir, c.pt))
+			want := readExpected(t, filepath.Join(dir, c.exp))
 			got := runPtdumpRow(t, pt, "-")
 			// These expectations are real ptdump output: byte-identical.
 			if compareDiffB(t, got, want) && !bytes.Equal(got, want) {

@@ -1,7 +1,6 @@
 package decode
 
 import (
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"fmt"
@@ -50,37 +49,13 @@ func conformanceDir(t testing.TB) string {
 }
 
 func readPtxedRows(t testing.TB, dir string) []ptxedRow {
-	data, err := os.ReadFile(filepath.Join(dir, "INDEX.tsv"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var rows []ptxedRow
-	for i, line := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
-		if i == 0 {
-			continue
+	for _, r := range readCorpusIndex(t, dir) {
+		if r.ptxedExp != "-" {
+			rows = append(rows, ptxedRow{name: r.name, pt: r.pt, raws: strings.Fields(r.rawImages), exp: r.ptxedExp, opts: r.ptxedOpts})
 		}
-		f := strings.Split(line, "\t")
-		if len(f) < 9 {
-			t.Fatalf("INDEX.tsv line %d: %d fields, want 9", i+1, len(f))
-		}
-		if f[4] == "-" {
-			continue
-		}
-		rows = append(rows, ptxedRow{name: f[0], pt: f[1], raws: strings.Fields(f[2]), exp: f[4], opts: f[5]})
 	}
 	return rows
-}
-
-// normalizeDiffB collapses whitespace runs and drops trailing whitespace
-// on every line, which is what diff -ub compares.
-func normalizeDiffB(b []byte) []string {
-	var out []string
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		out = append(out, strings.Join(strings.Fields(sc.Text()), " "))
-	}
-	return out
 }
 
 func readExpected(t testing.TB, path string) []byte {
@@ -150,14 +125,14 @@ func TestConformancePtxed(t *testing.T) {
 	pass := map[string]int{}
 	var failed []string
 	for _, row := range rows {
-		want := normalizeDiffB(readExpected(t, filepath.Join(dir, row.exp)))
+		want := diffBLines(readExpected(t, filepath.Join(dir, row.exp)))
 		for _, dec := range []string{"--insn-decoder", "--block-decoder"} {
 			out, err := runPtxedRow(dir, row, dec)
 			if err != nil {
 				failed = append(failed, fmt.Sprintf("%s %s: %v", row.name, dec, err))
 				continue
 			}
-			if diff := firstDiff(normalizeDiffB(out), want); diff != "" {
+			if diff := firstDiff(diffBLines(out), want); diff != "" {
 				failed = append(failed, fmt.Sprintf("%s %s: %s", row.name, dec, diff))
 				continue
 			}

@@ -39,17 +39,17 @@ func TestParallelFlowMatchesSequential(t *testing.T) {
 	for _, jobs := range []int{2, 3, 8} {
 		par := ptxedText(t, pt, img, jobs)
 		if !bytes.Equal(seq, par) {
-			a, b := normalizeDiffB(seq), normalizeDiffB(par)
+			a, b := diffBLines(seq), diffBLines(par)
 			t.Fatalf("jobs=%d: parallel output differs from sequential: %s", jobs, firstDiff(b, a))
 		}
 	}
 	for _, jobs := range []int{2, 5} {
 		if par := ptxedFile(t, jobs); !bytes.Equal(seq, par) {
-			t.Fatalf("Ptxed jobs=%d: %s", jobs, firstDiff(normalizeDiffB(par), normalizeDiffB(seq)))
+			t.Fatalf("Ptxed jobs=%d: %s", jobs, firstDiff(diffBLines(par), diffBLines(seq)))
 		}
 	}
-	want := normalizeDiffB(readExpected(t, conformanceDir(t)+"/synthetic/mid-ptxed.exp.gz"))
-	if d := firstDiff(normalizeDiffB(seq), want); d != "" {
+	want := diffBLines(readExpected(t, conformanceDir(t)+"/synthetic/mid-ptxed.exp.gz"))
+	if d := firstDiff(diffBLines(seq), want); d != "" {
 		t.Fatalf("sequential output differs from libipt: %s", d)
 	}
 }

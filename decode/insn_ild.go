@@ -152,15 +152,7 @@ func ild(code []byte, mode ExecMode, in *Insn) int {
 		return relBranch(code, full, i, f&fRelZ != 0, mode, pf&pb66 != 0, ss&ssO16 != 0, class, in)
 	}
 	i += int(imm)
-	if i > len(code) {
-		return need(i, full)
-	}
-	in.Len = uint8(i)
-	in.Class = class
-	in.Mode = mode
-	in.Target = 0
-	setRaw(in, code, full, i)
-	return i
+	return finish(in, code, full, i, class, mode)
 }
 
 // ildSlow is the complete decoder behind ild's fast path.
@@ -197,35 +189,8 @@ func ildSlow(code []byte, full int, mode ExecMode, in *Insn) int {
 		rexW, rexR = false, false
 		i++
 	}
-	var osz, asz int // effective operand and address size in bytes
-	switch mode {
-	case Mode64:
-		osz, asz = 4, 8
-		if rexW {
-			osz = 8
-		} else if p66 {
-			osz = 2
-		}
-		if p67 {
-			asz = 4
-		}
-	case Mode32:
-		osz, asz = 4, 4
-		if p66 {
-			osz = 2
-		}
-		if p67 {
-			asz = 2
-		}
-	case Mode16:
-		osz, asz = 2, 2
-		if p66 {
-			osz = 4
-		}
-		if p67 {
-			asz = 4
-		}
-	default:
+	osz, asz, ok := effSizes(mode, p66, p67, rexW) // in bytes
+	if !ok {
 		return ildFail(whyMode, 0)
 	}
 
@@ -397,6 +362,13 @@ func ildSlow(code []byte, full int, mode ExecMode, in *Insn) int {
 			}
 		}
 	}
+	return finish(in, code, full, i, class, mode)
+}
+
+// setRaw copies the n instruction bytes into in.Raw and zeroes the rest.
+// finish completes a non-branch (or indirect) instruction of length i, or
+// reports that code holds fewer than i bytes.
+func finish(in *Insn, code []byte, full, i int, class InsnClass, mode ExecMode) int {
 	if i > len(code) {
 		return need(i, full)
 	}
@@ -408,7 +380,43 @@ func ildSlow(code []byte, full int, mode ExecMode, in *Insn) int {
 	return i
 }
 
-// setRaw copies the n instruction bytes into in.Raw and zeroes the rest.
+// effSizes returns the effective operand and address sizes in bytes for
+// the mode and the 66 (operand size), 67 (address size) and REX.W prefixes;
+// ok is false for an unknown mode.
+func effSizes(mode ExecMode, p66, p67, rexW bool) (osz, asz int, ok bool) {
+	switch mode {
+	case Mode64:
+		osz, asz = 4, 8
+		if rexW {
+			osz = 8
+		} else if p66 {
+			osz = 2
+		}
+		if p67 {
+			asz = 4
+		}
+	case Mode32:
+		osz, asz = 4, 4
+		if p66 {
+			osz = 2
+		}
+		if p67 {
+			asz = 2
+		}
+	case Mode16:
+		osz, asz = 2, 2
+		if p66 {
+			osz = 4
+		}
+		if p67 {
+			asz = 4
+		}
+	default:
+		return 0, 0, false
+	}
+	return osz, asz, true
+}
+
 func setRaw(in *Insn, code []byte, full, n int) {
 	if full >= 16 && n < 16 {
 		// Two overlapping 8-byte loads, masked to n bytes: no branch on n.
@@ -597,13 +605,5 @@ func vex(code []byte, full, i int, esc byte, a16 bool, mode ExecMode, in *Insn) 
 		i += int(e & 0xF)
 	}
 	i += imm
-	if i > len(code) {
-		return need(i, full)
-	}
-	in.Len = uint8(i)
-	in.Class = ClassOther
-	in.Mode = mode
-	in.Target = 0
-	setRaw(in, code, full, i)
-	return i
+	return finish(in, code, full, i, ClassOther, mode)
 }

@@ -119,37 +119,13 @@ func initFast() {
 	for key := 0; key < 32; key++ {
 		mode := ExecMode(key & 3)
 		p66, p67, w := key&pb66 != 0, key&pb67 != 0, key&pbW != 0
-		var osz, asz int
-		var ss uint8
-		switch mode {
-		case Mode64:
-			osz, asz, ss = 4, 8, ss64
-			if w {
-				osz = 8
-			} else if p66 {
-				osz = 2
-			}
-			if p67 {
-				asz = 4
-			}
-		case Mode32:
-			osz, asz = 4, 4
-			if p66 {
-				osz = 2
-			}
-			if p67 {
-				asz = 2
-			}
-		case Mode16:
-			osz, asz = 2, 2
-			if p66 {
-				osz = 4
-			}
-			if p67 {
-				asz = 4
-			}
-		default:
+		osz, asz, ok := effSizes(mode, p66, p67, w)
+		if !ok {
 			continue
+		}
+		var ss uint8
+		if mode == Mode64 {
+			ss = ss64
 		}
 		ss |= uint8(idx[osz]*3 + idx[asz])
 		if asz == 2 {

@@ -115,9 +115,9 @@ func TestPacketRoundTrip(t *testing.T) {
 // encoder produced (the corpus's dump-all-packets.pt, decoded by libipt's
 // ptdump into the .exp the conformance test checks).
 func TestPacketEncodeKnownBytes(t *testing.T) {
-	dir := libiptCorpus(t)
+	dir := conformanceDir(t)
 	for _, r := range readCorpusIndex(t, dir) {
-		pt := readMaybeGzip(t, filepath.Join(dir, r.pt))
+		pt := readExpected(t, filepath.Join(dir, r.pt))
 		dec := NewPacketDecoder(pt, nil)
 		if err := dec.SyncSet(0); err != nil {
 			t.Fatal(err)
@@ -330,7 +330,7 @@ func TestPacketEncodeErrors(t *testing.T) {
 }
 
 func TestPacketNextDoesNotAllocate(t *testing.T) {
-	pt, err := os.ReadFile(filepath.Join(libiptCorpus(t), "synthetic", "small.pt"))
+	pt, err := os.ReadFile(filepath.Join(conformanceDir(t), "synthetic", "small.pt"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +355,7 @@ func TestPacketNextDoesNotAllocate(t *testing.T) {
 
 // BenchmarkPacketDecode decodes synthetic/mid.pt (648 KB) packet by packet.
 func BenchmarkPacketDecode(b *testing.B) {
-	pt, err := os.ReadFile(filepath.Join(libiptCorpus(b), "synthetic", "mid.pt"))
+	pt, err := os.ReadFile(filepath.Join(conformanceDir(b), "synthetic", "mid.pt"))
 	if err != nil {
 		b.Fatal(err)
 	}

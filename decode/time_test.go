@@ -203,7 +203,7 @@ func TestTimeCalSKL168(t *testing.T) {
 // --time) through a Timer and compares its TSC at each timing packet with
 // the value libipt's ptdump printed (absolute, or deltas accumulated).
 func TestTimerMatchesLibipt(t *testing.T) {
-	dir := libiptCorpus(t)
+	dir := conformanceDir(t)
 	tscCol := regexp.MustCompile(`^([0-9a-f]{16})\s.*\stsc\s+([+-]?)([0-9a-f]+)\s*$`)
 	rows, checked := 0, 0
 	for _, r := range readCorpusIndex(t, dir) {
@@ -223,7 +223,7 @@ func TestTimerMatchesLibipt(t *testing.T) {
 		// Expected TSC by packet offset.
 		want := map[uint64]uint64{}
 		var cur uint64
-		for _, line := range strings.Split(string(readMaybeGzip(t, filepath.Join(dir, r.ptdumpExp))), "\n") {
+		for _, line := range strings.Split(string(readExpected(t, filepath.Join(dir, r.ptdumpExp))), "\n") {
 			m := tscCol.FindStringSubmatch(line)
 			if m == nil {
 				continue
@@ -240,7 +240,7 @@ func TestTimerMatchesLibipt(t *testing.T) {
 			}
 			want[off] = cur
 		}
-		pt := readMaybeGzip(t, filepath.Join(dir, r.pt))
+		pt := readExpected(t, filepath.Join(dir, r.pt))
 		tm := NewTimer(&cfg)
 		tm.NoCal = s.Options.NoTcal
 		dec := NewPacketDecoder(pt, &cfg)
