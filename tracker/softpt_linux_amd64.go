@@ -1,7 +1,6 @@
 package tracker
 
 import (
-	"errors"
 	"os"
 	"strconv"
 	"strings"
@@ -282,13 +281,6 @@ func (t *Tracer) softFetch(th *thread, ip uint64, in *decode.Insn) error {
 		return err
 	}
 	return decode.DecodeInsn(buf, ip, decode.Mode64, in)
-}
-
-// resumeCont is the plain resume, for threads that are not stepped.
-func (t *Tracer) resumeCont(tid, sig int) {
-	if err := unix.PtraceCont(tid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
-		t.warnf("PTRACE_CONT %d: %v", tid, err)
-	}
 }
 
 // softGone ends a thread's trace when it is gone.

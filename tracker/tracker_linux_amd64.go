@@ -415,6 +415,12 @@ func (t *Tracer) resume(tid, sig int) {
 			return
 		}
 	}
+	t.resumeCont(tid, sig)
+}
+
+// resumeCont continues a stopped thread with PTRACE_CONT (no stepping),
+// delivering sig.
+func (t *Tracer) resumeCont(tid, sig int) {
 	if err := unix.PtraceCont(tid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
 		t.warnf("PTRACE_CONT %d: %v", tid, err)
 	}

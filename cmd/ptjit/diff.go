@@ -32,19 +32,11 @@ longer changes as -/+ lines.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			addr, err := parseAddr("ADDR", args[0])
-			if err != nil {
-				return err
-			}
-			d, err := rf.open()
+			d, addr, vs, err := rf.openRegion(args[0], region)
 			if err != nil {
 				return err
 			}
 			defer d.Close()
-			vs, err := regionVersions(d, rf.pid, addr, region)
-			if err != nil {
-				return err
-			}
 			var pairs [][2]*db.VersionInfo
 			if len(args) == 3 {
 				var pick [2]*db.VersionInfo

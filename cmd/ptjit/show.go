@@ -30,17 +30,32 @@ func regionVersions(d *db.DB, pid int, addr uint64, region int64) ([]db.VersionI
 		region = vs[len(vs)-1].Region
 	}
 	var out []db.VersionInfo
-	pids := map[int]bool{}
 	for _, v := range vs {
 		if v.Region == region {
 			out = append(out, v)
-			pids[v.PID] = true
 		}
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s: region %d does not contain %#x", d.Path(), region, addr)
 	}
 	return out, nil
+}
+
+// openRegion opens the recording and returns the versions of the region
+// that holds the address given as ADDR (see regionVersions). The caller
+// closes d.
+func (f *recordingFlags) openRegion(addrArg string, region int64) (d *db.DB, addr uint64, vs []db.VersionInfo, err error) {
+	if addr, err = parseAddr("ADDR", addrArg); err != nil {
+		return nil, 0, nil, err
+	}
+	if d, err = f.open(); err != nil {
+		return nil, 0, nil, err
+	}
+	if vs, err = regionVersions(d, f.pid, addr, region); err != nil {
+		d.Close()
+		return nil, 0, nil, err
+	}
+	return d, addr, vs, nil
 }
 
 func pickVersion(vs []db.VersionInfo, at string, vno int) (*db.VersionInfo, error) {
@@ -95,19 +110,11 @@ version N of its region (--version), or in the latest version, naming the
 region and version. --raw prints the bytes as hex instead.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			addr, err := parseAddr("ADDR", args[0])
-			if err != nil {
-				return err
-			}
-			d, err := rf.open()
+			d, addr, vs, err := rf.openRegion(args[0], region)
 			if err != nil {
 				return err
 			}
 			defer d.Close()
-			vs, err := regionVersions(d, rf.pid, addr, region)
-			if err != nil {
-				return err
-			}
 			v, err := pickVersion(vs, at, vno)
 			if err != nil {
 				return err
