@@ -131,7 +131,22 @@ func startPT(cfg Config, warnf func(string, ...any)) (*ptBackend, error) {
 	if cfg.GroundTruth != "" && mode != PTSoft {
 		return nil, errors.New("--ground-truth needs --pt=soft")
 	}
+	if cfg.SoftFilter && mode != PTSoft {
+		return nil, errors.New("--soft-filter=jit needs --pt=soft")
+	}
 	return b, nil
+}
+
+// ParseSoftFilter parses --soft-filter: "jit" traces only JIT code, "off"
+// (or empty) everything.
+func ParseSoftFilter(s string) (bool, error) {
+	switch s {
+	case "jit":
+		return true, nil
+	case "off", "":
+		return false, nil
+	}
+	return false, fmt.Errorf("--soft-filter: %q is not jit or off", s)
 }
 
 // launch returns how to start the program: through perf record for

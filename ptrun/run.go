@@ -31,7 +31,9 @@ type Config struct {
 	// with PTSoft, names a file for the instructions actually executed.
 	PT          PTMode
 	GroundTruth string
-	Stderr      io.Writer // ptjit's messages; nil: os.Stderr
+	// SoftFilter, with PTSoft, steps and traces only JIT code (--soft-filter=jit).
+	SoftFilter bool
+	Stderr     io.Writer // ptjit's messages; nil: os.Stderr
 }
 
 // OutDirError is a recording directory ptjit refuses to use.
@@ -171,7 +173,7 @@ func Run(cfg Config) (status int, err error) {
 	defer signal.Stop(sigc)
 
 	t0 := time.Now()
-	tr, err := tracker.Start(tracker.Options{Recorder: rec, Pin: pin, WX: cfg.WX, Warnf: warnf, SoftPT: pt.soft}, pt.launch(path, cfg.Argv))
+	tr, err := tracker.Start(tracker.Options{Recorder: rec, Pin: pin, WX: cfg.WX, Warnf: warnf, SoftPT: pt.soft, SoftFilter: cfg.SoftFilter}, pt.launch(path, cfg.Argv))
 	if err != nil {
 		// The program never ran: leave no half recording behind.
 		rec.Close()

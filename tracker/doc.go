@@ -221,4 +221,16 @@
 // READ_IMPLIES_EXEC personality (PROT_READ implies PROT_EXEC, invisible to
 // the filter). process_vm_writev into a tracee is seen and re-snapshots the
 // pages written; into a process ptjit does not trace, it is reported.
+//
+// # Software PT and its JIT filter
+//
+// With Options.SoftPT every thread is single-stepped and each instruction
+// reported to the packet generator (softpt_linux_amd64.go). With
+// Options.SoftFilter only JIT code is stepped: its pages lose PROT_EXEC
+// while no thread is in them, entering faults, and while any thread of the
+// address space is in JIT code every thread of it is stepped; the state
+// machine and what keeps pages hidden are in softfilter_linux_amd64.go.
+// Its blind spot: a file mmap whose bytes ptjit copies (a memfd, a deleted
+// file) is hidden only at the syscall's exit, so another thread running
+// free may execute it in between unseen.
 package tracker

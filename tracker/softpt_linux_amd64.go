@@ -98,6 +98,7 @@ func (t *Tracer) softStop(th *thread, kind StopKind, sig int) bool {
 			si, err := getSiginfo(th.tid)
 			if err == nil && (si.Code == trapTrace || si.Code == trapBrkpt) {
 				t.softComplete(th, st)
+				t.filterMaybeClose(th)
 				t.resumeThread(th, 0)
 				return true
 			}
@@ -148,11 +149,18 @@ func (t *Tracer) softComplete(th *thread, st *stepState) {
 	}
 	tsc := snapshot.RDTSC()
 	st.ip, st.haveIP = regs.Rip, true
+	sp := th.proc.space
+	filter := sp.filterOn()
+	if filter {
+		th.inJIT = sp.inJIT(regs.Rip)
+	}
 	if st.handler {
 		// Signal delivery: the thread is at the handler's first
 		// instruction, nothing retired.
 		st.handler = false
-		t.soft.s.Enable(th.tid, regs.Rip, tsc)
+		if !filter || th.inJIT {
+			t.soft.s.Enable(th.tid, regs.Rip, tsc)
+		}
 		return
 	}
 	if !st.valid {
@@ -160,6 +168,10 @@ func (t *Tracer) softComplete(th *thread, st *stepState) {
 	}
 	if regs.Rip == st.insn.IP && !st.insn.Class.IsBranch() {
 		return // a rep iteration, or a report before anything ran
+	}
+	if filter && !th.inJIT {
+		t.soft.s.Leave(th.tid, &st.insn, regs.Rip, tsc) // nothing when not traced
+		return
 	}
 	t.soft.s.Step(th.tid, &st.insn, regs.Rip, tsc)
 }
@@ -191,6 +203,16 @@ func (t *Tracer) softResume(th *thread, sig int) {
 		st.exited = false
 		t.softComplete(th, st)
 	}
+	sp := th.proc.space
+	if sp.filterOn() && !sp.shown && !sp.opening {
+		// --soft-filter: JIT code is hidden; run free until the thread
+		// enters it.
+		t.softStart(th, st, snapshot.RDTSC())
+		st.active, st.valid, st.haveIP = false, false, false
+		th.free = true
+		t.resumeCont(th.tid, sig)
+		return
+	}
 	if !st.active {
 		ip := st.ip
 		if !st.haveIP {
@@ -203,11 +225,7 @@ func (t *Tracer) softResume(th *thread, sig int) {
 		}
 		st.haveIP = false
 		tsc := snapshot.RDTSC()
-		if !st.started {
-			st.started = true
-			s.StartThread(th.proc.pid, th.tid, tsc)
-			s.Comm(th.proc.pid, th.tid, t.commOf(th), false, tsc)
-		}
+		t.softStart(th, st, tsc)
 		if sig != 0 && caughtSignal(th.proc.pid, sig) {
 			// The kernel will build the handler's frame and report a
 			// trap at its first instruction.
@@ -216,7 +234,7 @@ func (t *Tracer) softResume(th *thread, sig int) {
 			st.valid = false
 		} else {
 			st.valid = t.softInsn(th, ip, &st.insn) == nil
-			if !s.Enabled(th.tid) {
+			if !s.Enabled(th.tid) && (!sp.filterOn() || sp.inJIT(ip)) {
 				s.Enable(th.tid, ip, tsc)
 			}
 		}
@@ -226,6 +244,15 @@ func (t *Tracer) softResume(th *thread, sig int) {
 	_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_SINGLESTEP, uintptr(th.tid), 0, uintptr(sig), 0, 0)
 	if e != 0 && e != unix.ESRCH {
 		t.warnf("PTRACE_SINGLESTEP %d: %v", th.tid, e)
+	}
+}
+
+// softStart announces th to the trace the first time it runs.
+func (t *Tracer) softStart(th *thread, st *stepState, tsc uint64) {
+	if !st.started {
+		st.started = true
+		t.soft.s.StartThread(th.proc.pid, th.tid, tsc)
+		t.soft.s.Comm(th.proc.pid, th.tid, t.commOf(th), false, tsc)
 	}
 }
 

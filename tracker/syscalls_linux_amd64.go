@@ -54,12 +54,23 @@ func (t *Tracer) seccompEntry(th *thread) {
 	th.op = op
 	rwAlias := (op.nr == unix.SYS_MPROTECT || op.nr == unix.SYS_PKEY_MPROTECT) && op.args[2]&unix.PROT_WRITE != 0 &&
 		th.proc.space.aliasRO(op.args[0], op.args[0]+pageUp(op.args[1]))
+	kprot := op.args[2]
 	if t.wxOn() && (op.nr == unix.SYS_MMAP || op.nr == unix.SYS_MPROTECT || op.nr == unix.SYS_PKEY_MPROTECT) && (isWX(int(op.args[2])) || rwAlias) {
 		// W^X: the program asked for writable and executable memory; the
 		// kernel gets executable-only, the Space keeps the program's view.
-		regs.Rdx = op.args[2] &^ unix.PROT_WRITE
+		kprot &^= unix.PROT_WRITE
+		op.reason = "wx: the program asked for write+exec"
+	}
+	if k := th.proc.space.filterEntryProt(op, kprot); k != kprot {
+		kprot = k
+		op.reason = "soft-filter: new code hidden until entered"
+	}
+	if kprot != op.args[2] {
+		// the kernel gets kprot, the Space keeps the program's view
+		regs.Rdx = kprot
+		op.kprot = kprot
 		if err := unix.PtraceSetRegs(th.tid, &regs); err == nil {
-			op.wxRewrote = true
+			op.rewrote = true
 		}
 	}
 	if err := unix.PtraceSyscall(th.tid, 0); err != nil && !errors.Is(err, unix.ESRCH) {
@@ -176,7 +187,7 @@ func (t *Tracer) syscallExit(th *thread) {
 	}
 	ret := regs.Rax
 	failed := int64(ret) < 0 && int64(ret) >= -4095
-	if op.wxRewrote {
+	if op.rewrote {
 		// the program sees its own argument register again
 		regs.Rdx = op.args[2]
 		unix.PtraceSetRegs(th.tid, &regs)
@@ -195,13 +206,29 @@ func (t *Tracer) syscallExit(th *thread) {
 		}
 		return
 	}
-	if op.wxRewrote {
+	if sp.filterOn() {
+		lo, hi := uint64(0), ^uint64(0)
+		switch op.nr {
+		case unix.SYS_MMAP:
+			lo, hi = ret, ret+pageUp(a[1])
+		case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
+			lo, hi = a[0], a[0]+pageUp(a[1])
+		case unix.SYS_MREMAP:
+			lo, hi = ret, ret+pageUp(a[2])
+		case unix.SYS_MUNMAP, unix.SYS_MADVISE, unix.SYS_OPEN, unix.SYS_OPENAT, unix.SYS_OPENAT2,
+			unix.SYS_WRITE, unix.SYS_PWRITE64, unix.SYS_WRITEV, unix.SYS_PWRITEV, unix.SYS_PWRITEV2, unix.SYS_PROCESS_VM_WRITEV:
+			hi = 0 // makes nothing executable
+		}
+		// after the Space took the syscall's effect (defers run last first)
+		defer t.filterSyscallExit(th, lo, hi, op.rewrote && op.kprot&unix.PROT_EXEC == 0)
+	}
+	if op.rewrote {
 		start := a[0]
 		if op.nr == unix.SYS_MMAP {
 			start = ret
 		}
 		t.rec.ProtChange(db.ProtChange{PID: sp.owner, At: t.cur.at, Addr: start, Size: pageUp(a[1]),
-			Prot: int(a[2] &^ unix.PROT_WRITE), Reason: "wx: the program asked for write+exec"})
+			Prot: int(op.kprot), Reason: op.reason})
 	}
 	switch op.nr {
 	case unix.SYS_MMAP:
@@ -221,7 +248,7 @@ func (t *Tracer) syscallExit(th *thread) {
 			sp.clearBatch(a[0], a[0]+pageUp(a[1]))
 			defer func() {
 				for _, p := range moved {
-					if err := t.protect(th, p, p+pageSize, actualProt(sp.ProtOf(p)), "wx: batch page moved by mremap"); err != nil {
+					if err := t.protect(th, p, p+pageSize, sp.kernelProt(p, sp.ProtOf(p)), "wx: batch page moved by mremap"); err != nil {
 						t.warnf("%v", err)
 					}
 				}
@@ -253,7 +280,7 @@ func (t *Tracer) syscallExit(th *thread) {
 		}
 		sp.Protect(a[0], a[0]+pageUp(a[1]), int(a[2])&(unix.PROT_READ|unix.PROT_WRITE|unix.PROT_EXEC), cause)
 		if t.wxOn() {
-			t.aliasProtect(th, a[0], a[0]+pageUp(a[1]), int(a[2])&(unix.PROT_READ|unix.PROT_WRITE|unix.PROT_EXEC), op.wxRewrote)
+			t.aliasProtect(th, a[0], a[0]+pageUp(a[1]), int(a[2])&(unix.PROT_READ|unix.PROT_WRITE|unix.PROT_EXEC), op.rewrote && op.kprot&unix.PROT_WRITE == 0)
 		}
 	case unix.SYS_MUNMAP:
 		sp.Unmap(a[0], a[0]+pageUp(a[1]), cause)

@@ -61,6 +61,9 @@ type Options struct {
 	// reports each instruction to the session (ptjit run --pt=soft; see
 	// softpt_linux_amd64.go).
 	SoftPT *softpt.Session
+	// SoftFilter, with SoftPT, steps and traces only JIT code (ptjit run
+	// --soft-filter=jit; see softfilter_linux_amd64.go).
+	SoftFilter bool
 }
 
 // Launch starts the program on the tracer thread. It returns the pid of a
@@ -148,6 +151,10 @@ type thread struct {
 	// lastStale is the (RIP, address) of the last W^X fault retried as
 	// stale, so the same fault twice is handled for real.
 	lastStale [2]uint64
+	// --soft-filter: resumed with PTRACE_CONT (not stepped) since its
+	// last stop; at JIT code when last seen
+	free  bool
+	inJIT bool
 }
 
 type process struct {
@@ -166,6 +173,11 @@ type space struct {
 	vdso  [2]uint64
 	sink  *sink
 	wx    *wxState
+	// --soft-filter=jit (softfilter_linux_amd64.go)
+	filter  bool
+	shown   bool      // JIT code executable in the kernel; every thread stepped
+	opening bool      // waiting for the threads running free to stop
+	waiting []*thread // threads that entered JIT code while opening
 }
 
 type birth struct {
@@ -182,8 +194,11 @@ type pendingOp struct {
 	// target of process_vm_writev, and its remote ranges
 	target *process
 	ranges []ival
-	// W^X: the prot argument was rewritten (without PROT_WRITE)
-	wxRewrote bool
+	// the prot argument was rewritten to kprot (W^X: without PROT_WRITE;
+	// --soft-filter: without PROT_EXEC), for reason
+	rewrote bool
+	kprot   uint64
+	reason  string
 }
 
 // Start launches the program through launch on a new OS thread that will
@@ -307,6 +322,7 @@ func (t *Tracer) newSpace(owner int) *space {
 	sp := &space{owner: owner, refs: 1}
 	sp.sink = &sink{t: t, sp: sp}
 	sp.Space = NewSpace(sp.sink)
+	sp.filter = t.soft != nil && t.opts.SoftFilter
 	if t.wxOn() {
 		// W^X memory is versioned page by page: a store re-records one
 		// page, not the whole mapping.
@@ -371,6 +387,12 @@ func (t *Tracer) handle(tid int, ws unix.WaitStatus) {
 		return
 	}
 	t.cur.th = th
+	th.free = false
+	if sp := th.proc.space; sp.filterOn() && sp.opening {
+		// a thread of an opening space stopped: once none runs free,
+		// the space opens (after this stop is handled)
+		defer t.filterTryOpen(sp)
+	}
 	if t.soft != nil && t.softStop(th, kind, sig) {
 		return // a single-step trap of --pt=soft, consumed
 	}
@@ -378,6 +400,9 @@ func (t *Tracer) handle(tid int, ws unix.WaitStatus) {
 	case StopExited, StopKilled:
 		t.threadGone(th, kind, sig)
 	case StopSignal:
+		if sig == int(unix.SIGSEGV) && t.filterFault(th) {
+			return // --soft-filter: JIT code entered
+		}
 		if sig == int(unix.SIGSEGV) && t.wxOn() && t.wxFault(th) {
 			sig = 0 // ptjit's own protection: consumed
 		}
@@ -611,7 +636,8 @@ func (t *Tracer) adopt(tid int, b birth, kind StopKind, sig int) {
 			if !p.helper {
 				// A fork copies the address space: record the copy's
 				// executable memory as the child's own.
-				t.syncSpace(p, "fork")
+				p.space.shown = parent.space != nil && parent.space.shown
+				t.syncSpaceView(p, parent.space, "fork")
 				if t.wxOn() && parent.space != nil {
 					t.forkView(parent.space, p.space)
 				}
@@ -677,6 +703,12 @@ func (t *Tracer) execEvent(th *thread) {
 
 // syncSpace brings p's space in line with /proc/PID/maps.
 func (t *Tracer) syncSpace(p *process, cause string) {
+	t.syncSpaceView(p, p.space, cause)
+}
+
+// syncSpaceView is syncSpace where view holds the program's view of the
+// protections ptjit changed (a fork child's is its parent's).
+func (t *Tracer) syncSpaceView(p *process, view *space, cause string) {
 	maps, err := snapshot.ReadMaps(p.pid)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
@@ -689,21 +721,23 @@ func (t *Tracer) syncSpace(p *process, cause string) {
 			p.space.vdso = [2]uint64{m.Start, m.End}
 		}
 	}
-	if t.wxOn() {
-		maps = p.space.viewMaps(maps)
+	if view != nil && (t.wxOn() || view.filter) {
+		maps = view.viewMaps(maps)
 	}
 	p.space.Sync(maps, fileReadable, cause)
 }
 
 // viewMaps translates /proc/PID/maps, which shows what ptjit enforces,
 // into the program's view: W^X pages the kernel has RX (or RW in batch
-// mode) are RWX to the program.
+// mode) are RWX to the program; JIT code the soft filter hides is
+// executable to it.
 func (sp *space) viewMaps(maps []snapshot.Mapping) []snapshot.Mapping {
 	var out []snapshot.Mapping
+	changed := func(p Piece) bool { return isWX(p.Prot) || sp.filter && sp.jitPiece(p) }
 	for _, m := range maps {
 		cuts := []uint64{m.Start, m.End}
 		for _, p := range sp.pieces {
-			if isWX(p.Prot) && p.End > m.Start && p.Start < m.End {
+			if changed(p) && p.End > m.Start && p.Start < m.End {
 				cuts = append(cuts, max(p.Start, m.Start), min(p.End, m.End))
 			}
 		}
@@ -722,12 +756,13 @@ func (sp *space) viewMaps(maps []snapshot.Mapping) []snapshot.Mapping {
 			if m.Inode != 0 {
 				seg.Offset = m.Offset + (s - m.Start)
 			}
-			if p, ok := sp.PieceAt(s); ok && isWX(p.Prot) {
+			if p, ok := sp.PieceAt(s); ok && changed(p) {
 				batch := false
 				if sp.wx != nil {
 					_, batch = sp.wx.batch[s&^(pageSize-1)]
 				}
-				if m.Prot == actualProt(p.Prot) || batch && m.Prot == p.Prot&^unix.PROT_EXEC {
+				hid := sp.filter && m.Prot == actualProt(p.Prot)&^unix.PROT_EXEC
+				if m.Prot == actualProt(p.Prot) || hid || batch && m.Prot == p.Prot&^unix.PROT_EXEC {
 					seg.Prot = p.Prot
 				}
 			}

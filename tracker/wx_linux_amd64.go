@@ -315,7 +315,7 @@ func (t *Tracer) batchExec(th *thread, page uint64) {
 	if regs, err := getRegs(th.tid); err == nil {
 		t.cur.ip = regs.Rip
 	}
-	if err := t.protect(th, page, page+pageSize, actualProt(view), "wx-batch: executed"); err != nil {
+	if err := t.protect(th, page, page+pageSize, sp.kernelProt(page, view), "wx-batch: executed"); err != nil {
 		t.warnf("%v", err)
 		return
 	}
@@ -407,7 +407,7 @@ func (t *Tracer) stepWrite(th *thread, regs unix.PtraceRegs, in x86asm.Inst) {
 	var pages []opened
 	defer func() {
 		for _, o := range pages {
-			if err := t.protect(th, o.page, o.page+pageSize, actualProt(o.view), "wx-precise: step done"); err != nil {
+			if err := t.protect(th, o.page, o.page+pageSize, sp.kernelProt(o.page, o.view), "wx-precise: step done"); err != nil {
 				t.warnf("%v", err)
 			}
 		}
@@ -425,7 +425,11 @@ func (t *Tracer) stepWrite(th *thread, regs unix.PtraceRegs, in x86asm.Inst) {
 		}
 		old := make([]byte, pageSize)
 		snapshot.ReadMem(th.tid, page, old)
-		if err := t.protect(th, page, page+pageSize, view, "wx-precise: step a store"); err != nil {
+		kview := view
+		if sp.hidden(page) {
+			kview &^= unix.PROT_EXEC // the store is not in JIT code: the filter keeps it hidden
+		}
+		if err := t.protect(th, page, page+pageSize, kview, "wx-precise: step a store"); err != nil {
 			t.warnf("%v", err)
 			return false
 		}

@@ -62,3 +62,40 @@ func measureSoftPT(b *bench) ([]measurement, error) {
 		{name: "soft PT: trace bytes per instruction (without MTC)", value: fmt.Sprintf("%.2f B (%.2f B)", bytes/insns, noMTC), ref: fmt.Sprintf("%.0f insns", insns), ratio: "-", target: "-", met: "-"},
 	}, nil
 }
+
+func init() {
+	rows = append(rows, row{name: "softfilter", target: "-", measure: measureSoftFilter})
+}
+
+// measureSoftFilter: ubpf-test (its JIT loop run a few times among libc
+// and loader code) recorded with --pt=soft, with and without
+// --soft-filter=jit: what stepping only the JIT code saves, and how many
+// instructions each traced.
+func measureSoftFilter(b *bench) ([]measurement, error) {
+	prog := b.prog("ubpf-test")
+	rs, err := b.series(
+		func() (run, error) { return b.exec(prog) },
+		func() (run, error) { return b.exec(b.ptjit, "run", "--pt=soft", "-o", b.outDir, "--", prog) },
+		func() (run, error) {
+			return b.exec(b.ptjit, "run", "--pt=soft", "--soft-filter=jit", "-o", b.outDir, "--", prog)
+		},
+	)
+	if err != nil {
+		return nil, err
+	}
+	insns := func(r run) float64 {
+		m := reSoftInsn.FindStringSubmatch(r.stderr)
+		if m == nil {
+			return 0
+		}
+		n, _ := strconv.ParseFloat(m[1], 64)
+		return n
+	}
+	native, full, jit := median(rs[0], wallSeconds), median(rs[1], wallSeconds), median(rs[2], wallSeconds)
+	return []measurement{
+		ratioLine("ubpf-test --pt=soft --soft-filter=jit / alone", jit, native, "s", "alone", "-", nil),
+		ratioLine("ubpf-test --pt=soft (everything) / alone", full, native, "s", "alone", "-", nil),
+		{name: "instructions traced: --soft-filter=jit / everything", value: fmt.Sprintf("%.0f", median(rs[2], insns)),
+			ref: fmt.Sprintf("%.0f", median(rs[1], insns)), ratio: fmt.Sprintf("%.3f", median(rs[2], insns)/median(rs[1], insns)), target: "-", met: "-"},
+	}, nil
+}

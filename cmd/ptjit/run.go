@@ -28,9 +28,10 @@ func init() {
 		wx    string
 		pt    string
 		gt    string
+		sf    string
 	)
 	cmd := &cobra.Command{
-		Use:   "run [-o DIR] [-q] [--pt=auto|intel|soft|off] [--wx=auto|precise|batch|off] [--pin=auto|on|off] [--] PROGRAM [ARGS...]",
+		Use:   "run [-o DIR] [-q] [--pt=auto|intel|soft|off] [--wx=auto|precise|batch|off] [--pin=auto|on|off] [--soft-filter=jit|off] [--] PROGRAM [ARGS...]",
 		Short: "Run a program and record every version of its executable memory",
 		Long: `run starts PROGRAM under ptrace and records, in DIR/code.db, its processes and
 threads, its file-backed executable mappings, and every version of its other
@@ -54,7 +55,10 @@ The Intel PT trace goes to DIR/perf.data (--pt): with intel, perf record
 with soft, ptjit single-steps every thread and writes the packets a CPU
 would, in perf's intel_pt layout (slow: one ptrace stop per instruction, but
 exact, and on any x86-64 machine); auto uses intel when the CPU has Intel PT
-and records no trace otherwise.
+and records no trace otherwise. With --pt=soft --soft-filter=jit, only JIT
+code is stepped and traced, as an Intel PT address filter on the JIT regions
+would trace it (TIP.PGE where execution enters JIT code, TIP.PGD where it
+leaves); the rest of the program runs at full speed.
 
 An existing recording in DIR is replaced; a DIR holding anything else is
 refused.`,
@@ -77,7 +81,12 @@ refused.`,
 			if err != nil {
 				return err
 			}
-			status, err := ptrun.Run(ptrun.Config{OutDir: out, Argv: args, Quiet: quiet, Pin: pm, WX: wm, PT: ptm, GroundTruth: gt})
+			filter, err := ptrun.ParseSoftFilter(sf)
+			if err != nil {
+				return err
+			}
+			status, err := ptrun.Run(ptrun.Config{OutDir: out, Argv: args, Quiet: quiet, Pin: pm, WX: wm, PT: ptm,
+				GroundTruth: gt, SoftFilter: filter})
 			var ke *ptrun.KilledError
 			if err != nil && errors.As(err, &ke) && quiet {
 				err = nil // -q: the status says it
@@ -95,5 +104,6 @@ refused.`,
 	cmd.Flags().StringVar(&wx, "wx", "auto", "W^X write tracking of writable+executable code: off, precise, batch or auto")
 	cmd.Flags().StringVar(&pt, "pt", "auto", "Intel PT trace into DIR/perf.data: intel (perf record), soft (ptjit single-steps the program), off, or auto (intel when available, else off)")
 	cmd.Flags().StringVar(&gt, "ground-truth", "", "with --pt=soft: write every executed instruction (\"TID 0xIP\" per line) to this file")
+	cmd.Flags().StringVar(&sf, "soft-filter", "off", "with --pt=soft: jit steps and traces only JIT code (an IP filter on the JIT regions), off traces everything")
 	rootCmd.AddCommand(cmd)
 }

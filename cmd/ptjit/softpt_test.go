@@ -74,6 +74,35 @@ func firstDiff(a, b []uint64) int {
 	return -1
 }
 
+// checkFlows checks that ptjit decode reproduces each thread's ground
+// truth exactly, and returns the threads in order and the instruction count.
+func checkFlows(t *testing.T, dir string, truth map[int][]uint64) (tids []int, total int) {
+	t.Helper()
+	for tid := range truth {
+		tids = append(tids, tid)
+	}
+	sort.Ints(tids)
+	for _, tid := range tids {
+		want := truth[tid]
+		got, errs := decodedFlow(t, dir, tid)
+		if len(errs) > 0 {
+			t.Errorf("tid %d: decode errors: %v", tid, errs[:min(3, len(errs))])
+		}
+		if i := firstDiff(want, got); i >= 0 {
+			w, g := "end", "end"
+			if i < len(want) {
+				w = fmt.Sprintf("%#x", want[i])
+			}
+			if i < len(got) {
+				g = fmt.Sprintf("%#x", got[i])
+			}
+			t.Errorf("tid %d: %d instructions executed, %d decoded; first difference at #%d: executed %s, decoded %s", tid, len(want), len(got), i, w, g)
+		}
+		total += len(want)
+	}
+	return tids, total
+}
+
 // TestSoftPTEndToEnd records every test program with the software PT
 // backend and checks that ptjit decode reproduces, per thread and in order,
 // exactly the instructions the program executed — through JIT code, code
@@ -93,30 +122,7 @@ func TestSoftPTEndToEnd(t *testing.T) {
 			if len(truth) == 0 {
 				t.Fatal("empty ground truth")
 			}
-			tids := make([]int, 0, len(truth))
-			for tid := range truth {
-				tids = append(tids, tid)
-			}
-			sort.Ints(tids)
-			total := 0
-			for _, tid := range tids {
-				want := truth[tid]
-				got, errs := decodedFlow(t, dir, tid)
-				if len(errs) > 0 {
-					t.Errorf("tid %d: decode errors: %v", tid, errs[:min(3, len(errs))])
-				}
-				if i := firstDiff(want, got); i >= 0 {
-					w, g := "end", "end"
-					if i < len(want) {
-						w = fmt.Sprintf("%#x", want[i])
-					}
-					if i < len(got) {
-						g = fmt.Sprintf("%#x", got[i])
-					}
-					t.Errorf("tid %d: %d instructions executed, %d decoded; first difference at #%d: executed %s, decoded %s", tid, len(want), len(got), i, w, g)
-				}
-				total += len(want)
-			}
+			tids, total := checkFlows(t, dir, truth)
 			// Decoding in small windows (bounded memory) gives the same
 			// output as decoding each trace at once.
 			whole := e2ePtjit(t, nil, "decode", "-i", dir, "--format=ptxed", "--no-inst")
@@ -185,4 +191,102 @@ func TestSoftPTPerfInjectJIT(t *testing.T) {
 		t.Fatalf("after perf inject: perf decoded %d instructions, %d executed, first difference at #%d (%s)", len(after), len(want), i, msgs)
 	}
 	t.Logf("perf: %d of %d instructions before inject, all %d after", len(before), len(want), len(after))
+}
+
+// jitOffsets checks that every instruction address lies in a recorded JIT
+// version (not the vdso: cause "exec") and returns the addresses' offsets
+// in their pages, which do not depend on where the code was mapped.
+func jitOffsets(t *testing.T, hs []historyLine, ips []uint64) []uint64 {
+	t.Helper()
+	out := make([]uint64, len(ips))
+	for i, ip := range ips {
+		h, ok := jitVersionAt(hs, ip)
+		switch {
+		case !ok:
+			t.Fatalf("instruction #%d at %#x is in no recorded JIT version", i, ip)
+		case h.Cause == "exec":
+			t.Fatalf("instruction #%d at %#x is in %v (the vdso), outside the JIT filter", i, ip, h)
+		}
+		out[i] = ip & 4095
+	}
+	return out
+}
+
+// jitVersionAt returns the last version in hs holding ip.
+func jitVersionAt(hs []historyLine, ip uint64) (historyLine, bool) {
+	for i := len(hs) - 1; i >= 0; i-- {
+		a, _ := strconv.ParseUint(hs[i].Addr, 0, 64)
+		if ip >= a && ip < a+hs[i].Size {
+			return hs[i], true
+		}
+	}
+	return historyLine{}, false
+}
+
+// TestSoftPTFilterJIT records every test program with --soft-filter=jit:
+// the program behaves as alone, only JIT code is traced (every traced
+// instruction lies in a recorded JIT version), and ptjit decode reproduces
+// the traced flow of every thread exactly. Each thread's filtered flow is
+// also the unfiltered flow with everything outside the JIT code left out,
+// compared as offsets into their pages (addresses differ between runs), for
+// every program whose threads' flows do not depend on scheduling.
+func TestSoftPTFilterJIT(t *testing.T) {
+	e2eSetup(t)
+	// rwx-threads: how often the executing threads run each version of
+	// the patched function depends on scheduling.
+	racy := map[string]bool{"rwx-threads": true}
+	for _, prog := range []string{"ubpf-test", "jit-threads", "forker", "static-keys", "smc", "rwx-threads", "sigsegv-handler"} {
+		t.Run(prog, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "rec")
+			gt := filepath.Join(t.TempDir(), "truth")
+			native := e2eRun(t, []string{e2eProg(prog)}, nil, "", "")
+			r := e2ePtjit(t, nil, "run", "-q", "--pt=soft", "--soft-filter=jit", "--ground-truth", gt, "-o", dir, "--", e2eProg(prog))
+			if r.code != native.code || r.stdout != native.stdout {
+				t.Fatalf("under --soft-filter=jit: exit %d, stdout\n%s\nalone: exit %d, stdout\n%s\nptjit stderr: %s", r.code, r.stdout, native.code, native.stdout, r.stderr)
+			}
+			truth := groundTruth(t, gt)
+			if len(truth) == 0 {
+				t.Fatal("no JIT instruction traced")
+			}
+			hs := e2eHistory(t, dir)
+			for _, ips := range truth {
+				jitOffsets(t, hs, ips)
+			}
+			tids, total := checkFlows(t, dir, truth)
+			if !racy[prog] {
+				// The same program unfiltered: its threads' flows with
+				// everything outside JIT code left out must be the
+				// filtered flows, as offsets into their pages
+				// (addresses and thread ids differ between runs;
+				// threads are matched as a multiset).
+				fullDir := filepath.Join(t.TempDir(), "full")
+				fullGT := filepath.Join(t.TempDir(), "full-truth")
+				if r := e2ePtjit(t, nil, "run", "-q", "--pt=soft", "--ground-truth", fullGT, "-o", fullDir, "--", e2eProg(prog)); r.code != 0 {
+					t.Fatalf("unfiltered run: exit %d: %s", r.code, r.stderr)
+				}
+				fullHS := e2eHistory(t, fullDir)
+				var want, got []string
+				for _, ips := range groundTruth(t, fullGT) {
+					var inJIT []uint64
+					for _, ip := range ips {
+						if h, ok := jitVersionAt(fullHS, ip); ok && h.Cause != "exec" {
+							inJIT = append(inJIT, ip)
+						}
+					}
+					if len(inJIT) > 0 {
+						want = append(want, fmt.Sprint(jitOffsets(t, fullHS, inJIT)))
+					}
+				}
+				for _, ips := range truth {
+					got = append(got, fmt.Sprint(jitOffsets(t, hs, ips)))
+				}
+				sort.Strings(want)
+				sort.Strings(got)
+				if strings.Join(want, "\n") != strings.Join(got, "\n") {
+					t.Errorf("the filtered flows (%d threads) are not the unfiltered flows' JIT parts (%d threads)", len(got), len(want))
+				}
+			}
+			t.Logf("%d threads, %d JIT instructions traced, all decoded exactly", len(tids), total)
+		})
+	}
 }

@@ -153,6 +153,20 @@ func (s *Session) Step(tid int, in *decode.Insn, next, tsc uint64) {
 	s.maybeFlush(tid, th)
 }
 
+// Leave records that in retired on tid and execution left the traced
+// range at next (TIP.PGD; see Thread.Leave).
+func (s *Session) Leave(tid int, in *decode.Insn, next, tsc uint64) {
+	s.lastTSC = max(s.lastTSC, tsc)
+	th := s.thread(tid)
+	if th == nil || !th.Enabled() {
+		return
+	}
+	s.steps++
+	s.truth(tid, in.IP)
+	th.Leave(in, next, tsc)
+	s.maybeFlush(tid, th)
+}
+
 // StepExit records that in, a syscall that does not return to the
 // instruction after it (exit, exit_group, execve), retired on tid.
 func (s *Session) StepExit(tid int, in *decode.Insn, tsc uint64) {

@@ -306,6 +306,31 @@ func (t *Thread) Step(in *decode.Insn, next uint64, tsc uint64) {
 	}
 }
 
+// Leave records that in retired and execution went on at next, outside
+// the traced address range (ptjit run --soft-filter): a TIP.PGD ends the
+// stretch, as a CPU's IP filter makes it. For a conditional branch the
+// payload is suppressed (the decoder knows the target from the
+// instruction); for every other instruction it is the IP execution
+// continued at. A ret leaves uncompressed: its target is the PGD's IP.
+// Precondition: Enabled.
+func (t *Thread) Leave(in *decode.Insn, next uint64, tsc uint64) {
+	t.insns++
+	t.tick(tsc)
+	fall := in.IP + uint64(in.Len)
+	if in.Class == decode.ClassCondJump && next != fall {
+		t.flushTNT()
+		t.suppressed(decode.PktTIPPGD)
+		t.disabled()
+		return
+	}
+	if in.Class == decode.ClassCondJump {
+		t.addTNT(false) // not taken, and the fall-through is outside
+	}
+	t.flushTNT()
+	t.ipPacket(decode.PktTIPPGD, next)
+	t.disabled()
+}
+
 // StepExit records that in, a syscall that never returns (exit,
 // exit_group, an execve that replaced the image), retired into the kernel:
 // tracing ends there with TIP.PGD.

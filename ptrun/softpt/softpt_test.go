@@ -88,6 +88,38 @@ func TestPacketRules(t *testing.T) {
 	}
 }
 
+// Leaving the traced range (--soft-filter): the table of the SDM's packet
+// generation for a branch that clears FilterEn.
+func TestLeave(t *testing.T) {
+	const base = 0x7f0000001000
+	for _, tc := range []struct {
+		name string
+		in   *decode.Insn
+		next uint64
+		want string
+	}{
+		{"taken jcc: pending TNT, TIP.PGD without IP", insn(base+2, 2, decode.ClassCondJump), 0x401000, "tnt:N tip.pgd:-"},
+		{"not-taken jcc falling out: its N bit, TIP.PGD at the next IP", insn(base+2, 2, decode.ClassCondJump), base + 4, "tnt:NN tip.pgd:1:0x1004"},
+		{"direct call: TIP.PGD at the target", insn(base+2, 5, decode.ClassCall), 0x401000, "tnt:N tip.pgd:3:0x401000"},
+		{"indirect jump: TIP.PGD at the target", insn(base+2, 2, decode.ClassIndJump), 0x401000, "tnt:N tip.pgd:3:0x401000"},
+		{"ret: uncompressed, TIP.PGD at the target", insn(base+2, 1, decode.ClassRet), 0x401000, "tnt:N tip.pgd:3:0x401000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			th := NewThread(Config{RetCompression: true, PSBPeriod: 1 << 20})
+			th.Enable(base, 1)
+			th.Step(insn(base, 2, decode.ClassCondJump), base+2, 2) // one pending N bit
+			th.Leave(tc.in, tc.next, 3)
+			if th.Enabled() {
+				t.Fatal("still enabled after Leave")
+			}
+			got := packets(t, th.Take())
+			if s := strings.Join(got[6:], " "); s != tc.want { // after psb tsc psbend tsc mode.exec tip.pge
+				t.Errorf("got %s, want %s", s, tc.want)
+			}
+		})
+	}
+}
+
 func TestNoRetCompression(t *testing.T) {
 	th := NewThread(Config{PSBPeriod: 1 << 20})
 	th.Enable(0x1000, 1)

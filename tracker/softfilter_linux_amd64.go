@@ -1,0 +1,299 @@
+package tracker
+
+import (
+	"errors"
+
+	"golang.org/x/sys/unix"
+)
+
+// The JIT filter of software PT (ptjit run --pt=soft --soft-filter=jit):
+// only instructions in JIT code are stepped and traced, as an Intel PT IP
+// filter on the JIT regions would trace them (TIP.PGE where execution
+// enters, TIP.PGD where it leaves); everything else runs at full speed.
+//
+// JIT code is every copied (Anon) piece of the space except the vdso. A
+// space is either closed or shown:
+//
+//   - closed: the kernel has the JIT pages without PROT_EXEC (the program's
+//     view keeps it), and every thread runs free (PTRACE_CONT). A thread
+//     that jumps into JIT code faults fetching its first instruction; that
+//     fault is ptjit's (consumed) and opens the space.
+//   - opening: the faulting thread waits; every thread of the space that
+//     runs free is stopped (PTRACE_INTERRUPT) and from then on stepped.
+//     When none runs free, the JIT pages are made executable (shown) and
+//     the waiting threads step on.
+//   - shown: every thread of the space is stepped — a thread outside JIT
+//     code too, since nothing would stop it from entering unseen. Only
+//     steps inside JIT code are traced. When a step leaves no thread of the
+//     space in JIT code, the pages are hidden again and the threads run
+//     free from their next resume.
+//
+// What hides and shows pages: injected mprotects (recorded in ptjit_prot);
+// the program's own mmap(MAP_ANONYMOUS)/mprotect/pkey_mprotect with
+// PROT_EXEC in a closed space, whose prot argument loses PROT_EXEC at the
+// seccomp stop (file code that loses it too is given it back at the
+// syscall's exit); and every other syscall that can make JIT code
+// executable (a file mmap that turns out to be a memfd, mremap, shmat) is
+// followed by an injected mprotect at its exit. The W^X paths ask
+// kernelProt for the protection to restore.
+//
+// A fork child inherits the kernel's protections and the parent's state; a
+// vfork child shares the space and is one more thread of it.
+
+// filterOn reports whether sp hides its JIT code (--soft-filter=jit).
+func (sp *space) filterOn() bool { return sp != nil && sp.filter }
+
+// jitPiece reports whether p is JIT code for the filter.
+func (sp *space) jitPiece(p Piece) bool {
+	return p.Kind == Anon && !(p.Start >= sp.vdso[0] && p.End <= sp.vdso[1])
+}
+
+// inJIT reports whether ip is in JIT code.
+func (sp *space) inJIT(ip uint64) bool {
+	p, ok := sp.PieceAt(ip)
+	return ok && sp.jitPiece(p)
+}
+
+// hidden reports whether the JIT page at addr has PROT_EXEC taken away by
+// the filter right now.
+func (sp *space) hidden(addr uint64) bool {
+	return sp.filterOn() && !sp.shown && sp.inJIT(addr)
+}
+
+// kernelProt is the protection ptjit enforces on the page at addr for the
+// program's view: W^X's, without PROT_EXEC where the filter hides JIT code.
+func (sp *space) kernelProt(addr uint64, view int) int {
+	p := actualProt(view)
+	if sp.hidden(addr) {
+		p &^= unix.PROT_EXEC
+	}
+	return p
+}
+
+// spaceThreads calls fn for every thread of every process sharing sp.
+func (t *Tracer) spaceThreads(sp *space, fn func(*thread)) {
+	for _, p := range t.procs {
+		if p.space != sp {
+			continue
+		}
+		for _, th := range p.threads {
+			fn(th)
+		}
+	}
+}
+
+// filterFault handles a SIGSEGV in a filtered space: an instruction fetch
+// from hidden JIT code (the thread enters it) or from code the filter
+// over-hid. It reports whether the fault was the filter's (consumed; the
+// thread is resumed or waits for the space to open).
+//
+// Precondition: on the locked tracer thread; th is in signal-delivery-stop.
+func (t *Tracer) filterFault(th *thread) bool {
+	sp := th.proc.space
+	if !sp.filterOn() || th.proc.helper {
+		return false
+	}
+	si, err := getSiginfo(th.tid)
+	if err != nil || si.Code != 2 /* SEGV_ACCERR */ {
+		return false
+	}
+	regs, err := getRegs(th.tid)
+	if err != nil {
+		return false
+	}
+	fetch := si.Addr == regs.Rip || si.Addr&(pageSize-1) == 0 && si.Addr > regs.Rip && si.Addr < regs.Rip+16
+	p, ok := sp.PieceAt(si.Addr)
+	if !fetch || !ok {
+		return false
+	}
+	page := si.Addr &^ (pageSize - 1)
+	if sp.wx != nil {
+		if _, batch := sp.wx.batch[page]; batch {
+			// W^X batch page executed: a new version, then the
+			// filter's protection (hidden while closed)
+			t.batchExec(th, page)
+		}
+	}
+	if !sp.jitPiece(p) {
+		// File code that lost PROT_EXEC with a range the program
+		// protected: give it back, run the instruction again.
+		if err := t.protect(th, p.Start, p.End, actualProt(p.Prot), "soft-filter: file code stays executable"); err != nil {
+			t.warnf("%v", err)
+		}
+		t.resumeThread(th, 0)
+		return true
+	}
+	th.inJIT = true
+	if sp.shown {
+		// The space opened after this fault, or a syscall of another
+		// thread hid this code when the space was closed at its entry:
+		// show the page and run the instruction again.
+		t.filterProtect(th, sp, page, page+pageSize, "soft-filter: JIT code entered")
+		t.resumeThread(th, 0)
+		return true
+	}
+	sp.opening = true
+	sp.waiting = append(sp.waiting, th)
+	t.spaceThreads(sp, func(u *thread) {
+		if u.free {
+			// stop it where it is; its stop resumes it stepping
+			unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_INTERRUPT, uintptr(u.tid), 0, 0, 0, 0)
+		}
+	})
+	t.filterTryOpen(sp)
+	return true
+}
+
+// filterTryOpen shows sp's JIT code once no thread of it runs free, and
+// lets the threads that entered it step on.
+//
+// Precondition: on the locked tracer thread.
+func (t *Tracer) filterTryOpen(sp *space) {
+	if !sp.opening {
+		return
+	}
+	free := false
+	t.spaceThreads(sp, func(u *thread) { free = free || u.free })
+	if free {
+		return
+	}
+	waiting := sp.waiting[:0]
+	for _, w := range sp.waiting {
+		if t.threads[w.tid] == w && w.proc.space == sp {
+			waiting = append(waiting, w)
+		}
+	}
+	sp.waiting, sp.opening = nil, false
+	if len(waiting) == 0 {
+		return
+	}
+	sp.shown = true
+	t.filterProtect(waiting[0], sp, 0, ^uint64(0), "soft-filter: JIT code entered")
+	for _, w := range waiting {
+		t.resumeThread(w, 0)
+	}
+}
+
+// filterMaybeClose hides sp's JIT code when no thread of it is there.
+// th is stopped at a step trap.
+func (t *Tracer) filterMaybeClose(th *thread) {
+	sp := th.proc.space
+	if !sp.filterOn() || !sp.shown {
+		return
+	}
+	in := false
+	t.spaceThreads(sp, func(u *thread) { in = in || u.inJIT })
+	if in {
+		return
+	}
+	sp.shown = false
+	t.filterProtect(th, sp, 0, ^uint64(0), "soft-filter: JIT code left")
+}
+
+// filterProtect makes the kernel's protection of the JIT pieces in
+// [lo, hi) what kernelProt says, with one injected mprotect per run of
+// adjacent pieces that get the same protection. Batch pages of W^X keep
+// theirs (writable, not executable).
+//
+// Precondition: on the locked tracer thread; th (of sp) is stopped.
+func (t *Tracer) filterProtect(th *thread, sp *space, lo, hi uint64, reason string) {
+	type run struct {
+		s, e uint64
+		prot int
+	}
+	var runs []run
+	add := func(s, e uint64, prot int) {
+		if n := len(runs); n > 0 && runs[n-1].e == s && runs[n-1].prot == prot {
+			runs[n-1].e = e
+			return
+		}
+		runs = append(runs, run{s, e, prot})
+	}
+	for _, p := range sp.pieces[sp.first(lo):] {
+		if p.Start >= hi {
+			break
+		}
+		if !sp.jitPiece(p) {
+			continue
+		}
+		s, e := max(p.Start, lo), min(p.End, hi)
+		prot := sp.kernelProt(s, p.Prot)
+		for a := s; a < e; a += pageSize {
+			if sp.wx != nil {
+				if _, batch := sp.wx.batch[a]; batch {
+					continue
+				}
+			}
+			add(a, a+pageSize, prot)
+		}
+	}
+	for _, r := range runs {
+		err := t.protect(th, r.s, r.e, r.prot, reason)
+		if errors.Is(err, unix.ENOMEM) && r.e-r.s > pageSize {
+			// Part of the run is no longer mapped: another thread's
+			// munmap is under way (its exit stop will tell the Space).
+			// Page by page, skipping the holes.
+			for a := r.s; a < r.e; a += pageSize {
+				if err := t.protect(th, a, a+pageSize, r.prot, reason); err != nil && !errors.Is(err, unix.ENOMEM) {
+					t.warnf("%s: %#x: %v", reason, a, err)
+				}
+			}
+			continue
+		}
+		if err != nil && !errors.Is(err, unix.ENOMEM) {
+			t.warnf("%s: [%#x, %#x): %v", reason, r.s, r.e, err)
+		}
+	}
+}
+
+// filterEntryProt: a program's mmap(MAP_ANONYMOUS)/mprotect asking for
+// PROT_EXEC in a closed space gets it without, so that no thread running
+// free can execute the new code before the syscall's exit hides it. It
+// returns the prot the kernel will get.
+func (sp *space) filterEntryProt(op *pendingOp, prot uint64) uint64 {
+	if !sp.filterOn() || sp.shown || prot&unix.PROT_EXEC == 0 {
+		return prot
+	}
+	switch op.nr {
+	case unix.SYS_MMAP:
+		if op.args[3]&unix.MAP_ANONYMOUS == 0 {
+			return prot
+		}
+	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
+	default:
+		return prot
+	}
+	return prot &^ unix.PROT_EXEC
+}
+
+// filterSyscallExit brings the kernel's protections of [lo, hi) in line
+// with the filter after a syscall of the program changed them: JIT code is
+// hidden in a closed space, file code keeps PROT_EXEC.
+//
+// Precondition: on the locked tracer thread; th is in syscall-exit-stop.
+func (t *Tracer) filterSyscallExit(th *thread, lo, hi uint64, rewrote bool) {
+	sp := th.proc.space
+	if !sp.filterOn() || sp.shown && !rewrote || lo >= hi {
+		return
+	}
+	if !rewrote || sp.shown {
+		// New code is hidden (closed), or code hidden at the syscall's
+		// entry is shown (the space opened meanwhile).
+		t.filterProtect(th, sp, lo, hi, "soft-filter: new JIT code")
+	}
+	if !rewrote {
+		return
+	}
+	// The kernel got the range without PROT_EXEC: file code gets it back.
+	for _, p := range sp.pieces[sp.first(lo):] {
+		if p.Start >= hi {
+			break
+		}
+		if !sp.jitPiece(p) {
+			s, e := max(p.Start, lo), min(p.End, hi)
+			if err := t.protect(th, s, e, actualProt(p.Prot), "soft-filter: file code stays executable"); err != nil {
+				t.warnf("%v", err)
+			}
+		}
+	}
+}
