@@ -218,20 +218,10 @@ func (d *DB) fillHash(v *VersionInfo, memo map[string][]byte) error {
 	if v.SHA256 != nil {
 		return nil
 	}
-	rows, err := d.sql.Query(`SELECT sha256 FROM version_pages WHERE version_id = ? ORDER BY idx`, v.ID)
+	key, err := d.pageHashes(v)
 	if err != nil {
-		return d.wrap(err)
+		return err
 	}
-	var key []byte
-	for rows.Next() {
-		var h []byte
-		if err := rows.Scan(&h); err != nil {
-			rows.Close()
-			return d.wrap(err)
-		}
-		key = append(key, h...)
-	}
-	rows.Close()
 	if sum, ok := memo[string(key)]; ok {
 		v.SHA256 = sum
 		return nil
@@ -259,31 +249,41 @@ func (d *DB) Version(id int64) (*VersionInfo, error) {
 	return &v, d.fillHash(&v, map[string][]byte{})
 }
 
+// pageHashes returns a version's page hashes (versions.pages), checked to
+// be whole: 32 bytes per page of the version.
+func (d *DB) pageHashes(v *VersionInfo) ([]byte, error) {
+	var hashes []byte
+	if err := d.sql.QueryRow(`SELECT pages FROM versions WHERE id = ?`, v.ID).Scan(&hashes); err != nil {
+		return nil, d.wrap(err)
+	}
+	if n := (v.Size + PageSize - 1) / PageSize; uint64(len(hashes)) != 32*n {
+		return nil, &FormatError{d.path, fmt.Sprintf("version %d: %d bytes of page hashes for %d pages", v.ID, len(hashes), n)}
+	}
+	return hashes, nil
+}
+
 // VersionData returns the bytes of a version, reassembled from its pages,
 // and checks them against the version's SHA-256.
 func (d *DB) VersionData(v *VersionInfo) ([]byte, error) {
-	rows, err := d.sql.Query(`SELECT vp.idx, p.sha256, p.data FROM version_pages vp JOIN pages p ON p.sha256 = vp.sha256 WHERE vp.version_id = ? ORDER BY vp.idx`, v.ID)
+	hashes, err := d.pageHashes(v)
 	if err != nil {
-		return nil, d.wrap(err)
+		return nil, err
 	}
-	defer rows.Close()
 	buf := make([]byte, 0, v.Size)
-	for rows.Next() {
-		var idx int
-		var hash, page []byte
-		if err := rows.Scan(&idx, &hash, &page); err != nil {
+	for idx := 0; idx*32 < len(hashes); idx++ {
+		hash := hashes[32*idx : 32*idx+32]
+		var page []byte
+		err := d.sql.QueryRow(`SELECT data FROM pages WHERE sha256 = ?`, hash).Scan(&page)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, &FormatError{d.path, fmt.Sprintf("version %d: page %d missing", v.ID, idx)}
+		}
+		if err != nil {
 			return nil, d.wrap(err)
 		}
 		if sum := sha256Sum(page); string(sum[:]) != string(hash) {
 			return nil, &FormatError{d.path, fmt.Sprintf("version %d: page %d does not match its sha256", v.ID, idx)}
 		}
-		if idx*PageSize != len(buf) {
-			return nil, &FormatError{d.path, fmt.Sprintf("version %d: page %d missing", v.ID, len(buf)/PageSize)}
-		}
 		buf = append(buf, page...)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, d.wrap(err)
 	}
 	if uint64(len(buf)) != v.Size {
 		return nil, &FormatError{d.path, fmt.Sprintf("version %d: %d bytes stored for size %d", v.ID, len(buf), v.Size)}

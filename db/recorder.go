@@ -79,17 +79,28 @@ type ProtChange struct {
 // PageSize is the granularity of deduplicated code storage.
 const PageSize = 4096
 
-// queueLen bounds the work queued for the writer goroutine; when it is full
-// the tracker waits (back-pressure) rather than growing memory.
-const queueLen = 1 << 14
+// The tracker hands work to the writer goroutine in batches: a push only
+// appends to the batch (no wake-up per record: at tens of thousands of
+// versions a second those cost more than the records). The writer takes the
+// batch every takeEvery, or at once when it holds kickOps records or
+// kickBytes of code; when maxPending bytes of code wait, the tracker waits
+// (back-pressure) rather than growing memory.
+const (
+	takeEvery  = 10 * time.Millisecond
+	kickOps    = 512
+	kickBytes  = 4 << 20
+	maxPending = 64 << 20
+)
 
 // commitEvery bounds how long a recorded event may sit in an open
-// transaction: a ptjit killed with SIGKILL loses at most this much.
+// transaction: with takeEvery, a ptjit killed with SIGKILL loses at most
+// the sum of the two.
 const commitEvery = 50 * time.Millisecond
 
 type op struct {
-	fn   func(*writer) error
-	done chan error // non-nil: commit, then report
+	fn    func(*writer) error
+	done  chan error // non-nil: commit, then report
+	bytes int        // code bytes the op holds (back-pressure)
 }
 
 // Recorder writes a new code.db. All methods except Err must be called from
@@ -98,8 +109,15 @@ type op struct {
 // transactions.
 type Recorder struct {
 	path string
-	q    chan op
 	wg   sync.WaitGroup
+
+	// the batch, shared with the writer goroutine
+	qmu     sync.Mutex
+	room    *sync.Cond // signalled when the writer took a batch
+	batch   []op
+	pending int  // code bytes in the batch and being written
+	stop    bool // Close: the writer ends after the batch
+	kick    chan struct{}
 
 	nextRegion, nextVersion, nextFileMap, nextWrite int64
 	vnos                                            map[int64]int
@@ -151,7 +169,8 @@ func Create(path string, meta Meta) (*Recorder, error) {
 		sdb.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	r := &Recorder{path: path, q: make(chan op, queueLen), vnos: make(map[int64]int)}
+	r := &Recorder{path: path, kick: make(chan struct{}, 1), vnos: make(map[int64]int)}
+	r.room = sync.NewCond(&r.qmu)
 	r.wg.Add(1)
 	go r.loop(w)
 	return r, nil
@@ -172,11 +191,30 @@ func (r *Recorder) Err() error {
 	return r.err
 }
 
-func (r *Recorder) push(fn func(*writer) error) {
+func (r *Recorder) push(fn func(*writer) error) { r.pushOp(op{fn: fn}) }
+
+func (r *Recorder) pushOp(o op) {
 	if r.closed {
 		return
 	}
-	r.q <- op{fn: fn}
+	r.qmu.Lock()
+	for r.pending > maxPending {
+		r.room.Wait()
+	}
+	r.batch = append(r.batch, o)
+	r.pending += o.bytes
+	kick := len(r.batch) >= kickOps || r.pending >= kickBytes || o.done != nil
+	r.qmu.Unlock()
+	if kick {
+		r.wake()
+	}
+}
+
+func (r *Recorder) wake() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
 }
 
 // Flush waits until everything queued so far is committed.
@@ -185,7 +223,7 @@ func (r *Recorder) Flush() error {
 		return r.Err()
 	}
 	done := make(chan error, 1)
-	r.q <- op{done: done}
+	r.pushOp(op{done: done})
 	if err := <-done; err != nil {
 		r.setErr(err)
 	}
@@ -201,7 +239,10 @@ func (r *Recorder) Close() error {
 	r.SetStat("ptjit_state", "complete")
 	r.Flush()
 	r.closed = true
-	close(r.q)
+	r.qmu.Lock()
+	r.stop = true
+	r.qmu.Unlock()
+	r.wake()
 	r.wg.Wait()
 	return r.Err()
 }
@@ -209,17 +250,21 @@ func (r *Recorder) Close() error {
 func (r *Recorder) loop(w *writer) {
 	defer r.wg.Done()
 	defer w.close(r)
-	tick := time.NewTicker(commitEvery)
+	tick := time.NewTicker(takeEvery)
 	defer tick.Stop()
+	var spare []op
 	for {
 		select {
-		case o, ok := <-r.q:
-			if !ok {
-				if err := w.commit(); err != nil {
-					r.setErr(err)
-				}
-				return
-			}
+		case <-r.kick:
+		case <-tick.C:
+		}
+		r.qmu.Lock()
+		b, stop := r.batch, r.stop
+		r.batch = spare[:0]
+		r.qmu.Unlock()
+		bytes := 0
+		for i := range b {
+			o := &b[i]
 			if o.fn != nil {
 				if err := w.begin(); err != nil {
 					r.setErr(err)
@@ -230,11 +275,23 @@ func (r *Recorder) loop(w *writer) {
 			if o.done != nil {
 				o.done <- w.commit()
 			}
-		case <-tick.C:
-			if w.tx != nil && time.Since(w.txStart) >= commitEvery {
-				if err := w.commit(); err != nil {
-					r.setErr(err)
-				}
+			bytes += o.bytes
+			*o = op{} // drop the closure and its code bytes
+		}
+		spare = b
+		r.qmu.Lock()
+		r.pending -= bytes
+		r.room.Broadcast()
+		r.qmu.Unlock()
+		if stop {
+			if err := w.commit(); err != nil {
+				r.setErr(err)
+			}
+			return
+		}
+		if w.tx != nil && time.Since(w.txStart) >= commitEvery {
+			if err := w.commit(); err != nil {
+				r.setErr(err)
 			}
 		}
 	}
@@ -360,7 +417,7 @@ func (r *Recorder) AddVersion(v Version) (id int64, vno int) {
 		r.setErr(fmt.Errorf("version %d at %#x: %d bytes for size %d", id, v.Addr, len(v.Data), v.Size))
 		return id, vno
 	}
-	r.push(func(w *writer) error { return w.addVersion(id, vno, &v) })
+	r.pushOp(op{fn: func(w *writer) error { return w.addVersion(id, vno, &v) }, bytes: len(v.Data)})
 	return id, vno
 }
 
@@ -419,7 +476,7 @@ type writer struct {
 	// and hash it had in the latest version that covered it: a JIT that
 	// toggles a large area RW/RX changes few of its pages each time, and
 	// comparing bytes is far cheaper than hashing them.
-	last map[pageKey]pageMemo
+	last map[pageKey]*pageMemo
 }
 
 type pageKey struct {
@@ -436,20 +493,23 @@ const (
 	sqlProcessStart = `INSERT INTO processes(pid, ppid, start_tsc, start_ns) VALUES (?, ?, ?, ?)`
 	sqlThreadStart  = `INSERT INTO threads(tid, pid, start_tsc, start_ns) VALUES (?, ?, ?, ?)`
 	sqlThreadExit   = `UPDATE threads SET end_tsc = ?, end_ns = ? WHERE tid = ? AND end_tsc IS NULL`
-	sqlVersion      = `INSERT INTO versions(id, region_id, vno, pid, tid, addr, size, sha256, cause, ip, by_ptjit, valid_tsc, valid_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlVersion      = `INSERT INTO versions(id, region_id, vno, pid, tid, addr, size, pages, cause, ip, by_ptjit, valid_tsc, valid_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlEndVersion   = `UPDATE versions SET end_tsc = ?, end_ns = ? WHERE id = ? AND end_tsc IS NULL`
 	sqlPage         = `INSERT OR IGNORE INTO pages(sha256, data) VALUES (?, ?)`
-	sqlVersionPage  = `INSERT INTO version_pages(version_id, idx, sha256) VALUES (?, ?, ?)`
 	sqlWrite        = `INSERT INTO writes(id, pid, tid, tsc, ns, ip, insn, addr, old, new, version_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlProt         = `INSERT INTO ptjit_prot(pid, tsc, ns, addr, size, prot, reason) VALUES (?, ?, ?, ?, ?, ?, ?)`
 )
 
 func newWriter(sdb *sql.DB) (*writer, error) {
-	// A large page cache keeps the pages table's index in memory.
-	if _, err := sdb.Exec(`PRAGMA cache_size = -65536`); err != nil {
-		return nil, err
+	// A large page cache keeps the pages table's index in memory; a
+	// checkpoint every 64 MiB of WAL instead of SQLite's 4 MiB (each one
+	// copies and fsyncs; Close folds the WAL in at the end).
+	for _, p := range []string{`PRAGMA cache_size = -65536`, `PRAGMA wal_autocheckpoint = 16384`} {
+		if _, err := sdb.Exec(p); err != nil {
+			return nil, err
+		}
 	}
-	return &writer{db: sdb, stmts: make(map[string]*sql.Stmt), known: make(map[[32]byte]struct{}), last: make(map[pageKey]pageMemo)}, nil
+	return &writer{db: sdb, stmts: make(map[string]*sql.Stmt), known: make(map[[32]byte]struct{}), last: make(map[pageKey]*pageMemo)}, nil
 }
 
 func (w *writer) begin() error {
@@ -495,9 +555,7 @@ func (w *writer) commit() error {
 func (w *writer) addVersion(id int64, vno int, v *Version) error {
 	// The version's own sha256 is left to readers (see schema.sql): only
 	// its pages are hashed here, and only those that changed.
-	if err := w.exec(sqlVersion, id, v.Region, vno, v.PID, v.TID, u(v.Addr), u(v.Size), nil, v.Cause, u(v.IP), v.ByPtjit, u(v.At.TSC), v.At.MonoNS); err != nil {
-		return err
-	}
+	hashes := make([]byte, 0, (len(v.Data)+PageSize-1)/PageSize*32)
 	for i := 0; i*PageSize < len(v.Data); i++ {
 		end := min((i+1)*PageSize, len(v.Data))
 		page := v.Data[i*PageSize : end]
@@ -507,7 +565,12 @@ func (w *writer) addVersion(id int64, vno int, v *Version) error {
 			h = m.hash
 		} else {
 			h = sha256.Sum256(page)
-			w.last[key] = pageMemo{page, h}
+			if m == nil {
+				m = &pageMemo{data: make([]byte, 0, PageSize)}
+				w.last[key] = m
+			}
+			// a copy: the version's buffer goes back to the pool
+			m.data, m.hash = append(m.data[:0], page...), h
 		}
 		if _, ok := w.known[h]; !ok {
 			if err := w.exec(sqlPage, h[:], page); err != nil {
@@ -515,11 +578,56 @@ func (w *writer) addVersion(id int64, vno int, v *Version) error {
 			}
 			w.known[h] = struct{}{}
 		}
-		if err := w.exec(sqlVersionPage, id, i, h[:]); err != nil {
-			return err
+		hashes = append(hashes, h[:]...)
+	}
+	err := w.exec(sqlVersion, id, v.Region, vno, v.PID, v.TID, u(v.Addr), u(v.Size), hashes, v.Cause, u(v.IP), v.ByPtjit, u(v.At.TSC), v.At.MonoNS)
+	releaseBuffer(v.Data) // SQLite copied what it keeps
+	v.Data = nil
+	return err
+}
+
+// Buffers that versions are read into are recycled: a JIT that toggles a
+// 64 KiB area tens of thousands of times a second would otherwise make the
+// tracer allocate (and the kernel fault in) gigabytes. A plain free list,
+// not a sync.Pool: the pool is emptied at every garbage collection, which
+// that allocation rate makes frequent.
+var freeBufs struct {
+	sync.Mutex
+	list [][]byte
+}
+
+// Bounds of the free list: buffers up to maxPooled bytes, maxFree of them.
+const (
+	maxPooled = 1 << 20
+	maxFree   = 64
+)
+
+// Buffer returns an n-byte buffer for a version's bytes, reused when one is
+// free. Its ownership passes back with Recorder.AddVersion.
+func Buffer(n int) []byte {
+	freeBufs.Lock()
+	defer freeBufs.Unlock()
+	l := freeBufs.list
+	for i := len(l) - 1; i >= 0; i-- {
+		if cap(l[i]) >= n {
+			b := l[i][:n]
+			l[i] = l[len(l)-1]
+			freeBufs.list = l[:len(l)-1]
+			return b
 		}
 	}
-	return nil
+	return make([]byte, n)
+}
+
+func releaseBuffer(b []byte) {
+	if cap(b) > maxPooled || cap(b) < PageSize {
+		return
+	}
+	freeBufs.Lock()
+	defer freeBufs.Unlock()
+	if len(freeBufs.list) < maxFree {
+		freeBufs.list = append(freeBufs.list, b)
+	}
 }
 
 func (w *writer) close(r *Recorder) {

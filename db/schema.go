@@ -8,7 +8,7 @@ import (
 )
 
 // SchemaVersion is code.db's PRAGMA user_version.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 //go:embed schema.sql
 var schemaSQL string

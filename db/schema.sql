@@ -98,6 +98,11 @@ CREATE TABLE versions (
                                      -- recording (hashing whole versions would slow
                                      -- the run): db.Open's readers compute it
                                      -- from the pages
+    pages     BLOB NOT NULL,         -- the sha256 of each page (pages.sha256), 32 bytes
+                                     -- each, in address order: one row per version, not
+                                     -- one per page (a JIT toggling a 64 KiB area tens of
+                                     -- thousands of times a second makes that many
+                                     -- versions); the version_pages view unpacks it
     cause     TEXT NOT NULL,         -- exec, mmap, mprotect, pkey_mprotect, mremap, shmat, write, wx-batch, split
     ip        INTEGER NOT NULL,      -- IP of the syscall or writing instruction
     by_ptjit  INTEGER NOT NULL DEFAULT 0,
@@ -111,18 +116,24 @@ CREATE INDEX versions_pid_addr ON versions(pid, addr);
 CREATE INDEX versions_time ON versions(valid_tsc);
 
 -- Page contents, stored once per distinct content (page-granular dedup).
+-- A rowid table: new pages append at the end of the table, and only the
+-- 32-byte sha256 index takes random inserts (keyed by the hash, 4 KiB rows
+-- would split B-tree pages all over the file).
 CREATE TABLE pages (
-    sha256 BLOB PRIMARY KEY,         -- of data
+    id     INTEGER PRIMARY KEY,
+    sha256 BLOB NOT NULL UNIQUE,     -- of data
     data   BLOB NOT NULL             -- 4096 bytes
-) WITHOUT ROWID;
+);
 
--- The pages of each version, in address order.
-CREATE TABLE version_pages (
-    version_id INTEGER NOT NULL REFERENCES versions(id),
-    idx        INTEGER NOT NULL,     -- page index within the version
-    sha256     BLOB NOT NULL REFERENCES pages(sha256),
-    PRIMARY KEY (version_id, idx)
-) WITHOUT ROWID;
+-- The pages of each version, in address order (versions.pages unpacked,
+-- for queries; ptjit itself reads versions.pages).
+CREATE VIEW version_pages(version_id, idx, sha256) AS
+    WITH RECURSIVE vp(version_id, idx, sha256, rest) AS (
+        SELECT id, 0, substr(pages, 1, 32), substr(pages, 33) FROM versions WHERE length(pages) > 0
+        UNION ALL
+        SELECT version_id, idx + 1, substr(rest, 1, 32), substr(rest, 33) FROM vp WHERE length(rest) > 0
+    )
+    SELECT version_id, idx, sha256 FROM vp;
 
 -- W^X precise mode: every write the program made into tracked code.
 CREATE TABLE writes (

@@ -115,6 +115,19 @@ func (s *Space) Touches(start, end uint64) bool {
 	return false
 }
 
+// Mapped reports whether [start, end) lies inside the mapped part of one
+// live region: memory ptjit saw mapped and has seen nothing unmap since.
+func (s *Space) Mapped(start, end uint64) bool {
+	for _, r := range s.regions {
+		for _, v := range r.live {
+			if v.s <= start && end <= v.e {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // AnonOutside reports whether any anonymous piece or live region lies
 // outside [lo, hi) (used to skip brk's exit stop when the only copied
 // code is the vdso).
@@ -243,7 +256,7 @@ func (s *Space) unmapRegions(start, end uint64) {
 // regionFor returns a live region whose mapped parts cover [start, end),
 // creating one for exactly that range if there is none.
 func (s *Space) regionFor(start, end uint64) int64 {
-	for _, r := range s.regions {
+	for _, r := range s.regions { // Mapped, with the region's id
 		for _, v := range r.live {
 			if v.s <= start && end <= v.e {
 				return r.id

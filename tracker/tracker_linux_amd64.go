@@ -223,6 +223,7 @@ func Start(opts Options, launch Launch) (*Tracer, error) {
 	if opts.SoftPT != nil {
 		t.soft = newSoftState(opts.SoftPT)
 	}
+	quietStops()
 	started := make(chan error, 1)
 	go func() {
 		// The OS thread stays locked for the whole trace and is never
@@ -801,7 +802,7 @@ func (s *sink) EndRegion(id int64) { s.t.rec.EndRegion(id, s.t.cur.at) }
 
 func (s *sink) AddVersion(region int64, start, end uint64, prot int, cause string) int64 {
 	t := s.t
-	data := make([]byte, end-start)
+	data := db.Buffer(int(end - start))
 	// Read through a stopped thread of the space when there is one.
 	pid := s.sp.owner
 	if t.cur.th != nil && t.cur.th.proc != nil && t.cur.th.proc.space == s.sp {
