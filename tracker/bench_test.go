@@ -2,6 +2,7 @@ package tracker_test
 
 import (
 	"fmt"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,9 +30,21 @@ func benchProgram(b *testing.B, set func(*tracker.Options), args ...string) {
 }
 
 // BenchmarkWXPrecise: one recorded store (fault stop + emulation + new
-// version), measured inside the program. Target: ≤ 2× a bare fault stop.
+// version), measured inside the program, and the same stores as bare fault
+// stops (wxbench's own minimal tracer skips each faulting store) in the same
+// run. Target: ≤ 2× the bare fault stop.
 func BenchmarkWXPrecise(b *testing.B) {
 	benchProgram(b, func(o *tracker.Options) { o.WX = tracker.WXPrecise })
+	out, err := exec.Command(cprog(b, "wxbench"), strconv.Itoa(b.N), "bare").Output()
+	f := strings.Fields(string(out))
+	if err != nil || len(f) < 3 {
+		b.Fatalf("wxbench bare: %v: %q", err, out)
+	}
+	us, err := strconv.ParseFloat(f[2], 64)
+	if err != nil {
+		b.Fatalf("wxbench bare printed %q", out)
+	}
+	b.ReportMetric(us, "µs/bare-fault-stop")
 }
 
 // BenchmarkWXBatch: stores to a page in batch mode (no stop after the first).
