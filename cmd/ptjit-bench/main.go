@@ -55,7 +55,17 @@ func (b *bench) exec(argv ...string) (run, error) {
 
 // ptjitRun runs argv under ptjit run (summary on, recording in b.outDir).
 func (b *bench) ptjitRun(argv ...string) (run, error) {
-	return b.exec(append([]string{b.ptjit, "run", "-o", b.outDir, "--"}, argv...)...)
+	return b.ptjitExec(append([]string{"run", "-o", b.outDir, "--"}, argv...)...)
+}
+
+// ptjitExec runs ptjit with args after removing the previous recording,
+// so that no run pays for deleting another's (a --wx=precise java run
+// leaves hundreds of MB).
+func (b *bench) ptjitExec(args ...string) (run, error) {
+	if err := os.RemoveAll(b.outDir); err != nil {
+		return run{}, err
+	}
+	return b.exec(append([]string{b.ptjit}, args...)...)
 }
 
 // series runs each command b.runs times, interleaved (so drift in the

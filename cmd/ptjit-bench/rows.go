@@ -147,7 +147,7 @@ func measureStop(b *bench) ([]measurement, error) {
 		func() (run, error) { return b.ptjitRun(sb, "run", iters, "1") },
 		func() (run, error) { return b.exec(sb, "trace", "same", "exit", iters, "1") },
 		func() (run, error) {
-			return b.exec(b.ptjit, "run", "--pin=on", "-o", b.outDir, "--", sb, "run", iters, "1")
+			return b.ptjitExec("run", "--pin=on", "-o", b.outDir, "--", sb, "run", iters, "1")
 		},
 	)
 	if err != nil {

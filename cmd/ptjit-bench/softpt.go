@@ -27,7 +27,7 @@ func measureSoftPT(b *bench) ([]measurement, error) {
 	rs, err := b.series(
 		func() (run, error) { return b.exec(prog, "--trace", stepIters) },
 		func() (run, error) {
-			return b.exec(b.ptjit, "run", "--pt=soft", "-o", b.outDir, "--", prog, stepIters)
+			return b.ptjitExec("run", "--pt=soft", "-o", b.outDir, "--", prog, stepIters)
 		},
 	)
 	if err != nil {
@@ -75,9 +75,9 @@ func measureSoftFilter(b *bench) ([]measurement, error) {
 	prog := b.prog("ubpf-test")
 	rs, err := b.series(
 		func() (run, error) { return b.exec(prog) },
-		func() (run, error) { return b.exec(b.ptjit, "run", "--pt=soft", "-o", b.outDir, "--", prog) },
+		func() (run, error) { return b.ptjitExec("run", "--pt=soft", "-o", b.outDir, "--", prog) },
 		func() (run, error) {
-			return b.exec(b.ptjit, "run", "--pt=soft", "--soft-filter=jit", "-o", b.outDir, "--", prog)
+			return b.ptjitExec("run", "--pt=soft", "--soft-filter=jit", "-o", b.outDir, "--", prog)
 		},
 	)
 	if err != nil {
