@@ -24,6 +24,11 @@ func RunFlow(d *FlowDecoder, sink FlowSink, resync bool) {
 	st := 0
 	needSync := true
 	afterResync := false
+	// resyncAt is the offset of the error that the last resync followed
+	// (noOffset: none): the same error again right after resyncing means
+	// resyncing makes no progress, and decoding moves on to the next PSB.
+	const noOffset = ^uint64(0)
+	resyncAt := noOffset
 	for {
 		if needSync {
 			st = d.SyncForward()
@@ -94,7 +99,8 @@ func RunFlow(d *FlowDecoder, sink FlowSink, resync bool) {
 			continue
 		}
 		sink.Error(&FlowError{Code: errCode(-st), Offset: errOff, IP: errIP}, "error")
-		if resync {
+		if resync && errOff != resyncAt {
+			resyncAt = errOff
 			st = d.Resync()
 			afterResync = true
 			if st < 0 {

@@ -2,11 +2,13 @@ package tracker_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -159,4 +161,44 @@ func run(t *testing.T, argv ...string) (string, int) {
 		return out.String(), 128 + int(ws.Signal())
 	}
 	return out.String(), ws.ExitStatus()
+}
+
+// TestOneStopProtect: a single-threaded program toggling a page RW↔RX
+// (wxbench N mprotect) costs one stop per mprotect, not two, and every
+// version snapshotted after the thread resumed holds the bytes the program
+// wrote before making the page executable: word i&511 of the i-th RX
+// version is i.
+func TestOneStopProtect(t *testing.T) {
+	const n = 200
+	tr := trace(t, tracker.PinOff, cprog(t, "wxbench"), strconv.Itoa(n), "mprotect")
+	if !strings.HasPrefix(tr.stdout, "mprotect: ") {
+		t.Fatalf("wxbench printed %q", tr.stdout)
+	}
+	vs, err := tr.db.Versions(db.VersionFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rx []db.VersionInfo
+	for _, v := range vs {
+		if v.Cause == "mprotect" && v.Size == 4096 {
+			rx = append(rx, v)
+		}
+	}
+	if len(rx) != n {
+		t.Fatalf("%d RX versions, want %d", len(rx), n)
+	}
+	for i, v := range rx {
+		data, err := tr.db.VersionData(&v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		off := 8 * (i & 511)
+		if got := binary.LittleEndian.Uint64(data[off:]); got != uint64(i) {
+			t.Fatalf("version %d (the RX after store %d): word %d is %d", v.ID, i, i&511, got)
+		}
+	}
+	// 2n mprotect calls: one stop each, plus the start-up's few dozen.
+	if s := tr.res.Stats.Stops; s >= 3*n {
+		t.Errorf("%d stops for %d mprotect calls: the one-stop path was not taken", s, 2*n)
+	}
 }

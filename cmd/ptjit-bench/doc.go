@@ -19,12 +19,19 @@
 //   - the cost of one stop: testdata/stopbench doing 2 mprotect calls per
 //     iteration under ptjit run, against the same workload under
 //     stopbench's own minimal tracer (seccomp RET_TRACE on mprotect, a
-//     ptrace loop that only continues), on the same CPU and on any CPU
-//     (target: within 1.5× of the cheaper bare stop), and per mprotect call
-//     against the bare tracer that also stops at syscall exit (what a
-//     recorder minimally needs to see the result);
+//     ptrace loop that only continues): ptjit's default against the bare
+//     tracer on any CPU, ptjit --pin=on against the bare tracer on one CPU
+//     (target: within 1.5×), and per mprotect call against the bare tracer
+//     that also stops at syscall exit (what a recorder minimally needs to
+//     see the result);
 //   - snapshot throughput: stopbench on a 1 MiB region, bytes snapshotted per
-//     second of extra run time.
+//     second of extra run time;
+//   - java (testdata/Hot.java) and node (testdata/hot.js) alone and under
+//     ptjit run in each --wx mode (targets for the default: ≤ 2× and
+//     ≤ 1.5×);
+//   - soft PT: instructions recorded per second against stepbench's bare
+//     PTRACE_SINGLESTEP loop (target ≥ 0.8×), trace bytes per instruction,
+//     and ubpf-test with and without --soft-filter=jit.
 //
 // µs per stop comes from ptjit's summary line on stderr ("N stops, X ms in
 // stops (Y µs/stop), Z MB snapshotted") when ptjit prints one; otherwise the
@@ -32,6 +39,6 @@
 // so in the row. Rows are data (the rows slice in rows.go): a new row is a
 // name, a target and a function returning a measurement.
 //
-// A row whose prerequisite is missing (luajit, strace) prints the error in
+// A row whose prerequisite is missing (luajit, strace, java, node) prints the error in
 // its place, and the command exits 1 after the table.
 package main
