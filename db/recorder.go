@@ -501,10 +501,13 @@ const (
 )
 
 func newWriter(sdb *sql.DB) (*writer, error) {
-	// A large page cache keeps the pages table's index in memory; a
-	// checkpoint every 64 MiB of WAL instead of SQLite's 4 MiB (each one
-	// copies and fsyncs; Close folds the WAL in at the end).
-	for _, p := range []string{`PRAGMA cache_size = -65536`, `PRAGMA wal_autocheckpoint = 16384`} {
+	// An 8 MiB page cache holds the indexes' hot pages (a 64 MiB one made
+	// glibc grow the writer thread's arena a page at a time as it filled:
+	// 13,000 mprotect calls, each a TLB shoot-down across ptjit's threads,
+	// on a LuaJIT run; 1,500 now). A checkpoint every 64 MiB of WAL instead
+	// of SQLite's 4 MiB (each one copies and fsyncs; Close folds the WAL
+	// in at the end).
+	for _, p := range []string{`PRAGMA cache_size = -8192`, `PRAGMA wal_autocheckpoint = 16384`} {
 		if _, err := sdb.Exec(p); err != nil {
 			return nil, err
 		}
