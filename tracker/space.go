@@ -118,14 +118,20 @@ func (s *Space) Touches(start, end uint64) bool {
 // Mapped reports whether [start, end) lies inside the mapped part of one
 // live region: memory ptjit saw mapped and has seen nothing unmap since.
 func (s *Space) Mapped(start, end uint64) bool {
+	_, ok := s.liveRegion(start, end)
+	return ok
+}
+
+// liveRegion returns the live region whose mapped parts cover [start, end).
+func (s *Space) liveRegion(start, end uint64) (int64, bool) {
 	for _, r := range s.regions {
 		for _, v := range r.live {
 			if v.s <= start && end <= v.e {
-				return true
+				return r.id, true
 			}
 		}
 	}
-	return false
+	return 0, false
 }
 
 // AnonOutside reports whether any anonymous piece or live region lies
@@ -256,12 +262,8 @@ func (s *Space) unmapRegions(start, end uint64) {
 // regionFor returns a live region whose mapped parts cover [start, end),
 // creating one for exactly that range if there is none.
 func (s *Space) regionFor(start, end uint64) int64 {
-	for _, r := range s.regions { // Mapped, with the region's id
-		for _, v := range r.live {
-			if v.s <= start && end <= v.e {
-				return r.id
-			}
-		}
+	if id, ok := s.liveRegion(start, end); ok {
+		return id
 	}
 	r := &region{id: s.sink.NewRegion(start, end), live: []ival{{start, end}}}
 	s.regions = append(s.regions, r)
@@ -554,7 +556,7 @@ func (s *Space) Sync(maps []snapshot.Mapping, fileOK func(snapshot.Mapping) bool
 				s.addFile(g.s, g.e, m.Prot, f, cause)
 				continue
 			}
-			if s.regionCovering(g.s, g.e) {
+			if s.Mapped(g.s, g.e) {
 				reg := s.regionFor(g.s, g.e)
 				s.addVersion(reg, g.s, g.e, m.Prot, cause)
 				continue
@@ -584,17 +586,6 @@ func (s *Space) Sync(maps []snapshot.Mapping, fileOK func(snapshot.Mapping) bool
 			}
 		}
 	}
-}
-
-func (s *Space) regionCovering(start, end uint64) bool {
-	for _, r := range s.regions {
-		for _, v := range r.live {
-			if v.s <= start && end <= v.e {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // Clear ends everything (the address space is gone: exec replaced it, or

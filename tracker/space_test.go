@@ -234,7 +234,7 @@ func checkSpace(t *testing.T, s *Space) {
 			t.Fatalf("id %d covers two pieces", p.ID)
 		}
 		ids[p.ID] = true
-		if p.Kind == Anon && !s.regionCovering(p.Start, p.End) {
+		if p.Kind == Anon && !s.Mapped(p.Start, p.End) {
 			t.Fatalf("piece %#x-%#x outside its live region", p.Start, p.End)
 		}
 	}

@@ -142,20 +142,18 @@ func (s *Session) Disable(tid int, tsc uint64) {
 
 // Step records that in retired on tid and execution went on at next.
 func (s *Session) Step(tid int, in *decode.Insn, next, tsc uint64) {
-	s.lastTSC = max(s.lastTSC, tsc)
-	th := s.thread(tid)
-	if th == nil || !th.Enabled() {
-		return
-	}
-	s.steps++
-	s.truth(tid, in.IP)
-	th.Step(in, next, tsc)
-	s.maybeFlush(tid, th)
+	s.retire(tid, in, tsc, func(th *Thread) { th.Step(in, next, tsc) })
 }
 
 // Leave records that in retired on tid and execution left the traced
 // range at next (TIP.PGD; see Thread.Leave).
 func (s *Session) Leave(tid int, in *decode.Insn, next, tsc uint64) {
+	s.retire(tid, in, tsc, func(th *Thread) { th.Leave(in, next, tsc) })
+}
+
+// retire counts an instruction that retired on a traced, enabled thread,
+// writes its ground-truth line and lets emit make its packets.
+func (s *Session) retire(tid int, in *decode.Insn, tsc uint64, emit func(*Thread)) {
 	s.lastTSC = max(s.lastTSC, tsc)
 	th := s.thread(tid)
 	if th == nil || !th.Enabled() {
@@ -163,7 +161,7 @@ func (s *Session) Leave(tid int, in *decode.Insn, next, tsc uint64) {
 	}
 	s.steps++
 	s.truth(tid, in.IP)
-	th.Leave(in, next, tsc)
+	emit(th)
 	s.maybeFlush(tid, th)
 }
 
