@@ -11,12 +11,18 @@
 // assign IDs synchronously from in-memory counters (the database is new) and
 // queue the rows for a writer goroutine, which hashes code pages (SHA-256,
 // page-granular deduplication: an unchanged page is stored once however
-// many versions contain it) and inserts them in batched transactions. A
-// transaction is committed at least every 50 ms, on Flush, and on Close, so
-// a ptjit killed with SIGKILL loses at most the last 50 ms, and one stopped
-// with SIGTERM/SIGINT (which flushes) loses nothing. The database is in WAL
-// mode while recording; Close checkpoints it into a single file and sets
-// meta.ptjit_state to "complete" ("recording" means the run was cut short).
+// many versions contain it) and inserts them in batched transactions. The
+// writer takes queued rows at least every 10 ms and commits at least every
+// 50 ms, on Flush, and on Close, so a ptjit killed with SIGKILL loses at
+// most the last 60 ms, and one stopped with SIGTERM/SIGINT (which flushes)
+// loses nothing. The database is in WAL mode with synchronous=OFF while
+// recording: a committed transaction is in the kernel's page cache, which
+// survives any crash or kill of ptjit or of the program; only a crash of
+// the machine itself can lose the recording's tail (a checkpoint's fsync
+// stalled the writer, and through back-pressure the program, for hundreds
+// of ms on this VM's disk). Close checkpoints the WAL into a single file
+// and sets meta.ptjit_state to "complete" ("recording" means the run was
+// cut short).
 //
 // Reading. Open opens a code.db read-only (immutable snapshot semantics are
 // not assumed: a recording in progress can be read).

@@ -135,7 +135,7 @@ func Create(path string, meta Meta) (*Recorder, error) {
 			return nil, fmt.Errorf("%s: %w", path+suffix, err)
 		}
 	}
-	sdb, err := sql.Open("sqlite3", "file:"+path+"?_journal_mode=WAL&_synchronous=NORMAL&_foreign_keys=off")
+	sdb, err := sql.Open("sqlite3", "file:"+path+"?_journal_mode=WAL&_synchronous=OFF&_foreign_keys=off")
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
