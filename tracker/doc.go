@@ -81,7 +81,7 @@
 //
 // # Pinning (--pin) and the cost of a stop
 //
-// Measured on this 2-vCPU AMD EPYC VM with testdata/stopbench (2000
+// Measured on this 2-vCPU VM (no Intel PT) with testdata/stopbench (2000
 // RW→RX cycles of one page: 4000 mprotect calls, each a seccomp stop plus a
 // syscall-exit stop), median of 3 runs, 22:40 UTC 2026-11-21:
 //
