@@ -36,10 +36,10 @@ const (
 // autoBatchAfter precise stores within autoWindow: then the page goes
 // batch. A JIT emitting a function into RWX memory makes hundreds of
 // stores in microseconds; a patcher toggling a static key makes a few,
-// spread out. Measured with java 17 on testdata/Hot.java (0.20 s alone):
-// a threshold of 16 stores for the page's whole life took 0.56 s, 4 took
-// 0.40 s, 2 took 0.36 s, all-batch 0.32 s; the window keeps later, sparse
-// patches of a page precise.
+// spread out. Measured with java 17 on testdata/Hot.java, medians of 3
+// (0.21 s alone): a threshold of 16 stores for the page's whole life took
+// 0.57 s, 4 took 0.41 s, 2 took 0.36 s, all-batch 0.32 s; the window keeps
+// later, sparse patches of a page precise.
 const (
 	autoBatchAfter = 2
 	autoWindow     = 10 * time.Millisecond
