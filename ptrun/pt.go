@@ -128,12 +128,6 @@ func startPT(cfg Config, warnf func(string, ...any)) (*ptBackend, error) {
 		}
 		b.perf = &perfRecord{perf: perf, out: perfData}
 	}
-	if cfg.GroundTruth != "" && mode != PTSoft {
-		return nil, errors.New("--ground-truth needs --pt=soft")
-	}
-	if cfg.SoftFilter && mode != PTSoft {
-		return nil, errors.New("--soft-filter=jit needs --pt=soft")
-	}
 	return b, nil
 }
 

@@ -124,6 +124,14 @@ func Run(cfg Config) (status int, err error) {
 	if len(cfg.Argv) == 0 {
 		return 2, errors.New("no program to run (usage: ptjit run [-o DIR] [-q] [--] PROGRAM ARGS...)")
 	}
+	// Options that only mean something with the soft backend are refused
+	// before anything is touched (an earlier recording in DIR stays).
+	if cfg.GroundTruth != "" && cfg.PT != PTSoft {
+		return 2, errors.New("--ground-truth needs --pt=soft")
+	}
+	if cfg.SoftFilter && cfg.PT != PTSoft {
+		return 2, errors.New("--soft-filter=jit needs --pt=soft")
+	}
 	path, err := Resolve(cfg.Argv[0])
 	if err != nil {
 		var se *StartError

@@ -375,6 +375,35 @@ func TestE2EOutputDir(t *testing.T) {
 		}
 		e2eCompare(t, e2eReadManifest(t, m2), e2eHistory(t, dir), false)
 	})
+	t.Run("soft-only options without --pt=soft", func(t *testing.T) {
+		// refused with status 2 before anything is touched: an earlier
+		// recording in DIR stays as it was
+		dir := filepath.Join(t.TempDir(), "rec")
+		if r := e2ePtjit(t, nil, "run", "-q", "-o", dir, "--", e2eProg("exitcode"), "0"); r.code != 0 {
+			t.Fatalf("first run: status %d\n%s", r.code, r.stderr)
+		}
+		before, err := os.ReadFile(filepath.Join(dir, "code.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			args []string
+			what string // the message names it
+		}{
+			{[]string{"--soft-filter=jit"}, "--soft-filter"},
+			{[]string{"--pt=off", "--ground-truth", filepath.Join(t.TempDir(), "gt")}, "--ground-truth"},
+			{[]string{"--pt=soft", "--soft-filter=all"}, "--soft-filter"},
+		} {
+			r := e2ePtjit(t, nil, append(append([]string{"run", "-o", dir}, c.args...), "--", e2eProg("exitcode"), "0")...)
+			if r.code != 2 || strings.Contains(r.stdout, "exiting") {
+				t.Errorf("%v: status %d, stdout %q: want 2 before running", c.args, r.code, r.stdout)
+			}
+			e2eOneLineError(t, r.stderr, c.what)
+		}
+		if after, err := os.ReadFile(filepath.Join(dir, "code.db")); err != nil || string(after) != string(before) {
+			t.Errorf("the earlier recording changed (%v)", err)
+		}
+	})
 	t.Run("default directory", func(t *testing.T) {
 		cwd := t.TempDir()
 		r := e2eRun(t, []string{e2e.ptjit, "run", "-q", "--", e2eProg("exitcode"), "0"}, nil, "", cwd)

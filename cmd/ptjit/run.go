@@ -70,21 +70,23 @@ refused.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// A bad flag value is a usage error: status 2, nothing run.
+			usage := func(err error) error { return &exitError{Code: 2, Err: err} }
 			pm, err := tracker.ParsePin(pin)
 			if err != nil {
-				return err
+				return usage(err)
 			}
 			wm, err := tracker.ParseWX(wx)
 			if err != nil {
-				return err
+				return usage(err)
 			}
 			ptm, err := ptrun.ParsePT(pt)
 			if err != nil {
-				return err
+				return usage(err)
 			}
 			filter, err := ptrun.ParseSoftFilter(sf)
 			if err != nil {
-				return err
+				return usage(err)
 			}
 			status, err := ptrun.Run(ptrun.Config{OutDir: out, Argv: args, Quiet: quiet, Pin: pm, WX: wm, PT: ptm,
 				GroundTruth: gt, SoftFilter: filter})
