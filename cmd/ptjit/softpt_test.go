@@ -144,9 +144,18 @@ func TestSoftPTPerfInjectJIT(t *testing.T) {
 	if err != nil {
 		t.Skip("perf not installed (CI installs linux-perf)")
 	}
+	// Everything traced, and only the JIT code traced (--soft-filter=jit:
+	// perf's own decoder then also checks the TIP.PGE/PGD at the JIT
+	// code's boundaries).
+	for _, filter := range []string{"off", "jit"} {
+		t.Run("soft-filter="+filter, func(t *testing.T) { perfInjectJIT(t, perf, filter) })
+	}
+}
+
+func perfInjectJIT(t *testing.T, perf, filter string) {
 	tmp := t.TempDir()
 	dir, gt, exp := filepath.Join(tmp, "rec"), filepath.Join(tmp, "truth"), filepath.Join(tmp, "exp")
-	if r := e2ePtjit(t, nil, "run", "-q", "--pt=soft", "--ground-truth", gt, "-o", dir, "--", e2eProg("ubpf-test")); r.code != 0 {
+	if r := e2ePtjit(t, nil, "run", "-q", "--pt=soft", "--soft-filter="+filter, "--ground-truth", gt, "-o", dir, "--", e2eProg("ubpf-test")); r.code != 0 {
 		t.Fatalf("run: %d %s", r.code, r.stderr)
 	}
 	truth := groundTruth(t, gt)
