@@ -98,13 +98,17 @@ func (t *Tracer) oneStopProtect(th *thread, op *pendingOp) bool {
 	a := op.args
 	start, end := a[0], a[0]+pageUp(a[1])
 	sp := th.proc.space
-	if op.nr != unix.SYS_MPROTECT || t.soft != nil || len(t.threads) != 1 || start&(pageSize-1) != 0 || end <= start ||
+	// one thread, and none born but not yet seen (a new thread stays
+	// stopped until its first stop is handled)
+	alone := len(t.threads) == 1 && len(t.newborn) == 0 && len(t.pending) == 0
+	if op.nr != unix.SYS_MPROTECT || t.soft != nil || !alone || start&(pageSize-1) != 0 || end <= start ||
 		a[2]&^uint64(unix.PROT_READ|unix.PROT_WRITE|unix.PROT_EXEC) != 0 || isWX(int(a[2])) ||
 		sp.aliasTouches(start, end) || !sp.Mapped(start, end) {
 		return false
 	}
 	t.cur.th, t.cur.ip, t.cur.at = th, op.ip, snapshot.Now()
 	t.resumeCont(th.tid, 0)
+	sp.clearBatch(start, end) // the program's protection replaces W^X batch pages'
 	sp.Protect(start, end, int(a[2]), syscallName(op.nr))
 	return true
 }
