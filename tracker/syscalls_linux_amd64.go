@@ -108,7 +108,7 @@ func (t *Tracer) oneStopProtect(th *thread, op *pendingOp) bool {
 	}
 	t.cur.th, t.cur.ip, t.cur.at = th, op.ip, snapshot.Now()
 	t.resumeCont(th.tid, 0)
-	sp.clearBatch(start, end) // the program's protection replaces W^X batch pages'
+	sp.clearBatch(start, end) // the program's protection replaces W^X batch pages
 	sp.Protect(start, end, int(a[2]), syscallName(op.nr))
 	return true
 }
