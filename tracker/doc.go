@@ -138,12 +138,14 @@
 //   - SA_NOCLDSTOP on ptjit's SIGCHLD handler (sigchld_linux_amd64.go): a
 //     stop no longer sends the tracer's process a signal.
 //
-// Together, measured with ptjit-bench -rows luajit (medians of 5,
-// 2026-11-22): 4.42 s → 2.08 s for LuaJIT (0.63 s alone; strace 2.40 s),
-// peak RSS 594 MB → 215 MB. What remains is one stop per mprotect
-// (60,505 × 4–6 µs on one CPU, 12 µs across CPUs, before any work) and
-// reading, comparing and storing 64 KiB per version (2 GB in all): that
-// bounds LuaJIT under a ptrace recorder to well above 1.3× its time alone.
+// Together with an 8 MiB SQLite cache and synchronous=OFF (db/doc.go),
+// measured with ptjit-bench (medians of 5, 2026-11-22): LuaJIT 4.42 s
+// (0.65 s alone, strace 2.70 s) at 00:46 UTC → 1.51 s (0.37 s alone,
+// strace 1.76 s) at 01:26 UTC; peak RSS 594 MB → 120–148 MB. What remains
+// is one stop per mprotect (60,487 × 3.1 µs on one CPU, 9.0 µs across
+// CPUs, before any work) and reading, comparing and storing 64 KiB per
+// version (2 GB in all): that bounds LuaJIT under a ptrace recorder to
+// well above 1.3× its time alone.
 //
 // # W^X (--wx)
 //
