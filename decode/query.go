@@ -487,9 +487,7 @@ func (d *QueryDecoder) recoverOVFAtIP(pd *PacketDecoder, p *Packet, ipp *Packet,
 	if st := d.updateIP(ipp); st < 0 {
 		return st
 	}
-	ev := d.evq.newStandalone()
-	d.event = ev
-	ev.Type = EvOverflow
+	ev := d.standalone(EvOverflow)
 	d.eventTime(ev) // the decoder's original time
 	d.pd = *pd
 	d.pkt = *p
@@ -499,9 +497,7 @@ func (d *QueryDecoder) recoverOVFAtIP(pd *PacketDecoder, p *Packet, ipp *Packet,
 }
 
 func (d *QueryDecoder) recoverOVFDisabled(pd *PacketDecoder, p *Packet, ts *timeState) int {
-	ev := d.evq.newStandalone()
-	d.event = ev
-	ev.Type = EvOverflow
+	ev := d.standalone(EvOverflow)
 	ev.IPSuppressed = true
 	d.eventTime(ev)
 	d.pd = *pd
@@ -530,9 +526,7 @@ func (d *QueryDecoder) recoverOVFAtOffset(off int) int {
 			return -int(feInternal)
 		}
 	}
-	ev := d.evq.newStandalone()
-	d.event = ev
-	ev.Type = EvOverflow
+	ev := d.standalone(EvOverflow)
 	ev.IPSuppressed = true
 	d.eventTime(ev)
 	return d.fetchPacket()
@@ -713,9 +707,7 @@ func (d *QueryDecoder) decodeOVF() int {
 		if off < 0 && off != -int(feEOS) {
 			return off
 		}
-		ev := d.evq.newStandalone()
-		d.event = ev
-		ev.Type = EvOverflow
+		ev := d.standalone(EvOverflow)
 		ev.IPSuppressed = true
 		d.eventTime(ev)
 		return d.fetchPacket()
@@ -745,6 +737,34 @@ func (d *QueryDecoder) evtResetKeepTime(ts timeState) {
 	d.time.restoreAfterOVF(&ts, d.cfg.Packet.KeepTcalOnOVF)
 }
 
+// atIP makes ev the current event, with the IP just decoded and the
+// current time.
+func (d *QueryDecoder) atIP(ev *Event) int {
+	d.event = ev
+	if st := d.eventIP(&ev.IP, ev); st < 0 {
+		return st
+	}
+	d.eventTime(ev)
+	return 0
+}
+
+// boundAtTIP takes the next event bound to a TIP: one of types gets the
+// TIP's IP; any other type is out of context. It returns 1 when none is
+// pending.
+func (d *QueryDecoder) boundAtTIP(types ...EventType) int {
+	ev := d.evq.dequeue(bindTIP)
+	if ev == nil {
+		return 1
+	}
+	for _, t := range types {
+		if ev.Type == t {
+			return d.atIP(ev)
+		}
+	}
+	d.event = ev
+	return -int(feBadContext)
+}
+
 func (d *QueryDecoder) decodeTIPEvent() int {
 	d.bound = true
 	if async := d.evq.find(bindTIP, EvAsyncBranch); async != nil {
@@ -758,21 +778,9 @@ func (d *QueryDecoder) decodeTIPEvent() int {
 		if ev.Type != EvAsyncBranch {
 			return -int(feInternal)
 		}
-		d.event = ev
-		if st := d.eventIP(&ev.IP, ev); st < 0 {
-			return st
-		}
-		d.eventTime(ev)
-		return 0
+		return d.atIP(ev)
 	}
-	ev := d.evq.newStandalone()
-	d.event = ev
-	ev.Type = EvTIP
-	if st := d.eventIP(&ev.IP, ev); st < 0 {
-		return st
-	}
-	d.eventTime(ev)
-	return 0
+	return d.atIP(d.standalone(EvTIP))
 }
 
 func (d *QueryDecoder) decodeTIP(p *Packet) int {
@@ -785,25 +793,7 @@ func (d *QueryDecoder) decodeTIP(p *Packet) int {
 	if !d.bound {
 		return d.decodeTIPEvent()
 	}
-	ev := d.evq.dequeue(bindTIP)
-	if ev == nil {
-		return 1
-	}
-	d.event = ev
-	var st int
-	switch ev.Type {
-	case EvExecMode, EvIflags:
-		st = d.eventIP(&ev.IP, ev)
-	case EvAsyncPaging, EvAsyncVMCS:
-		st = d.eventIP(&ev.IP, ev)
-	default:
-		st = -int(feBadContext)
-	}
-	if st < 0 {
-		return st
-	}
-	d.eventTime(ev)
-	return 0
+	return d.boundAtTIP(EvExecMode, EvIflags, EvAsyncPaging, EvAsyncVMCS)
 }
 
 func (d *QueryDecoder) decodeTIPPGE(p *Packet) int {
@@ -811,34 +801,14 @@ func (d *QueryDecoder) decodeTIPPGE(p *Packet) int {
 		return st
 	}
 	if !d.bound {
-		ev := d.evq.newStandalone()
-		d.event = ev
-		ev.Type = EvEnabled
-		if st := d.eventIP(&ev.IP, ev); st < 0 {
+		if st := d.atIP(d.standalone(EvEnabled)); st < 0 {
 			return st
 		}
 		d.enabled = true
 		d.bound = true
-		d.eventTime(ev)
 		return 0
 	}
-	ev := d.evq.dequeue(bindTIP)
-	if ev == nil {
-		return 1
-	}
-	d.event = ev
-	var st int
-	switch ev.Type {
-	case EvExecMode, EvIflags:
-		st = d.eventIP(&ev.IP, ev)
-	default:
-		st = -int(feBadContext)
-	}
-	if st < 0 {
-		return st
-	}
-	d.eventTime(ev)
-	return 0
+	return d.boundAtTIP(EvExecMode, EvIflags)
 }
 
 func (d *QueryDecoder) decodeTIPPGD(p *Packet) int {
@@ -850,13 +820,9 @@ func (d *QueryDecoder) decodeTIPPGD(p *Packet) int {
 		if d.bound {
 			return 1
 		}
-		ev = d.evq.newStandalone()
-		d.event = ev
-		ev.Type = EvDisabled
-		if st := d.eventIP(&ev.IP, ev); st < 0 {
+		if st := d.atIP(d.standalone(EvDisabled)); st < 0 {
 			return st
 		}
-		d.eventTime(ev)
 		d.enabled = false
 		return d.fetchPacket()
 	}
@@ -864,9 +830,7 @@ func (d *QueryDecoder) decodeTIPPGD(p *Packet) int {
 	var st int
 	switch ev.Type {
 	case EvAsyncBranch:
-		at := ev.From
-		ev.Type = EvAsyncDisabled
-		ev.From = at
+		ev.Type = EvAsyncDisabled // From stays: where the branch was
 		st = d.eventIP(&ev.IP, ev)
 		d.enabled = false
 		d.bound = true
