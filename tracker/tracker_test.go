@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/ptjit/ptjit/db"
+	"github.com/ptjit/ptjit/internal/testmain"
 	"github.com/ptjit/ptjit/ptrun"
 	"github.com/ptjit/ptjit/snapshot"
 	"github.com/ptjit/ptjit/tracker"
@@ -36,25 +37,11 @@ var cprogs struct {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if cprogs.dir != "" {
-		os.RemoveAll(cprogs.dir)
-	}
-	if kids := children(); code == 0 && kids != "" {
-		fmt.Fprintf(os.Stderr, "tests left children behind: %s\n", kids)
-		code = 1
-	}
-	os.Exit(code)
-}
-
-func children() string {
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", os.Getpid()))
-	var all []string
-	for _, t := range tasks {
-		b, _ := os.ReadFile(t)
-		all = append(all, strings.Fields(string(b))...)
-	}
-	return strings.Join(all, " ")
+	testmain.Run(m, func() {
+		if cprogs.dir != "" {
+			os.RemoveAll(cprogs.dir)
+		}
+	})
 }
 
 // cprog builds testdata/NAME.c once per test binary and returns its path.

@@ -26,6 +26,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ptjit/ptjit/internal/testmain"
 )
 
 var e2e struct {
@@ -38,26 +40,11 @@ var e2e struct {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if e2e.tmp != "" {
-		os.RemoveAll(e2e.tmp)
-	}
-	if kids := e2eChildren(); code == 0 && kids != "" {
-		fmt.Fprintf(os.Stderr, "test process left children behind: %s\n", kids)
-		code = 1
-	}
-	os.Exit(code)
-}
-
-// e2eChildren lists the pids of this process's live children.
-func e2eChildren() string {
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", os.Getpid()))
-	var all []string
-	for _, t := range tasks {
-		b, _ := os.ReadFile(t)
-		all = append(all, strings.Fields(string(b))...)
-	}
-	return strings.Join(all, " ")
+	testmain.Run(m, func() {
+		if e2e.tmp != "" {
+			os.RemoveAll(e2e.tmp)
+		}
+	})
 }
 
 // e2eSetup builds ptjit and the test programs once and returns the paths.
