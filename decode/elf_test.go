@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ptjit/ptjit/internal/testenv"
 )
 
 // The ELF tests compare with readelf, and resolve the addresses a
@@ -147,7 +149,7 @@ func TestELFSymbolsVsReadelf(t *testing.T) {
 }
 
 func TestELFSymbolsLibcDynsym(t *testing.T) {
-	path := systemLibc(t)
+	path := testenv.SystemLibc(t)
 	tab, err := ReadELFSymbols(path)
 	if err != nil {
 		t.Fatal(err)
@@ -250,7 +252,7 @@ func readelfBuildID(t *testing.T, path string) string {
 }
 
 func TestReadBuildID(t *testing.T) {
-	for _, path := range []string{systemLibc(t), buildELFTestProg(t, "-Wl,--build-id=sha1"), buildELFTestProg(t, "-Wl,--build-id=md5")} {
+	for _, path := range []string{testenv.SystemLibc(t), buildELFTestProg(t, "-Wl,--build-id=sha1"), buildELFTestProg(t, "-Wl,--build-id=md5")} {
 		want := readelfBuildID(t, path)
 		if want == "" {
 			t.Fatalf("readelf shows no build-id for %s", path)

@@ -1,5 +1,7 @@
 package decode
 
+import "github.com/ptjit/ptjit/x86"
+
 // The instruction-flow layer (libipt's pt_insn_decoder): it walks the code
 // in the Image instruction by instruction, asks the query layer for the
 // outcome of every conditional branch, the target of every indirect branch
@@ -10,8 +12,8 @@ package decode
 type FlowInsn struct {
 	IP          uint64
 	Size        uint8
-	Mode        ExecMode
-	Class       InsnClass
+	Mode        x86.ExecMode
+	Class       x86.InsnClass
 	Speculative bool     // executed inside a TSX transaction
 	Section     *Section // where the bytes came from
 	Target      uint64   // direct branch target
@@ -25,7 +27,7 @@ type FlowDecoder struct {
 	img *Image
 	cfg *FlowConfig
 
-	mode         ExecMode
+	mode         x86.ExecMode
 	ip           uint64
 	status       int
 	enabled      bool
@@ -177,7 +179,7 @@ func (d *FlowDecoder) reset() {
 	d.resyncing = false
 	d.eventFromQuery = false
 	d.icnt = 0
-	d.mode = ModeUnknown
+	d.mode = x86.ModeUnknown
 	d.ip = 0
 	d.status = 0
 	d.enabled = false
@@ -323,14 +325,14 @@ func (d *FlowDecoder) decodeAt(in *FlowInsn) int {
 		}
 		return 0
 	}
-	var raw [MaxInsnLen]byte
+	var raw [x86.MaxInsnLen]byte
 	n := copy(raw[:], s.Data[off:])
 	if n < len(raw) {
 		// The instruction may continue in the next section.
 		n, _ = d.img.Read(raw[:], d.ip, max(tsc, s.FromTSC))
 	}
-	var x Insn
-	if err := DecodeInsn(raw[:n], d.ip, d.mode, &x); err != nil {
+	var x x86.Insn
+	if err := x86.DecodeInsn(raw[:n], d.ip, d.mode, &x); err != nil {
 		if !fixupInsn(raw[:n], d.ip, d.mode, &x) {
 			return -int(feBadInsn)
 		}
@@ -354,7 +356,7 @@ func (d *FlowDecoder) checkErratumSKD022() bool {
 	if d.decodeAt(&in) < 0 {
 		return false
 	}
-	return in.Class == ClassVMEntry
+	return in.Class == x86.ClassVMEntry
 }
 
 func (d *FlowDecoder) handleErratumSKD022() int {
@@ -373,9 +375,9 @@ func (d *FlowDecoder) proceed(in *FlowInsn) int {
 	d.ip += uint64(in.Size)
 	d.icnt++
 	switch in.Class {
-	case ClassPTWrite, ClassOther, ClassMovCR3:
+	case x86.ClassPTWrite, x86.ClassOther, x86.ClassMovCR3:
 		return 0
-	case ClassCondJump:
+	case x86.ClassCondJump:
 		taken, st := d.condBranch()
 		if st < 0 {
 			return st
@@ -386,7 +388,7 @@ func (d *FlowDecoder) proceed(in *FlowInsn) int {
 		}
 		d.ip = in.Target
 		return 0
-	case ClassCall:
+	case x86.ClassCall:
 		// A call to the next instruction (position-independent code)
 		// is not a call for return compression.
 		if in.Target != d.ip {
@@ -394,12 +396,12 @@ func (d *FlowDecoder) proceed(in *FlowInsn) int {
 		}
 		d.ip = in.Target
 		return 0
-	case ClassJump:
+	case x86.ClassJump:
 		d.ip = in.Target
 		return 0
-	case ClassIndCall:
+	case x86.ClassIndCall:
 		d.retstack.push(d.ip)
-	case ClassRet:
+	case x86.ClassRet:
 		taken, st := d.condBranch()
 		if st >= 0 {
 			d.status = st
@@ -431,26 +433,26 @@ func isFarBranch(in *FlowInsn) bool { return in.Class.IsFar() }
 
 func changesCPL(in *FlowInsn) bool {
 	switch in.Class {
-	case ClassSyscall, ClassSysret:
+	case x86.ClassSyscall, x86.ClassSysret:
 		return true
-	case ClassFarRet:
+	case x86.ClassFarRet:
 		return in.flags&insnFlagIret != 0
 	}
 	return false
 }
 
-func changesCR3(in *FlowInsn) bool { return in.Class == ClassMovCR3 }
+func changesCR3(in *FlowInsn) bool { return in.Class == x86.ClassMovCR3 }
 
 func bindsToPIP(in *FlowInsn) bool {
 	switch in.Class {
-	case ClassMovCR3, ClassVMEntry:
+	case x86.ClassMovCR3, x86.ClassVMEntry:
 		return true
 	}
 	return isFarBranch(in)
 }
 
 func bindsToVMCS(in *FlowInsn) bool {
-	if in.Class == ClassVMEntry || in.flags&insnFlagVMPtrld != 0 {
+	if in.Class == x86.ClassVMEntry || in.flags&insnFlagVMPtrld != 0 {
 		return true
 	}
 	return isFarBranch(in)
@@ -461,11 +463,11 @@ func bindsToVMCS(in *FlowInsn) bool {
 func cfeBindsTo(t EventType, in *FlowInsn) bool {
 	switch t {
 	case EvIret, EvUiret:
-		return in.Class == ClassFarRet
+		return in.Class == x86.ClassFarRet
 	case EvVMEntry:
-		return in.Class == ClassVMEntry
+		return in.Class == x86.ClassVMEntry
 	case EvSyscall:
-		return in.Class == ClassSyscall
+		return in.Class == x86.ClassSyscall
 	}
 	return false
 }
@@ -475,9 +477,9 @@ func isBranch(in *FlowInsn) bool { return in.Class.IsBranch() }
 // nextIP returns the address after in when it does not depend on the trace.
 func nextIP(in *FlowInsn) (uint64, int) {
 	switch in.Class {
-	case ClassOther, ClassPTWrite, ClassMovCR3:
+	case x86.ClassOther, x86.ClassPTWrite, x86.ClassMovCR3:
 		return in.IP + uint64(in.Size), 0
-	case ClassCall, ClassJump:
+	case x86.ClassCall, x86.ClassJump:
 		return in.Target, 0
 	}
 	return 0, -int(feBadQuery)
@@ -488,7 +490,7 @@ func (d *FlowDecoder) atSKL014(ev *Event, in *FlowInsn) bool {
 		return false
 	}
 	switch in.Class {
-	case ClassCall, ClassJump:
+	case x86.ClassCall, x86.ClassJump:
 		return !d.cfg.Filter.check(in.Target)
 	}
 	return false
@@ -509,9 +511,9 @@ func (d *FlowDecoder) atDisabledEvent(ev *Event, in *FlowInsn) bool {
 		return false
 	}
 	switch in.Class {
-	case ClassOther, ClassPTWrite, ClassMovCR3:
+	case x86.ClassOther, x86.ClassPTWrite, x86.ClassMovCR3:
 		return false
-	case ClassCall, ClassJump:
+	case x86.ClassCall, x86.ClassJump:
 		// With an IP, a direct branch elsewhere is not where tracing
 		// got disabled.
 		return in.Target == ev.IP
@@ -568,7 +570,7 @@ func (d *FlowDecoder) checkInsnEvent(in *FlowInsn) int {
 		if e < 0 {
 			ip = 0
 			switch in.Class {
-			case ClassIndCall, ClassFarCall, ClassSyscall, ClassVMExit:
+			case x86.ClassIndCall, x86.ClassFarCall, x86.ClassSyscall, x86.ClassVMExit:
 				ip = in.IP + uint64(in.Size)
 			}
 		}
@@ -601,7 +603,7 @@ func (d *FlowDecoder) checkInsnEvent(in *FlowInsn) int {
 		if ev.IPSuppressed {
 			// The event binds to the next ptwrite; like libipt's
 			// current event decoder, its IP stays unknown.
-			if in.Class != ClassPTWrite {
+			if in.Class != x86.ClassPTWrite {
 				return 0
 			}
 		} else if d.ip != ev.IP {
@@ -803,7 +805,7 @@ func (d *FlowDecoder) Next(in *FlowInsn) int {
 				return st
 			}
 		}
-	} else if in.Class == ClassOther {
+	} else if in.Class == x86.ClassOther {
 		// The common case: nothing to bind, nothing to ask the trace.
 		d.ip += uint64(in.Size)
 		d.icnt++
@@ -904,7 +906,7 @@ func (d *FlowDecoder) Event(ev *Event) int {
 		}
 		d.speculative = false
 	case EvExecMode:
-		if e.StatusUpdate && d.enabled && d.mode != ModeUnknown && d.mode != e.Mode {
+		if e.StatusUpdate && d.enabled && d.mode != x86.ModeUnknown && d.mode != e.Mode {
 			return -int(feBadStatusUpdate)
 		}
 		d.mode = e.Mode

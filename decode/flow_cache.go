@@ -1,5 +1,7 @@
 package decode
 
+import "github.com/ptjit/ptjit/x86"
+
 // Per-section cache of decoded instructions, so that hot code is decoded
 // once: an entry per byte offset, allocated a page at a time, filled the
 // first time an instruction at that offset is decoded in that mode.
@@ -7,11 +9,11 @@ package decode
 const cachePageBits = 12
 
 type insnEntry struct {
-	size  uint8     // 0: not cached
-	class InsnClass // flow class
-	mode  ExecMode  // mode the entry was decoded in
-	flags uint8     // insnFlag*
-	disp  int32     // direct branch target - instruction address
+	size  uint8         // 0: not cached
+	class x86.InsnClass // flow class
+	mode  x86.ExecMode  // mode the entry was decoded in
+	flags uint8         // insnFlag*
+	disp  int32         // direct branch target - instruction address
 }
 
 // Flags for properties beyond the class that event binding needs.
@@ -42,7 +44,7 @@ func (c *insnCache) entry(off uint64, n int) *insnEntry {
 }
 
 // insnFlags derives the extra properties from the instruction bytes.
-func insnFlags(in *Insn) uint8 {
+func insnFlags(in *x86.Insn) uint8 {
 	b := in.Raw[:in.Len]
 	// Skip legacy prefixes and REX to find the opcode.
 	i := 0
@@ -60,7 +62,7 @@ func insnFlags(in *Insn) uint8 {
 		i++
 	}
 opcode:
-	if in.Mode == Mode64 && i < len(b) && b[i]&0xf0 == 0x40 {
+	if in.Mode == x86.Mode64 && i < len(b) && b[i]&0xf0 == 0x40 {
 		i++
 	}
 	if i >= len(b) {
@@ -69,7 +71,7 @@ opcode:
 	switch {
 	case b[i] == 0xcf:
 		return insnFlagIret
-	case in.Class == ClassFarRet && b[0] == 0xf3 && len(b) == 4 && b[1] == 0x0f && b[2] == 0x01 && b[3] == 0xca:
+	case in.Class == x86.ClassFarRet && b[0] == 0xf3 && len(b) == 4 && b[1] == 0x0f && b[2] == 0x01 && b[3] == 0xca:
 		return insnFlagIret // ERETU returns to user mode
 	case b[i] == 0x0f && i+2 < len(b) && b[i+1] == 0xc7 && !p66 && !pF3:
 		modrm := b[i+2]
@@ -85,23 +87,23 @@ opcode:
 // whose target PT reports with a TIP, and the FRED returns ERETU (F3 0F 01
 // CA) and ERETS (F2 0F 01 CA), far returns. It reports whether in now holds
 // such an instruction.
-func fixupInsn(code []byte, ip uint64, mode ExecMode, in *Insn) bool {
-	set := func(n int, c InsnClass) bool {
+func fixupInsn(code []byte, ip uint64, mode x86.ExecMode, in *x86.Insn) bool {
+	set := func(n int, c x86.InsnClass) bool {
 		in.IP, in.Len, in.Class, in.Mode, in.Target = ip, uint8(n), c, mode, 0
 		copy(in.Raw[:], code[:n])
 		return true
 	}
-	if mode == Mode64 && len(code) >= 11 && code[0] == 0xd5 && code[1] == 0x00 && code[2] == 0xa1 {
-		return set(11, ClassIndJump)
+	if mode == x86.Mode64 && len(code) >= 11 && code[0] == 0xd5 && code[1] == 0x00 && code[2] == 0xa1 {
+		return set(11, x86.ClassIndJump)
 	}
 	if len(code) >= 4 && code[0] == 0xf3 && code[1] == 0x0f && code[2] == 0x01 && code[3] == 0xec {
-		return set(4, ClassFarRet) // UIRET
+		return set(4, x86.ClassFarRet) // UIRET
 	}
 	if len(code) >= 4 && (code[0] == 0xf3 || code[0] == 0xf2) && code[1] == 0x0f && code[2] == 0x01 && code[3] == 0xca {
 		if code[0] == 0xf3 {
 			in.Raw[0] = 0xf3
 		}
-		return set(4, ClassFarRet)
+		return set(4, x86.ClassFarRet)
 	}
 	return false
 }

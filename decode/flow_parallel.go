@@ -3,6 +3,8 @@ package decode
 import (
 	"bytes"
 	"sync"
+
+	"github.com/ptjit/ptjit/x86"
 )
 
 // Parallel decoding: a trace is cut at PSBs into chunks that are decoded on
@@ -28,8 +30,8 @@ type recInsn struct {
 	ip, off, tsc, target, itsc uint64
 	sec                        uint32 // index into flowRecorder.secs
 	size                       uint8
-	class                      InsnClass
-	mode                       ExecMode
+	class                      x86.InsnClass
+	mode                       x86.ExecMode
 	spec                       bool
 	flags                      uint8
 }

@@ -7,6 +7,9 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/ptjit/ptjit/x86"
+	"github.com/ptjit/ptjit/x86/att"
 )
 
 // PtxedOptions are libipt ptxed's options; an option means what it means in
@@ -379,17 +382,17 @@ func EventText(ev *Event, withIP bool) string { return formatEventBody(ev, withI
 
 // FlowInsnText disassembles in (from its section's bytes).
 func FlowInsnText(in *FlowInsn) string {
-	var x Insn
+	var x x86.Insn
 	n, ok := in.Section.readAt(x.Raw[:], in.IP)
 	if !ok || n == 0 {
 		return "(bytes unavailable)"
 	}
-	if DecodeInsn(x.Raw[:n], in.IP, in.Mode, &x) != nil {
+	if x86.DecodeInsn(x.Raw[:n], in.IP, in.Mode, &x) != nil {
 		if !fixupInsn(x.Raw[:n], in.IP, in.Mode, &x) {
 			return "(bad)"
 		}
 	}
-	return x.Disasm()
+	return att.Text(&x)
 }
 
 type ptxedPrinter struct {
@@ -434,13 +437,13 @@ func (p *ptxedPrinter) startBlock() {
 // endBlock ends the current block after in if the block decoder would.
 func (p *ptxedPrinter) endBlock(in *FlowInsn) {
 	switch in.Class {
-	case ClassOther, ClassPTWrite, ClassMovCR3:
+	case x86.ClassOther, x86.ClassPTWrite, x86.ClassMovCR3:
 		return
-	case ClassCall:
+	case x86.ClassCall:
 		if !p.o.EndOnCall {
 			return
 		}
-	case ClassJump:
+	case x86.ClassJump:
 		if !p.o.EndOnJump {
 			return
 		}
@@ -468,11 +471,11 @@ func (p *ptxedPrinter) printInsn(in *FlowInsn, off, tsc uint64) {
 	}
 	p.hex16(in.IP)
 	if !p.o.NoInst {
-		var x Insn
+		var x x86.Insn
 		if n, _ := in.Section.readAt(x.Raw[:], in.IP); n > 0 {
-			if DecodeInsn(x.Raw[:n], in.IP, in.Mode, &x) == nil {
+			if x86.DecodeInsn(x.Raw[:n], in.IP, in.Mode, &x) == nil {
 				if p.o.RawInsn {
-					for i := 0; i < MaxInsnLen; i++ {
+					for i := 0; i < x86.MaxInsnLen; i++ {
 						if i < int(x.Len) {
 							fmt.Fprintf(p.w, " %02x", x.Raw[i])
 						} else {
@@ -481,7 +484,7 @@ func (p *ptxedPrinter) printInsn(in *FlowInsn, off, tsc uint64) {
 					}
 				}
 				p.w.WriteString("  ")
-				p.w.WriteString(x.Disasm())
+				p.w.WriteString(att.Text(&x))
 			}
 		}
 	}
@@ -526,9 +529,9 @@ func ptxedShowsEvent(ev *Event, o *PtxedOptions) bool {
 	return true
 }
 
-func execModeText(m ExecMode) string {
+func execModeText(m x86.ExecMode) string {
 	switch m {
-	case Mode16, Mode32, Mode64:
+	case x86.Mode16, x86.Mode32, x86.Mode64:
 		return m.String()
 	}
 	return "<unknown>"

@@ -1,5 +1,7 @@
 package decode
 
+import "github.com/ptjit/ptjit/x86"
+
 // The query layer (libipt's pt_evt_* event decoder and pt_qry_* query
 // decoder folded into one type): it turns packets into events, binding
 // packets that belong together (FUP+TIP, MODE.Exec+TIP, OVF+FUP, PSB+
@@ -28,7 +30,7 @@ type QueryDecoder struct {
 	// event trace state: EVD payloads wait for their CFE
 	evd evdState
 	// the last execution mode and RFLAGS.IF, to report only changes
-	mode           ExecMode
+	mode           x86.ExecMode
 	modeKnown      bool
 	iflag, ifKnown bool
 
@@ -207,14 +209,14 @@ func (d *QueryDecoder) headerFUP(p *Packet) int {
 	return d.updateIP(p)
 }
 
-func execModeOf(p *Packet) ExecMode {
+func execModeOf(p *Packet) x86.ExecMode {
 	switch {
 	case p.CSL:
-		return Mode64
+		return x86.Mode64
 	case p.CSD:
-		return Mode32
+		return x86.Mode32
 	}
-	return Mode16
+	return x86.Mode16
 }
 
 func (d *QueryDecoder) headerMode(p *Packet) int {

@@ -1,5 +1,7 @@
 package decode
 
+import "github.com/ptjit/ptjit/x86"
+
 // EventType says what an Event reports. The set follows libipt's
 // pt_event_type, plus the event-trace events (CFE/EVD packets).
 type EventType uint8
@@ -65,28 +67,28 @@ type Event struct {
 	IP   uint64 // enabled/disabled/overflow/exec-mode/tsx/... ip; async branch "to"
 	From uint64 // async branch "from"; async disabled "at"
 
-	Resumed     bool     // EvEnabled: tracing resumes where it was disabled
-	Mode        ExecMode // EvExecMode
-	IF          bool     // EvIflags: RFLAGS.IF
-	Speculative bool     // EvTSX
-	Aborted     bool     // EvTSX
-	CR3         uint64   // EvPaging, EvAsyncPaging
-	NonRoot     bool     // EvPaging, EvAsyncPaging
-	Base        uint64   // EvVMCS, EvAsyncVMCS
-	Hints, Ext  uint32   // EvMWait
-	State       uint8    // EvPwrE
-	SubState    uint8    // EvPwrE
-	HW          bool     // EvPwrE
-	Last        uint8    // EvPwrX
-	Deepest     uint8    // EvPwrX
-	WakeIntr    bool     // EvPwrX
-	WakeStore   bool     // EvPwrX
-	WakeAuto    bool     // EvPwrX
-	Payload     uint64   // EvPTWrite, EvMNT
-	Size        uint8    // EvPTWrite payload size in bytes
-	Ratio       uint8    // EvCBR
-	TNTBits     uint64   // EvTNT
-	TNTSize     uint8    // EvTNT
+	Resumed     bool         // EvEnabled: tracing resumes where it was disabled
+	Mode        x86.ExecMode // EvExecMode
+	IF          bool         // EvIflags: RFLAGS.IF
+	Speculative bool         // EvTSX
+	Aborted     bool         // EvTSX
+	CR3         uint64       // EvPaging, EvAsyncPaging
+	NonRoot     bool         // EvPaging, EvAsyncPaging
+	Base        uint64       // EvVMCS, EvAsyncVMCS
+	Hints, Ext  uint32       // EvMWait
+	State       uint8        // EvPwrE
+	SubState    uint8        // EvPwrE
+	HW          bool         // EvPwrE
+	Last        uint8        // EvPwrX
+	Deepest     uint8        // EvPwrX
+	WakeIntr    bool         // EvPwrX
+	WakeStore   bool         // EvPwrX
+	WakeAuto    bool         // EvPwrX
+	Payload     uint64       // EvPTWrite, EvMNT
+	Size        uint8        // EvPTWrite payload size in bytes
+	Ratio       uint8        // EvCBR
+	TNTBits     uint64       // EvTNT
+	TNTSize     uint8        // EvTNT
 
 	Vector  uint8  // EvInterrupt, EvVMExit (intr), EvUintr, EvSwIntr, EvSIPI
 	HasVec  bool   // EvVMExit: an interrupt vector is given

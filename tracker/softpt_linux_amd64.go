@@ -5,11 +5,11 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ptjit/ptjit/decode"
 	"github.com/ptjit/ptjit/ptrun/softpt"
 	"github.com/ptjit/ptjit/snapshot"
+	"github.com/ptjit/ptjit/x86"
+	"golang.org/x/sys/unix"
 )
 
 // Software PT (ptjit run --pt=soft). Every thread of the program is
@@ -42,27 +42,27 @@ import (
 type softState struct {
 	s     *softpt.Session
 	steps map[int]*stepState
-	buf   [decode.MaxInsnLen]byte
+	buf   [x86.MaxInsnLen]byte
 	// code caches decoded instructions of file-backed, read-only code,
 	// whose bytes cannot change while mapped; any file mapping change
 	// clears it. Other code is read from the tracee at every step.
-	code map[*space]map[uint64]decode.Insn
+	code map[*space]map[uint64]x86.Insn
 }
 
 type stepState struct {
-	started bool        // the session knows the thread
-	active  bool        // a PTRACE_SINGLESTEP is in flight
-	valid   bool        // insn holds the instruction being stepped
-	handler bool        // the resume delivers a signal to a handler
-	exiting bool        // past PTRACE_EVENT_EXIT: nothing more runs
-	exited  bool        // the stepped syscall reached its syscall-exit stop
-	insn    decode.Insn // the instruction being stepped
-	ip      uint64      // where the thread is, when haveIP (read at the last step trap)
+	started bool     // the session knows the thread
+	active  bool     // a PTRACE_SINGLESTEP is in flight
+	valid   bool     // insn holds the instruction being stepped
+	handler bool     // the resume delivers a signal to a handler
+	exiting bool     // past PTRACE_EVENT_EXIT: nothing more runs
+	exited  bool     // the stepped syscall reached its syscall-exit stop
+	insn    x86.Insn // the instruction being stepped
+	ip      uint64   // where the thread is, when haveIP (read at the last step trap)
 	haveIP  bool
 }
 
 func newSoftState(s *softpt.Session) *softState {
-	return &softState{s: s, steps: map[int]*stepState{}, code: map[*space]map[uint64]decode.Insn{}}
+	return &softState{s: s, steps: map[int]*stepState{}, code: map[*space]map[uint64]x86.Insn{}}
 }
 
 // softEligible: the thread runs the program (not the launcher).
@@ -109,14 +109,14 @@ func (t *Tracer) softStop(th *thread, kind StopKind, sig int) bool {
 		// (new code versions) only now: the step completes when the
 		// thread is resumed, so that the trace's TIP.PGE (and its TSC)
 		// comes after those versions became valid.
-		if st.active && st.valid && st.insn.Class == decode.ClassSyscall {
+		if st.active && st.valid && st.insn.Class == x86.ClassSyscall {
 			st.exited = true
 		}
 	case StopSeccomp:
 		// The stepped syscall is under way; it completes at its exit.
 	case StopExec:
 		tsc := snapshot.RDTSC()
-		if st.active && st.valid && st.insn.Class == decode.ClassSyscall {
+		if st.active && st.valid && st.insn.Class == x86.ClassSyscall {
 			t.soft.s.StepExit(th.tid, &st.insn, tsc) // the execve
 		}
 		t.soft.s.Disable(th.tid, tsc)
@@ -124,7 +124,7 @@ func (t *Tracer) softStop(th *thread, kind StopKind, sig int) bool {
 		t.soft.s.Comm(th.proc.pid, th.tid, t.commOf(th), true, tsc)
 	case StopExit:
 		tsc := snapshot.RDTSC()
-		if st.active && st.valid && st.insn.Class == decode.ClassSyscall {
+		if st.active && st.valid && st.insn.Class == x86.ClassSyscall {
 			t.soft.s.StepExit(th.tid, &st.insn, tsc) // exit or exit_group
 		}
 		t.soft.s.Disable(th.tid, tsc)
@@ -258,7 +258,7 @@ func (t *Tracer) softStart(th *thread, st *stepState, tsc uint64) {
 
 // softInsn returns the instruction at ip: from the cache for file-backed
 // read-only code, else read from the tracee.
-func (t *Tracer) softInsn(th *thread, ip uint64, in *decode.Insn) error {
+func (t *Tracer) softInsn(th *thread, ip uint64, in *x86.Insn) error {
 	sp := th.proc.space
 	if sp == nil {
 		return t.softFetch(th, ip, in)
@@ -277,7 +277,7 @@ func (t *Tracer) softInsn(th *thread, ip uint64, in *decode.Insn) error {
 	}
 	if ip+uint64(in.Len) <= sp.pieces[i].End {
 		if cache == nil {
-			cache = map[uint64]decode.Insn{}
+			cache = map[uint64]x86.Insn{}
 			t.soft.code[sp] = cache
 		}
 		cache[ip] = *in
@@ -295,7 +295,7 @@ func (t *Tracer) softInvalidate() {
 // softFetch reads and decodes the instruction at ip in th's memory. An
 // instruction whose bytes cannot be read will fault; the fault's stop
 // tells the rest.
-func (t *Tracer) softFetch(th *thread, ip uint64, in *decode.Insn) error {
+func (t *Tracer) softFetch(th *thread, ip uint64, in *x86.Insn) error {
 	buf := t.soft.buf[:]
 	err := snapshot.ReadMem(th.tid, ip, buf)
 	if rem := 4096 - int(ip&4095); err != nil && rem < len(buf) {
@@ -307,7 +307,7 @@ func (t *Tracer) softFetch(th *thread, ip uint64, in *decode.Insn) error {
 	if err != nil {
 		return err
 	}
-	return decode.DecodeInsn(buf, ip, decode.Mode64, in)
+	return x86.DecodeInsn(buf, ip, x86.Mode64, in)
 }
 
 // softGone ends a thread's trace when it is gone.

@@ -13,10 +13,10 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/spf13/cobra"
-
 	"github.com/ptjit/ptjit/db"
 	"github.com/ptjit/ptjit/decode"
+	"github.com/ptjit/ptjit/x86"
+	"github.com/spf13/cobra"
 )
 
 const decodeUsage = `ptjit decode [-i DIR] [--tid T] [FORMAT] [PTXED OPTIONS]
@@ -624,8 +624,8 @@ func (s *callSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
 		}
 		fmt.Fprintf(s.w, "%16d  %s<- %s\n", in.TSC, strings.Repeat("  ", s.depth), s.syms.where(in))
 	}
-	s.call = in.Class.IsCall() || in.Class == decode.ClassFarCall || in.Class == decode.ClassSyscall
-	s.ret = in.Class == decode.ClassRet || in.Class == decode.ClassFarRet || in.Class == decode.ClassSysret
+	s.call = in.Class.IsCall() || in.Class == x86.ClassFarCall || in.Class == x86.ClassSyscall
+	s.ret = in.Class == x86.ClassRet || in.Class == x86.ClassFarRet || in.Class == x86.ClassSysret
 }
 
 func (s *callSink) Event(ev *decode.Event, off uint64) {
@@ -686,7 +686,7 @@ type statSink struct {
 
 func (s *statSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
 	s.insns++
-	if in.Class != decode.ClassOther {
+	if in.Class != x86.ClassOther {
 		if s.classes == nil {
 			s.classes = map[string]uint64{}
 		}

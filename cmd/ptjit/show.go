@@ -8,10 +8,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/spf13/cobra"
-
 	"github.com/ptjit/ptjit/db"
-	"github.com/ptjit/ptjit/decode"
+	"github.com/ptjit/ptjit/x86"
+	"github.com/ptjit/ptjit/x86/att"
+	"github.com/spf13/cobra"
 )
 
 // regionVersions returns the versions of the region that contains addr: the
@@ -157,11 +157,11 @@ func hexDump(out io.Writer, addr uint64, b []byte) {
 
 // insnText disassembles one instruction; multi-byte nops are shown as nopN
 // so that a patched site reads "nop5 → jmp ...".
-func insnText(in *decode.Insn) string {
+func insnText(in *x86.Insn) string {
 	if n, ok := nopLen(in.Bytes()); ok && n > 1 {
 		return "nop" + strconv.Itoa(n)
 	}
-	return in.Disasm()
+	return att.Text(in)
 }
 
 // nopLen recognises the recommended multi-byte nops (0f 1f /0 with optional
@@ -190,10 +190,10 @@ type insnLine struct {
 // all). An undecodable byte becomes a one-byte "(bad)" line.
 func sweep(addr uint64, code []byte, n int) []insnLine {
 	var out []insnLine
-	var in decode.Insn
+	var in x86.Insn
 	for off := 0; off < len(code) && (n <= 0 || len(out) < n); {
 		ip := addr + uint64(off)
-		if err := decode.DecodeInsn(code[off:], ip, decode.Mode64, &in); err != nil {
+		if err := x86.DecodeInsn(code[off:], ip, x86.Mode64, &in); err != nil {
 			out = append(out, insnLine{ip, code[off : off+1], "(bad)"})
 			off++
 			continue

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/ptjit/ptjit/decode"
+	"github.com/ptjit/ptjit/x86"
 )
 
 // flushAt is the size at which a thread's trace bytes are written to
@@ -141,19 +142,19 @@ func (s *Session) Disable(tid int, tsc uint64) {
 }
 
 // Step records that in retired on tid and execution went on at next.
-func (s *Session) Step(tid int, in *decode.Insn, next, tsc uint64) {
+func (s *Session) Step(tid int, in *x86.Insn, next, tsc uint64) {
 	s.retire(tid, in, tsc, func(th *Thread) { th.Step(in, next, tsc) })
 }
 
 // Leave records that in retired on tid and execution left the traced
 // range at next (TIP.PGD; see Thread.Leave).
-func (s *Session) Leave(tid int, in *decode.Insn, next, tsc uint64) {
+func (s *Session) Leave(tid int, in *x86.Insn, next, tsc uint64) {
 	s.retire(tid, in, tsc, func(th *Thread) { th.Leave(in, next, tsc) })
 }
 
 // retire counts an instruction that retired on a traced, enabled thread,
 // writes its ground-truth line and lets emit make its packets.
-func (s *Session) retire(tid int, in *decode.Insn, tsc uint64, emit func(*Thread)) {
+func (s *Session) retire(tid int, in *x86.Insn, tsc uint64, emit func(*Thread)) {
 	s.lastTSC = max(s.lastTSC, tsc)
 	th := s.thread(tid)
 	if th == nil || !th.Enabled() {
@@ -167,7 +168,7 @@ func (s *Session) retire(tid int, in *decode.Insn, tsc uint64, emit func(*Thread
 
 // StepExit records that in, a syscall that does not return to the
 // instruction after it (exit, exit_group, execve), retired on tid.
-func (s *Session) StepExit(tid int, in *decode.Insn, tsc uint64) {
+func (s *Session) StepExit(tid int, in *x86.Insn, tsc uint64) {
 	s.lastTSC = max(s.lastTSC, tsc)
 	th := s.thread(tid)
 	if th == nil || !th.Enabled() {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/ptjit/ptjit/decode"
+	"github.com/ptjit/ptjit/x86"
 )
 
 // loopAsm is the code the session test traces: a counted loop (TNT bits), a
@@ -101,8 +102,8 @@ func simulate(t *testing.T, p *flowProg, s *Session, tid int) []uint64 {
 	tsc := uint64(1000)
 	s.Enable(tid, ip, tsc)
 	for steps := 0; steps < 1000; steps++ {
-		var in decode.Insn
-		if err := decode.DecodeInsn(at(ip), ip, decode.Mode64, &in); err != nil {
+		var in x86.Insn
+		if err := x86.DecodeInsn(at(ip), ip, x86.Mode64, &in); err != nil {
 			t.Fatalf("decode at %#x: %v", ip, err)
 		}
 		ips = append(ips, ip)
@@ -113,19 +114,19 @@ func simulate(t *testing.T, p *flowProg, s *Session, tid int) []uint64 {
 			ecx = uint64(b[1]) | uint64(b[2])<<8
 		case b[0] == 0xff && b[1] == 0xc9: // dec %ecx
 			ecx--
-		case in.Class == decode.ClassCondJump: // jnz
+		case in.Class == x86.ClassCondJump: // jnz
 			if ecx != 0 {
 				next = in.Target
 			}
-		case in.Class == decode.ClassCall:
+		case in.Class == x86.ClassCall:
 			stack = append(stack, next)
 			next = in.Target
 		case b[0] == 0x48 && b[1] == 0x8d: // lea leaf(%rip), %rax
 			rax = p.sym["leaf"]
-		case in.Class == decode.ClassIndCall:
+		case in.Class == x86.ClassIndCall:
 			stack = append(stack, next)
 			next = rax
-		case in.Class == decode.ClassRet:
+		case in.Class == x86.ClassRet:
 			if len(stack) == 0 {
 				next = caller
 			} else {

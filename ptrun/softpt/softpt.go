@@ -2,6 +2,7 @@ package softpt
 
 import (
 	"github.com/ptjit/ptjit/decode"
+	"github.com/ptjit/ptjit/x86"
 )
 
 // Config is the trace configuration the software trace claims to have been
@@ -263,23 +264,23 @@ func (t *Thread) Disable(tsc uint64) {
 // Step records that the instruction in retired and execution continued at
 // next, at time tsc. A syscall (or int) that returned is a TIP.PGD into the
 // kernel and a TIP.PGE back at next. Precondition: Enabled.
-func (t *Thread) Step(in *decode.Insn, next uint64, tsc uint64) {
+func (t *Thread) Step(in *x86.Insn, next uint64, tsc uint64) {
 	t.insns++
 	t.tick(tsc)
 	fall := in.IP + uint64(in.Len)
 	switch in.Class {
-	case decode.ClassCondJump:
+	case x86.ClassCondJump:
 		t.addTNT(next != fall)
-	case decode.ClassCall:
+	case x86.ClassCall:
 		t.push(fall)
-	case decode.ClassIndCall:
+	case x86.ClassIndCall:
 		t.push(fall)
 		t.flushTNT()
 		t.ipPacket(decode.PktTIP, next)
-	case decode.ClassIndJump:
+	case x86.ClassIndJump:
 		t.flushTNT()
 		t.ipPacket(decode.PktTIP, next)
-	case decode.ClassRet:
+	case x86.ClassRet:
 		if n := len(t.ret); t.cfg.RetCompression && n > 0 && t.ret[n-1] == next {
 			t.ret = t.ret[:n-1]
 			t.addTNT(true)
@@ -290,7 +291,7 @@ func (t *Thread) Step(in *decode.Insn, next uint64, tsc uint64) {
 		}
 		t.flushTNT()
 		t.ipPacket(decode.PktTIP, next)
-	case decode.ClassSyscall, decode.ClassSysret, decode.ClassFarCall, decode.ClassFarRet, decode.ClassFarJump:
+	case x86.ClassSyscall, x86.ClassSysret, x86.ClassFarCall, x86.ClassFarRet, x86.ClassFarJump:
 		// From user mode these enter the kernel (syscall, int, far
 		// transfers through gates): tracing stops at the branch and
 		// resumes where the kernel returns to.
@@ -313,17 +314,17 @@ func (t *Thread) Step(in *decode.Insn, next uint64, tsc uint64) {
 // instruction); for every other instruction it is the IP execution
 // continued at. A ret leaves uncompressed: its target is the PGD's IP.
 // Precondition: Enabled.
-func (t *Thread) Leave(in *decode.Insn, next uint64, tsc uint64) {
+func (t *Thread) Leave(in *x86.Insn, next uint64, tsc uint64) {
 	t.insns++
 	t.tick(tsc)
 	fall := in.IP + uint64(in.Len)
-	if in.Class == decode.ClassCondJump && next != fall {
+	if in.Class == x86.ClassCondJump && next != fall {
 		t.flushTNT()
 		t.suppressed(decode.PktTIPPGD)
 		t.disabled()
 		return
 	}
-	if in.Class == decode.ClassCondJump {
+	if in.Class == x86.ClassCondJump {
 		t.addTNT(false) // not taken, and the fall-through is outside
 	}
 	t.flushTNT()
@@ -334,7 +335,7 @@ func (t *Thread) Leave(in *decode.Insn, next uint64, tsc uint64) {
 // StepExit records that in, a syscall that never returns (exit,
 // exit_group, an execve that replaced the image), retired into the kernel:
 // tracing ends there with TIP.PGD.
-func (t *Thread) StepExit(in *decode.Insn, tsc uint64) {
+func (t *Thread) StepExit(in *x86.Insn, tsc uint64) {
 	if !t.enabled {
 		return
 	}

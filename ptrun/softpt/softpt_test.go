@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ptjit/ptjit/decode"
+	"github.com/ptjit/ptjit/x86"
 )
 
 // packets decodes a trace with ptjit's packet decoder and renders it as
@@ -53,8 +54,8 @@ func packets(t *testing.T, b []byte) []string {
 	}
 }
 
-func insn(ip uint64, n uint8, c decode.InsnClass) *decode.Insn {
-	return &decode.Insn{IP: ip, Len: n, Class: c, Mode: decode.Mode64}
+func insn(ip uint64, n uint8, c x86.InsnClass) *x86.Insn {
+	return &x86.Insn{IP: ip, Len: n, Class: c, Mode: x86.Mode64}
 }
 
 func TestPacketRules(t *testing.T) {
@@ -62,13 +63,13 @@ func TestPacketRules(t *testing.T) {
 	cfg := Config{RetCompression: true, PSBPeriod: 1 << 20}
 	th := NewThread(cfg)
 	th.Enable(base, 100)
-	th.Step(insn(base, 5, decode.ClassCall), base+0x100, 101)           // call f
-	th.Step(insn(base+0x100, 2, decode.ClassCondJump), base+0x102, 102) // jcc not taken
-	th.Step(insn(base+0x102, 2, decode.ClassCondJump), base+0x110, 103) // jcc taken
-	th.Step(insn(base+0x110, 1, decode.ClassRet), base+5, 104)          // ret, compressed
-	th.Step(insn(base+5, 2, decode.ClassIndJump), base+0x2345, 105)     // jmp *%rax
-	th.Step(insn(base+0x2345, 2, decode.ClassSyscall), base+0x2347, 200)
-	th.Step(insn(base+0x2347, 1, decode.ClassRet), 0x401000, 201) // ret with no call: TIP
+	th.Step(insn(base, 5, x86.ClassCall), base+0x100, 101)           // call f
+	th.Step(insn(base+0x100, 2, x86.ClassCondJump), base+0x102, 102) // jcc not taken
+	th.Step(insn(base+0x102, 2, x86.ClassCondJump), base+0x110, 103) // jcc taken
+	th.Step(insn(base+0x110, 1, x86.ClassRet), base+5, 104)          // ret, compressed
+	th.Step(insn(base+5, 2, x86.ClassIndJump), base+0x2345, 105)     // jmp *%rax
+	th.Step(insn(base+0x2345, 2, x86.ClassSyscall), base+0x2347, 200)
+	th.Step(insn(base+0x2347, 1, x86.ClassRet), 0x401000, 201) // ret with no call: TIP
 	th.Interrupt(0x401000, 300)
 	th.Enable(0x402000, 400)
 	th.Disable(500)
@@ -94,20 +95,20 @@ func TestLeave(t *testing.T) {
 	const base = 0x7f0000001000
 	for _, tc := range []struct {
 		name string
-		in   *decode.Insn
+		in   *x86.Insn
 		next uint64
 		want string
 	}{
-		{"taken jcc: pending TNT, TIP.PGD without IP", insn(base+2, 2, decode.ClassCondJump), 0x401000, "tnt:N tip.pgd:-"},
-		{"not-taken jcc falling out: its N bit, TIP.PGD at the next IP", insn(base+2, 2, decode.ClassCondJump), base + 4, "tnt:NN tip.pgd:1:0x1004"},
-		{"direct call: TIP.PGD at the target", insn(base+2, 5, decode.ClassCall), 0x401000, "tnt:N tip.pgd:3:0x401000"},
-		{"indirect jump: TIP.PGD at the target", insn(base+2, 2, decode.ClassIndJump), 0x401000, "tnt:N tip.pgd:3:0x401000"},
-		{"ret: uncompressed, TIP.PGD at the target", insn(base+2, 1, decode.ClassRet), 0x401000, "tnt:N tip.pgd:3:0x401000"},
+		{"taken jcc: pending TNT, TIP.PGD without IP", insn(base+2, 2, x86.ClassCondJump), 0x401000, "tnt:N tip.pgd:-"},
+		{"not-taken jcc falling out: its N bit, TIP.PGD at the next IP", insn(base+2, 2, x86.ClassCondJump), base + 4, "tnt:NN tip.pgd:1:0x1004"},
+		{"direct call: TIP.PGD at the target", insn(base+2, 5, x86.ClassCall), 0x401000, "tnt:N tip.pgd:3:0x401000"},
+		{"indirect jump: TIP.PGD at the target", insn(base+2, 2, x86.ClassIndJump), 0x401000, "tnt:N tip.pgd:3:0x401000"},
+		{"ret: uncompressed, TIP.PGD at the target", insn(base+2, 1, x86.ClassRet), 0x401000, "tnt:N tip.pgd:3:0x401000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			th := NewThread(Config{RetCompression: true, PSBPeriod: 1 << 20})
 			th.Enable(base, 1)
-			th.Step(insn(base, 2, decode.ClassCondJump), base+2, 2) // one pending N bit
+			th.Step(insn(base, 2, x86.ClassCondJump), base+2, 2) // one pending N bit
 			th.Leave(tc.in, tc.next, 3)
 			if th.Enabled() {
 				t.Fatal("still enabled after Leave")
@@ -123,8 +124,8 @@ func TestLeave(t *testing.T) {
 func TestNoRetCompression(t *testing.T) {
 	th := NewThread(Config{PSBPeriod: 1 << 20})
 	th.Enable(0x1000, 1)
-	th.Step(insn(0x1000, 5, decode.ClassCall), 0x2000, 2)
-	th.Step(insn(0x2000, 1, decode.ClassRet), 0x1005, 3)
+	th.Step(insn(0x1000, 5, x86.ClassCall), 0x2000, 2)
+	th.Step(insn(0x2000, 1, x86.ClassRet), 0x1005, 3)
 	th.Disable(4)
 	got := strings.Join(packets(t, th.Take()), " ")
 	if !strings.Contains(got, "tip:1:0x1005") || strings.Contains(got, "tnt") {
@@ -137,14 +138,14 @@ func TestNoRetCompression(t *testing.T) {
 func TestPSBPlus(t *testing.T) {
 	th := NewThread(Config{RetCompression: true, PSBPeriod: 16})
 	th.Enable(0x1000, 1)
-	th.Step(insn(0x1000, 5, decode.ClassCall), 0x2000, 2)
+	th.Step(insn(0x1000, 5, x86.ClassCall), 0x2000, 2)
 	ip := uint64(0x2000)
 	for i := 0; i < 40; i++ { // enough TIPs to pass the PSB period
-		th.Step(insn(ip, 2, decode.ClassIndJump), ip+0x10, 3)
+		th.Step(insn(ip, 2, x86.ClassIndJump), ip+0x10, 3)
 		ip += 0x10
 	}
-	th.Step(insn(ip, 2, decode.ClassCondJump), ip+2, 4)
-	th.Step(insn(ip+2, 1, decode.ClassRet), 0x1005, 5)
+	th.Step(insn(ip, 2, x86.ClassCondJump), ip+2, 4)
+	th.Step(insn(ip+2, 1, x86.ClassRet), 0x1005, 5)
 	th.Disable(6)
 	pk := packets(t, th.Take())
 	got := strings.Join(pk, " ")
@@ -169,7 +170,7 @@ func TestTiming(t *testing.T) {
 	th := NewThread(Config{MTC: true, MTCFreq: 0, CTCRatio: 10, PSBPeriod: 1 << 20})
 	th.Enable(0x1000, 1000)
 	for i := uint64(0); i < 5; i++ {
-		th.Step(insn(0x1000+i, 1, decode.ClassOther), 0x1001+i, 1000+25*(i+1))
+		th.Step(insn(0x1000+i, 1, x86.ClassOther), 0x1001+i, 1000+25*(i+1))
 	}
 	th.Disable(2000)
 	got := strings.Join(packets(t, th.Take()), " ")

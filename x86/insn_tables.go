@@ -1,4 +1,4 @@
-package decode
+package x86
 
 // Opcode tables for the length decoder (insn_ild.go). They are built once
 // from the lists below, which follow the opcode maps of the Intel SDM

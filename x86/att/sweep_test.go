@@ -1,9 +1,8 @@
-package decode
+package att
 
 import (
 	"bufio"
 	"bytes"
-	"debug/elf"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ptjit/ptjit/internal/testenv"
+	"github.com/ptjit/ptjit/x86"
 	"golang.org/x/arch/x86/x86asm"
 )
 
@@ -141,7 +142,7 @@ func fusedFwait(o objInsn) int {
 			}
 			return 0
 		}
-		if prefixKind[b] == pfxNone {
+		if !x86.IsPrefix(b, x86.Mode64) {
 			return 0
 		}
 	}
@@ -154,7 +155,7 @@ func prefixOnly(o objInsn) bool {
 		return false
 	}
 	for _, b := range o.raw {
-		if prefixKind[b] == pfxNone {
+		if !x86.IsPrefix(b, x86.Mode64) {
 			return false
 		}
 	}
@@ -176,13 +177,13 @@ var objPrefixes = map[string]bool{
 
 // objdumpClass derives the flow class from objdump's text: the independent
 // classification the decoder is compared with.
-func objdumpClass(text string) InsnClass {
+func objdumpClass(text string) x86.InsnClass {
 	f := strings.Fields(text)
 	for len(f) > 0 && (objPrefixes[f[0]] || strings.HasPrefix(f[0], "rex")) {
 		f = f[1:]
 	}
 	if len(f) == 0 {
-		return ClassOther
+		return x86.ClassOther
 	}
 	mn, ops := f[0], ""
 	if i := strings.IndexByte(mn, ','); i > 0 {
@@ -195,44 +196,44 @@ func objdumpClass(text string) InsnClass {
 	switch mn {
 	case "jmp", "jmpq", "jmpw", "jmpl":
 		if indirect {
-			return ClassIndJump
+			return x86.ClassIndJump
 		}
-		return ClassJump
+		return x86.ClassJump
 	case "call", "callq", "callw", "calll":
 		if indirect {
-			return ClassIndCall
+			return x86.ClassIndCall
 		}
-		return ClassCall
+		return x86.ClassCall
 	case "ret", "retq", "retw", "retl":
-		return ClassRet
+		return x86.ClassRet
 	case "ljmp", "ljmpq", "ljmpw", "ljmpl":
-		return ClassFarJump
+		return x86.ClassFarJump
 	case "lcall", "lcallq", "lcallw", "lcalll":
-		return ClassFarCall
+		return x86.ClassFarCall
 	case "lret", "lretq", "lretw", "lretl", "iret", "iretw", "iretl", "iretq", "iretd", "uiret", "erets", "eretu":
-		return ClassFarRet
+		return x86.ClassFarRet
 	case "loop", "loope", "loopz", "loopne", "loopnz", "loopw", "loopl", "loopq":
-		return ClassCondJump
+		return x86.ClassCondJump
 	case "syscall", "sysenter", "int", "int3", "into", "int1", "icebp":
-		return ClassSyscall
+		return x86.ClassSyscall
 	case "sysret", "sysretl", "sysretq", "sysexit", "sysexitl", "sysexitq":
-		return ClassSysret
+		return x86.ClassSysret
 	case "ptwrite", "ptwritel", "ptwriteq":
-		return ClassPTWrite
+		return x86.ClassPTWrite
 	case "vmlaunch", "vmresume":
-		return ClassVMEntry
+		return x86.ClassVMEntry
 	case "vmcall":
-		return ClassVMExit
+		return x86.ClassVMExit
 	case "mov", "movq", "movl":
 		if strings.HasSuffix(ops, ",%cr3") {
-			return ClassMovCR3
+			return x86.ClassMovCR3
 		}
-		return ClassOther
+		return x86.ClassOther
 	}
 	if mn[0] == 'j' {
-		return ClassCondJump // ja, jb, ..., jrcxz, jecxz, jcxz
+		return x86.ClassCondJump // ja, jb, ..., jrcxz, jecxz, jcxz
 	}
-	return ClassOther
+	return x86.ClassOther
 }
 
 // sweepStats are the counts a sweep reports.
@@ -259,25 +260,6 @@ func (s *sweepStats) fail(format string, args ...any) {
 	}
 }
 
-// textSection returns the bytes and address of path's .text.
-func textSection(tb testing.TB, path string) ([]byte, uint64) {
-	tb.Helper()
-	f, err := elf.Open(path)
-	if err != nil {
-		tb.Fatalf("open %s: %v", path, err)
-	}
-	defer f.Close()
-	s := f.Section(".text")
-	if s == nil {
-		tb.Fatalf("%s: no .text", path)
-	}
-	data, err := s.Data()
-	if err != nil {
-		tb.Fatalf("%s: read .text: %v", path, err)
-	}
-	return data, s.Addr
-}
-
 // sweep compares DecodeInsn with objdump's listing of path's .text. objdump
 // runs with -M intel64: Intel PT traces Intel CPUs, which ignore 66 on near
 // branches in 64-bit mode (AMD, objdump's default, would take rel16).
@@ -295,11 +277,11 @@ func sweep(t *testing.T, path string) *sweepStats {
 		t.Fatalf("%s: %v", path, err)
 	}
 	listing = cpuBoundaries(listing)
-	text, base := textSection(t, path)
+	text, base := testenv.TextSection(t, path)
 	end := base + uint64(len(text))
 
 	st := &sweepStats{x86asmGaps: map[string]*gap{}}
-	var in Insn
+	var in x86.Insn
 	cur := base // where our own linear sweep says the next instruction starts
 	resync := true
 	for k, o := range listing {
@@ -327,7 +309,7 @@ func sweep(t *testing.T, path string) *sweepStats {
 		resync = false
 		st.insns++
 		st.bytes += len(o.raw)
-		err := DecodeInsn(code, o.addr, Mode64, &in)
+		err := x86.DecodeInsn(code, o.addr, x86.Mode64, &in)
 		if err != nil {
 			st.decodeErr++
 			st.fail("%#x: % x (%s): %v", o.addr, o.raw, o.text, err)
@@ -361,7 +343,7 @@ func sweep(t *testing.T, path string) *sweepStats {
 			}
 		}
 		// The x86asm gap measurement: where would x86asm alone be wrong?
-		xi, xerr := x86asm.Decode(code[:min(len(code), MaxInsnLen)], 64)
+		xi, xerr := x86asm.Decode(code[:min(len(code), x86.MaxInsnLen)], 64)
 		switch {
 		case xerr != nil:
 			st.x86asmErr++
@@ -373,16 +355,16 @@ func sweep(t *testing.T, path string) *sweepStats {
 			st.x86asmClass++
 			st.addGap(o)
 		}
-		if got, want := strings.Join(strings.Fields(in.Disasm()), " "), objdumpText(o.text); got != want {
+		if got, want := strings.Join(strings.Fields(Text(&in)), " "), objdumpText(o.text); got != want {
 			st.textMismatch++
 			if len(st.textFailures) < 20 {
 				st.textFailures = append(st.textFailures, fmt.Sprintf("%#x: % x: Disasm %q, objdump %q", o.addr, o.raw, got, want))
 			}
 		}
-		if strings.HasPrefix(in.Disasm(), ".byte") {
+		if strings.HasPrefix(Text(&in), ".byte") {
 			st.disasmErr++
 			if len(st.disasmFailures) < 20 {
-				st.disasmFailures = append(st.disasmFailures, fmt.Sprintf("%#x: % x (%s): Disasm gives %s", o.addr, o.raw, o.text, in.Disasm()))
+				st.disasmFailures = append(st.disasmFailures, fmt.Sprintf("%#x: % x (%s): Disasm gives %s", o.addr, o.raw, o.text, Text(&in)))
 			}
 		}
 		_ = k
@@ -428,42 +410,42 @@ func (s *sweepStats) addGap(o objInsn) {
 
 // x86asmClass is the class x86asm's decoding implies, to measure where
 // x86asm alone would misclassify a branch.
-func x86asmClass(xi x86asm.Inst) InsnClass {
+func x86asmClass(xi x86asm.Inst) x86.InsnClass {
 	_, rel := xi.Args[0].(x86asm.Rel)
 	switch xi.Op {
 	case x86asm.JMP:
 		if rel {
-			return ClassJump
+			return x86.ClassJump
 		}
-		return ClassIndJump
+		return x86.ClassIndJump
 	case x86asm.CALL:
 		if rel {
-			return ClassCall
+			return x86.ClassCall
 		}
-		return ClassIndCall
+		return x86.ClassIndCall
 	case x86asm.RET:
-		return ClassRet
+		return x86.ClassRet
 	case x86asm.LJMP:
-		return ClassFarJump
+		return x86.ClassFarJump
 	case x86asm.LCALL:
-		return ClassFarCall
+		return x86.ClassFarCall
 	case x86asm.LRET, x86asm.IRET, x86asm.IRETD, x86asm.IRETQ:
-		return ClassFarRet
+		return x86.ClassFarRet
 	case x86asm.JA, x86asm.JAE, x86asm.JB, x86asm.JBE, x86asm.JE, x86asm.JNE,
 		x86asm.JG, x86asm.JGE, x86asm.JL, x86asm.JLE, x86asm.JO, x86asm.JNO,
 		x86asm.JP, x86asm.JNP, x86asm.JS, x86asm.JNS, x86asm.JCXZ, x86asm.JECXZ,
 		x86asm.JRCXZ, x86asm.LOOP, x86asm.LOOPE, x86asm.LOOPNE:
-		return ClassCondJump
+		return x86.ClassCondJump
 	case x86asm.SYSCALL, x86asm.SYSENTER, x86asm.INT, x86asm.INTO:
-		return ClassSyscall
+		return x86.ClassSyscall
 	case x86asm.SYSRET, x86asm.SYSEXIT:
-		return ClassSysret
+		return x86.ClassSysret
 	case x86asm.MOV:
 		if r, ok := xi.Args[0].(x86asm.Reg); ok && r == x86asm.CR3 {
-			return ClassMovCR3
+			return x86.ClassMovCR3
 		}
 	}
-	return ClassOther
+	return x86.ClassOther
 }
 
 // gapKey names an x86asm gap by objdump's mnemonic.
@@ -517,26 +499,8 @@ func (s *sweepStats) report(t *testing.T, name string) {
 	}
 }
 
-// systemLibc finds the libc.so.6 that /bin/true loads.
-func systemLibc(t *testing.T) string {
-	path := "/lib/x86_64-linux-gnu/libc.so.6"
-	if out, err := exec.Command("ldd", "/bin/true").Output(); err == nil {
-		for _, line := range strings.Split(string(out), "\n") {
-			f := strings.Fields(line)
-			if len(f) >= 3 && f[0] == "libc.so.6" && f[1] == "=>" {
-				path = f[2]
-			}
-		}
-	}
-	real, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		t.Skipf("no libc.so.6: %v", err)
-	}
-	return real
-}
-
 func TestSweepLibc(t *testing.T) {
-	path := systemLibc(t)
+	path := testenv.SystemLibc(t)
 	st := sweep(t, path)
 	st.strictText = true
 	st.report(t, path)

@@ -1,9 +1,10 @@
-package decode
+package x86
 
 import (
 	"runtime"
 	"testing"
 
+	"github.com/ptjit/ptjit/internal/testenv"
 	"golang.org/x/arch/x86/x86asm"
 	"golang.org/x/sys/unix"
 )
@@ -41,7 +42,7 @@ func sweepBench(b *testing.B, bytes int, decode func() int) {
 func benchText(b *testing.B) ([]byte, uint64) {
 	b.Helper()
 	path := "/lib/x86_64-linux-gnu/libc.so.6"
-	return textSection(b, path)
+	return testenv.TextSection(b, path)
 }
 
 // BenchmarkDecodeInsn sweeps libc's .text linearly with DecodeInsn and, for

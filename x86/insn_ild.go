@@ -1,4 +1,4 @@
-package decode
+package x86
 
 import (
 	"encoding/binary"

@@ -1,10 +1,11 @@
-package decode
+package att
 
 import (
 	"encoding/binary"
 	"strconv"
 	"strings"
 
+	"github.com/ptjit/ptjit/x86"
 	"golang.org/x/arch/x86/x86asm"
 )
 
@@ -39,135 +40,6 @@ import (
 // Fixed instructions are recognised from the bytes, never from x86asm's
 // output, so a fix cannot hide a different x86asm decoding.
 
-// layout locates the parts of an instruction (for the fix layer only; the
-// length decoder does not need it).
-type layout struct {
-	pfx      []byte // legacy prefixes in order
-	rex      byte   // REX in effect (0 if none or cancelled)
-	rexPos   int    // position of the REX in effect, or -1
-	esc      byte   // 0, or 0xC4/0xC5 (VEX), 0x62 (EVEX), 0x8F (XOP)
-	vexL     byte   // VEX.L / EVEX.L'L
-	vexW     bool
-	vexPP    byte // implied prefix: 0 none, 1 66, 2 F3, 3 F2
-	vexPos   int  // position of the escape byte
-	opMap    int  // 0: one-byte, 1: 0F, 2: 0F38, 3: 0F3A; VEX/EVEX/XOP map number
-	opPos    int  // position of the opcode byte
-	op       byte // the opcode
-	modrmPos int  // position of ModRM, or -1
-	rep      byte // last F2/F3
-	p66      bool
-	mode     ExecMode
-}
-
-// modrm returns the ModRM byte (0 if none).
-func (l *layout) modrm(raw []byte) byte {
-	if l.modrmPos < 0 || l.modrmPos >= len(raw) {
-		return 0
-	}
-	return raw[l.modrmPos]
-}
-
-// parseLayout splits raw (a complete instruction, as DecodeInsn found it)
-// into prefixes, escape, opcode and ModRM position.
-func parseLayout(raw []byte, mode ExecMode) layout {
-	l := layout{rexPos: -1, modrmPos: -1, vexPos: -1, mode: mode}
-	i := 0
-	for ; i < len(raw); i++ {
-		b := raw[i]
-		k := prefixKind[b]
-		if k == pfxNone || (k == pfxREX && mode != Mode64) {
-			break
-		}
-		if k == pfxREX {
-			l.rex, l.rexPos = b, i
-			continue
-		}
-		l.rex, l.rexPos = 0, -1
-		l.pfx = append(l.pfx, b)
-		switch k {
-		case pfx66:
-			l.p66 = true
-		case pfxF2, pfxF3:
-			l.rep = b
-		}
-	}
-	if i >= len(raw) {
-		return l
-	}
-	b := raw[i]
-	vexLike := false
-	switch b {
-	case 0xC4, 0xC5, 0x62:
-		vexLike = mode == Mode64 || (i+1 < len(raw) && raw[i+1] >= 0xC0)
-	case 0x8F:
-		vexLike = i+1 < len(raw) && raw[i+1]&0x1F >= 8
-	}
-	if vexLike {
-		l.esc, l.vexPos = b, i
-		switch b {
-		case 0xC5:
-			if i+1 < len(raw) {
-				p := raw[i+1]
-				l.opMap, l.vexL, l.vexPP = 1, p>>2&1, p&3
-			}
-			i += 2
-		case 0xC4, 0x8F:
-			if i+2 < len(raw) {
-				l.opMap = int(raw[i+1] & 0x1F)
-				p := raw[i+2]
-				l.vexW, l.vexL, l.vexPP = p&0x80 != 0, p>>2&1, p&3
-			}
-			i += 3
-		case 0x62:
-			if i+3 < len(raw) {
-				l.opMap = int(raw[i+1] & 7)
-				l.vexW, l.vexPP = raw[i+2]&0x80 != 0, raw[i+2]&3
-				l.vexL = raw[i+3] >> 5 & 3
-			}
-			i += 4
-		}
-		if i < len(raw) {
-			l.opPos, l.op = i, raw[i]
-			if !(l.opMap == 1 && l.op == 0x77) && i+1 < len(raw) {
-				l.modrmPos = i + 1
-			}
-		}
-		return l
-	}
-	if b == 0x0F && i+1 < len(raw) {
-		i++
-		switch raw[i] {
-		case 0x38:
-			l.opMap = 2
-			i++
-		case 0x3A:
-			l.opMap = 3
-			i++
-		default:
-			l.opMap = 1
-		}
-	}
-	if i < len(raw) {
-		l.opPos, l.op = i, raw[i]
-		var a opAttr
-		switch l.opMap {
-		case 0:
-			a = map0[l.op]
-		case 1:
-			a = map1[l.op]
-			if l.op == 0x0F {
-				a = aModRM
-			}
-		default:
-			a = aModRM
-		}
-		if a&aModRM != 0 && i+1 < len(raw) {
-			l.modrmPos = i + 1
-		}
-	}
-	return l
-}
-
 // regName returns the AT&T name of general register n (0-15) of size bits.
 func regName(n int, bits int) string {
 	r64 := [16]string{"rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15"}
@@ -184,43 +56,43 @@ func regName(n int, bits int) string {
 
 // fixedText returns objdump's text for the instructions recognised from
 // their bytes that x86asm cannot handle, or "", false.
-func fixedText(raw []byte, l *layout, in *Insn) (string, bool) {
-	modrm := l.modrm(raw)
-	if in.Mode == Mode64 && l.esc == 0 && l.opMap == 0 && l.op == 0xD5 && l.opPos+10 < len(raw)+0 && raw[l.opPos+1] == 0 && raw[l.opPos+2] == 0xA1 {
+func fixedText(raw []byte, l *x86.Layout, in *x86.Insn) (string, bool) {
+	modrm := l.ModRM(raw)
+	if in.Mode == x86.Mode64 && l.Escape == 0 && l.OpMap == 0 && l.Op == 0xD5 && l.OpPos+10 < len(raw)+0 && raw[l.OpPos+1] == 0 && raw[l.OpPos+2] == 0xA1 {
 		return "jmpabs $0x" + strconv.FormatUint(in.Target, 16), true // APX
 	}
-	if l.esc == 0xC4 || l.esc == 0xC5 {
-		if l.opMap == 1 && l.op == 0x77 {
-			if l.vexL != 0 {
+	if l.Escape == 0xC4 || l.Escape == 0xC5 {
+		if l.OpMap == 1 && l.Op == 0x77 {
+			if l.VEXL != 0 {
 				return "vzeroall", true
 			}
 			return "vzeroupper", true
 		}
 		return "", false
 	}
-	if l.esc != 0 {
+	if l.Escape != 0 {
 		return "", false
 	}
 	switch {
-	case l.opMap == 0 && l.op == 0xF1:
+	case l.OpMap == 0 && l.Op == 0xF1:
 		return "int1", true
-	case l.opMap == 0 && l.op == 0xDB && modrm >= 0xE0 && modrm <= 0xE5:
+	case l.OpMap == 0 && l.Op == 0xDB && modrm >= 0xE0 && modrm <= 0xE5:
 		names := [6]string{"fneni(8087 only)", "fndisi(8087 only)", "fnclex", "fninit", "fnsetpm(287 only)", "frstpm(287 only)"}
 		return names[modrm-0xE0], true
-	case l.opMap == 1 && l.op == 0x0E:
+	case l.OpMap == 1 && l.Op == 0x0E:
 		return "femms", true
-	case l.opMap == 1 && l.op == 0xAE && modrm>>3&7 == 4 && l.rep == 0xF3 && !l.p66:
+	case l.OpMap == 1 && l.Op == 0xAE && modrm>>3&7 == 4 && l.Rep == 0xF3 && !l.P66:
 		return ptwriteText(raw, l, in)
-	case l.opMap == 1 && (l.op == 0x78 || l.op == 0x79) && modrm>>6 == 3 && (l.p66 && l.rep == 0 || l.rep == 0xF2):
+	case l.OpMap == 1 && (l.Op == 0x78 || l.Op == 0x79) && modrm>>6 == 3 && (l.P66 && l.Rep == 0 || l.Rep == 0xF2):
 		// SSE4a extrq/insertq.
-		rm := "%xmm" + strconv.Itoa(int(modrm&7)|int(l.rex&1)<<3)
-		reg := "%xmm" + strconv.Itoa(int(modrm>>3&7)|int(l.rex&4)<<1)
+		rm := "%xmm" + strconv.Itoa(int(modrm&7)|int(l.REX&1)<<3)
+		reg := "%xmm" + strconv.Itoa(int(modrm>>3&7)|int(l.REX&4)<<1)
 		name := "extrq"
-		if l.rep == 0xF2 {
+		if l.Rep == 0xF2 {
 			name = "insertq"
 		}
 		var ops []string
-		if l.op == 0x78 {
+		if l.Op == 0x78 {
 			n := len(raw)
 			ops = []string{"$0x" + strconv.FormatUint(uint64(raw[n-1]), 16), "$0x" + strconv.FormatUint(uint64(raw[n-2]), 16), rm}
 			if name == "insertq" {
@@ -230,34 +102,34 @@ func fixedText(raw []byte, l *layout, in *Insn) (string, bool) {
 			ops = []string{rm, reg}
 		}
 		return name + " " + strings.Join(ops, ","), true
-	case l.opMap == 1 && (l.op == 0xA6 || l.op == 0xA7) && padlock[uint16(l.op)<<8|uint16(modrm)] != "":
+	case l.OpMap == 1 && (l.Op == 0xA6 || l.Op == 0xA7) && padlock[uint16(l.Op)<<8|uint16(modrm)] != "":
 		// VIA PadLock; objdump shows an F3 prefix as "repz".
-		s := padlock[uint16(l.op)<<8|uint16(modrm)]
-		if l.rep == 0xF3 {
+		s := padlock[uint16(l.Op)<<8|uint16(modrm)]
+		if l.Rep == 0xF3 {
 			s = "repz " + s
 		}
 		return s, true
-	case l.opMap == 1 && l.op == 0x1E && l.rep == 0xF3 && modrm == 0xFA:
+	case l.OpMap == 1 && l.Op == 0x1E && l.Rep == 0xF3 && modrm == 0xFA:
 		return "endbr64", true
-	case l.opMap == 1 && (l.op == 0x1E && modrm>>3&7 == 1 || l.op == 0xAE && modrm>>3&7 == 5) && modrm>>6 == 3 && l.rep == 0xF3 && !l.p66:
+	case l.OpMap == 1 && (l.Op == 0x1E && modrm>>3&7 == 1 || l.Op == 0xAE && modrm>>3&7 == 5) && modrm>>6 == 3 && l.Rep == 0xF3 && !l.P66:
 		// CET shadow stack: rdsspd/q (F3 0F 1E /1), incsspd/q (F3 0F AE /5).
 		name, bits := "rdssp", 32
-		if l.op == 0xAE {
+		if l.Op == 0xAE {
 			name = "incssp"
 		}
-		if l.rex&8 != 0 {
+		if l.REX&8 != 0 {
 			name, bits = name+"q", 64
 		} else {
 			name += "d"
 		}
-		return name + " " + regName(int(modrm&7)|int(l.rex&1)<<3, bits), true
-	case l.opMap == 1 && l.op == 0x1E && l.rep == 0xF3 && modrm == 0xFB:
+		return name + " " + regName(int(modrm&7)|int(l.REX&1)<<3, bits), true
+	case l.OpMap == 1 && l.Op == 0x1E && l.Rep == 0xF3 && modrm == 0xFB:
 		return "endbr32", true
-	case l.opMap == 1 && l.op == 0x01:
-		if s, ok := group7[modrm]; ok && l.rep == 0 && !l.p66 {
+	case l.OpMap == 1 && l.Op == 0x01:
+		if s, ok := group7[modrm]; ok && l.Rep == 0 && !l.P66 {
 			return s, true
 		}
-		if l.rep == 0xF3 {
+		if l.Rep == 0xF3 {
 			switch modrm {
 			case 0xE8:
 				return "setssbsy", true
@@ -275,22 +147,22 @@ func fixedText(raw []byte, l *layout, in *Insn) (string, bool) {
 				return "eretu", true
 			}
 		}
-		if l.rep == 0xF2 && modrm == 0xCA {
+		if l.Rep == 0xF2 && modrm == 0xCA {
 			return "erets", true
 		}
-	case l.opMap == 1 && l.op == 0xC7 && modrm>>6 == 3 && (modrm>>3&7 == 7 || modrm>>3&7 == 6) && l.rep == 0:
+	case l.OpMap == 1 && l.Op == 0xC7 && modrm>>6 == 3 && (modrm>>3&7 == 7 || modrm>>3&7 == 6) && l.Rep == 0:
 		// rdseed (/7), rdrand (/6) r16/32/64
 		bits := 32
-		if l.rex&8 != 0 {
+		if l.REX&8 != 0 {
 			bits = 64
-		} else if l.p66 {
+		} else if l.P66 {
 			bits = 16
 		}
 		name := "rdrand"
 		if modrm>>3&7 == 7 {
 			name = "rdseed"
 		}
-		return name + " " + regName(int(modrm&7)|int(l.rex&1)<<3, bits), true
+		return name + " " + regName(int(modrm&7)|int(l.REX&1)<<3, bits), true
 	}
 	return "", false
 }
@@ -316,27 +188,27 @@ var group7 = map[byte]string{
 // rewriteDecode handles instructions x86asm cannot decode by decoding an
 // equivalent encoding it can and renaming the result: it returns the text,
 // or "", false.
-func rewriteDecode(raw []byte, l *layout, in *Insn) (string, bool) {
+func rewriteDecode(raw []byte, l *x86.Layout, in *x86.Insn) (string, bool) {
 	if s, ok := rewriteOpcode(raw, l, in); ok {
 		return s, true
 	}
 	if s, ok := xopText(raw, l, in); ok {
 		return s, true
 	}
-	if l.esc == 0x8F {
+	if l.Escape == 0x8F {
 		return bextrText(raw, l, in)
 	}
-	if l.esc == 0 && l.opMap == 1 && l.op == 0x0F {
+	if l.Escape == 0 && l.OpMap == 1 && l.Op == 0x0F {
 		return threeDNowText(raw, l, in)
 	}
-	if l.esc == 0xC4 || l.esc == 0xC5 {
-		if l.vexL != 0 {
+	if l.Escape == 0xC4 || l.Escape == 0xC5 {
+		if l.VEXL != 0 {
 			// Scalar VEX instructions ignore VEX.L; x86asm refuses L=1.
 			b := append([]byte(nil), raw...)
-			if l.esc == 0xC5 {
-				b[l.vexPos+1] &^= 4
+			if l.Escape == 0xC5 {
+				b[l.VEXPos+1] &^= 4
 			} else {
-				b[l.vexPos+2] &^= 4
+				b[l.VEXPos+2] &^= 4
 			}
 			if s, ok := tryDecode(b, in, "", ""); ok {
 				return s, true
@@ -346,16 +218,15 @@ func rewriteDecode(raw []byte, l *layout, in *Insn) (string, bool) {
 	// Prefixes x86asm refuses: any legacy prefix or REX before a
 	// VEX/EVEX/XOP escape, and a REX cancelled by a legacy prefix after it.
 	// Drop them, decode the rest, and print them as objdump does.
-	end := l.opPos
-	if l.esc != 0 {
-		end = l.vexPos
+	end := l.OpPos
+	if l.Escape != 0 {
+		end = l.VEXPos
 	}
 	var words []string
 	keep := make([]byte, 0, len(raw))
 	for i, b := range raw {
-		k := prefixKind[b]
-		isPfx := i < end && k != pfxNone && !(k == pfxREX && in.Mode != Mode64)
-		if isPfx && (l.esc != 0 || k == pfxREX && i != l.rexPos) {
+		isPfx := i < end && x86.IsPrefix(b, in.Mode)
+		if isPfx && (l.Escape != 0 || x86.IsREX(b) && i != l.REXPos) {
 			words = append(words, prefixWord(b, in.Mode))
 			continue
 		}
@@ -368,7 +239,7 @@ func rewriteDecode(raw []byte, l *layout, in *Insn) (string, bool) {
 	sub.Len = uint8(len(keep))
 	sub.Raw = [15]byte{}
 	copy(sub.Raw[:], keep)
-	s := sub.Disasm()
+	s := Text(&sub)
 	if strings.HasPrefix(s, ".byte") {
 		return "", false
 	}
@@ -377,7 +248,7 @@ func rewriteDecode(raw []byte, l *layout, in *Insn) (string, bool) {
 
 // tryDecode decodes b with x86asm and polishes the text; with from != ""
 // the mnemonic must be from (any size suffix) and is renamed to.
-func tryDecode(b []byte, in *Insn, from, to string) (string, bool) {
+func tryDecode(b []byte, in *x86.Insn, from, to string) (string, bool) {
 	inst, err := x86asm.Decode(b, in.Mode.Bits())
 	if err != nil || inst.Len != len(b) {
 		return "", false
@@ -400,7 +271,7 @@ func tryDecode(b []byte, in *Insn, from, to string) (string, bool) {
 }
 
 // prefixWord is objdump's name for a prefix byte it prints separately.
-func prefixWord(b byte, mode ExecMode) string {
+func prefixWord(b byte, mode x86.ExecMode) string {
 	switch b {
 	case 0x26:
 		return "es"
@@ -417,7 +288,7 @@ func prefixWord(b byte, mode ExecMode) string {
 	case 0x66:
 		return "data16"
 	case 0x67:
-		if mode == Mode32 {
+		if mode == x86.Mode32 {
 			return "addr16"
 		}
 		return "addr32"
@@ -441,40 +312,40 @@ func prefixWord(b byte, mode ExecMode) string {
 }
 
 // rewriteOpcode maps opcodes x86asm lacks onto ones with the same operands.
-func rewriteOpcode(raw []byte, l *layout, in *Insn) (string, bool) {
-	if l.modrmPos < 0 || l.esc != 0 {
+func rewriteOpcode(raw []byte, l *x86.Layout, in *x86.Insn) (string, bool) {
+	if l.ModRMPos < 0 || l.Escape != 0 {
 		return "", false
 	}
-	modrm := raw[l.modrmPos]
+	modrm := raw[l.ModRMPos]
 	reg := modrm >> 3 & 7
 	b := append([]byte(nil), raw...)
 	switch {
-	case l.opMap == 0 && (l.op >= 0xD0 && l.op <= 0xD3 || l.op == 0xC0 || l.op == 0xC1) && reg == 6:
-		b[l.modrmPos] = modrm&^0x38 | 4<<3 // sal /6 is shl /4
+	case l.OpMap == 0 && (l.Op >= 0xD0 && l.Op <= 0xD3 || l.Op == 0xC0 || l.Op == 0xC1) && reg == 6:
+		b[l.ModRMPos] = modrm&^0x38 | 4<<3 // sal /6 is shl /4
 		return tryDecode(b, in, "", "")
-	case l.opMap == 0 && (l.op == 0xF6 || l.op == 0xF7) && reg == 1:
-		b[l.modrmPos] = modrm &^ 0x38 // test /1 is test /0
+	case l.OpMap == 0 && (l.Op == 0xF6 || l.Op == 0xF7) && reg == 1:
+		b[l.ModRMPos] = modrm &^ 0x38 // test /1 is test /0
 		return tryDecode(b, in, "", "")
-	case l.opMap == 2 && l.op == 0xF6 && (l.p66 || l.rep == 0xF3) && !(l.p66 && l.rep == 0xF3):
+	case l.OpMap == 2 && l.Op == 0xF6 && (l.P66 || l.Rep == 0xF3) && !(l.P66 && l.Rep == 0xF3):
 		// adcx (66) / adox (F3) Gy, Ey: as adc Gv, Ev (13 /r).
 		name := "adcx"
-		if l.rep == 0xF3 {
+		if l.Rep == 0xF3 {
 			name = "adox"
 		}
 		return tryDecode(rebuild(raw, l, []byte{0x13}, true, false), in, "adc", name)
-	case l.opMap == 1 && (l.op == 0x78 || l.op == 0x79) && !l.p66 && l.rep == 0:
+	case l.OpMap == 1 && (l.Op == 0x78 || l.Op == 0x79) && !l.P66 && l.Rep == 0:
 		// vmread Ey, Gy (0F 78) / vmwrite Gy, Ey (0F 79): as mov 89 / 8B,
 		// with 64-bit operands in 64-bit mode.
 		op, name := byte(0x89), "vmread"
-		if l.op == 0x79 {
+		if l.Op == 0x79 {
 			op, name = 0x8B, "vmwrite"
 		}
-		return tryDecode(rebuild(raw, l, []byte{op}, false, in.Mode == Mode64), in, "mov", name)
-	case l.opMap == 1 && (l.op == 0x19 || l.op >= 0x1C && l.op <= 0x1F):
+		return tryDecode(rebuild(raw, l, []byte{op}, false, in.Mode == x86.Mode64), in, "mov", name)
+	case l.OpMap == 1 && (l.Op == 0x19 || l.Op >= 0x1C && l.Op <= 0x1F):
 		// Hint nops 0F 19, 0F 1C-1F (0F 1A/1B are MPX): x86asm knows only
 		// 0F 1F /0, so decode that with the same operand.
 		nb := rebuild(raw, l, []byte{0x0F, 0x1F}, false, false)
-		nb[len(nb)-(len(raw)-l.modrmPos)] &^= 0x38
+		nb[len(nb)-(len(raw)-l.ModRMPos)] &^= 0x38
 		return tryDecode(nb, in, "", "")
 	}
 	return "", false
@@ -482,10 +353,10 @@ func rewriteOpcode(raw []byte, l *layout, in *Insn) (string, bool) {
 
 // rebuild returns raw with its opcode bytes (escapes included) replaced by
 // op. dropMandatory removes 66/F2/F3; rexW sets REX.W (adding a REX).
-func rebuild(raw []byte, l *layout, op []byte, dropMandatory, rexW bool) []byte {
+func rebuild(raw []byte, l *x86.Layout, op []byte, dropMandatory, rexW bool) []byte {
 	var b []byte
-	opStart := l.opPos
-	switch l.opMap {
+	opStart := l.OpPos
+	switch l.OpMap {
 	case 1:
 		opStart--
 	case 2, 3:
@@ -494,14 +365,14 @@ func rebuild(raw []byte, l *layout, op []byte, dropMandatory, rexW bool) []byte 
 	rex := byte(0)
 	for i := 0; i < opStart; i++ {
 		c := raw[i]
-		if i == l.rexPos {
+		if i == l.REXPos {
 			rex = c
 			continue
 		}
 		if dropMandatory && (c == 0x66 || c == 0xF3 || c == 0xF2) {
 			continue
 		}
-		if prefixKind[c] == pfxREX && l.mode == Mode64 {
+		if x86.IsREX(c) && l.Mode == x86.Mode64 {
 			continue // a cancelled REX
 		}
 		b = append(b, c)
@@ -513,7 +384,7 @@ func rebuild(raw []byte, l *layout, op []byte, dropMandatory, rexW bool) []byte 
 		b = append(b, rex)
 	}
 	b = append(b, op...)
-	return append(b, raw[l.opPos+1:]...)
+	return append(b, raw[l.OpPos+1:]...)
 }
 
 // AMD XOP (8F maps 8, 9) and FMA4 (VEX 66.0F3A 5C-7F), which x86asm does
@@ -549,22 +420,22 @@ var fma4Names = map[byte]string{
 // xopText formats XOP and FMA4 instructions. The ModRM operands come from
 // a surrogate VEX vmovups with the same ModRM, SIB, displacement and
 // R/X/B bits, which x86asm formats.
-func xopText(raw []byte, l *layout, in *Insn) (string, bool) {
+func xopText(raw []byte, l *x86.Layout, in *x86.Insn) (string, bool) {
 	var name string
 	imm := 0
 	switch {
-	case l.esc == 0x8F && l.opMap == 8:
-		name, imm = xop8Names[l.op], 1
-	case l.esc == 0x8F && l.opMap == 9:
-		name = xop9Names[l.op]
-	case l.esc == 0xC4 && l.opMap == 3 && l.vexPP == 1:
-		name, imm = fma4Names[l.op], 1
+	case l.Escape == 0x8F && l.OpMap == 8:
+		name, imm = xop8Names[l.Op], 1
+	case l.Escape == 0x8F && l.OpMap == 9:
+		name = xop9Names[l.Op]
+	case l.Escape == 0xC4 && l.OpMap == 3 && l.VEXPP == 1:
+		name, imm = fma4Names[l.Op], 1
 	}
-	if name == "" || l.modrmPos < 0 || l.vexPos+2 >= len(raw) || len(raw)-imm < l.modrmPos+1 {
+	if name == "" || l.ModRMPos < 0 || l.VEXPos+2 >= len(raw) || len(raw)-imm < l.ModRMPos+1 {
 		return "", false
 	}
-	p1, p2 := raw[l.vexPos+1], raw[l.vexPos+2]
-	sur := append([]byte{0xC4, p1&0xE0 | 1, 0x78 | l.vexL<<2, 0x10}, raw[l.modrmPos:len(raw)-imm]...)
+	p1, p2 := raw[l.VEXPos+1], raw[l.VEXPos+2]
+	sur := append([]byte{0xC4, p1&0xE0 | 1, 0x78 | l.VEXL<<2, 0x10}, raw[l.ModRMPos:len(raw)-imm]...)
 	s, ok := tryDecode(sur, in, "vmovups", "vmovups")
 	if !ok {
 		return "", false
@@ -576,7 +447,7 @@ func xopText(raw []byte, l *layout, in *Insn) (string, bool) {
 	}
 	rm, reg := sp[0], sp[1]
 	xmm := "%xmm"
-	if l.vexL != 0 {
+	if l.VEXL != 0 {
 		xmm = "%ymm"
 	}
 	vvvv := xmm + strconv.Itoa(int(^p2>>3&15))
@@ -586,10 +457,10 @@ func xopText(raw []byte, l *layout, in *Insn) (string, bool) {
 		is4 = xmm + strconv.Itoa(int(v>>4))
 		ib = "$0x" + strconv.FormatUint(uint64(v), 16)
 	}
-	w := l.vexW
+	w := l.VEXW
 	var args []string
 	switch {
-	case l.esc == 0xC4 || l.op == 0xA2 || l.op == 0xA3 || l.opMap == 8 && (l.op&0xF0 == 0x80 || l.op&0xF0 == 0x90 || l.op == 0xA6 || l.op == 0xB6):
+	case l.Escape == 0xC4 || l.Op == 0xA2 || l.Op == 0xA3 || l.OpMap == 8 && (l.Op&0xF0 == 0x80 || l.Op&0xF0 == 0x90 || l.Op == 0xA6 || l.Op == 0xB6):
 		// Four operands, the fourth register in imm[7:4]; W swaps it with
 		// the ModRM operand (vpperm, vpcmov, FMA4).
 		if w {
@@ -597,13 +468,13 @@ func xopText(raw []byte, l *layout, in *Insn) (string, bool) {
 		} else {
 			args = []string{is4, rm, vvvv, reg}
 		}
-	case l.opMap == 8 && l.op >= 0xC0 && l.op <= 0xC3: // vprot* imm
+	case l.OpMap == 8 && l.Op >= 0xC0 && l.Op <= 0xC3: // vprot* imm
 		args = []string{ib, rm, reg}
-	case l.opMap == 8: // vpcom*: the predicate becomes part of the name
+	case l.OpMap == 8: // vpcom*: the predicate becomes part of the name
 		preds := [8]string{"lt", "le", "gt", "ge", "eq", "neq", "false", "true"}
 		name = "vpcom" + preds[raw[len(raw)-1]&7] + name[len("vpcom"):]
 		args = []string{rm, vvvv, reg}
-	case l.op >= 0x90 && l.op <= 0x9B: // vprot*/vpshl*/vpsha* by register
+	case l.Op >= 0x90 && l.Op <= 0x9B: // vprot*/vpshl*/vpsha* by register
 		if w {
 			args = []string{rm, vvvv, reg}
 		} else {
@@ -612,10 +483,10 @@ func xopText(raw []byte, l *layout, in *Insn) (string, bool) {
 	default: // two operands
 		args = []string{rm, reg}
 	}
-	if l.opMap == 9 && l.op >= 0xC1 || l.op >= 0x80 && l.op <= 0x83 && l.opMap == 9 {
+	if l.OpMap == 9 && l.Op >= 0xC1 || l.Op >= 0x80 && l.Op <= 0x83 && l.OpMap == 9 {
 		// vphadd*/vphsub*/vfrcz* have xmm/ymm by L only for vfrcz; the
 		// horizontal adds are 128-bit.
-		if l.op >= 0xC1 {
+		if l.Op >= 0xC1 {
 			args = []string{strings.Replace(rm, "%ymm", "%xmm", 1), strings.Replace(reg, "%ymm", "%xmm", 1)}
 		}
 	}
@@ -624,18 +495,18 @@ func xopText(raw []byte, l *layout, in *Insn) (string, bool) {
 
 // ptwriteText formats ptwrite (F3 [REX.W] 0F AE /4), which x86asm takes
 // for xsave: "ptwrite %eax", "ptwriteq 0x8(%rsp)".
-func ptwriteText(raw []byte, l *layout, in *Insn) (string, bool) {
-	modrm := raw[l.modrmPos]
+func ptwriteText(raw []byte, l *x86.Layout, in *x86.Insn) (string, bool) {
+	modrm := raw[l.ModRMPos]
 	bits := 32
-	if l.rex&8 != 0 {
+	if l.REX&8 != 0 {
 		bits = 64
 	}
 	if modrm>>6 == 3 {
-		return "ptwrite " + regName(int(modrm&7)|int(l.rex&1)<<3, bits), true
+		return "ptwrite " + regName(int(modrm&7)|int(l.REX&1)<<3, bits), true
 	}
 	// The memory operand, from a mov r32, r/m32 (8B) surrogate.
 	b := rebuild(raw, l, []byte{0x8B}, true, false)
-	b[len(b)-(len(raw)-l.modrmPos)] &^= 0x38
+	b[len(b)-(len(raw)-l.ModRMPos)] &^= 0x38
 	s, ok := tryDecode(b, in, "", "")
 	if !ok {
 		return "", false
@@ -659,9 +530,9 @@ var threeDNow = map[byte]string{
 
 // threeDNowText formats 0F 0F /r ib from a movq mm, mm/m64 (0F 6F)
 // surrogate.
-func threeDNowText(raw []byte, l *layout, in *Insn) (string, bool) {
+func threeDNowText(raw []byte, l *x86.Layout, in *x86.Insn) (string, bool) {
 	name := threeDNow[raw[len(raw)-1]]
-	if name == "" || l.modrmPos < 0 {
+	if name == "" || l.ModRMPos < 0 {
 		return "", false
 	}
 	b := rebuild(raw[:len(raw)-1], l, []byte{0x0F, 0x6F}, false, false)
@@ -675,12 +546,12 @@ var fp16Names = map[byte]bool{0x51: true, 0x58: true, 0x59: true, 0x5C: true, 0x
 
 // fp16Text formats the AVX512-FP16 arithmetic instructions as their map 1
 // single-precision twins renamed (vaddps -> vaddph, vaddss -> vaddsh).
-func fp16Text(raw []byte, l *layout, in *Insn) (string, bool) {
-	if l.opMap != 5 || !fp16Names[l.op] || l.vexPos+1 >= len(raw) {
+func fp16Text(raw []byte, l *x86.Layout, in *x86.Insn) (string, bool) {
+	if l.OpMap != 5 || !fp16Names[l.Op] || l.VEXPos+1 >= len(raw) {
 		return "", false
 	}
 	b := append([]byte(nil), raw...)
-	b[l.vexPos+1] = b[l.vexPos+1]&^7 | 1
+	b[l.VEXPos+1] = b[l.VEXPos+1]&^7 | 1
 	s, ok := tryDecode(b, in, "", "")
 	if !ok {
 		return "", false
@@ -699,16 +570,16 @@ func fp16Text(raw []byte, l *layout, in *Insn) (string, bool) {
 
 // bextrText formats TBM bextr with imm32 (XOP map 10, opcode 10) from a
 // mov r, r/m (8B) surrogate with the XOP's R/X/B/W bits as a REX.
-func bextrText(raw []byte, l *layout, in *Insn) (string, bool) {
-	if l.opMap != 10 || l.op != 0x10 || l.modrmPos < 0 || len(raw) < l.modrmPos+5 || in.Mode != Mode64 {
+func bextrText(raw []byte, l *x86.Layout, in *x86.Insn) (string, bool) {
+	if l.OpMap != 10 || l.Op != 0x10 || l.ModRMPos < 0 || len(raw) < l.ModRMPos+5 || in.Mode != x86.Mode64 {
 		return "", false
 	}
-	p1 := raw[l.vexPos+1]
+	p1 := raw[l.VEXPos+1]
 	rex := 0x40 | (^p1>>5)&7
-	if l.vexW {
+	if l.VEXW {
 		rex |= 8
 	}
-	b := append([]byte{rex, 0x8B}, raw[l.modrmPos:len(raw)-4]...)
+	b := append([]byte{rex, 0x8B}, raw[l.ModRMPos:len(raw)-4]...)
 	if rex == 0x40 {
 		b = b[1:]
 	}

@@ -1,4 +1,4 @@
-package decode
+package att
 
 import (
 	"encoding/binary"
@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ptjit/ptjit/x86"
 	"golang.org/x/arch/x86/x86asm"
 )
 
@@ -18,16 +19,16 @@ import (
 // x86asm formats the instruction; insn_fix.go corrects it where x86asm
 // v0.32 is wrong (see there). An instruction nobody can format prints as
 // ".byte 0x.., ...".
-func (in *Insn) Disasm() string {
-	if in.Len == 0 || in.Len > MaxInsnLen {
+func Text(in *x86.Insn) string {
+	if in.Len == 0 || in.Len > x86.MaxInsnLen {
 		return "(bad)"
 	}
 	raw := in.Raw[:in.Len]
-	l := parseLayout(raw, in.Mode)
+	l := x86.ParseLayout(raw, in.Mode)
 	if s, ok := fixedText(raw, &l, in); ok {
 		return s
 	}
-	if l.esc == 0x62 && (l.opMap == 5 || l.opMap == 6) {
+	if l.Escape == 0x62 && (l.OpMap == 5 || l.OpMap == 6) {
 		// AVX512-FP16: x86asm ignores the map and prints a different
 		// instruction, so only the known forms are formatted.
 		if s, ok := fp16Text(raw, &l, in); ok {
@@ -70,8 +71,8 @@ var gnuAliases = map[string]string{
 }
 
 // polish corrects x86asm's GNU text for raw (see insn_fix.go).
-func polish(text string, raw []byte, in *Insn, inst x86asm.Inst) string {
-	l := parseLayout(raw, in.Mode)
+func polish(text string, raw []byte, in *x86.Insn, inst x86asm.Inst) string {
+	l := x86.ParseLayout(raw, in.Mode)
 	if s, ok := nopText(raw, &l); ok {
 		return s
 	}
@@ -82,10 +83,10 @@ func polish(text string, raw []byte, in *Insn, inst x86asm.Inst) string {
 	}
 	mn := words[mi]
 	ops := strings.Join(words[mi+1:], " ")
-	if a, ok := gnuAliases[mn]; ok && (mn != "movsxd" || l.rex&8 != 0) {
+	if a, ok := gnuAliases[mn]; ok && (mn != "movsxd" || l.REX&8 != 0) {
 		mn = a
 	}
-	if in.Mode == Mode64 && l.rex&8 == 0 {
+	if in.Mode == x86.Mode64 && l.REX&8 == 0 {
 		switch mn {
 		case "lretq", "pushfq", "popfq", "enterq", "lcallq", "ljmpq":
 			mn = strings.TrimSuffix(mn, "q") // 64-bit operands need REX.W (lret) or are implied
@@ -99,7 +100,7 @@ func polish(text string, raw []byte, in *Insn, inst x86asm.Inst) string {
 			mn, ops = strings.TrimSuffix(mn, "qdq")+a+"dq", rest
 		}
 	}
-	if in.Mode == Mode64 {
+	if in.Mode == x86.Mode64 {
 		switch mn {
 		case "callq", "jmpq", "retq", "pushq", "popq", "leaveq", "xbeginq":
 			mn = strings.TrimSuffix(mn, "q")
@@ -111,11 +112,11 @@ func polish(text string, raw []byte, in *Insn, inst x86asm.Inst) string {
 	switch {
 	case mn == "sysretq" && mi > 0 && words[mi-1] == "rex.W":
 		words, mi = words[:mi-1], mi-1 // the W is the q
-	case mn == "sysexit" && in.Mode == Mode64:
+	case mn == "sysexit" && in.Mode == x86.Mode64:
 		mn = "sysexitl"
-	case mn == "iretw" && in.Mode == Mode16 && !l.p66:
+	case mn == "iretw" && in.Mode == x86.Mode16 && !l.P66:
 		mn = "iret"
-	case mn == "lcall" && in.Mode == Mode16 && l.p66:
+	case mn == "lcall" && in.Mode == x86.Mode16 && l.P66:
 		mn = "lcalll"
 	}
 	for k := 0; k < mi; k++ {
@@ -124,23 +125,23 @@ func polish(text string, raw []byte, in *Insn, inst x86asm.Inst) string {
 			words[k] = "repz" // objdump: rep only on string instructions
 		case words[k] == "repn":
 			words[k] = "repnz"
-		case words[k] == "ds" && l.esc == 0 && l.opMap == 0 && l.op == 0xFF && hasByte(l.pfx, 0x3E) &&
-			(l.modrm(raw)>>3&7 == 2 || l.modrm(raw)>>3&7 == 4):
+		case words[k] == "ds" && l.Escape == 0 && l.OpMap == 0 && l.Op == 0xFF && hasByte(l.Prefixes, 0x3E) &&
+			(l.ModRM(raw)>>3&7 == 2 || l.ModRM(raw)>>3&7 == 4):
 			words[k] = "notrack" // CET: 3E on an indirect call/jmp
 		}
 	}
-	if l.esc == 0 && l.opMap == 0 && (l.op >= 0xB8 && l.op <= 0xBF && l.rex&8 != 0 || l.op >= 0xA0 && l.op <= 0xA3 && in.Mode == Mode64 && !hasByte(l.pfx, 0x67)) {
+	if l.Escape == 0 && l.OpMap == 0 && (l.Op >= 0xB8 && l.Op <= 0xBF && l.REX&8 != 0 || l.Op >= 0xA0 && l.Op <= 0xA3 && in.Mode == x86.Mode64 && !hasByte(l.Prefixes, 0x67)) {
 		mn = "movabs"
 	}
-	if (l.esc == 0xC4 || l.esc == 0xC5) && bmiNames[strings.TrimRight(mn, "lq")] {
+	if (l.Escape == 0xC4 || l.Escape == 0xC5) && bmiNames[strings.TrimRight(mn, "lq")] {
 		mn = strings.TrimRight(mn, "lq") // BMI1/2: the registers give the size
 	}
-	if l.esc == 0x62 && l.opMap == 3 && (l.op == 0x3E || l.op == 0x3F || l.op == 0x1E || l.op == 0x1F) {
+	if l.Escape == 0x62 && l.OpMap == 3 && (l.Op == 0x3E || l.Op == 0x3F || l.Op == 0x1E || l.Op == 0x1F) {
 		mn, ops = vpcmpAlias(mn, ops)
 	}
 	if in.Class.IsDirect() {
 		ops = "0x" + strconv.FormatUint(in.Target, 16)
-		if in.Mode == Mode64 && (l.p66 || l.rex != 0) {
+		if in.Mode == x86.Mode64 && (l.P66 || l.REX != 0) {
 			// Intel ignores 66 on near branches (objdump -M intel64), and
 			// REX: objdump names each such prefix ("data16 data16 rex.W
 			// call", the TLS call sequence).
@@ -151,20 +152,20 @@ func polish(text string, raw []byte, in *Insn, inst x86asm.Inst) string {
 					keep = append(keep, w)
 				}
 			}
-			for _, b := range l.pfx {
+			for _, b := range l.Prefixes {
 				if b == 0x66 {
 					keep = append(keep, "data16")
 				}
 			}
-			if l.rex != 0 {
-				keep = append(keep, prefixWord(l.rex, in.Mode))
+			if l.REX != 0 {
+				keep = append(keep, prefixWord(l.REX, in.Mode))
 			}
 			words, mi = keep, len(keep)
 		}
-		if in.Mode == Mode16 {
+		if in.Mode == x86.Mode16 {
 			switch mn {
 			case "call", "jmp":
-				if l.p66 {
+				if l.P66 {
 					mn += "l"
 				}
 			case "loopw", "loopew", "loopnew":
@@ -176,24 +177,24 @@ func polish(text string, raw []byte, in *Insn, inst x86asm.Inst) string {
 	} else if ops != "" {
 		ops = polishOperands(mn, ops, raw, &l, in, inst)
 	}
-	if l.esc == 0 && l.opMap == 0 && (l.op == 0xDE || l.op == 0xDF && l.modrm(raw)>>3&7 < 4) &&
-		l.modrm(raw)>>6 != 3 && strings.HasPrefix(mn, "fi") && !strings.HasSuffix(mn, "s") {
+	if l.Escape == 0 && l.OpMap == 0 && (l.Op == 0xDE || l.Op == 0xDF && l.ModRM(raw)>>3&7 < 4) &&
+		l.ModRM(raw)>>6 != 3 && strings.HasPrefix(mn, "fi") && !strings.HasSuffix(mn, "s") {
 		mn += "s" // 16-bit integer operand (objdump: fiadds, filds, fistps)
 	}
-	if l.esc == 0 && l.opMap == 0 && l.op >= 0xD8 && l.op <= 0xDF {
+	if l.Escape == 0 && l.OpMap == 0 && l.Op >= 0xD8 && l.Op <= 0xDF {
 		// x87: objdump names the ModRM register st(i) even for i = 0.
 		switch {
 		case ops == "%st":
 			ops = "%st(0)"
-		case ops == "%st,%st" && (l.op == 0xDC || l.op == 0xDE):
+		case ops == "%st,%st" && (l.Op == 0xDC || l.Op == 0xDE):
 			ops = "%st,%st(0)"
 		case ops == "%st,%st":
 			ops = "%st(0),%st"
 		}
 	}
 	out := words[:mi:mi]
-	if in.Mode == Mode16 && hasByte(l.pfx, 0x67) && !strings.Contains(text, "addr") && !strings.Contains(ops, "(") && !in.Class.IsDirect() &&
-		(l.modrmPos >= 0 && l.modrm(raw)>>6 != 3 || l.esc == 0 && l.opMap == 0 && l.op >= 0xA0 && l.op <= 0xA3) {
+	if in.Mode == x86.Mode16 && hasByte(l.Prefixes, 0x67) && !strings.Contains(text, "addr") && !strings.Contains(ops, "(") && !in.Class.IsDirect() &&
+		(l.ModRMPos >= 0 && l.ModRM(raw)>>6 != 3 || l.Escape == 0 && l.OpMap == 0 && l.Op >= 0xA0 && l.Op <= 0xA3) {
 		out = append(out, prefixWord(0x67, in.Mode)) // objdump names the address size it cannot show
 	}
 	if pre, rest, ok := strings.Cut(ops, " \x00"); ok {
@@ -220,11 +221,11 @@ func isStringOp(mn string) bool {
 
 // xbeginTarget is the abort address of xbegin (C7 F8 rel16/32), computed
 // like a branch target.
-func xbeginTarget(raw []byte, in *Insn) uint64 {
+func xbeginTarget(raw []byte, in *x86.Insn) uint64 {
 	n := len(raw)
 	var rel int64
-	l := parseLayout(raw, in.Mode)
-	size := n - (l.modrmPos + 1)
+	l := x86.ParseLayout(raw, in.Mode)
+	size := n - (l.ModRMPos + 1)
 	switch size {
 	case 2:
 		rel = int64(int16(uint16(raw[n-2]) | uint16(raw[n-1])<<8))
@@ -233,7 +234,7 @@ func xbeginTarget(raw []byte, in *Insn) uint64 {
 	}
 	t := in.IP + uint64(n) + uint64(rel)
 	switch {
-	case in.Mode == Mode64:
+	case in.Mode == x86.Mode64:
 	case size == 2:
 		t &= 0xFFFF
 	default:
@@ -270,18 +271,18 @@ func vpcmpAlias(mn, ops string) (string, string) {
 
 // nopText formats the multi-byte nops (0F 1F /0 with memory, 66 90) as
 // objdump does: surplus prefixes as words, the explicit 0x0 displacement.
-func nopText(raw []byte, l *layout) (string, bool) {
-	if l.esc != 0 || l.rexPos >= 0 {
+func nopText(raw []byte, l *x86.Layout) (string, bool) {
+	if l.Escape != 0 || l.REXPos >= 0 {
 		return "", false
 	}
 	var words []string
 	n66 := 0
-	for _, b := range l.pfx {
+	for _, b := range l.Prefixes {
 		switch b {
 		case 0x66:
 			n66++
 		case 0x26, 0x2E, 0x36, 0x3E, 0x64, 0x65:
-			words = append(words, prefixWord(b, l.mode))
+			words = append(words, prefixWord(b, l.Mode))
 		default:
 			return "", false
 		}
@@ -290,10 +291,10 @@ func nopText(raw []byte, l *layout) (string, bool) {
 		words = append([]string{"data16"}, words...)
 	}
 	switch {
-	case l.opMap == 0 && l.op == 0x90 && n66 > 0 && len(words) == 0 && l.mode != Mode16:
+	case l.OpMap == 0 && l.Op == 0x90 && n66 > 0 && len(words) == 0 && l.Mode != x86.Mode16:
 		return strings.Join(append(words, "xchg %ax,%ax"), " "), true
-	case l.opMap == 1 && l.op == 0x1F && l.modrmPos >= 0 && l.mode == Mode64:
-		modrm := raw[l.modrmPos]
+	case l.OpMap == 1 && l.Op == 0x1F && l.ModRMPos >= 0 && l.Mode == x86.Mode64:
+		modrm := raw[l.ModRMPos]
 		if modrm>>6 == 3 || modrm>>3&7 != 0 {
 			return "", false
 		}
@@ -312,9 +313,9 @@ func nopText(raw []byte, l *layout) (string, bool) {
 
 // memOperand64 formats the ModRM memory operand of a 64-bit-mode legacy
 // instruction without REX (enough for nops) in objdump's style.
-func memOperand64(raw []byte, l *layout) (string, bool) {
+func memOperand64(raw []byte, l *x86.Layout) (string, bool) {
 	regs := [8]string{"%rax", "%rcx", "%rdx", "%rbx", "%rsp", "%rbp", "%rsi", "%rdi"}
-	i := l.modrmPos
+	i := l.ModRMPos
 	modrm := raw[i]
 	mod, rm := modrm>>6, modrm&7
 	i++
@@ -389,7 +390,7 @@ func gprBits(op string) int {
 // negative displacements, %riz, the scale objdump always prints, a zero
 // displacement the encoding has, signed immediates, and invented segment
 // overrides.
-func polishOperands(mn, ops string, raw []byte, l *layout, in *Insn, inst x86asm.Inst) string {
+func polishOperands(mn, ops string, raw []byte, l *x86.Layout, in *x86.Insn, inst x86asm.Inst) string {
 	ops = strings.ReplaceAll(ops, " {", "{")
 	parts := splitOperands(ops)
 	var segWords []string
@@ -421,21 +422,21 @@ func polishOperands(mn, ops string, raw []byte, l *layout, in *Insn, inst x86asm
 	// with neither base nor index (objdump: "disp" with a 64-bit address,
 	// "disp(,%eiz,1)" with a 32-bit one)?
 	zeroDisp, sibAbs, sibAbs32 := false, false, false
-	if l.modrmPos >= 0 && l.modrmPos < len(raw) {
-		modrm := raw[l.modrmPos]
+	if l.ModRMPos >= 0 && l.ModRMPos < len(raw) {
+		modrm := raw[l.ModRMPos]
 		mod := modrm >> 6
-		di := l.modrmPos + 1
-		a16 := in.Mode == Mode16 && !hasByte(l.pfx, 0x67) || in.Mode == Mode32 && hasByte(l.pfx, 0x67)
+		di := l.ModRMPos + 1
+		a16 := in.Mode == x86.Mode16 && !hasByte(l.Prefixes, 0x67) || in.Mode == x86.Mode32 && hasByte(l.Prefixes, 0x67)
 		if !a16 && mod != 3 && modrm&7 == 4 {
 			di++
 		}
-		sibNoBase := !a16 && mod == 0 && modrm&7 == 4 && l.modrmPos+1 < len(raw) && raw[l.modrmPos+1]&7 == 5
-		xExt := l.rex&2 != 0 // REX.X, or VEX/EVEX/XOP X (inverted)
-		if (l.esc == 0xC4 || l.esc == 0x8F || l.esc == 0x62) && l.vexPos+1 < len(raw) {
-			xExt = raw[l.vexPos+1]&0x40 == 0
+		sibNoBase := !a16 && mod == 0 && modrm&7 == 4 && l.ModRMPos+1 < len(raw) && raw[l.ModRMPos+1]&7 == 5
+		xExt := l.REX&2 != 0 // REX.X, or VEX/EVEX/XOP X (inverted)
+		if (l.Escape == 0xC4 || l.Escape == 0x8F || l.Escape == 0x62) && l.VEXPos+1 < len(raw) {
+			xExt = raw[l.VEXPos+1]&0x40 == 0
 		}
-		sibAbs = sibNoBase && raw[l.modrmPos+1]>>3&7 == 4 && !xExt
-		if sibAbs && (in.Mode != Mode64 || hasByte(l.pfx, 0x67)) {
+		sibAbs = sibNoBase && raw[l.ModRMPos+1]>>3&7 == 4 && !xExt
+		if sibAbs && (in.Mode != x86.Mode64 || hasByte(l.Prefixes, 0x67)) {
 			sibAbs32 = true
 		}
 		switch {
@@ -451,12 +452,12 @@ func polishOperands(mn, ops string, raw []byte, l *layout, in *Insn, inst x86asm
 			zeroDisp = raw[di]|raw[di+1] == 0
 		}
 	}
-	ripRel := in.Mode == Mode64 && l.modrmPos >= 0 && l.modrmPos < len(raw) && raw[l.modrmPos]&0xC7 == 0x05
+	ripRel := in.Mode == x86.Mode64 && l.ModRMPos >= 0 && l.ModRMPos < len(raw) && raw[l.ModRMPos]&0xC7 == 0x05
 	for k, p := range parts {
-		if l.esc != 0 && len(p) > 4 && p[0] == '%' && p[3] == ':' && !hasSegPrefix(l.pfx, p[1:3]) {
+		if l.Escape != 0 && len(p) > 4 && p[0] == '%' && p[3] == ':' && !hasSegPrefix(l.Prefixes, p[1:3]) {
 			p = p[4:] // x86asm (avx.go) invents a segment for VEX/EVEX
 		}
-		if ripRel && l.esc != 0 && (strings.HasPrefix(p, "0x") || strings.HasPrefix(p, "-0x")) && !strings.Contains(p, "(") {
+		if ripRel && l.Escape != 0 && (strings.HasPrefix(p, "0x") || strings.HasPrefix(p, "-0x")) && !strings.Contains(p, "(") {
 			// x86asm (avx.go) drops the base of RIP-relative VEX/EVEX
 			// operands; it goes before an EVEX broadcast "{1toN}".
 			if i := strings.IndexByte(p, '{'); i > 0 {
@@ -468,17 +469,17 @@ func polishOperands(mn, ops string, raw []byte, l *layout, in *Insn, inst x86asm
 		if p == "" || strings.HasSuffix(p, ":") {
 			p += "0x0" // absolute address 0
 		}
-		if in.Mode == Mode64 && l.esc == 0 && l.opMap == 0 && (l.op == 0x68 || l.op == 0x6A) && !l.p66 && strings.HasPrefix(p, "$") {
+		if in.Mode == x86.Mode64 && l.Escape == 0 && l.OpMap == 0 && (l.Op == 0x68 || l.Op == 0x6A) && !l.P66 && strings.HasPrefix(p, "$") {
 			// push imm sign-extends to 64 bits
 			var v int64
-			if l.op == 0x6A {
+			if l.Op == 0x6A {
 				v = int64(int8(raw[len(raw)-1]))
 			} else {
 				v = int64(int32(binary.LittleEndian.Uint32(raw[len(raw)-4:])))
 			}
 			p = "$0x" + strconv.FormatUint(uint64(v), 16)
 		}
-		if in.Mode == Mode64 && !hasByte(l.pfx, 0x67) && len(p) == 10 && strings.HasPrefix(p, "0x") && p[2] >= '8' && l.modrmPos >= 0 && !strings.Contains(p, "(") {
+		if in.Mode == x86.Mode64 && !hasByte(l.Prefixes, 0x67) && len(p) == 10 && strings.HasPrefix(p, "0x") && p[2] >= '8' && l.ModRMPos >= 0 && !strings.Contains(p, "(") {
 			p = "0xffffffff" + p[2:] // an absolute disp32 sign-extends to a 64-bit address
 		}
 
@@ -487,8 +488,8 @@ func polishOperands(mn, ops string, raw []byte, l *layout, in *Insn, inst x86asm
 				p = "$" + "0x" + strconv.FormatUint(-v&(1<<uint(immBits)-1|mask64(immBits)), 16)
 			}
 		}
-		if in.Mode == Mode64 && len(p) > 4 && p[0] == '%' && p[3] == ':' && !isStringOp(mn) &&
-			strings.Contains("cs ds es ss", p[1:3]) && hasSegPrefix(l.pfx, p[1:3]) {
+		if in.Mode == x86.Mode64 && len(p) > 4 && p[0] == '%' && p[3] == ':' && !isStringOp(mn) &&
+			strings.Contains("cs ds es ss", p[1:3]) && hasSegPrefix(l.Prefixes, p[1:3]) {
 			// objdump shows the segment overrides 64-bit mode ignores as
 			// prefix words.
 			segWords = append(segWords, p[1:3])
@@ -517,7 +518,7 @@ func polishOperands(mn, ops string, raw []byte, l *layout, in *Insn, inst x86asm
 					p = "0x0"
 				}
 			}
-			if sibAbs32 && l.modrmPos >= 0 && !strings.HasPrefix(p, "$") && !strings.HasPrefix(p, "%") && !strings.Contains(p, "(") {
+			if sibAbs32 && l.ModRMPos >= 0 && !strings.HasPrefix(p, "$") && !strings.HasPrefix(p, "%") && !strings.Contains(p, "(") {
 				p += "(,%eiz,1)"
 			}
 		}
