@@ -8,31 +8,33 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ptjit/ptjit/clock"
 )
 
 func page(b byte, n int) []byte { return bytes.Repeat([]byte{b}, n*PageSize) }
 
 func TestRecordAndRead(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "code.db")
-	r, err := Create(path, Meta{Command: []string{"prog", "a b"}, Cwd: "/x", TSCHz: 2e9, Start: Stamp{100, 1}})
+	r, err := Create(path, Meta{Command: []string{"prog", "a b"}, Cwd: "/x", TSCHz: 2e9, Start: clock.Stamp{TSC: 100, MonoNS: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.ProcessStart(10, 1, Stamp{100, 1})
-	r.Exec(10, "/bin/prog", []string{"prog", "a b"}, Stamp{101, 2})
-	r.ThreadStart(10, 10, Stamp{101, 2})
+	r.ProcessStart(10, 1, clock.Stamp{TSC: 100, MonoNS: 1})
+	r.Exec(10, "/bin/prog", []string{"prog", "a b"}, clock.Stamp{TSC: 101, MonoNS: 2})
+	r.ThreadStart(10, 10, clock.Stamp{TSC: 101, MonoNS: 2})
 	r.ThreadName(10, "prog")
-	fm := r.FileMap(FileMapping{PID: 10, TID: 10, Addr: 0x400000, Size: 0x1000, Path: "/bin/prog", Dev: 1, Inode: 2, BuildID: []byte{1, 2}, Cause: "exec", At: Stamp{101, 2}})
-	reg := r.NewRegion(10, 0x7000, 3*PageSize, Stamp{110, 10})
+	fm := r.FileMap(FileMapping{PID: 10, TID: 10, Addr: 0x400000, Size: 0x1000, Path: "/bin/prog", Dev: 1, Inode: 2, BuildID: []byte{1, 2}, Cause: "exec", At: clock.Stamp{TSC: 101, MonoNS: 2}})
+	reg := r.NewRegion(10, 0x7000, 3*PageSize, clock.Stamp{TSC: 110, MonoNS: 10})
 	data1 := append(page(0xaa, 2), page(0xbb, 1)...)
-	v1, n1 := r.AddVersion(Version{Region: reg, PID: 10, TID: 10, Addr: 0x7000, Size: 3 * PageSize, Data: data1, At: Stamp{110, 10}, Cause: "mprotect", IP: 0x401234})
-	r.EndVersion(v1, Stamp{120, 20})
+	v1, n1 := r.AddVersion(Version{Region: reg, PID: 10, TID: 10, Addr: 0x7000, Size: 3 * PageSize, Data: data1, At: clock.Stamp{TSC: 110, MonoNS: 10}, Cause: "mprotect", IP: 0x401234})
+	r.EndVersion(v1, clock.Stamp{TSC: 120, MonoNS: 20})
 	data2 := append(page(0xaa, 2), page(0xcc, 1)...)
-	v2, n2 := r.AddVersion(Version{Region: reg, PID: 10, TID: 11, Addr: 0x7000, Size: 3 * PageSize, Data: data2, At: Stamp{130, 30}, Cause: "mprotect", IP: 0x401234})
-	r.AddWrite(Write{PID: 10, TID: 11, At: Stamp{125, 25}, IP: 0x401000, Insn: "mov %eax,(%rdx)", Addr: 0x9000, Old: []byte{1}, New: []byte{2}, Version: v2})
-	r.FileUnmap(fm, Stamp{140, 40})
-	r.ThreadExit(10, Stamp{150, 50})
-	r.ProcessExit(10, 3, Stamp{150, 50})
+	v2, n2 := r.AddVersion(Version{Region: reg, PID: 10, TID: 11, Addr: 0x7000, Size: 3 * PageSize, Data: data2, At: clock.Stamp{TSC: 130, MonoNS: 30}, Cause: "mprotect", IP: 0x401234})
+	r.AddWrite(Write{PID: 10, TID: 11, At: clock.Stamp{TSC: 125, MonoNS: 25}, IP: 0x401000, Insn: "mov %eax,(%rdx)", Addr: 0x9000, Old: []byte{1}, New: []byte{2}, Version: v2})
+	r.FileUnmap(fm, clock.Stamp{TSC: 140, MonoNS: 40})
+	r.ThreadExit(10, clock.Stamp{TSC: 150, MonoNS: 50})
+	r.ProcessExit(10, 3, clock.Stamp{TSC: 150, MonoNS: 50})
 	if n1 != 1 || n2 != 2 || v2 != v1+1 {
 		t.Fatalf("version numbering: v1=%d n1=%d v2=%d n2=%d", v1, n1, v2, n2)
 	}
@@ -114,13 +116,13 @@ func TestExecAfterFork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.ProcessStart(1, 0, Stamp{1, 1})
-	r.Exec(1, "/a", []string{"a"}, Stamp{2, 2})
-	r.ProcessStart(2, 1, Stamp{3, 3}) // vfork
+	r.ProcessStart(1, 0, clock.Stamp{TSC: 1, MonoNS: 1})
+	r.Exec(1, "/a", []string{"a"}, clock.Stamp{TSC: 2, MonoNS: 2})
+	r.ProcessStart(2, 1, clock.Stamp{TSC: 3, MonoNS: 3}) // vfork
 	r.SharesVM(2, 1)
-	r.Exec(2, "/b", []string{"b"}, Stamp{4, 4})
-	r.Exec(2, "/c", []string{"c"}, Stamp{5, 5})
-	r.ProcessExit(2, 0, Stamp{6, 6})
+	r.Exec(2, "/b", []string{"b"}, clock.Stamp{TSC: 4, MonoNS: 4})
+	r.Exec(2, "/c", []string{"c"}, clock.Stamp{TSC: 5, MonoNS: 5})
+	r.ProcessExit(2, 0, clock.Stamp{TSC: 6, MonoNS: 6})
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -156,8 +158,8 @@ func TestFlushedButNotClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := r.NewRegion(1, 0x1000, PageSize, Stamp{1, 1})
-	r.AddVersion(Version{Region: reg, PID: 1, Addr: 0x1000, Size: PageSize, Data: page(1, 1), At: Stamp{1, 1}, Cause: "mmap"})
+	reg := r.NewRegion(1, 0x1000, PageSize, clock.Stamp{TSC: 1, MonoNS: 1})
+	r.AddVersion(Version{Region: reg, PID: 1, Addr: 0x1000, Size: PageSize, Data: page(1, 1), At: clock.Stamp{TSC: 1, MonoNS: 1}, Cause: "mmap"})
 	if err := r.Flush(); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"os"
 	"strings"
+
+	"github.com/ptjit/ptjit/clock"
 )
 
 // ErrNotCodeDB reports a file that is not a ptjit code.db (or is damaged).
@@ -131,8 +133,8 @@ type VersionInfo struct {
 	Cause    string
 	IP       uint64
 	ByPtjit  bool
-	Valid    Stamp
-	End      Stamp // zero when HasEnd is false
+	Valid    clock.Stamp
+	End      clock.Stamp // zero when HasEnd is false
 	HasEnd   bool
 }
 
@@ -164,7 +166,7 @@ func scanVersion(sc interface{ Scan(...any) error }, v *VersionInfo) error {
 	}
 	v.Addr, v.Size, v.IP, v.Valid.TSC = uint64(addr), uint64(size), uint64(ip), uint64(vtsc)
 	v.HasEnd = etsc.Valid
-	v.End = Stamp{TSC: uint64(etsc.Int64), MonoNS: ens.Int64}
+	v.End = clock.Stamp{TSC: uint64(etsc.Int64), MonoNS: ens.Int64}
 	return nil
 }
 
@@ -308,8 +310,8 @@ type FileMapInfo struct {
 	Offset     uint64
 	Cause      string
 	IP         uint64
-	Map        Stamp
-	Unmap      Stamp
+	Map        clock.Stamp
+	Unmap      clock.Stamp
 	HasUnmap   bool
 }
 
@@ -338,7 +340,7 @@ func (d *DB) FileMaps(pid int) ([]FileMapInfo, error) {
 		}
 		m.Addr, m.Size, m.Dev, m.Inode, m.Offset, m.IP, m.Map.TSC = uint64(addr), uint64(size), uint64(dev), uint64(ino), uint64(off), uint64(ip), uint64(mtsc)
 		m.HasUnmap = utsc.Valid
-		m.Unmap = Stamp{TSC: uint64(utsc.Int64), MonoNS: uns.Int64}
+		m.Unmap = clock.Stamp{TSC: uint64(utsc.Int64), MonoNS: uns.Int64}
 		out = append(out, m)
 	}
 	return out, d.wrap(rows.Err())
@@ -348,7 +350,7 @@ func (d *DB) FileMaps(pid int) ([]FileMapInfo, error) {
 type WriteInfo struct {
 	ID       int64
 	PID, TID int
-	At       Stamp
+	At       clock.Stamp
 	IP       uint64
 	Insn     string
 	Addr     uint64
@@ -389,7 +391,7 @@ type ProcessInfo struct {
 	PID, PPID  int
 	ExecPath   string
 	Argv       []string
-	Start, End Stamp
+	Start, End clock.Stamp
 	HasEnd     bool
 	ExitStatus int
 	HasExit    bool
@@ -417,7 +419,7 @@ func (d *DB) Processes() ([]ProcessInfo, error) {
 			json.Unmarshal([]byte(argv.String), &p.Argv)
 		}
 		p.Start.TSC = uint64(stsc)
-		p.HasEnd, p.End = etsc.Valid, Stamp{TSC: uint64(etsc.Int64), MonoNS: ens.Int64}
+		p.HasEnd, p.End = etsc.Valid, clock.Stamp{TSC: uint64(etsc.Int64), MonoNS: ens.Int64}
 		p.HasExit, p.ExitStatus = status.Valid, int(status.Int64)
 		p.VMOwner = int(owner.Int64)
 		out = append(out, p)
@@ -429,7 +431,7 @@ func (d *DB) Processes() ([]ProcessInfo, error) {
 type ThreadInfo struct {
 	TID, PID   int
 	Name       string
-	Start, End Stamp
+	Start, End clock.Stamp
 	HasEnd     bool
 }
 
@@ -450,7 +452,7 @@ func (d *DB) Threads() ([]ThreadInfo, error) {
 			return nil, d.wrap(err)
 		}
 		t.Name, t.Start.TSC = name.String, uint64(stsc)
-		t.HasEnd, t.End = etsc.Valid, Stamp{TSC: uint64(etsc.Int64), MonoNS: ens.Int64}
+		t.HasEnd, t.End = etsc.Valid, clock.Stamp{TSC: uint64(etsc.Int64), MonoNS: ens.Int64}
 		out = append(out, t)
 	}
 	return out, d.wrap(rows.Err())

@@ -11,21 +11,16 @@ import (
 	"strconv"
 	"sync"
 	"time"
-)
 
-// Stamp is a moment of the recording: the raw time-stamp counter and
-// CLOCK_MONOTONIC, both read while the tracee was stopped.
-type Stamp struct {
-	TSC    uint64
-	MonoNS int64
-}
+	"github.com/ptjit/ptjit/clock"
+)
 
 // Meta describes a recording; it goes into the meta table.
 type Meta struct {
 	Command []string
 	Cwd     string
 	TSCHz   uint64 // measured TSC frequency
-	Start   Stamp
+	Start   clock.Stamp
 }
 
 // FileMapping is a file-backed executable mapping.
@@ -37,7 +32,7 @@ type FileMapping struct {
 	Path       string
 	Dev, Inode uint64
 	BuildID    []byte
-	At         Stamp
+	At         clock.Stamp
 	Cause      string
 	IP         uint64
 }
@@ -50,7 +45,7 @@ type Version struct {
 	PID, TID   int
 	Addr, Size uint64
 	Data       []byte
-	At         Stamp
+	At         clock.Stamp
 	Cause      string
 	IP         uint64
 	ByPtjit    bool
@@ -59,7 +54,7 @@ type Version struct {
 // Write is one write into tracked code observed in W^X precise mode.
 type Write struct {
 	PID, TID int
-	At       Stamp
+	At       clock.Stamp
 	IP       uint64
 	Insn     string
 	Addr     uint64
@@ -70,7 +65,7 @@ type Write struct {
 // ProtChange is a protection change ptjit made in the tracee.
 type ProtChange struct {
 	PID        int
-	At         Stamp
+	At         clock.Stamp
 	Addr, Size uint64
 	Prot       int
 	Reason     string
@@ -298,7 +293,7 @@ func (r *Recorder) loop(w *writer) {
 }
 
 // ProcessStart records a new process (the traced program, or a fork).
-func (r *Recorder) ProcessStart(pid, ppid int, at Stamp) {
+func (r *Recorder) ProcessStart(pid, ppid int, at clock.Stamp) {
 	r.push(func(w *writer) error {
 		return w.exec(sqlProcessStart, pid, ppid, u(at.TSC), at.MonoNS)
 	})
@@ -315,7 +310,7 @@ func (r *Recorder) SharesVM(pid, owner int) {
 
 // Exec records a successful execve: the current image of pid ends and a new
 // one starts.
-func (r *Recorder) Exec(pid int, path string, argv []string, at Stamp) {
+func (r *Recorder) Exec(pid int, path string, argv []string, at clock.Stamp) {
 	a, _ := json.Marshal(argv)
 	r.push(func(w *writer) error {
 		var ppid int
@@ -341,7 +336,7 @@ func (r *Recorder) Exec(pid int, path string, argv []string, at Stamp) {
 
 // ProcessExit records the end of a process with its status (exit code, or
 // 128+N when signal N killed it).
-func (r *Recorder) ProcessExit(pid int, status int, at Stamp) {
+func (r *Recorder) ProcessExit(pid int, status int, at clock.Stamp) {
 	r.push(func(w *writer) error {
 		return w.exec(`UPDATE processes SET end_tsc = ?, end_ns = ?, exit_status = ? WHERE pid = ? AND end_tsc IS NULL`,
 			u(at.TSC), at.MonoNS, status, pid)
@@ -349,7 +344,7 @@ func (r *Recorder) ProcessExit(pid int, status int, at Stamp) {
 }
 
 // ThreadStart records a new thread of pid (the main thread included).
-func (r *Recorder) ThreadStart(tid, pid int, at Stamp) {
+func (r *Recorder) ThreadStart(tid, pid int, at clock.Stamp) {
 	r.push(func(w *writer) error {
 		return w.exec(sqlThreadStart, tid, pid, u(at.TSC), at.MonoNS)
 	})
@@ -363,7 +358,7 @@ func (r *Recorder) ThreadName(tid int, name string) {
 }
 
 // ThreadExit records the end of a thread.
-func (r *Recorder) ThreadExit(tid int, at Stamp) {
+func (r *Recorder) ThreadExit(tid int, at clock.Stamp) {
 	r.push(func(w *writer) error {
 		return w.exec(sqlThreadExit, u(at.TSC), at.MonoNS, tid)
 	})
@@ -382,14 +377,14 @@ func (r *Recorder) FileMap(m FileMapping) int64 {
 }
 
 // FileUnmap records the end of a file-backed mapping.
-func (r *Recorder) FileUnmap(id int64, at Stamp) {
+func (r *Recorder) FileUnmap(id int64, at clock.Stamp) {
 	r.push(func(w *writer) error {
 		return w.exec(`UPDATE file_maps SET unmap_tsc = ?, unmap_ns = ? WHERE id = ? AND unmap_tsc IS NULL`, u(at.TSC), at.MonoNS, id)
 	})
 }
 
 // NewRegion records a JIT code region and returns its id.
-func (r *Recorder) NewRegion(pid int, addr, size uint64, at Stamp) int64 {
+func (r *Recorder) NewRegion(pid int, addr, size uint64, at clock.Stamp) int64 {
 	r.nextRegion++
 	id := r.nextRegion
 	r.push(func(w *writer) error {
@@ -400,7 +395,7 @@ func (r *Recorder) NewRegion(pid int, addr, size uint64, at Stamp) int64 {
 }
 
 // EndRegion records that a region was unmapped.
-func (r *Recorder) EndRegion(id int64, at Stamp) {
+func (r *Recorder) EndRegion(id int64, at clock.Stamp) {
 	r.push(func(w *writer) error {
 		return w.exec(`UPDATE regions SET removed_tsc = ?, removed_ns = ? WHERE id = ? AND removed_tsc IS NULL`, u(at.TSC), at.MonoNS, id)
 	})
@@ -422,7 +417,7 @@ func (r *Recorder) AddVersion(v Version) (id int64, vno int) {
 }
 
 // EndVersion records that a version stopped being executable.
-func (r *Recorder) EndVersion(id int64, at Stamp) {
+func (r *Recorder) EndVersion(id int64, at clock.Stamp) {
 	r.push(func(w *writer) error {
 		return w.exec(sqlEndVersion, u(at.TSC), at.MonoNS, id)
 	})

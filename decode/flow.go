@@ -88,7 +88,7 @@ func (d *FlowDecoder) IP() uint64 { return d.ip }
 // conditional branch outcomes and the events and skips to the next packet
 // that gives an IP (a TIP, an asynchronous branch, an event with an IP, the
 // next PSB+), reporting the events without IP it passes (libipt's ptxed
-// --resync-on-error). It returns status flags or a negative errCode.
+// --resync-on-error). It returns status flags or a negative Code.
 func (d *FlowDecoder) Resync() int {
 	d.processEvent = false
 	d.eventFromQuery = false
@@ -103,7 +103,7 @@ func (d *FlowDecoder) resyncScan() int {
 	for {
 		if q.qstatus < 0 {
 			d.resyncing = false
-			if q.qstatus == -int(feEOS) {
+			if q.qstatus == -int(CodeEOS) {
 				d.status = stEOS
 				return d.flowStatus(0)
 			}
@@ -205,7 +205,7 @@ func (d *FlowDecoder) flowStatus(flags int) int {
 // tick synthesizes a tick event if time changed since the last event.
 func (d *FlowDecoder) tick(ip uint64) int {
 	if !d.enabled {
-		return -int(feInternal)
+		return -int(CodeInternal)
 	}
 	if d.processEvent {
 		return 0
@@ -265,7 +265,7 @@ func (d *FlowDecoder) start(ip uint64, st int) int {
 }
 
 // SyncForward synchronizes at the next PSB and returns status flags or a
-// negative errCode.
+// negative Code.
 func (d *FlowDecoder) SyncForward() int {
 	d.reset()
 	ip, st := d.q.syncForward()
@@ -303,7 +303,7 @@ func (d *FlowDecoder) decodeAt(in *FlowInsn) int {
 			s = d.img.LookupNext(d.ip, tsc)
 		}
 		if s == nil {
-			return -int(feNomap)
+			return -int(CodeNomap)
 		}
 		d.sec = s
 	}
@@ -333,11 +333,11 @@ func (d *FlowDecoder) decodeAt(in *FlowInsn) int {
 	}
 	var x x86.Insn
 	if err := x86.DecodeInsn(raw[:n], d.ip, d.mode, &x); err != nil {
-		if !fixupInsn(raw[:n], d.ip, d.mode, &x) {
-			return -int(feBadInsn)
+		if !FixupInsn(raw[:n], d.ip, d.mode, &x) {
+			return -int(CodeBadInsn)
 		}
 	} else {
-		fixupInsn(raw[:n], d.ip, d.mode, &x)
+		FixupInsn(raw[:n], d.ip, d.mode, &x)
 	}
 	in.Size, in.Class, in.Target, in.Section = x.Len, x.Class, x.Target, s
 	in.flags = insnFlags(&x)
@@ -406,11 +406,11 @@ func (d *FlowDecoder) proceed(in *FlowInsn) int {
 		if st >= 0 {
 			d.status = st
 			if !taken {
-				return -int(feBadRetcomp)
+				return -int(CodeBadRetcomp)
 			}
 			ip, ok := d.retstack.pop()
 			if !ok {
-				return -int(feRetstackEmpty)
+				return -int(CodeRetstackEmpty)
 			}
 			d.ip = ip
 			return 0
@@ -423,7 +423,7 @@ func (d *FlowDecoder) proceed(in *FlowInsn) int {
 	}
 	d.status = st
 	if st&stIPSuppressed != 0 {
-		return -int(feNoIP)
+		return -int(CodeNoIP)
 	}
 	d.ip = ip
 	return 0
@@ -482,7 +482,7 @@ func nextIP(in *FlowInsn) (uint64, int) {
 	case x86.ClassCall, x86.ClassJump:
 		return in.Target, 0
 	}
-	return 0, -int(feBadQuery)
+	return 0, -int(CodeBadQuery)
 }
 
 func (d *FlowDecoder) atSKL014(ev *Event, in *FlowInsn) bool {
@@ -536,7 +536,7 @@ func (d *FlowDecoder) clearPostponed() {
 
 func (d *FlowDecoder) proceedPostponed() int {
 	if !d.processInsn {
-		return -int(feInternal)
+		return -int(CodeInternal)
 	}
 	if !d.enabled {
 		d.clearPostponed()
@@ -558,7 +558,7 @@ func (d *FlowDecoder) checkInsnEvent(in *FlowInsn) int {
 	ev := &d.event
 	switch ev.Type {
 	case EvTIP, EvTNT:
-		return -int(feInternal)
+		return -int(CodeInternal)
 	case EvDisabled:
 		if ev.StatusUpdate {
 			return 0
@@ -741,7 +741,7 @@ func (d *FlowDecoder) checkIPEvent(in *FlowInsn) int {
 	case EvTick, EvCBR, EvMNT:
 		return pending
 	case EvTIP, EvTNT:
-		return -int(feInternal)
+		return -int(CodeInternal)
 	case EvIret, EvUiret, EvVMEntry, EvSyscall:
 		// Synchronous event-trace events bind to their instruction
 		// (checkInsnEvent) while tracing is enabled.
@@ -774,15 +774,15 @@ func (d *FlowDecoder) checkIPEvent(in *FlowInsn) int {
 }
 
 // Next decodes the next instruction into in. It returns status flags (>= 0)
-// or a negative errCode; on error, in.IP (and, if decoding succeeded, the
+// or a negative Code; on error, in.IP (and, if decoding succeeded, the
 // rest of in) describe the instruction at which the error happened.
 func (d *FlowDecoder) Next(in *FlowInsn) int {
 	*in = FlowInsn{}
 	if !d.enabled {
 		if d.status&stEOS != 0 {
-			return -int(feEOS)
+			return -int(CodeEOS)
 		}
-		return -int(feNoEnable)
+		return -int(CodeNoEnable)
 	}
 	in.Speculative = d.speculative
 	in.IP = d.ip
@@ -791,7 +791,7 @@ func (d *FlowDecoder) Next(in *FlowInsn) int {
 	d.steps++
 	if d.steps > d.maxSteps {
 		d.steps = 0
-		return -int(feNoProgress)
+		return -int(CodeNoProgress)
 	}
 	if st := d.decodeAt(in); st < 0 {
 		in.Size = 0
@@ -824,15 +824,15 @@ func (d *FlowDecoder) processEnabled() int {
 	ev := &d.event
 	if ev.StatusUpdate {
 		if !d.enabled {
-			return -int(feBadStatusUpdate)
+			return -int(CodeBadStatusUpdate)
 		}
 		return 0
 	}
 	if ev.IPSuppressed {
-		return -int(feNoIP)
+		return -int(CodeNoIP)
 	}
 	if d.enabled {
-		return -int(feBadContext)
+		return -int(CodeBadContext)
 	}
 	d.ip = ev.IP
 	d.enabled = true
@@ -843,12 +843,12 @@ func (d *FlowDecoder) processDisabled() int {
 	ev := &d.event
 	if ev.StatusUpdate {
 		if d.enabled {
-			return -int(feBadStatusUpdate)
+			return -int(CodeBadStatusUpdate)
 		}
 		return 0
 	}
 	if !d.enabled {
-		return -int(feBadContext)
+		return -int(CodeBadContext)
 	}
 	d.enabled = false
 	return 0
@@ -858,7 +858,7 @@ func (d *FlowDecoder) processDisabled() int {
 // SyncForward report stEventPending.
 func (d *FlowDecoder) Event(ev *Event) int {
 	if !d.processEvent {
-		return -int(feBadQuery)
+		return -int(CodeBadQuery)
 	}
 	e := &d.event
 	switch e.Type {
@@ -871,7 +871,7 @@ func (d *FlowDecoder) Event(ev *Event) int {
 		}
 	case EvAsyncDisabled:
 		if !e.IPSuppressed && d.ip != e.From {
-			return -int(feBadQuery)
+			return -int(CodeBadQuery)
 		}
 		if st := d.processDisabled(); st < 0 {
 			return st
@@ -882,20 +882,20 @@ func (d *FlowDecoder) Event(ev *Event) int {
 		}
 	case EvAsyncBranch:
 		if d.ip != e.From {
-			return -int(feBadQuery)
+			return -int(CodeBadQuery)
 		}
 		if e.StatusUpdate || !d.enabled {
-			return -int(feBadContext)
+			return -int(CodeBadContext)
 		}
 		d.ip = e.IP
 	case EvAsyncPaging, EvAsyncVMCS:
 		if !e.IPSuppressed && d.ip != e.IP {
-			return -int(feBadQuery)
+			return -int(CodeBadQuery)
 		}
 	case EvPaging, EvVMCS:
 	case EvOverflow:
 		if e.StatusUpdate {
-			return -int(feBadContext)
+			return -int(CodeBadContext)
 		}
 		if e.IPSuppressed {
 			d.enabled = false
@@ -907,21 +907,21 @@ func (d *FlowDecoder) Event(ev *Event) int {
 		d.speculative = false
 	case EvExecMode:
 		if e.StatusUpdate && d.enabled && d.mode != x86.ModeUnknown && d.mode != e.Mode {
-			return -int(feBadStatusUpdate)
+			return -int(CodeBadStatusUpdate)
 		}
 		d.mode = e.Mode
 	case EvTSX:
 		d.speculative = e.Speculative
 	case EvStop:
 		if e.StatusUpdate || d.enabled {
-			return -int(feBadContext)
+			return -int(CodeBadContext)
 		}
 	case EvExStop, EvMWait:
 		if !e.IPSuppressed && d.enabled && d.ip != e.IP {
-			return -int(feBadQuery)
+			return -int(CodeBadQuery)
 		}
 	case EvTIP, EvTNT, EvInvalid:
-		return -int(feBadQuery)
+		return -int(CodeBadQuery)
 	}
 	if !e.IPSuppressed {
 		d.icnt = 0

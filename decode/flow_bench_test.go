@@ -4,12 +4,14 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/ptjit/ptjit/internal/testenv"
 )
 
 // loadSynthetic returns the synthetic/mid trace and its image (see
 // conformance/libipt/synthetic/SUMMARY.txt: mid.bin at 0x400000).
 func loadSynthetic(b testing.TB, name string) ([]byte, *Image) {
-	dir := conformanceDir(b)
+	dir := testenv.ConformanceDir(b)
 	pt, err := os.ReadFile(filepath.Join(dir, "synthetic", name+".pt"))
 	if err != nil {
 		b.Fatal(err)
@@ -22,15 +24,15 @@ func loadSynthetic(b testing.TB, name string) ([]byte, *Image) {
 }
 
 // countFlow decodes the whole trace and returns the number of instructions.
-func countFlow(pt []byte, img *Image) (n uint64, err errCode) {
+func countFlow(pt []byte, img *Image) (n uint64, err Code) {
 	d := NewFlowDecoder(pt, img, nil)
 	for {
 		st := d.SyncForward()
 		if st < 0 {
-			if st == -int(feEOS) {
+			if st == -int(CodeEOS) {
 				return n, 0
 			}
-			return n, errCode(-st)
+			return n, Code(-st)
 		}
 		var in FlowInsn
 		for {
@@ -42,7 +44,7 @@ func countFlow(pt []byte, img *Image) (n uint64, err errCode) {
 				break
 			}
 			if st&stEOS != 0 {
-				st = -int(feEOS)
+				st = -int(CodeEOS)
 				break
 			}
 			st = d.Next(&in)
@@ -51,8 +53,8 @@ func countFlow(pt []byte, img *Image) (n uint64, err errCode) {
 			}
 			n++
 		}
-		if st != -int(feEOS) {
-			return n, errCode(-st)
+		if st != -int(CodeEOS) {
+			return n, Code(-st)
 		}
 	}
 }
@@ -63,7 +65,7 @@ func BenchmarkDecodeFlowMid(b *testing.B) {
 	b.ResetTimer()
 	var n uint64
 	for i := 0; i < b.N; i++ {
-		var err errCode
+		var err Code
 		n, err = countFlow(pt, img)
 		if err != 0 {
 			b.Fatal(err)

@@ -82,12 +82,12 @@ opcode:
 	return 0
 }
 
-// fixupInsn classifies the instructions DecodeInsn does not know (or
+// FixupInsn classifies the instructions DecodeInsn does not know (or
 // classifies differently from libipt): APX JMPABS (REX2 D5 00 A1 imm64),
 // whose target PT reports with a TIP, and the FRED returns ERETU (F3 0F 01
 // CA) and ERETS (F2 0F 01 CA), far returns. It reports whether in now holds
 // such an instruction.
-func fixupInsn(code []byte, ip uint64, mode x86.ExecMode, in *x86.Insn) bool {
+func FixupInsn(code []byte, ip uint64, mode x86.ExecMode, in *x86.Insn) bool {
 	set := func(n int, c x86.InsnClass) bool {
 		in.IP, in.Len, in.Class, in.Mode, in.Target = ip, uint8(n), c, mode, 0
 		copy(in.Raw[:], code[:n])

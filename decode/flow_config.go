@@ -1,6 +1,10 @@
 package decode
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/ptjit/ptjit/ptpkt"
+)
 
 // AddrFilter is the IA32_RTIT_ADDRn configuration the trace was recorded
 // with (libipt's pt_conf_addr_filter): ADDRn_CFG (1 = filter, 2 = stop) and
@@ -37,7 +41,7 @@ func (f *AddrFilter) any() bool { return f.Cfg != [4]uint8{} }
 // FlowConfig configures the query and instruction-flow layers.
 type FlowConfig struct {
 	// Packet is the trace configuration: CPU, errata, timing parameters.
-	Packet Config
+	Packet ptpkt.Config
 	// Filter is the address filter configuration the trace was recorded
 	// with; it matters for erratum SKL014.
 	Filter AddrFilter

@@ -2,78 +2,78 @@ package decode
 
 import "fmt"
 
-// errCode classifies a failure of the query or instruction-flow layer. The
+// Code classifies a failure of the query or instruction-flow layer. The
 // values and their texts follow libipt's pt_error_code so that ptxed-format
 // output matches libipt's word for word.
-type errCode int
+type Code int
 
 const (
-	feInternal errCode = iota + 1
-	feInvalid
-	feNosync
-	feBadOpc
-	feBadPacket
-	feBadContext
-	feEOS
-	feBadQuery
-	feNomem
-	feBadConfig
-	feNoIP
-	feIPSuppressed
-	feNomap
-	feBadInsn
-	feNoTime
-	feNoCBR
-	feBadImage
-	feBadLock
-	feNotSupported
-	feRetstackEmpty
-	feBadRetcomp
-	feBadStatusUpdate
-	feNoEnable
-	feEventIgnored
-	feOverflow
-	feBadFile
-	feBadCPU
-	feNoProgress
+	CodeInternal Code = iota + 1
+	CodeInvalid
+	CodeNosync
+	CodeBadOpc
+	CodeBadPacket
+	CodeBadContext
+	CodeEOS
+	CodeBadQuery
+	CodeNomem
+	CodeBadConfig
+	CodeNoIP
+	CodeIPSuppressed
+	CodeNomap
+	CodeBadInsn
+	CodeNoTime
+	CodeNoCBR
+	CodeBadImage
+	CodeBadLock
+	CodeNotSupported
+	CodeRetstackEmpty
+	CodeBadRetcomp
+	CodeBadStatusUpdate
+	CodeNoEnable
+	CodeEventIgnored
+	CodeOverflow
+	CodeBadFile
+	CodeBadCPU
+	CodeNoProgress
 )
 
-var errCodeText = [...]string{
-	0:                 "OK",
-	feInternal:        "internal error",
-	feInvalid:         "invalid argument",
-	feNosync:          "decoder out of sync",
-	feBadOpc:          "unknown opcode",
-	feBadPacket:       "unknown packet",
-	feBadContext:      "unexpected packet context",
-	feEOS:             "reached end of trace stream",
-	feBadQuery:        "trace stream does not match query",
-	feNomem:           "out of memory",
-	feBadConfig:       "bad configuration",
-	feNoIP:            "no ip",
-	feIPSuppressed:    "ip has been suppressed",
-	feNomap:           "no memory mapped at this address",
-	feBadInsn:         "unknown instruction",
-	feNoTime:          "no timing information",
-	feNoCBR:           "no core:bus ratio",
-	feBadImage:        "bad image",
-	feBadLock:         "locking error",
-	feNotSupported:    "not supported",
-	feRetstackEmpty:   "compressed return without call",
-	feBadRetcomp:      "bad compressed return",
-	feBadStatusUpdate: "bad status update",
-	feNoEnable:        "expected tracing enabled event",
-	feEventIgnored:    "event ignored",
-	feOverflow:        "overflow",
-	feBadFile:         "bad file",
-	feBadCPU:          "unknown cpu",
-	feNoProgress:      "no trace consumed in too many instructions (endless direct loop?)",
+var codeText = [...]string{
+	0:                   "OK",
+	CodeInternal:        "internal error",
+	CodeInvalid:         "invalid argument",
+	CodeNosync:          "decoder out of sync",
+	CodeBadOpc:          "unknown opcode",
+	CodeBadPacket:       "unknown packet",
+	CodeBadContext:      "unexpected packet context",
+	CodeEOS:             "reached end of trace stream",
+	CodeBadQuery:        "trace stream does not match query",
+	CodeNomem:           "out of memory",
+	CodeBadConfig:       "bad configuration",
+	CodeNoIP:            "no ip",
+	CodeIPSuppressed:    "ip has been suppressed",
+	CodeNomap:           "no memory mapped at this address",
+	CodeBadInsn:         "unknown instruction",
+	CodeNoTime:          "no timing information",
+	CodeNoCBR:           "no core:bus ratio",
+	CodeBadImage:        "bad image",
+	CodeBadLock:         "locking error",
+	CodeNotSupported:    "not supported",
+	CodeRetstackEmpty:   "compressed return without call",
+	CodeBadRetcomp:      "bad compressed return",
+	CodeBadStatusUpdate: "bad status update",
+	CodeNoEnable:        "expected tracing enabled event",
+	CodeEventIgnored:    "event ignored",
+	CodeOverflow:        "overflow",
+	CodeBadFile:         "bad file",
+	CodeBadCPU:          "unknown cpu",
+	CodeNoProgress:      "no trace consumed in too many instructions (endless direct loop?)",
 }
 
 // String returns libipt's text for the code.
-func (c errCode) String() string {
-	if c >= 0 && int(c) < len(errCodeText) {
-		return errCodeText[c]
+func (c Code) String() string {
+	if c >= 0 && int(c) < len(codeText) {
+		return codeText[c]
 	}
 	return fmt.Sprintf("error %d", int(c))
 }
@@ -82,7 +82,7 @@ func (c errCode) String() string {
 // carries the trace offset of the packet being processed and, where known,
 // the instruction address.
 type FlowError struct {
-	Code   errCode
+	Code   Code
 	Offset uint64 // offset into the PT stream
 	IP     uint64 // instruction address; zero when unknown
 }
@@ -100,9 +100,9 @@ func (e *FlowError) Is(target error) bool {
 // Sentinels for errors.Is.
 var (
 	// ErrNomap: an instruction address is not covered by any image section.
-	ErrNomap = &FlowError{Code: feNomap}
+	ErrNomap = &FlowError{Code: CodeNomap}
 	// ErrFlowEOS: the trace ended.
-	ErrFlowEOS = &FlowError{Code: feEOS}
+	ErrFlowEOS = &FlowError{Code: CodeEOS}
 	// ErrBadQuery: the trace does not match the code being decoded.
-	ErrBadQuery = &FlowError{Code: feBadQuery}
+	ErrBadQuery = &FlowError{Code: CodeBadQuery}
 )

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"sync"
 
+	"github.com/ptjit/ptjit/ptpkt"
 	"github.com/ptjit/ptjit/x86"
 )
 
@@ -101,7 +102,7 @@ func (r *flowRecorder) reset() { *r = flowRecorder{} }
 // psbOffsets returns the offsets of all PSB packets in pt.
 func psbOffsets(pt []byte) []uint64 {
 	var out []uint64
-	pat := psbPattern[:]
+	pat := ptpkt.PSBPattern[:]
 	for i := 0; i+len(pat) <= len(pt); {
 		j := bytes.Index(pt[i:], pat)
 		if j < 0 {
@@ -115,17 +116,17 @@ func psbOffsets(pt []byte) []uint64 {
 
 // psbHeaderEnd returns the offset just after the PSB+ header starting at
 // off (after its PSBEND or OVF), or len(pt) if the header does not end.
-func psbHeaderEnd(pt []byte, off uint64, cfg *Config) uint64 {
-	pd := NewPacketDecoder(pt, cfg)
+func psbHeaderEnd(pt []byte, off uint64, cfg *ptpkt.Config) uint64 {
+	pd := ptpkt.NewPacketDecoder(pt, cfg)
 	if pd.SyncSet(off) != nil {
 		return uint64(len(pt))
 	}
-	var p Packet
+	var p ptpkt.Packet
 	for {
 		if pd.Next(&p) != nil {
 			return uint64(len(pt))
 		}
-		if p.Type == PktPSBEnd || p.Type == PktOVF {
+		if p.Type == ptpkt.PktPSBEnd || p.Type == ptpkt.PktOVF {
 			return pd.Offset()
 		}
 	}
@@ -267,7 +268,7 @@ type chunkSink struct{ next FlowSink }
 
 func (s *chunkSink) Insn(in *FlowInsn, off, tsc uint64) { s.next.Insn(in, off, tsc) }
 func (s *chunkSink) Event(ev *Event, off uint64) {
-	if ev.Type == evEndOfTrace {
+	if ev.Type == EvEndOfTrace {
 		return
 	}
 	s.next.Event(ev, off)

@@ -1,61 +1,13 @@
 package decode
 
 import (
-	"bytes"
 	"testing"
+
+	"github.com/ptjit/ptjit/ptpkt"
 )
 
-// ptxedText decodes pt into ptxed --no-inst text with the given number of
-// jobs.
-func ptxedText(t testing.TB, pt []byte, img *Image, jobs int) []byte {
-	var out bytes.Buffer
-	o := &PtxedOptions{NoInst: true, BlockDecoder: true, Jobs: jobs}
-	p := &ptxedPrinter{o: o}
-	bw := newBufWriter(&out)
-	p.w = bw
-	ParallelFlow(pt, img, &FlowConfig{}, p, false, jobs)
-	bw.Flush()
-	return out.Bytes()
-}
-
-// ptxedFile runs the ptxed front end (which renders chunks in parallel).
-func ptxedFile(t testing.TB, jobs int) []byte {
-	dir := conformanceDir(t)
-	o, err := ParsePtxedArgs([]string{"--raw", dir + "/synthetic/mid.bin:0x400000", "--no-inst", "--pt", dir + "/synthetic/mid.pt"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.Jobs = jobs
-	var out bytes.Buffer
-	if err := Ptxed(o, &out); err != nil {
-		t.Fatal(err)
-	}
-	return out.Bytes()
-}
-
-func TestParallelFlowMatchesSequential(t *testing.T) {
-	pt, img := loadSynthetic(t, "mid")
-	seq := ptxedText(t, pt, img, 1)
-	for _, jobs := range []int{2, 3, 8} {
-		par := ptxedText(t, pt, img, jobs)
-		if !bytes.Equal(seq, par) {
-			a, b := diffBLines(seq), diffBLines(par)
-			t.Fatalf("jobs=%d: parallel output differs from sequential: %s", jobs, firstDiff(b, a))
-		}
-	}
-	for _, jobs := range []int{2, 5} {
-		if par := ptxedFile(t, jobs); !bytes.Equal(seq, par) {
-			t.Fatalf("Ptxed jobs=%d: %s", jobs, firstDiff(diffBLines(par), diffBLines(seq)))
-		}
-	}
-	want := diffBLines(readExpected(t, conformanceDir(t)+"/synthetic/mid-ptxed.exp.gz"))
-	if d := firstDiff(diffBLines(seq), want); d != "" {
-		t.Fatalf("sequential output differs from libipt: %s", d)
-	}
-}
-
 func TestPsbOffsets(t *testing.T) {
-	psb := psbPattern[:]
+	psb := ptpkt.PSBPattern[:]
 	buf := append(append(append([]byte{0, 0}, psb...), 0x02, 0x23), psb...)
 	got := psbOffsets(buf)
 	if len(got) != 2 || got[0] != 2 || got[1] != 20 {

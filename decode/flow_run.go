@@ -33,10 +33,10 @@ func RunFlow(d *FlowDecoder, sink FlowSink, resync bool) {
 		if needSync {
 			st = d.SyncForward()
 			if st < 0 {
-				if st == -int(feEOS) {
+				if st == -int(CodeEOS) {
 					return
 				}
-				sink.Error(&FlowError{Code: errCode(-st), Offset: d.Offset()}, "error")
+				sink.Error(&FlowError{Code: Code(-st), Offset: d.Offset()}, "error")
 				newSync := d.Offset()
 				if newSync <= sync {
 					return
@@ -68,9 +68,9 @@ func RunFlow(d *FlowDecoder, sink FlowSink, resync bool) {
 			}
 			if st&stEOS != 0 {
 				if st&stIPSuppressed == 0 {
-					sink.Event(&Event{Type: evEndOfTrace}, d.Offset())
+					sink.Event(&Event{Type: EvEndOfTrace}, d.Offset())
 				}
-				st = -int(feEOS)
+				st = -int(CodeEOS)
 				break
 			}
 			off := d.Offset()
@@ -87,27 +87,27 @@ func RunFlow(d *FlowDecoder, sink FlowSink, resync bool) {
 			sink.Insn(&in, off, tsc)
 		}
 		if st == 0 {
-			st = -int(feInternal)
+			st = -int(CodeInternal)
 		}
-		if st == -int(feEOS) {
+		if st == -int(CodeEOS) {
 			return
 		}
 		if afterResync && inDrain {
-			sink.Error(&FlowError{Code: errCode(-st), Offset: errOff, IP: errIP}, "resync error")
+			sink.Error(&FlowError{Code: Code(-st), Offset: errOff, IP: errIP}, "resync error")
 			afterResync = false
 			needSync = true
 			continue
 		}
-		sink.Error(&FlowError{Code: errCode(-st), Offset: errOff, IP: errIP}, "error")
+		sink.Error(&FlowError{Code: Code(-st), Offset: errOff, IP: errIP}, "error")
 		if resync && errOff != resyncAt {
 			resyncAt = errOff
 			st = d.Resync()
 			afterResync = true
 			if st < 0 {
-				if st == -int(feEOS) {
+				if st == -int(CodeEOS) {
 					return
 				}
-				sink.Error(&FlowError{Code: errCode(-st), Offset: d.Offset(), IP: d.IP()}, "resync error")
+				sink.Error(&FlowError{Code: Code(-st), Offset: d.Offset(), IP: d.IP()}, "resync error")
 				afterResync = false
 				needSync = true
 			}

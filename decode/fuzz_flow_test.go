@@ -3,6 +3,8 @@ package decode
 import (
 	"math/rand"
 	"testing"
+
+	"github.com/ptjit/ptjit/ptpkt"
 )
 
 // fuzzImage is a fixed image for FuzzFlowDecoder: real code with every
@@ -39,7 +41,7 @@ func fuzzImage() *Image {
 }
 
 func FuzzFlowDecoder(f *testing.F) {
-	psb := psbPattern[:]
+	psb := ptpkt.PSBPattern[:]
 	// PSB, MODE.Exec 64, FUP 0x1000, PSBEND, then a few TNT/TIP packets.
 	seed := append(append([]byte{}, psb...),
 		0x99, 0x01, // mode.exec cs.l
@@ -62,7 +64,7 @@ func FuzzFlowDecoder(f *testing.F) {
 		for _, resync := range []bool{false, true} {
 			s := &countSink{}
 			cfg := &FlowConfig{MaxSteps: 1 << 10, TickEvents: resync}
-			cfg.Packet.Errata = Errata{BDM70: true, BDM64: true, SKD010: true, SKD022: true, SKL014: true, APL11: true, APL12: true}
+			cfg.Packet.Errata = ptpkt.Errata{BDM70: true, BDM64: true, SKD010: true, SKD022: true, SKL014: true, APL11: true, APL12: true}
 			RunFlow(NewFlowDecoder(pt, img, cfg), s, resync)
 			// Bounded work: every instruction either consumes trace or
 			// is one of at most MaxSteps straight-line ones per packet.

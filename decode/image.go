@@ -41,7 +41,7 @@ func (s *Section) validAt(tsc uint64) bool { return tsc >= s.FromTSC && tsc < s.
 // overlays earlier ones), plus versioned sections, each valid for a TSC range,
 // which take precedence over static sections while valid.
 //
-// A miss is an error (feNomap), never a guess. An Image must not be changed
+// A miss is an error (CodeNomap), never a guess. An Image must not be changed
 // while a decoder uses it; several decoders may read one Image concurrently
 // only if each has its own copy (Clone), because sections carry decode caches.
 type Image struct {
@@ -243,8 +243,8 @@ func (im *Image) Read(buf []byte, ip, tsc uint64) (n int, s *Section) {
 	return n, s
 }
 
-// readAt copies the section's bytes at ip into buf.
-func (s *Section) readAt(buf []byte, ip uint64) (int, bool) {
+// ReadAt copies the section's bytes at ip into buf.
+func (s *Section) ReadAt(buf []byte, ip uint64) (int, bool) {
 	if s == nil || !s.contains(ip) {
 		return 0, false
 	}

@@ -86,31 +86,3 @@ func TestImageErrors(t *testing.T) {
 		t.Errorf("overlapping version accepted: %v", err)
 	}
 }
-
-func TestParseRawImage(t *testing.T) {
-	tests := []struct {
-		arg             string
-		file            string
-		off, size, base uint64
-		err             bool
-	}{
-		{arg: "a.bin:0x1000", file: "a.bin", base: 0x1000},
-		{arg: "a.bin:16:0x1000", file: "a.bin", off: 16, base: 0x1000},
-		{arg: "a.bin:0x10-0x20:4096", file: "a.bin", off: 0x10, size: 0x10, base: 4096},
-		{arg: "c:/x.bin:0x1000", file: "c:/x.bin", base: 0x1000},
-		{arg: "a.bin", err: true},
-		{arg: "a.bin:", err: true},
-		{arg: "a.bin:zz", err: true},
-		{arg: "a.bin:0x20-0x10:0", err: true},
-	}
-	for _, tt := range tests {
-		file, off, size, base, err := ParseRawImage(tt.arg)
-		if (err != nil) != tt.err {
-			t.Errorf("%q: err = %v", tt.arg, err)
-			continue
-		}
-		if err == nil && (file != tt.file || off != tt.off || size != tt.size || base != tt.base) {
-			t.Errorf("%q = %q %#x %#x %#x", tt.arg, file, off, size, base)
-		}
-	}
-}

@@ -23,6 +23,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ptjit/ptjit/internal/testenv"
 )
 
 const libiptHelperC = `
@@ -387,7 +389,7 @@ func TestDifferentialLibipt(t *testing.T) {
 // and the ratios.
 func BenchmarkDecodeVsLibipt(b *testing.B) {
 	helper := libiptHelper(b)
-	dir := conformanceDir(b)
+	dir := testenv.ConformanceDir(b)
 	ptPath := filepath.Join(dir, "synthetic", "mid.pt")
 	binPath := filepath.Join(dir, "synthetic", "mid.bin")
 	pt, img := loadSynthetic(b, "mid")
@@ -459,7 +461,7 @@ func TestGenDump(t *testing.T) {
 // instructions per seam; the rates are what this benchmark compares.
 func BenchmarkDecodeLarge(b *testing.B) {
 	helper := libiptHelper(b)
-	dir := conformanceDir(b)
+	dir := testenv.ConformanceDir(b)
 	mid, img := loadSynthetic(b, "mid")
 	binPath := filepath.Join(dir, "synthetic", "mid.bin")
 	copies := 300

@@ -1,6 +1,9 @@
 package decode
 
-import "github.com/ptjit/ptjit/x86"
+import (
+	"github.com/ptjit/ptjit/ptpkt"
+	"github.com/ptjit/ptjit/x86"
+)
 
 // The query layer (libipt's pt_evt_* event decoder and pt_qry_* query
 // decoder folded into one type): it turns packets into events, binding
@@ -10,21 +13,21 @@ import "github.com/ptjit/ptjit/x86"
 // next event.
 //
 // Internal functions return 0 or a positive value on success and a negative
-// errCode on failure, like libipt, which keeps the port of its binding rules
+// Code on failure, like libipt, which keeps the port of its binding rules
 // easy to check against the reference.
 
 // QueryDecoder decodes PT packets into branch outcomes and events.
 type QueryDecoder struct {
 	cfg *FlowConfig
-	pd  PacketDecoder
+	pd  ptpkt.PacketDecoder
 
 	// Event-decoder state.
-	pkt     Packet // the current packet, not yet processed
-	status  int    // deferred packet decode error (negative) or 0
-	event   *Event // the event produced by the current decode step
+	pkt     ptpkt.Packet // the current packet, not yet processed
+	status  int          // deferred packet decode error (negative) or 0
+	event   *Event       // the event produced by the current decode step
 	enabled bool
 	bound   bool
-	ip      LastIP
+	ip      ptpkt.LastIP
 	time    timeState
 	evq     eventQueue
 	// event trace state: EVD payloads wait for their CFE
@@ -48,15 +51,15 @@ func NewQueryDecoder(buf []byte, cfg *FlowConfig) *QueryDecoder {
 		cfg = &FlowConfig{}
 	}
 	d := &QueryDecoder{cfg: cfg}
-	d.pd = *NewPacketDecoder(buf, &cfg.Packet)
+	d.pd = *ptpkt.NewPacketDecoder(buf, &cfg.Packet)
 	d.evtReset()
 	d.qryReset()
 	return d
 }
 
 func (d *QueryDecoder) evtReset() {
-	d.pkt = Packet{}
-	d.status = -int(feNosync)
+	d.pkt = ptpkt.Packet{}
+	d.status = -int(CodeNosync)
 	d.event = nil
 	d.enabled = false
 	d.bound = false
@@ -68,7 +71,7 @@ func (d *QueryDecoder) evtReset() {
 }
 
 func (d *QueryDecoder) qryReset() {
-	d.qstatus = -int(feNosync)
+	d.qstatus = -int(CodeNosync)
 	d.tnt.reset()
 	d.lastTime = d.time
 }
@@ -88,29 +91,29 @@ func (d *QueryDecoder) fetchPacket() int {
 	for {
 		err := d.pd.Next(&d.pkt)
 		if err != nil {
-			d.pkt = Packet{}
+			d.pkt = ptpkt.Packet{}
 			d.status = packetErrCode(err)
 			return 0
 		}
-		if d.pkt.Type != PktPad {
+		if d.pkt.Type != ptpkt.PktPad {
 			return 0
 		}
 	}
 }
 
-// packetErrCode maps a packet decoder error to a negative errCode.
+// packetErrCode maps a packet decoder error to a negative Code.
 func packetErrCode(err error) int {
 	switch {
-	case IsEOS(err):
-		return -int(feEOS)
-	case errorsIs(err, ErrBadOpcode):
-		return -int(feBadOpc)
-	case errorsIs(err, ErrBadPacket):
-		return -int(feBadPacket)
-	case errorsIs(err, ErrNoSync):
-		return -int(feNosync)
+	case ptpkt.IsEOS(err):
+		return -int(CodeEOS)
+	case errorsIs(err, ptpkt.ErrBadOpcode):
+		return -int(CodeBadOpc)
+	case errorsIs(err, ptpkt.ErrBadPacket):
+		return -int(CodeBadPacket)
+	case errorsIs(err, ptpkt.ErrNoSync):
+		return -int(CodeNosync)
 	}
-	return -int(feBadPacket)
+	return -int(CodeBadPacket)
 }
 
 func (d *QueryDecoder) eventTime(ev *Event) {
@@ -125,7 +128,7 @@ func (d *QueryDecoder) eventIP(ip *uint64, ev *Event) int {
 	switch st {
 	case 0:
 		*ip = v
-	case feNoIP, feIPSuppressed:
+	case CodeNoIP, CodeIPSuppressed:
 		ev.IPSuppressed = true
 	default:
 		return -int(st)
@@ -133,66 +136,66 @@ func (d *QueryDecoder) eventIP(ip *uint64, ev *Event) int {
 	return 0
 }
 
-func (d *QueryDecoder) updateIP(p *Packet) int {
+func (d *QueryDecoder) updateIP(p *ptpkt.Packet) int {
 	if err := d.ip.Update(p.IPC, p.IP); err != nil {
-		return -int(feBadPacket)
+		return -int(CodeBadPacket)
 	}
 	return 0
 }
 
 // lastIPQuery returns the last IP or why there is none.
-func lastIPQuery(l *LastIP) (uint64, errCode) {
+func lastIPQuery(l *ptpkt.LastIP) (uint64, Code) {
 	ip, err := l.IP()
 	switch {
 	case err == nil:
 		return ip, 0
-	case errorsIs(err, ErrIPSuppressed):
-		return 0, feIPSuppressed
+	case errorsIs(err, ptpkt.ErrIPSuppressed):
+		return 0, CodeIPSuppressed
 	}
-	return 0, feNoIP
+	return 0, CodeNoIP
 }
 
 // findHeaderFUP looks ahead, from inside a PSB+, for its FUP. It returns 1
 // and the FUP in *fup when there is one, 0 when the header has none.
-func findHeaderFUP(pd PacketDecoder, fup *Packet) int {
+func findHeaderFUP(pd ptpkt.PacketDecoder, fup *ptpkt.Packet) int {
 	for {
 		if err := pd.Next(fup); err != nil {
 			return packetErrCode(err)
 		}
 		switch fup.Type {
-		case PktFUP:
+		case ptpkt.PktFUP:
 			return 1
-		case PktModeExec, PktModeTSX, PktPIP, PktVMCS, PktMNT, PktTSC, PktCBR, PktTMA, PktMTC, PktCYC, PktPad:
-		case PktPSBEnd, PktOVF:
+		case ptpkt.PktModeExec, ptpkt.PktModeTSX, ptpkt.PktPIP, ptpkt.PktVMCS, ptpkt.PktMNT, ptpkt.PktTSC, ptpkt.PktCBR, ptpkt.PktTMA, ptpkt.PktMTC, ptpkt.PktCYC, ptpkt.PktPad:
+		case ptpkt.PktPSBEnd, ptpkt.PktOVF:
 			return 0
 		default:
-			return -int(feBadContext)
+			return -int(CodeBadContext)
 		}
 	}
 }
 
 func (d *QueryDecoder) checkBDM70() int {
 	pd := d.pd
-	var p Packet
+	var p ptpkt.Packet
 	for {
 		if err := pd.Next(&p); err != nil {
-			if IsEOS(err) {
+			if ptpkt.IsEOS(err) {
 				return 0
 			}
 			return packetErrCode(err)
 		}
 		switch p.Type {
-		case PktTIPPGE:
+		case ptpkt.PktTIPPGE:
 			return 1
-		case PktPad, PktTSC, PktCBR, PktPSBEnd, PktPIP, PktModeExec, PktModeTSX, PktVMCS, PktTMA, PktMTC, PktCYC, PktMNT:
+		case ptpkt.PktPad, ptpkt.PktTSC, ptpkt.PktCBR, ptpkt.PktPSBEnd, ptpkt.PktPIP, ptpkt.PktModeExec, ptpkt.PktModeTSX, ptpkt.PktVMCS, ptpkt.PktTMA, ptpkt.PktMTC, ptpkt.PktCYC, ptpkt.PktMNT:
 		default:
 			return 0
 		}
 	}
 }
 
-func (d *QueryDecoder) headerFUP(p *Packet) int {
-	enabled := p.IPC != IPSuppressed
+func (d *QueryDecoder) headerFUP(p *ptpkt.Packet) int {
+	enabled := p.IPC != ptpkt.IPSuppressed
 	if d.cfg.Packet.Errata.BDM70 {
 		st := d.checkBDM70()
 		if st < 0 {
@@ -209,7 +212,7 @@ func (d *QueryDecoder) headerFUP(p *Packet) int {
 	return d.updateIP(p)
 }
 
-func execModeOf(p *Packet) x86.ExecMode {
+func execModeOf(p *ptpkt.Packet) x86.ExecMode {
 	switch {
 	case p.CSL:
 		return x86.Mode64
@@ -219,20 +222,20 @@ func execModeOf(p *Packet) x86.ExecMode {
 	return x86.Mode16
 }
 
-func (d *QueryDecoder) headerMode(p *Packet) int {
+func (d *QueryDecoder) headerMode(p *ptpkt.Packet) int {
 	ev := d.evq.enqueue(bindPSBEnd)
 	if ev == nil {
-		return -int(feNomem)
+		return -int(CodeNomem)
 	}
 	ev.StatusUpdate = true
 	ev.Offset = d.Offset()
 	switch p.Type {
-	case PktModeExec:
+	case ptpkt.PktModeExec:
 		ev.Type = EvExecMode
 		ev.Mode = execModeOf(p)
 		ev.IF = p.IF
 		d.mode, d.modeKnown, d.iflag, d.ifKnown = ev.Mode, true, p.IF, true
-	case PktModeTSX:
+	case ptpkt.PktModeTSX:
 		ev.Type = EvTSX
 		ev.Speculative = p.InTX
 		ev.Aborted = p.Abort
@@ -244,7 +247,7 @@ func (d *QueryDecoder) headerMode(p *Packet) int {
 // to PSBEND (or to an OVF ending the header).
 func (d *QueryDecoder) decodePSB() int {
 	if !d.evq.empty(bindPSBEnd) || !d.evq.empty(bindTIP) || !d.evq.empty(bindFUP) {
-		return -int(feBadContext)
+		return -int(CodeBadContext)
 	}
 	d.ip.Reset()
 	d.enabled = false
@@ -253,7 +256,7 @@ func (d *QueryDecoder) decodePSB() int {
 	// The enabled/disabled status comes first; we fill it in at PSBEND.
 	ev := d.evq.enqueue(bindPSBEnd)
 	if ev == nil {
-		return -int(feNomem)
+		return -int(CodeNomem)
 	}
 	ev.StatusUpdate = true
 	for {
@@ -261,52 +264,52 @@ func (d *QueryDecoder) decodePSB() int {
 		p := &d.pkt
 		var st int
 		switch p.Type {
-		case PktFUP:
+		case ptpkt.PktFUP:
 			st = d.headerFUP(p)
-		case PktModeExec, PktModeTSX:
+		case ptpkt.PktModeExec, ptpkt.PktModeTSX:
 			st = d.headerMode(p)
-		case PktPIP:
+		case ptpkt.PktPIP:
 			e := d.evq.enqueue(bindPSBEnd)
 			if e == nil {
-				return -int(feNomem)
+				return -int(CodeNomem)
 			}
 			e.StatusUpdate = true
 			e.Type = EvAsyncPaging
 			e.CR3 = p.Payload
 			e.NonRoot = p.NR
-		case PktVMCS:
+		case ptpkt.PktVMCS:
 			e := d.evq.enqueue(bindPSBEnd)
 			if e == nil {
-				return -int(feNomem)
+				return -int(CodeNomem)
 			}
 			e.StatusUpdate = true
 			e.Type = EvAsyncVMCS
 			e.Base = p.Payload
-		case PktMNT:
+		case ptpkt.PktMNT:
 			e := d.evq.enqueue(bindPSBEnd)
 			if e == nil {
-				return -int(feNomem)
+				return -int(CodeNomem)
 			}
 			e.Type = EvMNT
 			e.Payload = p.Payload
-		case PktTSC:
+		case ptpkt.PktTSC:
 			d.time.headerTSC(p)
-		case PktCBR:
+		case ptpkt.PktCBR:
 			d.time.headerCBR(p)
 			e := d.evq.enqueue(bindPSBEnd)
 			if e == nil {
-				return -int(feNomem)
+				return -int(CodeNomem)
 			}
 			e.StatusUpdate = true
 			e.Type = EvCBR
 			e.Ratio = p.CBR
-		case PktTMA:
+		case ptpkt.PktTMA:
 			d.time.tma(p)
-		case PktMTC:
+		case ptpkt.PktMTC:
 			d.time.mtc(p)
-		case PktCYC:
+		case ptpkt.PktCYC:
 			d.time.cyc(p)
-		case PktPSBEnd:
+		case ptpkt.PktPSBEnd:
 			if d.enabled {
 				ev.Type = EvEnabled
 			} else {
@@ -314,21 +317,21 @@ func (d *QueryDecoder) decodePSB() int {
 				ev.IPSuppressed = true
 			}
 			return 1
-		case PktOVF:
+		case ptpkt.PktOVF:
 			if d.enabled {
 				ev.Type = EvEnabled
 			} else {
 				// Drop the status event we created first.
 				if head := d.evq.dequeue(bindPSBEnd); head != ev {
-					return -int(feInternal)
+					return -int(CodeInternal)
 				}
 			}
 			return 1
-		case PktPad:
-		case PktInvalid:
+		case ptpkt.PktPad:
+		case ptpkt.PktInvalid:
 			st = d.status
 		default:
-			st = -int(feBadContext)
+			st = -int(CodeBadContext)
 		}
 		if st < 0 {
 			return st
@@ -340,18 +343,18 @@ func (d *QueryDecoder) evtStart() int {
 	d.status = 0
 	d.fetchPacket()
 	switch d.pkt.Type {
-	case PktPSB:
+	case ptpkt.PktPSB:
 		if st := d.decodePSB(); st < 0 {
 			return st
 		}
 		return 0
-	case PktInvalid:
+	case ptpkt.PktInvalid:
 		if d.status < 0 {
 			return d.status
 		}
-		return -int(feInternal)
+		return -int(CodeInternal)
 	}
-	return -int(feNosync)
+	return -int(CodeNosync)
 }
 
 func (d *QueryDecoder) decodePSBEnd() int {
@@ -366,7 +369,7 @@ func (d *QueryDecoder) decodePSBEnd() int {
 		st = d.eventIP(&ev.IP, ev)
 	case EvDisabled, EvCBR, EvMNT:
 	default:
-		st = -int(feBadContext)
+		st = -int(CodeBadContext)
 	}
 	if st < 0 {
 		return st
@@ -375,7 +378,7 @@ func (d *QueryDecoder) decodePSBEnd() int {
 	return 0
 }
 
-func (d *QueryDecoder) decodeFUP(p *Packet) int {
+func (d *QueryDecoder) decodeFUP(p *ptpkt.Packet) int {
 	if st := d.updateIP(p); st < 0 {
 		return st
 	}
@@ -392,7 +395,7 @@ func (d *QueryDecoder) decodeFUP(p *Packet) int {
 		}
 		e := d.evq.enqueue(bindTIP)
 		if e == nil {
-			return -int(feNomem)
+			return -int(CodeNomem)
 		}
 		e.Type = EvAsyncBranch
 		e.From = from
@@ -434,7 +437,7 @@ func (d *QueryDecoder) decodeFUP(p *Packet) int {
 		d.bound = true
 		return 1
 	default:
-		st = -int(feBadContext)
+		st = -int(CodeBadContext)
 	}
 	if st < 0 {
 		return st
@@ -445,47 +448,47 @@ func (d *QueryDecoder) decodeFUP(p *Packet) int {
 // findOVFFUP searches for the FUP an OVF binds to. It returns the number of
 // bytes from the current position to just after that FUP, 0 if a packet
 // shows the overflow resolved with tracing disabled, or a negative error.
-func findOVFFUP(pd PacketDecoder) int {
+func findOVFFUP(pd ptpkt.PacketDecoder) int {
 	off := 0
-	var p Packet
+	var p ptpkt.Packet
 	for {
 		if err := pd.Next(&p); err != nil {
 			return packetErrCode(err)
 		}
 		if p.Size == 0 {
-			return -int(feBadPacket)
+			return -int(CodeBadPacket)
 		}
 		off += int(p.Size)
 		switch p.Type {
-		case PktFUP:
+		case ptpkt.PktFUP:
 			return off
-		case PktPad, PktMNT, PktCBR, PktTSC, PktTMA, PktMTC, PktCYC:
-		case PktPSB, PktTIPPGE, PktModeExec, PktModeTSX, PktPIP, PktVMCS, PktTraceStop, PktOVF,
-			PktExStop, PktMWait, PktPwrE, PktPwrX, PktPTW, PktCFE, PktEVD, PktTrig,
-			PktBBP, PktBIP, PktBEP:
+		case ptpkt.PktPad, ptpkt.PktMNT, ptpkt.PktCBR, ptpkt.PktTSC, ptpkt.PktTMA, ptpkt.PktMTC, ptpkt.PktCYC:
+		case ptpkt.PktPSB, ptpkt.PktTIPPGE, ptpkt.PktModeExec, ptpkt.PktModeTSX, ptpkt.PktPIP, ptpkt.PktVMCS, ptpkt.PktTraceStop, ptpkt.PktOVF,
+			ptpkt.PktExStop, ptpkt.PktMWait, ptpkt.PktPwrE, ptpkt.PktPwrX, ptpkt.PktPTW, ptpkt.PktCFE, ptpkt.PktEVD, ptpkt.PktTrig,
+			ptpkt.PktBBP, ptpkt.PktBIP, ptpkt.PktBEP:
 			return 0
-		case PktPSBEnd, PktTIP, PktTIPPGD, PktTNT8, PktTNT64:
-			return -int(feBadContext)
+		case ptpkt.PktPSBEnd, ptpkt.PktTIP, ptpkt.PktTIPPGD, ptpkt.PktTNT8, ptpkt.PktTNT64:
+			return -int(CodeBadContext)
 		}
 	}
 }
 
-func (d *QueryDecoder) applyTimingPacket(ts *timeState, p *Packet) {
+func (d *QueryDecoder) applyTimingPacket(ts *timeState, p *ptpkt.Packet) {
 	switch p.Type {
-	case PktTSC:
+	case ptpkt.PktTSC:
 		ts.tsc(p)
-	case PktCBR:
+	case ptpkt.PktCBR:
 		ts.cbr(p)
-	case PktTMA:
+	case ptpkt.PktTMA:
 		ts.tma(p)
-	case PktMTC:
+	case ptpkt.PktMTC:
 		ts.mtc(p)
-	case PktCYC:
+	case ptpkt.PktCYC:
 		ts.cyc(p)
 	}
 }
 
-func (d *QueryDecoder) recoverOVFAtIP(pd *PacketDecoder, p *Packet, ipp *Packet, ts *timeState) int {
+func (d *QueryDecoder) recoverOVFAtIP(pd *ptpkt.PacketDecoder, p *ptpkt.Packet, ipp *ptpkt.Packet, ts *timeState) int {
 	if st := d.updateIP(ipp); st < 0 {
 		return st
 	}
@@ -498,7 +501,7 @@ func (d *QueryDecoder) recoverOVFAtIP(pd *PacketDecoder, p *Packet, ipp *Packet,
 	return d.eventIP(&ev.IP, ev)
 }
 
-func (d *QueryDecoder) recoverOVFDisabled(pd *PacketDecoder, p *Packet, ts *timeState) int {
+func (d *QueryDecoder) recoverOVFDisabled(pd *ptpkt.PacketDecoder, p *ptpkt.Packet, ts *timeState) int {
 	ev := d.standalone(EvOverflow)
 	ev.IPSuppressed = true
 	d.eventTime(ev)
@@ -516,16 +519,16 @@ func (d *QueryDecoder) recoverOVFAtOffset(off int) int {
 		sz := int(d.pkt.Size)
 		if off <= sz {
 			if off < sz {
-				return -int(feInternal)
+				return -int(CodeInternal)
 			}
 			break
 		}
 		off -= sz
 		switch d.pkt.Type {
-		case PktTSC, PktCBR, PktTMA, PktMTC, PktCYC:
+		case ptpkt.PktTSC, ptpkt.PktCBR, ptpkt.PktTMA, ptpkt.PktMTC, ptpkt.PktCYC:
 			d.applyTimingPacket(&d.time, &d.pkt)
-		case PktModeExec, PktModeTSX, PktPIP, PktVMCS, PktInvalid:
-			return -int(feInternal)
+		case ptpkt.PktModeExec, ptpkt.PktModeTSX, ptpkt.PktPIP, ptpkt.PktVMCS, ptpkt.PktInvalid:
+			return -int(CodeInternal)
 		}
 	}
 	ev := d.standalone(EvOverflow)
@@ -541,52 +544,52 @@ func (d *QueryDecoder) handleSKD010() int {
 	pd := d.pd
 	ts := d.time
 	var modeTSX struct{ found, intx, abrt bool }
-	var p Packet
+	var p ptpkt.Packet
 	for {
 		if err := pd.Next(&p); err != nil {
-			if IsEOS(err) {
+			if ptpkt.IsEOS(err) {
 				return 1
 			}
 			return packetErrCode(err)
 		}
 		switch p.Type {
-		case PktTIPPGE:
+		case ptpkt.PktTIPPGE:
 			return 1
-		case PktTIPPGD:
+		case ptpkt.PktTIPPGD:
 			if st := d.recoverOVFDisabled(&pd, &p, &ts); st < 0 {
 				return st
 			}
 			return d.fetchPacket()
-		case PktTNT8, PktTNT64:
+		case ptpkt.PktTNT8, ptpkt.PktTNT64:
 			return 1
-		case PktPIP, PktVMCS, PktModeExec:
-		case PktModeTSX:
+		case ptpkt.PktPIP, ptpkt.PktVMCS, ptpkt.PktModeExec:
+		case ptpkt.PktModeTSX:
 			if modeTSX.found {
 				return 1
 			}
 			modeTSX.found, modeTSX.intx, modeTSX.abrt = true, p.InTX, p.Abort
-		case PktFUP:
+		case ptpkt.PktFUP:
 			d.pkt = p
 			if modeTSX.found {
 				ev := d.evq.enqueue(bindFUP)
 				if ev == nil {
-					return -int(feNomem)
+					return -int(CodeNomem)
 				}
 				ev.Type = EvTSX
 				ev.Speculative = modeTSX.intx
 				ev.Aborted = modeTSX.abrt
 			}
 			return d.recoverOVFAtIP(&pd, &p, &p, &ts)
-		case PktTIP:
+		case ptpkt.PktTIP:
 			if st := d.recoverOVFAtIP(&pd, &p, &p, &ts); st < 0 {
 				return st
 			}
 			return d.fetchPacket()
-		case PktPSB:
-			var fup Packet
+		case ptpkt.PktPSB:
+			var fup ptpkt.Packet
 			st := findHeaderFUP(pd, &fup)
 			if st < 0 {
-				if st == -int(feEOS) {
+				if st == -int(CodeEOS) {
 					return 1
 				}
 				return st
@@ -595,24 +598,24 @@ func (d *QueryDecoder) handleSKD010() int {
 				return 1
 			}
 			return d.recoverOVFAtIP(&pd, &p, &fup, &ts)
-		case PktPSBEnd:
-			return -int(feBadContext)
-		case PktOVF, PktTraceStop:
+		case ptpkt.PktPSBEnd:
+			return -int(CodeBadContext)
+		case ptpkt.PktOVF, ptpkt.PktTraceStop:
 			return 1
-		case PktPad, PktMNT, PktPwrE, PktPwrX:
-		case PktExStop:
+		case ptpkt.PktPad, ptpkt.PktMNT, ptpkt.PktPwrE, ptpkt.PktPwrX:
+		case ptpkt.PktExStop:
 			if !p.IPBit {
 				break
 			}
 			return 1
-		case PktMWait:
+		case ptpkt.PktMWait:
 			return 1
-		case PktPTW:
+		case ptpkt.PktPTW:
 			if !p.IPBit {
 				break
 			}
 			return 1
-		case PktTSC, PktCBR, PktTMA, PktMTC, PktCYC:
+		case ptpkt.PktTSC, ptpkt.PktCBR, ptpkt.PktTMA, ptpkt.PktMTC, ptpkt.PktCYC:
 			d.applyTimingPacket(&ts, &p)
 		default:
 			return 1
@@ -624,23 +627,23 @@ func (d *QueryDecoder) handleSKD010() int {
 func (d *QueryDecoder) handleAPL11() int {
 	pd := d.pd
 	ts := d.time
-	var p Packet
+	var p ptpkt.Packet
 	for {
 		if err := pd.Next(&p); err != nil {
 			return packetErrCode(err)
 		}
 		switch p.Type {
-		case PktTIPPGD:
+		case ptpkt.PktTIPPGD:
 			d.recoverOVFDisabled(&pd, &p, &ts)
 			return d.fetchPacket()
-		case PktFUP, PktPSB, PktTIPPGE, PktTraceStop, PktOVF, PktModeExec, PktModeTSX, PktPIP,
-			PktVMCS, PktExStop, PktMWait, PktPwrE, PktPwrX, PktPTW:
+		case ptpkt.PktFUP, ptpkt.PktPSB, ptpkt.PktTIPPGE, ptpkt.PktTraceStop, ptpkt.PktOVF, ptpkt.PktModeExec, ptpkt.PktModeTSX, ptpkt.PktPIP,
+			ptpkt.PktVMCS, ptpkt.PktExStop, ptpkt.PktMWait, ptpkt.PktPwrE, ptpkt.PktPwrX, ptpkt.PktPTW:
 			return 1
-		case PktPSBEnd, PktTIP, PktTNT8, PktTNT64:
+		case ptpkt.PktPSBEnd, ptpkt.PktTIP, ptpkt.PktTNT8, ptpkt.PktTNT64:
 			return 1
-		case PktTSC, PktCBR, PktTMA, PktMTC, PktCYC:
+		case ptpkt.PktTSC, ptpkt.PktCBR, ptpkt.PktTMA, ptpkt.PktMTC, ptpkt.PktCYC:
 			d.applyTimingPacket(&ts, &p)
-		case PktPad, PktMNT:
+		case ptpkt.PktPad, ptpkt.PktMNT:
 		default:
 			return 1
 		}
@@ -651,35 +654,35 @@ func (d *QueryDecoder) handleAPL11() int {
 func (d *QueryDecoder) handleAPL12(off int) int {
 	pd := d.pd
 	if err := pd.SyncSet(pd.Offset() + uint64(off)); err != nil {
-		return -int(feInternal)
+		return -int(CodeInternal)
 	}
-	var p Packet
+	var p ptpkt.Packet
 	for {
 		if err := pd.Next(&p); err != nil {
-			if IsEOS(err) {
+			if ptpkt.IsEOS(err) {
 				return 1
 			}
 			return packetErrCode(err)
 		}
 		switch p.Type {
-		case PktTNT8, PktTNT64, PktTIP, PktTIPPGD:
+		case ptpkt.PktTNT8, ptpkt.PktTNT64, ptpkt.PktTIP, ptpkt.PktTIPPGD:
 			return 1
-		case PktPSB:
-			var fup Packet
+		case ptpkt.PktPSB:
+			var fup ptpkt.Packet
 			st := findHeaderFUP(pd, &fup)
 			if st != 0 {
-				if st == -int(feEOS) {
+				if st == -int(CodeEOS) {
 					return 1
 				}
 				return st
 			}
 			return d.recoverOVFAtOffset(off)
-		case PktTraceStop, PktTIPPGE:
+		case ptpkt.PktTraceStop, ptpkt.PktTIPPGE:
 			return d.recoverOVFAtOffset(off)
-		case PktPSBEnd, PktOVF:
+		case ptpkt.PktPSBEnd, ptpkt.PktOVF:
 			return 1
-		case PktPad, PktFUP, PktTSC, PktCBR, PktTMA, PktMTC, PktCYC, PktExStop, PktMWait,
-			PktPwrE, PktPwrX, PktPTW, PktMNT, PktPIP, PktVMCS, PktModeExec, PktModeTSX:
+		case ptpkt.PktPad, ptpkt.PktFUP, ptpkt.PktTSC, ptpkt.PktCBR, ptpkt.PktTMA, ptpkt.PktMTC, ptpkt.PktCYC, ptpkt.PktExStop, ptpkt.PktMWait,
+			ptpkt.PktPwrE, ptpkt.PktPwrX, ptpkt.PktPTW, ptpkt.PktMNT, ptpkt.PktPIP, ptpkt.PktVMCS, ptpkt.PktModeExec, ptpkt.PktModeTSX:
 		default:
 			return 1
 		}
@@ -701,12 +704,12 @@ func (d *QueryDecoder) decodeOVF() int {
 				return st
 			}
 		}
-		if d.cfg.Packet.Errata.APL11 && off == -int(feBadContext) {
+		if d.cfg.Packet.Errata.APL11 && off == -int(CodeBadContext) {
 			if st := d.handleAPL11(); st <= 0 {
 				return st
 			}
 		}
-		if off < 0 && off != -int(feEOS) {
+		if off < 0 && off != -int(CodeEOS) {
 			return off
 		}
 		ev := d.standalone(EvOverflow)
@@ -721,7 +724,7 @@ func (d *QueryDecoder) decodeOVF() int {
 	}
 	ev := d.evq.enqueue(bindFUP)
 	if ev == nil {
-		return -int(feNomem)
+		return -int(CodeNomem)
 	}
 	ev.Type = EvOverflow
 	d.eventTime(ev)
@@ -764,7 +767,7 @@ func (d *QueryDecoder) boundAtTIP(types ...EventType) int {
 		}
 	}
 	d.event = ev
-	return -int(feBadContext)
+	return -int(CodeBadContext)
 }
 
 func (d *QueryDecoder) decodeTIPEvent() int {
@@ -772,22 +775,22 @@ func (d *QueryDecoder) decodeTIPEvent() int {
 	if async := d.evq.find(bindTIP, EvAsyncBranch); async != nil {
 		ev := d.evq.dequeue(bindTIP)
 		if ev == nil {
-			return -int(feInternal)
+			return -int(CodeInternal)
 		}
 		if ev != async {
 			*ev, *async = *async, *ev
 		}
 		if ev.Type != EvAsyncBranch {
-			return -int(feInternal)
+			return -int(CodeInternal)
 		}
 		return d.atIP(ev)
 	}
 	return d.atIP(d.standalone(EvTIP))
 }
 
-func (d *QueryDecoder) decodeTIP(p *Packet) int {
+func (d *QueryDecoder) decodeTIP(p *ptpkt.Packet) int {
 	if !d.enabled {
-		return -int(feBadContext)
+		return -int(CodeBadContext)
 	}
 	if st := d.updateIP(p); st < 0 {
 		return st
@@ -798,7 +801,7 @@ func (d *QueryDecoder) decodeTIP(p *Packet) int {
 	return d.boundAtTIP(EvExecMode, EvIflags, EvAsyncPaging, EvAsyncVMCS)
 }
 
-func (d *QueryDecoder) decodeTIPPGE(p *Packet) int {
+func (d *QueryDecoder) decodeTIPPGE(p *ptpkt.Packet) int {
 	if st := d.updateIP(p); st < 0 {
 		return st
 	}
@@ -813,7 +816,7 @@ func (d *QueryDecoder) decodeTIPPGE(p *Packet) int {
 	return d.boundAtTIP(EvExecMode, EvIflags)
 }
 
-func (d *QueryDecoder) decodeTIPPGD(p *Packet) int {
+func (d *QueryDecoder) decodeTIPPGD(p *ptpkt.Packet) int {
 	if st := d.updateIP(p); st < 0 {
 		return st
 	}
@@ -838,13 +841,13 @@ func (d *QueryDecoder) decodeTIPPGD(p *Packet) int {
 		d.bound = true
 	case EvAsyncPaging, EvAsyncVMCS:
 		if !d.bound {
-			return -int(feInternal)
+			return -int(CodeInternal)
 		}
 		ev.IPSuppressed = true
 	case EvExecMode, EvIflags:
 		ev.IPSuppressed = true
 	default:
-		st = -int(feBadContext)
+		st = -int(CodeBadContext)
 	}
 	if st < 0 {
 		return st
@@ -853,9 +856,9 @@ func (d *QueryDecoder) decodeTIPPGD(p *Packet) int {
 	return 0
 }
 
-func (d *QueryDecoder) decodeTNT(p *Packet) int {
+func (d *QueryDecoder) decodeTNT(p *ptpkt.Packet) int {
 	if !d.enabled {
-		return -int(feBadContext)
+		return -int(CodeBadContext)
 	}
 	ev := d.evq.newStandalone()
 	d.event = ev
@@ -874,7 +877,7 @@ func (d *QueryDecoder) standalone(t EventType) *Event {
 	return ev
 }
 
-func (d *QueryDecoder) decodeModeExec(p *Packet) int {
+func (d *QueryDecoder) decodeModeExec(p *ptpkt.Packet) int {
 	// MODE.Exec binds to a directly following FUP (an event-trace mode or
 	// RFLAGS.IF change at an instruction boundary), else to the next TIP.
 	// Only changes are reported.
@@ -886,7 +889,7 @@ func (d *QueryDecoder) decodeModeExec(p *Packet) int {
 	if !d.modeKnown || d.mode != mode {
 		ev := d.evq.enqueue(b)
 		if ev == nil {
-			return -int(feNomem)
+			return -int(CodeNomem)
 		}
 		ev.Type = EvExecMode
 		ev.Mode = mode
@@ -894,7 +897,7 @@ func (d *QueryDecoder) decodeModeExec(p *Packet) int {
 	if !d.ifKnown || d.iflag != p.IF {
 		ev := d.evq.enqueue(b)
 		if ev == nil {
-			return -int(feNomem)
+			return -int(CodeNomem)
 		}
 		ev.Type = EvIflags
 		ev.IF = p.IF
@@ -902,7 +905,7 @@ func (d *QueryDecoder) decodeModeExec(p *Packet) int {
 	if b == bindFUP && d.modeKnown && d.mode == mode && d.ifKnown && d.iflag == p.IF {
 		ev := d.evq.enqueue(b)
 		if ev == nil {
-			return -int(feNomem)
+			return -int(CodeNomem)
 		}
 		ev.Type = evFUPOnly
 	}
@@ -914,24 +917,24 @@ func (d *QueryDecoder) decodeModeExec(p *Packet) int {
 // timing packets, is a FUP.
 func (d *QueryDecoder) nextIsFUP() bool {
 	pd := d.pd
-	var p Packet
+	var p ptpkt.Packet
 	for {
 		if pd.Next(&p) != nil {
 			return false
 		}
 		switch p.Type {
-		case PktPad, PktTSC, PktMTC, PktCYC, PktTMA, PktCBR:
+		case ptpkt.PktPad, ptpkt.PktTSC, ptpkt.PktMTC, ptpkt.PktCYC, ptpkt.PktTMA, ptpkt.PktCBR:
 			continue
 		}
-		return p.Type == PktFUP
+		return p.Type == ptpkt.PktFUP
 	}
 }
 
-func (d *QueryDecoder) decodeModeTSX(p *Packet) int {
+func (d *QueryDecoder) decodeModeTSX(p *ptpkt.Packet) int {
 	if d.enabled {
 		ev := d.evq.enqueue(bindFUP)
 		if ev == nil {
-			return -int(feNomem)
+			return -int(CodeNomem)
 		}
 		ev.Type = EvTSX
 		ev.Speculative = p.InTX
@@ -946,11 +949,11 @@ func (d *QueryDecoder) decodeModeTSX(p *Packet) int {
 	return d.fetchPacket()
 }
 
-func (d *QueryDecoder) decodePIP(p *Packet) int {
+func (d *QueryDecoder) decodePIP(p *ptpkt.Packet) int {
 	if d.evq.find(bindTIP, EvAsyncBranch) != nil {
 		ev := d.evq.enqueue(bindTIP)
 		if ev == nil {
-			return -int(feNomem)
+			return -int(CodeNomem)
 		}
 		ev.Type = EvAsyncPaging
 		ev.CR3 = p.Payload
@@ -964,11 +967,11 @@ func (d *QueryDecoder) decodePIP(p *Packet) int {
 	return d.fetchPacket()
 }
 
-func (d *QueryDecoder) decodeVMCS(p *Packet) int {
+func (d *QueryDecoder) decodeVMCS(p *ptpkt.Packet) int {
 	if ev := d.evq.find(bindTIP, EvAsyncPaging); ev != nil {
 		paging := d.evq.enqueue(bindTIP)
 		if paging == nil {
-			return -int(feNomem)
+			return -int(CodeNomem)
 		}
 		*paging = *ev
 		*ev = Event{Type: EvAsyncVMCS, Base: p.Payload}
@@ -977,7 +980,7 @@ func (d *QueryDecoder) decodeVMCS(p *Packet) int {
 	if d.evq.find(bindTIP, EvAsyncBranch) != nil {
 		ev := d.evq.enqueue(bindTIP)
 		if ev == nil {
-			return -int(feNomem)
+			return -int(CodeNomem)
 		}
 		ev.Type = EvAsyncVMCS
 		ev.Base = p.Payload
@@ -989,7 +992,7 @@ func (d *QueryDecoder) decodeVMCS(p *Packet) int {
 	return d.fetchPacket()
 }
 
-func (d *QueryDecoder) decodeExStop(p *Packet) int {
+func (d *QueryDecoder) decodeExStop(p *ptpkt.Packet) int {
 	// MWAIT and PWRE wait for the EXSTOP: MWAIT is reported before the
 	// EXSTOP, PWRE after it; all bind to the FUP when EXSTOP.IP is set.
 	target := bindNow
@@ -1039,7 +1042,7 @@ func (d *QueryDecoder) decodeExStop(p *Packet) int {
 func (d *QueryDecoder) moveEvent(ev *Event, b int) int {
 	e := d.evq.enqueue(b)
 	if e == nil {
-		return -int(feNomem)
+		return -int(CodeNomem)
 	}
 	*e = *ev
 	if b == bindNow {
@@ -1073,10 +1076,10 @@ func (d *QueryDecoder) flushExStop() {
 	}
 }
 
-func (d *QueryDecoder) decodeMWait(p *Packet) int {
+func (d *QueryDecoder) decodeMWait(p *ptpkt.Packet) int {
 	ev := d.evq.enqueue(bindExStop)
 	if ev == nil {
-		return -int(feNomem)
+		return -int(CodeNomem)
 	}
 	ev.Type = EvMWait
 	ev.Hints = p.Hints
@@ -1084,19 +1087,19 @@ func (d *QueryDecoder) decodeMWait(p *Packet) int {
 	return 1
 }
 
-func (d *QueryDecoder) decodePTW(p *Packet) int {
+func (d *QueryDecoder) decodePTW(p *ptpkt.Packet) int {
 	size := 4
 	switch p.PLC {
 	case 0:
 	case 1:
 		size = 8
 	default:
-		return -int(feBadPacket)
+		return -int(CodeBadPacket)
 	}
 	if p.IPBit {
 		ev := d.evq.enqueue(bindFUP)
 		if ev == nil {
-			return -int(feNomem)
+			return -int(CodeNomem)
 		}
 		ev.Type = EvPTWrite
 		ev.Size = uint8(size)
@@ -1118,81 +1121,81 @@ func (d *QueryDecoder) decodePacket() int {
 	if st := d.deliverNow(); st == 0 {
 		return 0
 	}
-	if !d.evq.empty(bindExStop) && !(p.Type == PktFUP && !d.evq.empty(bindFUP)) {
+	if !d.evq.empty(bindExStop) && !(p.Type == ptpkt.PktFUP && !d.evq.empty(bindFUP)) {
 		switch p.Type {
-		case PktExStop, PktPad, PktTSC, PktMTC, PktCYC, PktTMA, PktPwrE, PktMWait:
+		case ptpkt.PktExStop, ptpkt.PktPad, ptpkt.PktTSC, ptpkt.PktMTC, ptpkt.PktCYC, ptpkt.PktTMA, ptpkt.PktPwrE, ptpkt.PktMWait:
 		default:
 			d.flushExStop()
 			return d.deliverNow()
 		}
 	}
 	switch p.Type {
-	case PktTNT8, PktTNT64:
+	case ptpkt.PktTNT8, ptpkt.PktTNT64:
 		return d.decodeTNT(p)
-	case PktCYC:
+	case ptpkt.PktCYC:
 		d.time.cyc(p)
 		return 1
-	case PktPad:
+	case ptpkt.PktPad:
 		return 1
-	case PktFUP:
+	case ptpkt.PktFUP:
 		return d.decodeFUP(p)
-	case PktTIP:
+	case ptpkt.PktTIP:
 		return d.decodeTIP(p)
-	case PktMTC:
+	case ptpkt.PktMTC:
 		d.time.mtc(p)
 		return 1
-	case PktTSC:
+	case ptpkt.PktTSC:
 		d.time.tsc(p)
 		return 1
-	case PktCBR:
+	case ptpkt.PktCBR:
 		d.time.cbr(p)
 		ev := d.standalone(EvCBR)
 		ev.Ratio = p.CBR
 		d.eventTime(ev)
 		return d.fetchPacket()
-	case PktTMA:
+	case ptpkt.PktTMA:
 		d.time.tma(p)
 		return 1
-	case PktModeExec:
+	case ptpkt.PktModeExec:
 		return d.decodeModeExec(p)
-	case PktModeTSX:
+	case ptpkt.PktModeTSX:
 		return d.decodeModeTSX(p)
-	case PktPIP:
+	case ptpkt.PktPIP:
 		return d.decodePIP(p)
-	case PktPTW:
+	case ptpkt.PktPTW:
 		return d.decodePTW(p)
-	case PktPSB:
+	case ptpkt.PktPSB:
 		if st := d.decodePSB(); st <= 0 {
 			return st
 		}
 		return d.decodePacket()
-	case PktPSBEnd:
+	case ptpkt.PktPSBEnd:
 		return d.decodePSBEnd()
-	case PktTIPPGE:
+	case ptpkt.PktTIPPGE:
 		return d.decodeTIPPGE(p)
-	case PktTIPPGD:
+	case ptpkt.PktTIPPGD:
 		return d.decodeTIPPGD(p)
-	case PktExStop:
+	case ptpkt.PktExStop:
 		return d.decodeExStop(p)
-	case PktPwrE:
+	case ptpkt.PktPwrE:
 		ev := d.evq.enqueue(bindExStop)
 		if ev == nil {
-			return -int(feNomem)
+			return -int(CodeNomem)
 		}
 		ev.Type = EvPwrE
 		ev.State, ev.SubState, ev.HW = p.State, p.SubState, p.HW
 		return 1
-	case PktPwrX:
+	case ptpkt.PktPwrX:
 		ev := d.standalone(EvPwrX)
 		ev.Last, ev.Deepest = p.LastCState, p.DeepestCState
 		ev.WakeIntr, ev.WakeStore, ev.WakeAuto = p.WakeInterrupt, p.WakeStore, p.WakeAutonomous
 		d.eventTime(ev)
 		return d.fetchPacket()
-	case PktMWait:
+	case ptpkt.PktMWait:
 		return d.decodeMWait(p)
-	case PktVMCS:
+	case ptpkt.PktVMCS:
 		return d.decodeVMCS(p)
-	case PktOVF:
+	case ptpkt.PktOVF:
 		if !d.evq.empty(bindFUP) {
 			// Events waiting for a FUP the overflow lost.
 			for {
@@ -1210,31 +1213,31 @@ func (d *QueryDecoder) decodePacket() int {
 			}
 		}
 		return d.decodeOVF()
-	case PktTraceStop:
+	case ptpkt.PktTraceStop:
 		ev := d.standalone(EvStop)
 		d.eventTime(ev)
 		return d.fetchPacket()
-	case PktMNT:
+	case ptpkt.PktMNT:
 		ev := d.standalone(EvMNT)
 		ev.Payload = p.Payload
 		d.eventTime(ev)
 		return d.fetchPacket()
-	case PktCFE:
+	case ptpkt.PktCFE:
 		return d.decodeCFE(p)
-	case PktEVD:
+	case ptpkt.PktEVD:
 		return d.decodeEVD(p)
-	case PktTrig:
+	case ptpkt.PktTrig:
 		return d.decodeTrig(p)
-	case PktBBP, PktBIP, PktBEP:
+	case ptpkt.PktBBP, ptpkt.PktBIP, ptpkt.PktBEP:
 		// PEBS-via-PT block packets carry no control flow.
 		return 1
-	case PktInvalid:
+	case ptpkt.PktInvalid:
 		if d.status < 0 {
 			return d.status
 		}
 		return 1
 	}
-	return -int(feBadOpc)
+	return -int(CodeBadOpc)
 }
 
 // fetchEvent decodes packets until one produces an event.
@@ -1245,7 +1248,7 @@ func (d *QueryDecoder) fetchEvent() int {
 			return st
 		}
 		if d.event != nil {
-			return -int(feInternal)
+			return -int(CodeInternal)
 		}
 		// The packet decoder asked for a new packet without delivering
 		// an event; that new packet isn't bound.
@@ -1260,7 +1263,7 @@ func (d *QueryDecoder) evtNext(ev *Event) int {
 		return st
 	}
 	if d.event == nil {
-		return -int(feInternal)
+		return -int(CodeInternal)
 	}
 	*ev = *d.event
 	if ev.Offset == 0 {
@@ -1283,7 +1286,7 @@ func (d *QueryDecoder) statusFlags() int {
 	// ahead.
 	if d.tnt.empty() {
 		if d.qstatus < 0 {
-			if d.qstatus == -int(feEOS) {
+			if d.qstatus == -int(CodeEOS) {
 				flags |= stEOS
 			} else {
 				return d.qstatus
@@ -1315,7 +1318,7 @@ func (d *QueryDecoder) start() (ip uint64, status int) {
 		var ev Event
 		st := d.evtNext(&ev)
 		if st < 0 {
-			if st != -int(feEOS) {
+			if st != -int(CodeEOS) {
 				*d = saved
 				return 0, st
 			}
@@ -1337,7 +1340,7 @@ func (d *QueryDecoder) start() (ip uint64, status int) {
 		var ev Event
 		st := probe.evtNext(&ev)
 		if st < 0 {
-			if st != -int(feEOS) {
+			if st != -int(CodeEOS) {
 				*d = probe // report the error where it is
 				return 0, st
 			}
@@ -1357,7 +1360,7 @@ func (d *QueryDecoder) start() (ip uint64, status int) {
 }
 
 // SyncForward synchronizes at the next PSB. It returns the start IP and
-// status flags, or a negative errCode.
+// status flags, or a negative Code.
 func (d *QueryDecoder) syncForward() (uint64, int) {
 	d.qryReset()
 	d.evtReset()
@@ -1388,7 +1391,7 @@ func (d *QueryDecoder) cacheTNT() int {
 func (d *QueryDecoder) condBranch() (taken bool, status int) {
 	t, st := d.tnt.query()
 	if st != 0 {
-		if st != feBadQuery {
+		if st != CodeBadQuery {
 			return false, -int(st)
 		}
 		d.lastTime = d.time
@@ -1397,7 +1400,7 @@ func (d *QueryDecoder) condBranch() (taken bool, status int) {
 		}
 		t, st = d.tnt.query()
 		if st != 0 {
-			if st != feBadQuery {
+			if st != CodeBadQuery {
 				return false, -int(st)
 			}
 			if d.qstatus < 0 {
@@ -1422,7 +1425,7 @@ func (d *QueryDecoder) indirectBranch() (ip uint64, status int) {
 			if d.qstatus < 0 {
 				return 0, d.qstatus
 			}
-			return 0, -int(feBadQuery)
+			return 0, -int(CodeBadQuery)
 		}
 	}
 	st := 0
@@ -1439,13 +1442,13 @@ func (d *QueryDecoder) indirectBranch() (ip uint64, status int) {
 // peekEvent copies the pending event into *ev without consuming it.
 func (d *QueryDecoder) peekEvent(ev *Event) int {
 	if !d.tnt.empty() {
-		return -int(feBadQuery)
+		return -int(CodeBadQuery)
 	}
 	if d.qstatus < 0 {
 		return d.qstatus
 	}
 	if d.cur.Type == EvTNT || d.cur.Type == EvTIP || d.cur.Type == EvInvalid {
-		return -int(feBadQuery)
+		return -int(CodeBadQuery)
 	}
 	*ev = d.cur
 	return 0

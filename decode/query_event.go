@@ -48,7 +48,7 @@ const (
 	EvTrig                    // trigger (TRIG)
 
 	evFUPOnly    // internal: a FUP consumed without an event
-	evEndOfTrace // the trace ended while tracing was enabled (RunFlow only)
+	EvEndOfTrace // the trace ended while tracing was enabled (RunFlow only)
 )
 
 // Event is one event of the trace. Which fields are meaningful depends on

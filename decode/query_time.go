@@ -1,53 +1,55 @@
 package decode
 
+import "github.com/ptjit/ptjit/ptpkt"
+
 // timeState is the query layer's timing: the packet engineer's Time (TSC
 // estimate) and TimeCal (cycle calibration) driven the way libipt's event
 // decoder drives pt_time and pt_time_cal. Configuration errors only make
 // timing imprecise (they are counted as lost MTC/CYC), so they are not
 // decode errors, as in libipt.
 type timeState struct {
-	t   Time
-	cal TimeCal
-	cfg *Config
+	t   ptpkt.Time
+	cal ptpkt.TimeCal
+	cfg *ptpkt.Config
 }
 
 func (s *timeState) init(cfg *FlowConfig) {
 	s.t.Reset()
-	s.cal = NewTimeCal()
+	s.cal = ptpkt.NewTimeCal()
 	s.cfg = &cfg.Packet
 }
 
-func (s *timeState) headerTSC(p *Packet) {
+func (s *timeState) headerTSC(p *ptpkt.Packet) {
 	_ = s.cal.HeaderTSC(p, s.cfg)
 	_ = s.t.UpdateTSC(p, s.cfg)
 }
 
-func (s *timeState) tsc(p *Packet) {
+func (s *timeState) tsc(p *ptpkt.Packet) {
 	_ = s.cal.UpdateTSC(p, s.cfg)
 	_ = s.t.UpdateTSC(p, s.cfg)
 }
 
-func (s *timeState) headerCBR(p *Packet) {
+func (s *timeState) headerCBR(p *ptpkt.Packet) {
 	_ = s.cal.HeaderCBR(p, s.cfg)
 	_ = s.t.UpdateCBR(p, s.cfg)
 }
 
-func (s *timeState) cbr(p *Packet) {
+func (s *timeState) cbr(p *ptpkt.Packet) {
 	_ = s.cal.UpdateCBR(p, s.cfg)
 	_ = s.t.UpdateCBR(p, s.cfg)
 }
 
-func (s *timeState) tma(p *Packet) {
+func (s *timeState) tma(p *ptpkt.Packet) {
 	_ = s.cal.UpdateTMA(p, s.cfg)
 	_ = s.t.UpdateTMA(p, s.cfg)
 }
 
-func (s *timeState) mtc(p *Packet) {
+func (s *timeState) mtc(p *ptpkt.Packet) {
 	_ = s.cal.UpdateMTC(p, s.cfg)
 	_ = s.t.UpdateMTC(p, s.cfg)
 }
 
-func (s *timeState) cyc(p *Packet) {
+func (s *timeState) cyc(p *ptpkt.Packet) {
 	_ = s.cal.UpdateCYC(p, s.cfg)
 	fcr, err := s.cal.FCR()
 	if err != nil {

@@ -1,5 +1,7 @@
 package decode
 
+import "github.com/ptjit/ptjit/ptpkt"
+
 // Event trace (CFE and EVD packets) and TRIG packets.
 
 // evdState collects the EVD payloads that precede their CFE packet.
@@ -8,21 +10,21 @@ type evdState struct {
 	haveCR2, haveVMXQ, haveVMXR bool
 }
 
-func (d *QueryDecoder) decodeEVD(p *Packet) int {
+func (d *QueryDecoder) decodeEVD(p *ptpkt.Packet) int {
 	// EVD packets precede their CFE: CR2 only an INTR, VMXQ/VMXR only a
 	// VMEXIT (possibly after more VMX EVDs).
 	if d.evd.haveCR2 {
-		return -int(feBadContext)
+		return -int(CodeBadContext)
 	}
 	switch p.EvType {
-	case EVDCR2:
+	case ptpkt.EVDCR2:
 		if d.evd.haveVMXQ || d.evd.haveVMXR {
-			return -int(feBadContext)
+			return -int(CodeBadContext)
 		}
 		d.evd.cr2, d.evd.haveCR2 = p.Payload, true
-	case EVDVMXQ:
+	case ptpkt.EVDVMXQ:
 		d.evd.vmxq, d.evd.haveVMXQ = p.Payload, true
-	case EVDVMXR:
+	case ptpkt.EVDVMXR:
 		d.evd.vmxr, d.evd.haveVMXR = p.Payload, true
 	}
 	return 1
@@ -30,11 +32,11 @@ func (d *QueryDecoder) decodeEVD(p *Packet) int {
 
 // checkEVD verifies that the collected EVD payloads fit a CFE of type t.
 func (d *QueryDecoder) checkEVD(t uint8) int {
-	if d.evd.haveCR2 && t != CFEIntr {
-		return -int(feBadContext)
+	if d.evd.haveCR2 && t != ptpkt.CFEIntr {
+		return -int(CodeBadContext)
 	}
-	if (d.evd.haveVMXQ || d.evd.haveVMXR) && t != CFEVMExit && t != CFEVMExitIntr {
-		return -int(feBadContext)
+	if (d.evd.haveVMXQ || d.evd.haveVMXR) && t != ptpkt.CFEVMExit && t != ptpkt.CFEVMExitIntr {
+		return -int(CodeBadContext)
 	}
 	return 0
 }
@@ -53,52 +55,52 @@ func cfeIsSync(t EventType) bool {
 // cfeEventType maps a CFE type to an event type.
 func cfeEventType(t uint8) (EventType, bool) {
 	switch t {
-	case CFEIntr:
+	case ptpkt.CFEIntr:
 		return EvInterrupt, true
-	case CFEIRet:
+	case ptpkt.CFEIRet:
 		return EvIret, true
-	case CFESMI:
+	case ptpkt.CFESMI:
 		return EvSMI, true
-	case CFERSM:
+	case ptpkt.CFERSM:
 		return EvRSM, true
-	case CFESIPI:
+	case ptpkt.CFESIPI:
 		return EvSIPI, true
-	case CFEInit:
+	case ptpkt.CFEInit:
 		return EvInit, true
-	case CFEVMEntry:
+	case ptpkt.CFEVMEntry:
 		return EvVMEntry, true
-	case CFEVMExit, CFEVMExitIntr:
+	case ptpkt.CFEVMExit, ptpkt.CFEVMExitIntr:
 		return EvVMExit, true
-	case CFEShutdown:
+	case ptpkt.CFEShutdown:
 		return EvShutdown, true
-	case CFEUIntr:
+	case ptpkt.CFEUIntr:
 		return EvUintr, true
-	case CFEUIRet:
+	case ptpkt.CFEUIRet:
 		return EvUiret, true
-	case CFESWIntr:
+	case ptpkt.CFESWIntr:
 		return EvSwIntr, true
-	case CFESyscall:
+	case ptpkt.CFESyscall:
 		return EvSyscall, true
 	}
 	return EvInvalid, false
 }
 
-func (d *QueryDecoder) fillCFE(ev *Event, p *Packet) {
+func (d *QueryDecoder) fillCFE(ev *Event, p *ptpkt.Packet) {
 	ev.Vector = p.Vector
 	switch p.EvType {
-	case CFEIntr:
+	case ptpkt.CFEIntr:
 		ev.CR2, ev.HasCR2 = d.evd.cr2, d.evd.haveCR2
-	case CFEVMExitIntr:
+	case ptpkt.CFEVMExitIntr:
 		ev.HasVec = true
 		fallthrough
-	case CFEVMExit:
+	case ptpkt.CFEVMExit:
 		ev.VMXR, ev.HasVMXR = d.evd.vmxr, d.evd.haveVMXR
 		ev.VMXQ, ev.HasVMXQ = d.evd.vmxq, d.evd.haveVMXQ
 	}
 	d.evd = evdState{}
 }
 
-func (d *QueryDecoder) decodeCFE(p *Packet) int {
+func (d *QueryDecoder) decodeCFE(p *ptpkt.Packet) int {
 	if st := d.checkEVD(p.EvType); st < 0 {
 		return st
 	}
@@ -115,7 +117,7 @@ func (d *QueryDecoder) decodeCFE(p *Packet) int {
 	if p.IPBit || (d.enabled && !cfeIsSync(t) && d.nextIsFUP()) {
 		ev := d.evq.enqueue(bindFUP)
 		if ev == nil {
-			return -int(feNomem)
+			return -int(CodeNomem)
 		}
 		ev.Type = t
 		d.fillCFE(ev, p)
@@ -129,7 +131,7 @@ func (d *QueryDecoder) decodeCFE(p *Packet) int {
 	return d.fetchPacket()
 }
 
-func (d *QueryDecoder) decodeTrig(p *Packet) int {
+func (d *QueryDecoder) decodeTrig(p *ptpkt.Packet) int {
 	fill := func(ev *Event) {
 		ev.Type = EvTrig
 		ev.TRBV = p.TRBV
@@ -139,7 +141,7 @@ func (d *QueryDecoder) decodeTrig(p *Packet) int {
 	if p.IPBit {
 		ev := d.evq.enqueue(bindFUP)
 		if ev == nil {
-			return -int(feNomem)
+			return -int(CodeNomem)
 		}
 		fill(ev)
 		return 1

@@ -12,26 +12,26 @@ type tntCache struct {
 // empty reports whether all bits have been consumed.
 func (c *tntCache) empty() bool { return c.mask == 0 }
 
-// add loads the size bits of a TNT payload. It fails with feBadContext if
-// bits from a previous packet are still unused, and with feBadPacket for an
+// add loads the size bits of a TNT payload. It fails with CodeBadContext if
+// bits from a previous packet are still unused, and with CodeBadPacket for an
 // empty or oversized payload.
-func (c *tntCache) add(bits uint64, size int) errCode {
+func (c *tntCache) add(bits uint64, size int) Code {
 	if c.mask != 0 {
-		return feBadContext
+		return CodeBadContext
 	}
 	if size <= 0 || size > 64 {
-		return feBadPacket
+		return CodeBadPacket
 	}
 	c.bits = bits
 	c.mask = 1 << uint(size-1)
 	return 0
 }
 
-// query consumes the next bit. It fails with feBadQuery when the cache is
+// query consumes the next bit. It fails with CodeBadQuery when the cache is
 // empty.
-func (c *tntCache) query() (taken bool, err errCode) {
+func (c *tntCache) query() (taken bool, err Code) {
 	if c.mask == 0 {
-		return false, feBadQuery
+		return false, CodeBadQuery
 	}
 	taken = c.bits&c.mask != 0
 	c.mask >>= 1

@@ -7,7 +7,7 @@ func TestTNTCache(t *testing.T) {
 		add      bool
 		bits     uint64
 		size     int
-		wantErr  errCode
+		wantErr  Code
 		wantBits string // outcomes of queries after the add, "!" taken "." not taken
 	}
 	tests := []struct {
@@ -20,14 +20,14 @@ func TestTNTCache(t *testing.T) {
 		{"tnt-64 47 bits", []step{{add: true, bits: 1<<46 | 1, size: 47, wantBits: "!" + repeat(".", 45) + "!"}}},
 		{"add while bits left", []step{
 			{add: true, bits: 0b11, size: 2, wantBits: "!"},
-			{add: true, bits: 1, size: 1, wantErr: feBadContext, wantBits: "!"},
+			{add: true, bits: 1, size: 1, wantErr: CodeBadContext, wantBits: "!"},
 		}},
 		{"refill after use", []step{
 			{add: true, bits: 0b1, size: 1, wantBits: "!"},
 			{add: true, bits: 0b0, size: 1, wantBits: "."},
 		}},
-		{"zero size", []step{{add: true, bits: 0, size: 0, wantErr: feBadPacket}}},
-		{"oversized", []step{{add: true, bits: 0, size: 65, wantErr: feBadPacket}}},
+		{"zero size", []step{{add: true, bits: 0, size: 0, wantErr: CodeBadPacket}}},
+		{"oversized", []step{{add: true, bits: 0, size: 65, wantErr: CodeBadPacket}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,8 +57,8 @@ func TestTNTCache(t *testing.T) {
 			if !c.empty() {
 				t.Fatal("cache not empty after consuming all bits")
 			}
-			if _, err := c.query(); err != feBadQuery {
-				t.Fatalf("query on empty cache = %v, want %v", err, feBadQuery)
+			if _, err := c.query(); err != CodeBadQuery {
+				t.Fatalf("query on empty cache = %v, want %v", err, CodeBadQuery)
 			}
 		})
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+
+	"github.com/ptjit/ptjit/ptpkt"
 )
 
 // TraceReader is a PT stream that may be larger than memory: a raw trace
@@ -75,7 +77,7 @@ func ForEachWindow(r TraceReader, max int, fn func(pt []byte, stop uint64, base 
 		if pos+int64(n) < size {
 			// The last PSB after the window's first byte that leaves
 			// room for its header.
-			if i := bytes.LastIndex(buf[1:n-margin], psbPattern[:]); i >= 0 {
+			if i := bytes.LastIndex(buf[1:n-margin], ptpkt.PSBPattern[:]); i >= 0 {
 				stop = i + 1
 			} else {
 				stop = n - margin

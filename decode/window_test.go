@@ -5,6 +5,9 @@ import (
 	"io"
 	"path/filepath"
 	"testing"
+
+	"github.com/ptjit/ptjit/perf"
+	"github.com/ptjit/ptjit/ptpkt"
 )
 
 // readerOnly hides the BytesTrace fast path, so windows are read with
@@ -20,18 +23,18 @@ func TestForEachWindowCuts(t *testing.T) {
 	// windows cover the trace exactly once.
 	var tr []byte
 	for i := 0; i < 12; i++ {
-		tr = append(tr, psbPattern[:]...)
-		tr = append(tr, make([]byte, 10000-len(psbPattern))...)
+		tr = append(tr, ptpkt.PSBPattern[:]...)
+		tr = append(tr, make([]byte, 10000-len(ptpkt.PSBPattern))...)
 	}
 	var starts []uint64
 	var total uint64
 	err := ForEachWindow(readerOnly{BytesTrace(tr)}, 1, func(pt []byte, stop, base uint64) {
 		starts = append(starts, base)
 		total += stop
-		if base%10000 != 0 || !bytes.HasPrefix(pt, psbPattern[:]) {
+		if base%10000 != 0 || !bytes.HasPrefix(pt, ptpkt.PSBPattern[:]) {
 			t.Errorf("window at %d does not start with a PSB", base)
 		}
-		if stop < uint64(len(pt)) && !bytes.HasPrefix(pt[stop:], psbPattern[:]) {
+		if stop < uint64(len(pt)) && !bytes.HasPrefix(pt[stop:], ptpkt.PSBPattern[:]) {
 			t.Errorf("window at %d stops at %d, not at a PSB", base, stop)
 		}
 	})
@@ -56,13 +59,13 @@ func (f failing) Size() int64                             { return f.size }
 // LoadPerfTrace assembles in memory.
 func TestQueueReaderMatchesData(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "perf.data")
-	w, err := CreatePerfData(path, PerfDataConfig{})
+	w, err := perf.CreatePerfData(path, perf.PerfDataConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var want []byte
 	for i := 0; i < 20; i++ {
-		chunk := append(append([]byte(nil), psbPattern[:]...), bytes.Repeat([]byte{byte(i + 1)}, 100+i*37)...)
+		chunk := append(append([]byte(nil), ptpkt.PSBPattern[:]...), bytes.Repeat([]byte{byte(i + 1)}, 100+i*37)...)
 		w.AuxTrace(77, -1, uint64(1000+i), chunk)
 		want = append(want, chunk...)
 		if pad := (8 - len(chunk)%8) % 8; pad > 0 {
@@ -72,16 +75,16 @@ func TestQueueReaderMatchesData(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	p, err := OpenPerfData(path)
+	p, err := perf.OpenPerfData(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	eager, err := LoadPerfTrace(p)
+	eager, err := perf.LoadPerfTrace(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lazy, err := LoadPerfTraceLazy(p)
+	lazy, err := perf.LoadPerfTraceLazy(p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/ptjit/ptjit/db"
-	"github.com/ptjit/ptjit/decode"
+	"github.com/ptjit/ptjit/perf"
 )
 
 // fakePerf is a stand-in for `perf record` on a machine without Intel PT:
@@ -98,12 +98,12 @@ func TestIntelPTThroughPerf(t *testing.T) {
 	if !bytes.Equal(got, exp) {
 		t.Fatal("perf.data is not the file perf wrote")
 	}
-	pd, err := decode.OpenPerfData(filepath.Join(out, "perf.data"))
+	pd, err := perf.OpenPerfData(filepath.Join(out, "perf.data"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pd.Close()
-	tr, err := decode.LoadPerfTrace(pd)
+	tr, err := perf.LoadPerfTrace(pd)
 	if err != nil || len(tr.Queues) == 0 || tr.Info == nil || !tr.TSCEnabled() {
 		t.Fatalf("perf.data: %v, %d queues", err, len(tr.Queues))
 	}

@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ptjit/ptjit/ptrun/softpt"
-	"github.com/ptjit/ptjit/snapshot"
+	"github.com/ptjit/ptjit/clock"
+	"github.com/ptjit/ptjit/softpt"
 	"github.com/ptjit/ptjit/tracker"
 )
 
@@ -156,7 +156,7 @@ func (b *ptBackend) launch(path string, argv []string) tracker.Launch {
 func (b *ptBackend) finish() error {
 	switch {
 	case b.soft != nil:
-		return b.soft.Close(snapshot.RDTSC())
+		return b.soft.Close(clock.RDTSC())
 	case b.perf != nil:
 		return b.perf.wait()
 	}

@@ -15,8 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ptjit/ptjit/clock"
 	"github.com/ptjit/ptjit/db"
-	"github.com/ptjit/ptjit/snapshot"
 	"github.com/ptjit/ptjit/tracker"
 )
 
@@ -142,9 +142,9 @@ func Run(cfg Config) (status int, err error) {
 		return 1, err
 	}
 	cwd, _ := os.Getwd()
-	hz := snapshot.TSCHz(10 * time.Millisecond)
+	hz := clock.TSCHz(10 * time.Millisecond)
 	dbPath := filepath.Join(cfg.OutDir, "code.db")
-	rec, err := db.Create(dbPath, db.Meta{Command: cfg.Argv, Cwd: cwd, TSCHz: hz, Start: snapshot.Now()})
+	rec, err := db.Create(dbPath, db.Meta{Command: cfg.Argv, Cwd: cwd, TSCHz: hz, Start: clock.Now()})
 	if err != nil {
 		return 1, err
 	}

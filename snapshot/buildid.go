@@ -1,10 +1,9 @@
 package snapshot
 
 import (
-	"bytes"
-	"debug/elf"
-	"encoding/binary"
 	"sync"
+
+	"github.com/ptjit/ptjit/internal/elfnote"
 )
 
 type fileKey struct{ dev, inode uint64 }
@@ -24,56 +23,6 @@ func BuildID(path string, dev, inode uint64) []byte {
 }
 
 func readBuildID(path string) []byte {
-	f, err := elf.Open(path)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type != elf.PT_NOTE || p.Filesz > 1<<20 {
-			continue
-		}
-		b := make([]byte, p.Filesz)
-		if _, err := p.ReadAt(b, 0); err != nil {
-			continue
-		}
-		if id := findGNUBuildID(b, f.ByteOrder, p.Align); id != nil {
-			return id
-		}
-	}
-	return nil
-}
-
-// findGNUBuildID walks ELF notes (namesz, descsz, type, name, desc; each
-// padded to align) looking for NT_GNU_BUILD_ID with name "GNU".
-func findGNUBuildID(b []byte, bo binary.ByteOrder, align uint64) []byte {
-	pad := func(n uint64) uint64 {
-		if align < 4 {
-			align = 4
-		}
-		return (n + align - 1) &^ (align - 1)
-	}
-	for len(b) >= 12 {
-		namesz := uint64(bo.Uint32(b[0:]))
-		descsz := uint64(bo.Uint32(b[4:]))
-		typ := bo.Uint32(b[8:])
-		b = b[12:]
-		if pad(namesz) > uint64(len(b)) {
-			return nil
-		}
-		name := b[:namesz]
-		b = b[pad(namesz):]
-		if descsz > uint64(len(b)) {
-			return nil
-		}
-		desc := b[:descsz]
-		if typ == 3 && bytes.Equal(bytes.TrimRight(name, "\x00"), []byte("GNU")) {
-			return append([]byte(nil), desc...)
-		}
-		if pad(descsz) > uint64(len(b)) {
-			return nil
-		}
-		b = b[pad(descsz):]
-	}
-	return nil
+	id, _ := elfnote.BuildID(path)
+	return id
 }

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"regexp"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -123,25 +122,5 @@ func TestBuildID(t *testing.T) {
 	}
 	if id := BuildID("/etc/passwd", 1, 1); id != nil {
 		t.Errorf("/etc/passwd: build ID %x", id)
-	}
-}
-
-func TestTSC(t *testing.T) {
-	hz := TSCHz(10 * time.Millisecond)
-	if hz < 100e6 || hz > 10e9 {
-		t.Fatalf("TSC frequency %d Hz is implausible", hz)
-	}
-	// Mono is CLOCK_MONOTONIC: bracket it with the syscall.
-	var t0, t1 unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &t0)
-	m := Mono()
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &t1)
-	if m < t0.Nano() || m > t1.Nano() {
-		t.Fatalf("Mono %d not within CLOCK_MONOTONIC [%d, %d]", m, t0.Nano(), t1.Nano())
-	}
-	a := Now()
-	b := Now()
-	if b.TSC <= a.TSC || b.MonoNS < a.MonoNS {
-		t.Fatalf("stamps go backwards: %+v then %+v", a, b)
 	}
 }

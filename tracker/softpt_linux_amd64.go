@@ -5,9 +5,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ptjit/ptjit/decode"
-	"github.com/ptjit/ptjit/ptrun/softpt"
+	"github.com/ptjit/ptjit/clock"
+	"github.com/ptjit/ptjit/perf"
 	"github.com/ptjit/ptjit/snapshot"
+	"github.com/ptjit/ptjit/softpt"
 	"github.com/ptjit/ptjit/x86"
 	"golang.org/x/sys/unix"
 )
@@ -115,7 +116,7 @@ func (t *Tracer) softStop(th *thread, kind StopKind, sig int) bool {
 	case StopSeccomp:
 		// The stepped syscall is under way; it completes at its exit.
 	case StopExec:
-		tsc := snapshot.RDTSC()
+		tsc := clock.RDTSC()
 		if st.active && st.valid && st.insn.Class == x86.ClassSyscall {
 			t.soft.s.StepExit(th.tid, &st.insn, tsc) // the execve
 		}
@@ -123,7 +124,7 @@ func (t *Tracer) softStop(th *thread, kind StopKind, sig int) bool {
 		st.active, st.valid = false, false
 		t.soft.s.Comm(th.proc.pid, th.tid, t.commOf(th), true, tsc)
 	case StopExit:
-		tsc := snapshot.RDTSC()
+		tsc := clock.RDTSC()
 		if st.active && st.valid && st.insn.Class == x86.ClassSyscall {
 			t.soft.s.StepExit(th.tid, &st.insn, tsc) // exit or exit_group
 		}
@@ -147,7 +148,7 @@ func (t *Tracer) softComplete(th *thread, st *stepState) {
 	if err != nil {
 		return
 	}
-	tsc := snapshot.RDTSC()
+	tsc := clock.RDTSC()
 	st.ip, st.haveIP = regs.Rip, true
 	sp := th.proc.space
 	filter := sp.filterOn()
@@ -186,7 +187,7 @@ func (t *Tracer) softNotRetired(th *thread, st *stepState) {
 		return
 	}
 	st.active = false
-	t.soft.s.Interrupt(th.tid, regs.Rip, snapshot.RDTSC())
+	t.soft.s.Interrupt(th.tid, regs.Rip, clock.RDTSC())
 }
 
 // softResume resumes th with one PTRACE_SINGLESTEP, delivering sig.
@@ -207,7 +208,7 @@ func (t *Tracer) softResume(th *thread, sig int) {
 	if sp.filterOn() && !sp.shown && !sp.opening {
 		// --soft-filter: JIT code is hidden; run free until the thread
 		// enters it.
-		t.softStart(th, st, snapshot.RDTSC())
+		t.softStart(th, st, clock.RDTSC())
 		st.active, st.valid, st.haveIP = false, false, false
 		th.free = true
 		t.resumeCont(th.tid, sig)
@@ -224,7 +225,7 @@ func (t *Tracer) softResume(th *thread, sig int) {
 			ip = regs.Rip
 		}
 		st.haveIP = false
-		tsc := snapshot.RDTSC()
+		tsc := clock.RDTSC()
 		t.softStart(th, st, tsc)
 		if sig != 0 && caughtSignal(th.proc.pid, sig) {
 			// The kernel will build the handler's frame and report a
@@ -318,7 +319,7 @@ func (t *Tracer) softGone(tid, pid int) {
 	if st := t.soft.steps[tid]; st != nil {
 		delete(t.soft.steps, tid)
 		if st.started {
-			t.soft.s.EndThread(pid, tid, snapshot.RDTSC())
+			t.soft.s.EndThread(pid, tid, clock.RDTSC())
 		}
 	}
 }
@@ -326,7 +327,7 @@ func (t *Tracer) softGone(tid, pid int) {
 // softFork announces a new process to the trace.
 func (t *Tracer) softFork(pid, ppid, ptid int) {
 	if t.soft != nil {
-		t.soft.s.Fork(pid, ppid, ptid, snapshot.RDTSC())
+		t.soft.s.Fork(pid, ppid, ptid, clock.RDTSC())
 	}
 }
 
@@ -336,11 +337,11 @@ func (t *Tracer) softMmap(pid, tid int, start, end uint64, prot int, f FileInfo)
 		return
 	}
 	t.softInvalidate()
-	t.soft.s.Mmap(&decode.PerfMmap{
+	t.soft.s.Mmap(&perf.PerfMmap{
 		Pid: uint32(pid), Tid: uint32(tid), Addr: start, Len: end - start, Pgoff: f.Offset,
 		Maj: unix.Major(f.Dev), Min: unix.Minor(f.Dev), Ino: f.Inode,
 		Prot: uint32(prot), Flags: unix.MAP_PRIVATE, Filename: f.Path,
-	}, snapshot.RDTSC())
+	}, clock.RDTSC())
 }
 
 func (t *Tracer) commOf(th *thread) string {

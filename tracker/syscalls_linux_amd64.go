@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 
+	"github.com/ptjit/ptjit/clock"
 	"github.com/ptjit/ptjit/db"
 	"github.com/ptjit/ptjit/snapshot"
 	"golang.org/x/sys/unix"
@@ -106,7 +107,7 @@ func (t *Tracer) oneStopProtect(th *thread, op *pendingOp) bool {
 		sp.aliasTouches(start, end) || !sp.Mapped(start, end) {
 		return false
 	}
-	t.cur.th, t.cur.ip, t.cur.at = th, op.ip, snapshot.Now()
+	t.cur.th, t.cur.ip, t.cur.at = th, op.ip, clock.Now()
 	t.resumeCont(th.tid, 0)
 	sp.clearBatch(start, end) // the program's protection replaces W^X batch pages
 	sp.Protect(start, end, int(a[2]), syscallName(op.nr))
@@ -227,7 +228,7 @@ func (t *Tracer) syscallExit(th *thread) {
 		regs.Rdx = op.args[2]
 		unix.PtraceSetRegs(th.tid, &regs)
 	}
-	t.cur.th, t.cur.ip, t.cur.at = th, op.ip, snapshot.Now()
+	t.cur.th, t.cur.ip, t.cur.at = th, op.ip, clock.Now()
 	p := th.proc
 	sp := p.space
 	a := op.args

@@ -10,9 +10,10 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/ptjit/ptjit/clock"
 	"github.com/ptjit/ptjit/db"
-	"github.com/ptjit/ptjit/ptrun/softpt"
 	"github.com/ptjit/ptjit/snapshot"
+	"github.com/ptjit/ptjit/softpt"
 	"golang.org/x/sys/unix"
 )
 
@@ -127,7 +128,7 @@ type Tracer struct {
 	cur struct {
 		th  *thread
 		ip  uint64
-		at  db.Stamp
+		at  clock.Stamp
 		tid int // the TID to record when not th's (batch versions)
 	}
 
@@ -351,14 +352,14 @@ func (t *Tracer) loop() error {
 			}
 			return fmt.Errorf("wait4: %w", err)
 		}
-		t0 := snapshot.Mono()
+		t0 := clock.Mono()
 		t.handle(tid, ws)
 		t.result.Stats.Stops++
-		t.result.Stats.StopNS += snapshot.Mono() - t0
+		t.result.Stats.StopNS += clock.Mono() - t0
 	}
 	// Anything still open (a tracee that vanished without an exit report)
 	// ends now.
-	at := snapshot.Now()
+	at := clock.Now()
 	for _, p := range t.procs {
 		t.endProcess(p, -1, at)
 	}
@@ -473,7 +474,7 @@ func listen(tid int) {
 }
 
 func (t *Tracer) threadGone(th *thread, kind StopKind, sig int) {
-	at := snapshot.Now()
+	at := clock.Now()
 	p := th.proc
 	delete(t.threads, th.tid)
 	delete(p.threads, th.tid)
@@ -491,7 +492,7 @@ func (t *Tracer) threadGone(th *thread, kind StopKind, sig int) {
 }
 
 // endProcess records a process's end; status < 0 means unknown.
-func (t *Tracer) endProcess(p *process, status int, at db.Stamp) {
+func (t *Tracer) endProcess(p *process, status int, at clock.Stamp) {
 	if _, ok := t.procs[p.pid]; !ok {
 		return
 	}
@@ -522,7 +523,7 @@ func (t *Tracer) endProcess(p *process, status int, at db.Stamp) {
 	}
 }
 
-func (t *Tracer) dropSpace(p *process, at db.Stamp) {
+func (t *Tracer) dropSpace(p *process, at clock.Stamp) {
 	sp := p.space
 	p.space = nil
 	if sp == nil {
@@ -537,7 +538,7 @@ func (t *Tracer) dropSpace(p *process, at db.Stamp) {
 }
 
 // recordProcess records p (and its threads) once it runs the program.
-func (t *Tracer) recordProcess(p *process, at db.Stamp) {
+func (t *Tracer) recordProcess(p *process, at clock.Stamp) {
 	if p.recorded {
 		return
 	}
@@ -549,7 +550,7 @@ func (t *Tracer) recordProcess(p *process, at db.Stamp) {
 	}
 }
 
-func (t *Tracer) recordThread(th *thread, at db.Stamp) {
+func (t *Tracer) recordThread(th *thread, at clock.Stamp) {
 	if th.recorded || !th.proc.recorded || th.helper {
 		return
 	}
@@ -607,7 +608,7 @@ func (t *Tracer) cloneEvent(th *thread, kind StopKind) {
 
 // adopt sets up a new tracee at its first stop and resumes it.
 func (t *Tracer) adopt(tid int, b birth, kind StopKind, sig int) {
-	at := snapshot.Now()
+	at := clock.Now()
 	parent := b.parent.proc
 	th := &thread{tid: tid, helper: b.helper}
 	t.threads[tid] = th
@@ -657,7 +658,7 @@ func (t *Tracer) adopt(tid int, b birth, kind StopKind, sig int) {
 
 // execEvent: th's process runs a new program.
 func (t *Tracer) execEvent(th *thread) {
-	at := snapshot.Now()
+	at := clock.Now()
 	p := th.proc
 	t.cur.th, t.cur.at = th, at
 	if msg, err := unix.PtraceGetEventMsg(th.tid); err == nil && int(msg) != th.tid {

@@ -14,10 +14,10 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/ptjit/ptjit/clock"
 	"github.com/ptjit/ptjit/db"
 	"github.com/ptjit/ptjit/internal/testmain"
 	"github.com/ptjit/ptjit/ptrun"
-	"github.com/ptjit/ptjit/snapshot"
 	"github.com/ptjit/ptjit/tracker"
 )
 
@@ -92,7 +92,7 @@ func traceWX(t *testing.T, mode tracker.WXMode, argv ...string) traced {
 func traceOpts(t testing.TB, set func(*tracker.Options), argv ...string) traced {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "code.db")
-	rec, err := db.Create(path, db.Meta{Command: argv, TSCHz: 1, Start: snapshot.Now()})
+	rec, err := db.Create(path, db.Meta{Command: argv, TSCHz: 1, Start: clock.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/ptjit/ptjit/clock"
 	"github.com/ptjit/ptjit/snapshot"
 	"golang.org/x/sys/unix"
 )
@@ -356,7 +357,7 @@ func (t *Tracer) aliasFault(th *thread, addr uint64) bool {
 		}
 		t.result.Stats.Stepped++
 	}
-	t.cur.at = snapshot.Now()
+	t.cur.at = clock.Now()
 	for _, c := range changes {
 		// The store went to the alias; the code changed at every
 		// executable twin of those file bytes.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ptjit/ptjit/clock"
 	"github.com/ptjit/ptjit/db"
 	"github.com/ptjit/ptjit/snapshot"
 	"golang.org/x/arch/x86/x86asm"
@@ -236,7 +237,7 @@ func (t *Tracer) protect(th *thread, start, end uint64, prot int, reason string)
 	if _, err := t.inject(th, unix.SYS_MPROTECT, start, end-start, uint64(prot)); err != nil {
 		return err
 	}
-	t.rec.ProtChange(db.ProtChange{PID: th.proc.space.owner, At: snapshot.Now(), Addr: start, Size: end - start,
+	t.rec.ProtChange(db.ProtChange{PID: th.proc.space.owner, At: clock.Now(), Addr: start, Size: end - start,
 		Prot: prot, Reason: reason})
 	return nil
 }
@@ -257,7 +258,7 @@ func (t *Tracer) wxFault(th *thread) bool {
 	}
 	w := sp.wxs()
 	page := si.Addr &^ (pageSize - 1)
-	t.cur.th, t.cur.at = th, snapshot.Now()
+	t.cur.th, t.cur.at = th, clock.Now()
 	p, ok := sp.PieceAt(si.Addr)
 	if !ok || !isWX(p.Prot) {
 		// a store through a write-protected alias, or the program's own
@@ -340,7 +341,7 @@ func (t *Tracer) batchExec(th *thread, page uint64) {
 		return
 	}
 	// The version is the first writer's work: its thread and store IP.
-	t.cur.at, t.cur.ip, t.cur.tid = snapshot.Now(), bp.ip, bp.tid
+	t.cur.at, t.cur.ip, t.cur.tid = clock.Now(), bp.ip, bp.tid
 	sp.RefreshSplit(page, page+pageSize, "wx-batch")
 	t.cur.tid = 0
 }
@@ -490,7 +491,7 @@ func (t *Tracer) stepWrite(th *thread, regs unix.PtraceRegs, in x86asm.Inst) {
 		}
 	}
 	t.result.Stats.Stepped++
-	t.cur.at = snapshot.Now()
+	t.cur.at = clock.Now()
 	for _, o := range pages {
 		now := make([]byte, pageSize)
 		if snapshot.ReadMem(th.tid, o.page, now) != nil {

@@ -15,6 +15,10 @@ import (
 
 	"github.com/ptjit/ptjit/db"
 	"github.com/ptjit/ptjit/decode"
+	"github.com/ptjit/ptjit/internal/elfnote"
+	"github.com/ptjit/ptjit/perf"
+	"github.com/ptjit/ptjit/ptfmt"
+	"github.com/ptjit/ptjit/recording"
 	"github.com/ptjit/ptjit/x86"
 	"github.com/spf13/cobra"
 )
@@ -180,7 +184,7 @@ func runDecode(args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		o, err := decode.ParsePtxedArgs(append(append([]string(nil), a.ptxed...), "--pt", filepath.Join(a.dir, "perf.data")))
+		o, err := ptfmt.ParsePtxedArgs(append(append([]string(nil), a.ptxed...), "--pt", filepath.Join(a.dir, "perf.data")))
 		if err != nil {
 			return fmt.Errorf("decode: %v", err)
 		}
@@ -189,19 +193,19 @@ func runDecode(args []string, stdout io.Writer) error {
 			if len(traces) > 1 {
 				fmt.Fprintf(stdout, "== %s\n", t.label)
 			}
-			if err := decode.PtxedTrace(o, t.src, t.img, t.cfg, nil, stdout); err != nil {
+			if err := ptfmt.PtxedTrace(o, t.src, t.img, t.cfg, nil, stdout); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 	if a.format == "ptxed" {
-		o, err := decode.ParsePtxedArgs(a.ptxed)
+		o, err := ptfmt.ParsePtxedArgs(a.ptxed)
 		if err != nil {
 			return fmt.Errorf("decode: %v", err)
 		}
 		o.Jobs = a.jobs
-		return decode.Ptxed(o, stdout)
+		return ptfmt.Ptxed(o, stdout)
 	}
 	var traces []decodeTrace
 	if a.rawMode {
@@ -285,7 +289,7 @@ type decodeTrace struct {
 }
 
 func loadRawTrace(a *decodeArgs) ([]decodeTrace, error) {
-	o, err := decode.ParsePtxedArgs(a.ptxed)
+	o, err := ptfmt.ParsePtxedArgs(a.ptxed)
 	if err != nil {
 		return nil, fmt.Errorf("decode: %v", err)
 	}
@@ -294,7 +298,7 @@ func loadRawTrace(a *decodeArgs) ([]decodeTrace, error) {
 	}
 	img := decode.NewImage()
 	for _, r := range o.Raw {
-		file, off, size, base, err := decode.ParseRawImage(r)
+		file, off, size, base, err := ptfmt.ParseRawImage(r)
 		if err != nil {
 			return nil, fmt.Errorf("decode: %v", err)
 		}
@@ -302,7 +306,7 @@ func loadRawTrace(a *decodeArgs) ([]decodeTrace, error) {
 			return nil, fmt.Errorf("decode: --raw %s: %v", r, err)
 		}
 	}
-	pt, err := decode.LoadPT(o.PT)
+	pt, err := ptfmt.LoadPT(o.PT)
 	if err != nil {
 		return nil, fmt.Errorf("decode: %v", err)
 	}
@@ -319,11 +323,11 @@ func loadRawTrace(a *decodeArgs) ([]decodeTrace, error) {
 func loadRecording(a *decodeArgs) ([]decodeTrace, error) {
 	perfPath := filepath.Join(a.dir, "perf.data")
 	codePath := filepath.Join(a.dir, "code.db")
-	pd, err := decode.OpenPerfData(perfPath)
+	pd, err := perf.OpenPerfData(perfPath)
 	if err != nil {
 		return nil, fmt.Errorf("decode: %v", err)
 	}
-	tr, err := decode.LoadPerfTraceLazy(pd)
+	tr, err := perf.LoadPerfTraceLazy(pd)
 	if err != nil {
 		return nil, fmt.Errorf("decode: %s: %v", perfPath, err)
 	}
@@ -340,7 +344,7 @@ func loadRecording(a *decodeArgs) ([]decodeTrace, error) {
 	for _, t := range threads {
 		pidOf[t.TID] = t.PID
 	}
-	o, err := decode.ParsePtxedArgs(append(append([]string(nil), a.ptxed...), "--pt", perfPath))
+	o, err := ptfmt.ParsePtxedArgs(append(append([]string(nil), a.ptxed...), "--pt", perfPath))
 	if err != nil {
 		return nil, fmt.Errorf("decode: %v", err)
 	}
@@ -349,7 +353,7 @@ func loadRecording(a *decodeArgs) ([]decodeTrace, error) {
 		fmt.Fprintf(os.Stderr, "ptjit: decode: warning: %v: decoding without errata\n", err)
 	}
 	if tr.Info != nil && tr.PTAttr != nil {
-		if ipt := tr.Info.IntelPT; tr.Info.Type == decode.AuxtraceIntelPT && ipt.MTCFreqBits != 0 && baseCfg.Packet.MTCFreq == 0 {
+		if ipt := tr.Info.IntelPT; tr.Info.Type == perf.AuxtraceIntelPT && ipt.MTCFreqBits != 0 && baseCfg.Packet.MTCFreq == 0 {
 			shift := 0
 			for ipt.MTCFreqBits>>uint(shift)&1 == 0 {
 				shift++
@@ -495,7 +499,7 @@ func mappedFile(cache map[string][]byte, m *db.FileMapInfo) ([]byte, error) {
 			return nil, err
 		}
 		if len(m.BuildID) > 0 {
-			id, err := decode.ReadBuildID(m.Path)
+			id, err := elfnote.BuildID(m.Path)
 			if err == nil && !bytes.Equal(id, m.BuildID) {
 				return nil, fmt.Errorf("%s: build-id %x, the recording mapped build-id %x", m.Path, id, m.BuildID)
 			}
@@ -530,10 +534,10 @@ func (c *chunkOut) Error(e *decode.FlowError, kind string) { c.sink.Error(e, kin
 // tables, caching one table per file.
 type symbolizer struct {
 	mu   sync.Mutex // chunks are rendered on several goroutines
-	tabs map[string]*decode.ELFSymbols
+	tabs map[string]*recording.ELFSymbols
 }
 
-func newSymbolizer() *symbolizer { return &symbolizer{tabs: map[string]*decode.ELFSymbols{}} }
+func newSymbolizer() *symbolizer { return &symbolizer{tabs: map[string]*recording.ELFSymbols{}} }
 
 // where describes ip: "symbol+0xoff", "file+0xoff" or the code version.
 func (s *symbolizer) where(in *decode.FlowInsn) string {
@@ -547,7 +551,7 @@ func (s *symbolizer) where(in *decode.FlowInsn) string {
 	s.mu.Lock()
 	tab, ok := s.tabs[sec.Tag]
 	if !ok {
-		tab, _ = decode.ReadELFSymbols(sec.Tag)
+		tab, _ = recording.ReadELFSymbols(sec.Tag)
 		s.tabs[sec.Tag] = tab
 	}
 	s.mu.Unlock()
@@ -582,21 +586,21 @@ type traceSink struct {
 
 func (s *traceSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
 	if s.short {
-		fmt.Fprintf(s.w, "%016x  %s\n", in.IP, decode.FlowInsnText(in))
+		fmt.Fprintf(s.w, "%016x  %s\n", in.IP, ptfmt.FlowInsnText(in))
 		return
 	}
 	spec := ""
 	if in.Speculative {
 		spec = "? "
 	}
-	fmt.Fprintf(s.w, "%16d  %s%016x  %-28s  %s\n", in.TSC, spec, in.IP, s.syms.where(in), decode.FlowInsnText(in))
+	fmt.Fprintf(s.w, "%16d  %s%016x  %-28s  %s\n", in.TSC, spec, in.IP, s.syms.where(in), ptfmt.FlowInsnText(in))
 }
 
 func (s *traceSink) Event(ev *decode.Event, off uint64) {
 	if ev.StatusUpdate {
 		return
 	}
-	fmt.Fprintf(s.w, "[%s]\n", decode.EventText(ev, true))
+	fmt.Fprintf(s.w, "[%s]\n", ptfmt.EventText(ev, true))
 }
 
 func (s *traceSink) Error(e *decode.FlowError, kind string) {
@@ -632,7 +636,7 @@ func (s *callSink) Event(ev *decode.Event, off uint64) {
 	if ev.StatusUpdate {
 		return
 	}
-	fmt.Fprintf(s.w, "%s[%s]\n", strings.Repeat("  ", s.depth), decode.EventText(ev, true))
+	fmt.Fprintf(s.w, "%s[%s]\n", strings.Repeat("  ", s.depth), ptfmt.EventText(ev, true))
 	s.call, s.ret = false, false
 }
 
@@ -667,7 +671,7 @@ func (s *jsonSink) Event(ev *decode.Event, off uint64) {
 	if ev.StatusUpdate {
 		return
 	}
-	r := map[string]any{"kind": "event", "event": decode.EventText(ev, true), "pt_offset": off}
+	r := map[string]any{"kind": "event", "event": ptfmt.EventText(ev, true), "pt_offset": off}
 	if ev.HasTSC {
 		r["tsc"] = ev.TSC
 	}

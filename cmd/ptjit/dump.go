@@ -10,9 +10,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ptjit/ptjit/perf"
+	"github.com/ptjit/ptjit/ptfmt"
+	"github.com/ptjit/ptjit/ptpkt"
 	"github.com/spf13/cobra"
-
-	"github.com/ptjit/ptjit/decode"
 )
 
 func init() {
@@ -38,9 +39,9 @@ AUXTRACE_INFO (MTC frequency, CPUID 0x15 ratio, nominal frequency) is used
 unless given as an option, and each queue is preceded by a "# ..." line.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s := &decode.PtdumpSettings{}
+			s := &ptfmt.PtdumpSettings{}
 			changed := map[string]bool{}
-			for _, f := range decode.PtdumpFlags {
+			for _, f := range ptfmt.PtdumpFlags {
 				fl := cmd.Flags().Lookup(f.Name)
 				if !fl.Changed {
 					continue
@@ -72,7 +73,7 @@ unless given as an option, and each queue is preceded by a "# ..." line.`,
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or ptdump (libipt's ptdump, byte for byte)")
 	cmd.Flags().StringVarP(&dir, "input", "i", "ptjit.out", "recording directory whose perf.data is dumped when no FILE is given")
-	for _, f := range decode.PtdumpFlags {
+	for _, f := range ptfmt.PtdumpFlags {
 		if f.HasArg {
 			values[f.Name] = cmd.Flags().String(f.Name, "", "ptdump: "+f.Usage)
 		} else {
@@ -83,19 +84,19 @@ unless given as an option, and each queue is preceded by a "# ..." line.`,
 }
 
 // dumpTrace prints one raw PT buffer in the chosen format.
-func dumpTrace(w io.Writer, format string, buf []byte, s *decode.PtdumpSettings) error {
+func dumpTrace(w io.Writer, format string, buf []byte, s *ptfmt.PtdumpSettings) error {
 	if format == "ptdump" {
-		return decode.PtdumpRun(w, buf, s)
+		return ptfmt.PtdumpRun(w, buf, s)
 	}
 	cfg := s.Config
-	if cfg.CPU.Vendor != decode.VendorUnknown {
+	if cfg.CPU.Vendor != ptpkt.VendorUnknown {
 		e, err := cfg.CPU.Errata()
 		if err != nil {
 			return fmt.Errorf("--cpu: %v", err)
 		}
 		cfg.Errata = e
 	}
-	return decode.DumpText(w, buf, &cfg)
+	return ptfmt.DumpText(w, buf, &cfg)
 }
 
 // readTraceArg reads FILE[:FROM[-TO]] as ptdump does: a suffix that does not
@@ -115,7 +116,7 @@ func readTraceArg(arg string) ([]byte, error) {
 			}
 		}
 	}
-	buf, err := decode.MapFile(name)
+	buf, err := perf.MapFile(name)
 	if err != nil {
 		return nil, err
 	}
@@ -140,8 +141,8 @@ func readTraceArg(arg string) ([]byte, error) {
 // dumpPerfData prints the PT data of every AUXTRACE queue of a perf.data,
 // decoding with the PT configuration recorded in its AUXTRACE_INFO unless
 // the corresponding option was given.
-func dumpPerfData(w io.Writer, format, path string, s *decode.PtdumpSettings, changed map[string]bool) error {
-	pd, err := decode.OpenPerfData(path)
+func dumpPerfData(w io.Writer, format, path string, s *ptfmt.PtdumpSettings, changed map[string]bool) error {
+	pd, err := perf.OpenPerfData(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("%s: no such file (give a raw .pt FILE or -i DIR of a recording)", path)
@@ -149,14 +150,14 @@ func dumpPerfData(w io.Writer, format, path string, s *decode.PtdumpSettings, ch
 		return err
 	}
 	defer pd.Close()
-	tr, err := decode.LoadPerfTrace(pd)
+	tr, err := perf.LoadPerfTrace(pd)
 	if err != nil {
 		return err
 	}
 	if len(tr.Queues) == 0 {
 		return fmt.Errorf("%s: no Intel PT data (no AUXTRACE records)", path)
 	}
-	if tr.Info != nil && tr.Info.Type == decode.AuxtraceIntelPT {
+	if tr.Info != nil && tr.Info.Type == perf.AuxtraceIntelPT {
 		pt := &tr.Info.IntelPT
 		c := &s.Config
 		if !changed["cpuid-0x15.eax"] && !changed["cpuid-0x15.ebx"] && pt.HasMTC {

@@ -7,10 +7,9 @@ import (
 	"path/filepath"
 	"sort"
 
-	"github.com/spf13/cobra"
-
 	"github.com/ptjit/ptjit/db"
-	"github.com/ptjit/ptjit/decode"
+	"github.com/ptjit/ptjit/perf"
+	"github.com/spf13/cobra"
 )
 
 func init() {
@@ -78,17 +77,17 @@ func exportJitdump(cmd *cobra.Command, dir, out string, noPerf bool) error {
 	if len(infos) == 0 {
 		return fmt.Errorf("%s: no code versions recorded: nothing to export", codeDB)
 	}
-	vs := make([]decode.JitCodeVersion, 0, len(infos))
+	vs := make([]perf.JitCodeVersion, 0, len(infos))
 	for i := range infos {
 		v := &infos[i]
 		data, err := d.VersionData(v)
 		if err != nil {
 			return err
 		}
-		vs = append(vs, decode.JitCodeVersion{Pid: v.PID, Tid: v.TID, Addr: v.Addr, Code: data, TSC: v.Valid.TSC,
+		vs = append(vs, perf.JitCodeVersion{Pid: v.PID, Tid: v.TID, Addr: v.Addr, Code: data, TSC: v.Valid.TSC,
 			Name: fmt.Sprintf("ptjit_r%d_v%d_%x", v.Region, v.Vno, v.Addr)})
 	}
-	res, err := decode.ExportJit(perfIn, out, vs)
+	res, err := perf.ExportJit(perfIn, out, vs)
 	if err != nil {
 		return err
 	}

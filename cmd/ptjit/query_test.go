@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ptjit/ptjit/clock"
 	"github.com/ptjit/ptjit/db"
 )
 
@@ -39,7 +40,7 @@ const (
 func staticKeyRecording(t *testing.T) (dir string, versions [][]byte) {
 	t.Helper()
 	dir = t.TempDir()
-	r, err := db.Create(filepath.Join(dir, "code.db"), db.Meta{Command: []string{"static-keys"}, TSCHz: 1e9, Start: db.Stamp{TSC: 1000, MonoNS: 1000}})
+	r, err := db.Create(filepath.Join(dir, "code.db"), db.Meta{Command: []string{"static-keys"}, TSCHz: 1e9, Start: clock.Stamp{TSC: 1000, MonoNS: 1000}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,10 +55,10 @@ func staticKeyRecording(t *testing.T) (dir string, versions [][]byte) {
 	jmp[0] = 0xe9
 	binary.LittleEndian.PutUint32(jmp[1:], 0x20-5)
 	versions = [][]byte{mk(nop5), mk(string(jmp)), mk(nop5)}
-	reg := r.NewRegion(42, jitBase, codePage, db.Stamp{TSC: 2000, MonoNS: 2000})
+	reg := r.NewRegion(42, jitBase, codePage, clock.Stamp{TSC: 2000, MonoNS: 2000})
 	var prev int64
 	for i, v := range versions {
-		at := db.Stamp{TSC: uint64(2000 + 1000*i), MonoNS: int64(2000 + 1000*i)}
+		at := clock.Stamp{TSC: uint64(2000 + 1000*i), MonoNS: int64(2000 + 1000*i)}
 		if prev != 0 {
 			r.EndVersion(prev, at)
 		}

@@ -4,7 +4,11 @@
 package testenv
 
 import (
+	"bytes"
+	"compress/gzip"
 	"debug/elf"
+	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -49,4 +53,111 @@ func TextSection(tb testing.TB, path string) ([]byte, uint64) {
 		tb.Fatalf("%s: read .text: %v", path, err)
 	}
 	return data, s.Addr
+}
+
+// SharedDir returns the shared/ folder that lies beside the repository
+// (the libipt conformance corpus and notes), found from the test's working
+// directory by walking up to go.mod.
+func SharedDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, "..", "shared")
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatalf("no go.mod above the test's directory")
+		}
+		dir = parent
+	}
+}
+
+// PacketSeeds returns fuzz seeds for the packet layer and the text formats
+// above it: traces of libipt's corpus that hold every packet kind, errata
+// and resyncs, plus a few hand-made byte strings.
+func PacketSeeds(t testing.TB) [][]byte {
+	psb := bytes.Repeat([]byte{0x02, 0x82}, 8)
+	psbThen := func(b ...byte) []byte { return append(append([]byte{}, psb...), b...) }
+	seeds := [][]byte{
+		psbThen(0x02, 0x63, 0x80, 0x0c, 1, 2, 3, 4, 5, 6, 7, 8, 0x02, 0xb3),
+		psbThen(0x07, 0x02, 0xf3, 0x02, 0x73, 1, 1, 1, 1, 0, 0xff),
+		{},
+	}
+	dir := filepath.Join(SharedDir(t), "conformance", "libipt", "tests")
+	for _, name := range []string{"dump-all-packets", "ptdump-trunc-resync", "ptdump-bad_opc-resync",
+		"tsc-tma-cbr-mtc-cyc", "skl168-cyc", "mtc-ovf_reset-cyc", "ptet-evd_vmxq-cfe_intr"} {
+		if b, err := os.ReadFile(filepath.Join(dir, name, name+".pt")); err == nil {
+			seeds = append(seeds, b)
+		}
+	}
+	return seeds
+}
+
+// ConformanceDir returns libipt's test corpus as data (shared/conformance/
+// libipt). A missing corpus fails the test unless PTJIT_NO_CONFORMANCE=1.
+func ConformanceDir(t testing.TB) string {
+	t.Helper()
+	dir := filepath.Join(SharedDir(t), "conformance", "libipt")
+	if _, err := os.Stat(filepath.Join(dir, "INDEX.tsv")); err != nil {
+		if os.Getenv("PTJIT_NO_CONFORMANCE") == "1" {
+			t.Skip("PTJIT_NO_CONFORMANCE=1 and the corpus is missing")
+		}
+		t.Fatalf("libipt conformance corpus missing: %v (set PTJIT_NO_CONFORMANCE=1 to skip)", err)
+	}
+	return dir
+}
+
+// CorpusRow is one row of the corpus's INDEX.tsv: a trace, its raw images
+// and libipt's expected outputs with the options that produced them.
+type CorpusRow struct {
+	Name, PT, PtdumpExp, PtxedExp, RawImages, PtxedOpts, PtdumpOpts, CPU string
+}
+
+// CorpusIndex reads INDEX.tsv of the corpus in dir.
+func CorpusIndex(t testing.TB, dir string) []CorpusRow {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "INDEX.tsv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []CorpusRow
+	for i, line := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
+		if i == 0 {
+			continue
+		}
+		f := strings.Split(line, "\t")
+		if len(f) < 9 {
+			t.Fatalf("INDEX.tsv line %d: %d columns, want 9", i+1, len(f))
+		}
+		rows = append(rows, CorpusRow{Name: f[0], PT: f[1], RawImages: f[2], PtdumpExp: f[3],
+			PtxedExp: f[4], PtxedOpts: f[5], PtdumpOpts: f[6], CPU: f[7]})
+	}
+	return rows
+}
+
+// ReadExpected reads a corpus file, gunzipping a .gz one.
+func ReadExpected(t testing.TB, path string) []byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var r io.Reader = f
+	if strings.HasSuffix(path, ".gz") {
+		gz, err := gzip.NewReader(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = gz
+	}
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

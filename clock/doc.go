@@ -1,0 +1,9 @@
+// Package clock reads the two clocks a recording is stamped with: the raw
+// time-stamp counter (RDTSC, the clock of Intel PT's TSC packets and of
+// perf's time conversion) and CLOCK_MONOTONIC (the clock of the traced
+// program and of perf's sample times), read back to back into a Stamp.
+//
+// It sits at the bottom of ptjit beside the format packages: the recorder
+// (snapshot, tracker) takes Stamps and the store (db) keeps them. It
+// imports only the standard library.
+package clock

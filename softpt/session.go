@@ -1,0 +1,286 @@
+package softpt
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/ptjit/ptjit/perf"
+	"github.com/ptjit/ptjit/x86"
+)
+
+// flushAt is the size at which a thread's trace bytes are written to
+// perf.data as one AUXTRACE buffer.
+const flushAt = 64 << 10
+
+// Session is one software PT recording: a Thread per traced thread, their
+// packets written to a perf.data in the layout perf uses for a per-thread
+// intel_pt//u recording, and optionally the ground truth (every instruction
+// actually executed, "TID 0xIP" per line, in execution order per thread).
+//
+// Its methods are called from the tracker's goroutine only.
+type Session struct {
+	cfg     Config
+	w       *perf.PerfDataWriter
+	gtFile  *os.File
+	gt      *bufio.Writer
+	threads map[int]*sessionThread
+	steps   uint64
+	mtc     uint64 // MTC bytes of threads that ended
+	lastTSC uint64 // latest time any call carried
+	bytes   uint64
+	closed  bool
+}
+
+type sessionThread struct {
+	pid int
+	th  *Thread
+}
+
+// Options name the files of a Session.
+type Options struct {
+	PerfData    string   // path of the perf.data to write
+	GroundTruth string   // path of the ground-truth file, or ""
+	Cmdline     []string // the traced command, for perf.data's cmdline feature
+}
+
+// PerfConfig returns the perf.data configuration that describes traces
+// generated with cfg.
+func PerfConfig(cfg Config, cmdline []string) perf.PerfDataConfig {
+	return perf.PerfDataConfig{
+		MTC:       cfg.MTC,
+		MTCPeriod: cfg.MTCFreq,
+		NoRetComp: !cfg.RetCompression,
+		TSCCTCN:   uint32(max(cfg.CTCRatio, 1)),
+		TSCCTCD:   1,
+		Cmdline:   cmdline,
+	}
+}
+
+// NewSession creates the session's files.
+func NewSession(cfg Config, opts Options) (*Session, error) {
+	if cfg.PSBPeriod <= 0 {
+		cfg.PSBPeriod = 4096
+	}
+	if cfg.CTCRatio == 0 {
+		cfg.CTCRatio = 1
+	}
+	w, err := perf.CreatePerfData(opts.PerfData, PerfConfig(cfg, opts.Cmdline))
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{cfg: cfg, w: w, threads: make(map[int]*sessionThread)}
+	if opts.GroundTruth != "" {
+		f, err := os.Create(opts.GroundTruth)
+		if err != nil {
+			w.Close()
+			return nil, err
+		}
+		s.gtFile, s.gt = f, bufio.NewWriterSize(f, 1<<20)
+	}
+	return s, nil
+}
+
+// Comm records a thread's name; exec marks the name change of an exec.
+func (s *Session) Comm(pid, tid int, name string, exec bool, tsc uint64) {
+	s.w.Comm(pid, tid, name, exec, tsc)
+}
+
+// Mmap records a file-backed executable mapping.
+func (s *Session) Mmap(m *perf.PerfMmap, tsc uint64) { s.w.Mmap2(m, tsc) }
+
+// StartThread begins tracing a thread (tracing stays disabled until
+// Enable: the thread is in the kernel).
+func (s *Session) StartThread(pid, tid int, tsc uint64) {
+	s.lastTSC = max(s.lastTSC, tsc)
+	if _, ok := s.threads[tid]; ok {
+		return
+	}
+	s.threads[tid] = &sessionThread{pid: pid, th: NewThread(s.cfg)}
+	s.w.ItraceStart(pid, tid, tsc)
+}
+
+func (s *Session) thread(tid int) *Thread {
+	st := s.threads[tid]
+	if st == nil {
+		return nil
+	}
+	return st.th
+}
+
+// Enabled reports whether tid is traced and enabled.
+func (s *Session) Enabled(tid int) bool {
+	th := s.thread(tid)
+	return th != nil && th.Enabled()
+}
+
+// Enable resumes tracing of tid at ip (TIP.PGE).
+func (s *Session) Enable(tid int, ip, tsc uint64) {
+	s.lastTSC = max(s.lastTSC, tsc)
+	if th := s.thread(tid); th != nil {
+		th.Enable(ip, tsc)
+	}
+}
+
+// Interrupt records that tid entered the kernel before the instruction at
+// ip (FUP, TIP.PGD).
+func (s *Session) Interrupt(tid int, ip, tsc uint64) {
+	s.lastTSC = max(s.lastTSC, tsc)
+	if th := s.thread(tid); th != nil {
+		th.Interrupt(ip, tsc)
+		s.maybeFlush(tid, th)
+	}
+}
+
+// Disable records that tid entered the kernel for good (TIP.PGD).
+func (s *Session) Disable(tid int, tsc uint64) {
+	s.lastTSC = max(s.lastTSC, tsc)
+	if th := s.thread(tid); th != nil {
+		th.Disable(tsc)
+	}
+}
+
+// Step records that in retired on tid and execution went on at next.
+func (s *Session) Step(tid int, in *x86.Insn, next, tsc uint64) {
+	s.retire(tid, in, tsc, func(th *Thread) { th.Step(in, next, tsc) })
+}
+
+// Leave records that in retired on tid and execution left the traced
+// range at next (TIP.PGD; see Thread.Leave).
+func (s *Session) Leave(tid int, in *x86.Insn, next, tsc uint64) {
+	s.retire(tid, in, tsc, func(th *Thread) { th.Leave(in, next, tsc) })
+}
+
+// retire counts an instruction that retired on a traced, enabled thread,
+// writes its ground-truth line and lets emit make its packets.
+func (s *Session) retire(tid int, in *x86.Insn, tsc uint64, emit func(*Thread)) {
+	s.lastTSC = max(s.lastTSC, tsc)
+	th := s.thread(tid)
+	if th == nil || !th.Enabled() {
+		return
+	}
+	s.steps++
+	s.truth(tid, in.IP)
+	emit(th)
+	s.maybeFlush(tid, th)
+}
+
+// StepExit records that in, a syscall that does not return to the
+// instruction after it (exit, exit_group, execve), retired on tid.
+func (s *Session) StepExit(tid int, in *x86.Insn, tsc uint64) {
+	s.lastTSC = max(s.lastTSC, tsc)
+	th := s.thread(tid)
+	if th == nil || !th.Enabled() {
+		return
+	}
+	s.steps++
+	s.truth(tid, in.IP)
+	th.StepExit(in, tsc)
+}
+
+func (s *Session) truth(tid int, ip uint64) {
+	if s.gt == nil {
+		return
+	}
+	var line [48]byte
+	b := strconv.AppendInt(line[:0], int64(tid), 10)
+	b = append(b, " 0x"...)
+	b = strconv.AppendUint(b, ip, 16)
+	b = append(b, '\n')
+	s.gt.Write(b)
+}
+
+func (s *Session) maybeFlush(tid int, th *Thread) {
+	if len(th.buf) >= flushAt {
+		s.flushThread(tid, th)
+	}
+}
+
+func (s *Session) flushThread(tid int, th *Thread) {
+	b := th.Take()
+	if len(b) == 0 {
+		return
+	}
+	s.bytes += uint64(len(b))
+	s.w.AuxTrace(tid, -1, s.lastTSC, b)
+}
+
+// EndThread ends a thread whose parent is not known to the caller (an
+// exit, or a thread that vanished in an exec).
+func (s *Session) EndThread(pid, tid int, tsc uint64) {
+	s.ExitThread(tid, pid, pid, tsc)
+}
+
+// Fork records a new process (a fork or vfork child).
+func (s *Session) Fork(pid, ppid, ptid int, tsc uint64) {
+	s.lastTSC = max(s.lastTSC, tsc)
+	s.w.Fork(pid, ppid, pid, ptid, tsc)
+}
+
+// ExitThread ends a thread: tracing is disabled, its remaining bytes are
+// written, and an EXIT record follows.
+func (s *Session) ExitThread(tid, ppid, ptid int, tsc uint64) {
+	s.lastTSC = max(s.lastTSC, tsc)
+	st := s.threads[tid]
+	if st == nil {
+		return
+	}
+	st.th.Disable(tsc)
+	s.flushThread(tid, st.th)
+	s.w.Exit(st.pid, ppid, tid, ptid, tsc)
+	s.mtc += st.th.MTCBytes()
+	delete(s.threads, tid)
+}
+
+// Flush writes every thread's pending bytes and the ground truth to disk,
+// so that a crash loses nothing recorded so far.
+func (s *Session) Flush() error {
+	for tid, st := range s.threads {
+		s.flushThread(tid, st.th)
+	}
+	s.w.FinishedRound()
+	if err := s.w.Flush(); err != nil {
+		return err
+	}
+	if s.gt != nil {
+		if err := s.gt.Flush(); err != nil {
+			return fmt.Errorf("ground truth: %w", err)
+		}
+	}
+	return nil
+}
+
+// Stats returns the instructions stepped, the trace bytes written, and how
+// many of those bytes are MTC packets, so far.
+func (s *Session) Stats() (steps, bytes, mtc uint64) {
+	mtc = s.mtc
+	for _, st := range s.threads {
+		mtc += st.th.MTCBytes()
+	}
+	return s.steps, s.bytes, mtc
+}
+
+// Close disables every thread still traced at tsc, writes everything and
+// closes the files.
+func (s *Session) Close(tsc uint64) error {
+	s.lastTSC = max(s.lastTSC, tsc)
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	for tid, st := range s.threads {
+		st.th.Disable(tsc)
+		s.flushThread(tid, st.th)
+	}
+	err := s.w.Close()
+	if s.gt != nil {
+		if e := s.gt.Flush(); e != nil && err == nil {
+			err = fmt.Errorf("ground truth: %w", e)
+		}
+		if e := s.gtFile.Close(); e != nil && err == nil {
+			err = e
+		}
+	}
+	return err
+}

@@ -1,0 +1,180 @@
+package softpt
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/ptjit/ptjit/ptpkt"
+	"github.com/ptjit/ptjit/x86"
+)
+
+// packets decodes a trace with ptjit's packet decoder and renders it as
+// "type:ip" / "tnt:bits" tokens.
+func packets(t *testing.T, b []byte) []string {
+	t.Helper()
+	d := ptpkt.NewPacketDecoder(b, nil)
+	if err := d.SyncForward(); err != nil {
+		t.Fatalf("no PSB in trace: %v", err)
+	}
+	var out []string
+	var p ptpkt.Packet
+	for {
+		err := d.Next(&p)
+		if err != nil {
+			var de *ptpkt.DecodeError
+			if errors.As(err, &de) && errors.Is(de.Err, ptpkt.ErrEOS) && de.Offset == uint64(len(b)) {
+				return out
+			}
+			t.Fatalf("decode: %v", err)
+		}
+		switch p.Type {
+		case ptpkt.PktTNT8, ptpkt.PktTNT64:
+			s := ""
+			for i := int(p.TNTBits) - 1; i >= 0; i-- {
+				if p.TNTPayload>>i&1 == 1 {
+					s += "T"
+				} else {
+					s += "N"
+				}
+			}
+			out = append(out, "tnt:"+s)
+		case ptpkt.PktTIP, ptpkt.PktTIPPGE, ptpkt.PktTIPPGD, ptpkt.PktFUP:
+			if p.IPC == ptpkt.IPSuppressed {
+				out = append(out, p.Type.String()+":-")
+			} else {
+				out = append(out, fmt.Sprintf("%s:%d:%#x", p.Type, p.IPC, p.IP))
+			}
+		case ptpkt.PktTSC, ptpkt.PktTMA, ptpkt.PktMTC:
+			out = append(out, p.Type.String())
+		default:
+			out = append(out, p.Type.String())
+		}
+	}
+}
+
+func insn(ip uint64, n uint8, c x86.InsnClass) *x86.Insn {
+	return &x86.Insn{IP: ip, Len: n, Class: c, Mode: x86.Mode64}
+}
+
+func TestPacketRules(t *testing.T) {
+	const base = 0x7f0000001000
+	cfg := Config{RetCompression: true, PSBPeriod: 1 << 20}
+	th := NewThread(cfg)
+	th.Enable(base, 100)
+	th.Step(insn(base, 5, x86.ClassCall), base+0x100, 101)           // call f
+	th.Step(insn(base+0x100, 2, x86.ClassCondJump), base+0x102, 102) // jcc not taken
+	th.Step(insn(base+0x102, 2, x86.ClassCondJump), base+0x110, 103) // jcc taken
+	th.Step(insn(base+0x110, 1, x86.ClassRet), base+5, 104)          // ret, compressed
+	th.Step(insn(base+5, 2, x86.ClassIndJump), base+0x2345, 105)     // jmp *%rax
+	th.Step(insn(base+0x2345, 2, x86.ClassSyscall), base+0x2347, 200)
+	th.Step(insn(base+0x2347, 1, x86.ClassRet), 0x401000, 201) // ret with no call: TIP
+	th.Interrupt(0x401000, 300)
+	th.Enable(0x402000, 400)
+	th.Disable(500)
+	got := strings.Join(packets(t, th.Take()), " ")
+	want := strings.Join([]string{
+		"psb", "tsc", "psbend", // first PSB+: tracing not yet enabled, no FUP
+		"tsc", "mode.exec", "tip.pge:3:0x7f0000001000",
+		"tnt:NTT", "tip:1:0x3345", // ret compressed as T; TNT flushed before the TIP
+		"tip.pgd:-", "tsc", "mode.exec", "tip.pge:1:0x3347", // syscall
+		"tip:3:0x401000", // far from last IP: sign-extended 48
+		"fup:1:0x1000", "tip.pgd:-",
+		"tsc", "mode.exec", "tip.pge:1:0x2000",
+		"tip.pgd:-",
+	}, " ")
+	if got != want {
+		t.Errorf("packets\n got %s\nwant %s", got, want)
+	}
+}
+
+// Leaving the traced range (--soft-filter): the table of the SDM's packet
+// generation for a branch that clears FilterEn.
+func TestLeave(t *testing.T) {
+	const base = 0x7f0000001000
+	for _, tc := range []struct {
+		name string
+		in   *x86.Insn
+		next uint64
+		want string
+	}{
+		{"taken jcc: pending TNT, TIP.PGD without IP", insn(base+2, 2, x86.ClassCondJump), 0x401000, "tnt:N tip.pgd:-"},
+		{"not-taken jcc falling out: its N bit, TIP.PGD at the next IP", insn(base+2, 2, x86.ClassCondJump), base + 4, "tnt:NN tip.pgd:1:0x1004"},
+		{"direct call: TIP.PGD at the target", insn(base+2, 5, x86.ClassCall), 0x401000, "tnt:N tip.pgd:3:0x401000"},
+		{"indirect jump: TIP.PGD at the target", insn(base+2, 2, x86.ClassIndJump), 0x401000, "tnt:N tip.pgd:3:0x401000"},
+		{"ret: uncompressed, TIP.PGD at the target", insn(base+2, 1, x86.ClassRet), 0x401000, "tnt:N tip.pgd:3:0x401000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			th := NewThread(Config{RetCompression: true, PSBPeriod: 1 << 20})
+			th.Enable(base, 1)
+			th.Step(insn(base, 2, x86.ClassCondJump), base+2, 2) // one pending N bit
+			th.Leave(tc.in, tc.next, 3)
+			if th.Enabled() {
+				t.Fatal("still enabled after Leave")
+			}
+			got := packets(t, th.Take())
+			if s := strings.Join(got[6:], " "); s != tc.want { // after psb tsc psbend tsc mode.exec tip.pge
+				t.Errorf("got %s, want %s", s, tc.want)
+			}
+		})
+	}
+}
+
+func TestNoRetCompression(t *testing.T) {
+	th := NewThread(Config{PSBPeriod: 1 << 20})
+	th.Enable(0x1000, 1)
+	th.Step(insn(0x1000, 5, x86.ClassCall), 0x2000, 2)
+	th.Step(insn(0x2000, 1, x86.ClassRet), 0x1005, 3)
+	th.Disable(4)
+	got := strings.Join(packets(t, th.Take()), " ")
+	if !strings.Contains(got, "tip:1:0x1005") || strings.Contains(got, "tnt") {
+		t.Errorf("without return compression a ret must be a TIP: %s", got)
+	}
+}
+
+// A PSB+ in mid-stream carries MODE.Exec and a FUP at the next IP, flushes
+// the TNT bits before it, and forgets the return stack.
+func TestPSBPlus(t *testing.T) {
+	th := NewThread(Config{RetCompression: true, PSBPeriod: 16})
+	th.Enable(0x1000, 1)
+	th.Step(insn(0x1000, 5, x86.ClassCall), 0x2000, 2)
+	ip := uint64(0x2000)
+	for i := 0; i < 40; i++ { // enough TIPs to pass the PSB period
+		th.Step(insn(ip, 2, x86.ClassIndJump), ip+0x10, 3)
+		ip += 0x10
+	}
+	th.Step(insn(ip, 2, x86.ClassCondJump), ip+2, 4)
+	th.Step(insn(ip+2, 1, x86.ClassRet), 0x1005, 5)
+	th.Disable(6)
+	pk := packets(t, th.Take())
+	got := strings.Join(pk, " ")
+	if strings.Count(got, "psb ") < 2 {
+		t.Fatalf("no PSB+ in mid-stream: %s", got)
+	}
+	for i, p := range pk {
+		if p == "psb" && i > 0 {
+			if pk[i+1] != "tsc" || pk[i+2] != "mode.exec" || !strings.HasPrefix(pk[i+3], "fup:") || pk[i+4] != "psbend" {
+				t.Fatalf("mid-stream PSB+ is %v", pk[i:i+5])
+			}
+		}
+	}
+	// The call was before a PSB: its ret must be a TIP, not a T bit.
+	if !strings.HasSuffix(got, "tnt:N tip:1:0x1005 tip.pgd:-") {
+		t.Errorf("ret after PSB not a full TIP: ...%s", got[len(got)-60:])
+	}
+}
+
+// MTC packets appear as the crystal clock advances, TMA in PSB+.
+func TestTiming(t *testing.T) {
+	th := NewThread(Config{MTC: true, MTCFreq: 0, CTCRatio: 10, PSBPeriod: 1 << 20})
+	th.Enable(0x1000, 1000)
+	for i := uint64(0); i < 5; i++ {
+		th.Step(insn(0x1000+i, 1, x86.ClassOther), 0x1001+i, 1000+25*(i+1))
+	}
+	th.Disable(2000)
+	got := strings.Join(packets(t, th.Take()), " ")
+	if !strings.HasPrefix(got, "psb tsc tma psbend") || strings.Count(got, "mtc") < 5 {
+		t.Errorf("timing packets: %s", got)
+	}
+}
