@@ -18,7 +18,7 @@
 //
 // # One place classifies every stop
 //
-// Classify (stop.go) maps a wait4 status to a StopKind; Tracer.handle
+// Classify (stop_linux_amd64.go) maps a wait4 status to a StopKind; Tracer.handle
 // switches on it: exits, signal-delivery-stops (the signal is injected
 // unchanged with PTRACE_CONT), group-stops (PTRACE_LISTEN, so SIGSTOP and
 // SIGCONT keep their meaning for the program and its parent), the trap
@@ -38,7 +38,7 @@
 //
 // # Syscalls
 //
-// The seccomp filter (filter.go, declared as data with the reason each rule
+// The seccomp filter (filter_linux_amd64.go, declared as data with the reason each rule
 // cannot miss a transition) stops only mmap with PROT_EXEC or MAP_FIXED,
 // mprotect, pkey_mprotect, munmap, mremap, brk, madvise with advice that
 // can drop pages, shmat with SHM_EXEC or SHM_REMAP, shmdt,
@@ -171,7 +171,7 @@
 //
 //   - precise: the store is carried out and logged (db.Write: TSC, mono,
 //     tid, IP, AT&T disassembly, address, old and new bytes, the new
-//     version). Pure stores are emulated (emulate.go: MOV/MOVNTI, SSE
+//     version). Pure stores are emulated (internal/x86emu: MOV/MOVNTI, SSE
 //     moves from XMM, STOS/MOVS with or without REP): decoded with x86asm,
 //     written through /proc/PID/mem, RIP advanced — one stop. Others
 //     (XCHG, LOCK, read-modify-write, AVX/AVX-512 as in glibc's memcpy)
@@ -227,7 +227,7 @@
 //
 // Writable aliases (wx_alias_linux_amd64.go): a memfd or file mapped
 // MAP_SHARED twice, writable at one address and executable at another (the
-// double-mapping JIT pattern). Every MAP_SHARED mmap stops (filter.go);
+// double-mapping JIT pattern). Every MAP_SHARED mmap stops (filter_linux_amd64.go);
 // with W^X on, the tracker keeps each shared mapping's file, offset and
 // program protection, and write-protects the writable pages whose file
 // pages are also mapped executable (an injected mprotect; a later

@@ -5,13 +5,14 @@ import (
 	"os"
 
 	"github.com/ptjit/ptjit/snapshot"
+	"github.com/ptjit/ptjit/tracker/internal/x86emu"
 	"golang.org/x/sys/unix"
 )
 
 // W^X for writable aliases: the same file pages (a memfd, a shared file)
 // mapped twice with MAP_SHARED, writable at one address and executable at
 // another — the double-mapping JITs use to avoid RWX. Every MAP_SHARED mmap
-// stops (filter.go), so with W^X on the tracker knows each shared mapping's
+// stops (filter_linux_amd64.go), so with W^X on the tracker knows each shared mapping's
 // file, offset and the program's protection. Where a writable shared
 // mapping and an executable one map the same file pages, the writable alias
 // is made read-only (an injected mprotect, recorded with ProtChange); a
@@ -269,28 +270,7 @@ func (t *Tracer) aliasFault(th *thread, addr uint64) bool {
 	}
 	t.cur.ip = regs.Rip
 	page := addr &^ (pageSize - 1)
-	code := make([]byte, 16)
-	for n := 16; n > 0; n -= 4 {
-		if snapshot.ReadMem(th.tid, regs.Rip, code[:n]) == nil {
-			code = code[:n]
-			break
-		}
-	}
-	nr := regs
-	var fx *fxsave
-	in, stores, err := Emulate(code, Machine{
-		Regs: &nr,
-		XMM: func(i int) ([]byte, error) {
-			if fx == nil {
-				var err error
-				if fx, err = getXMM(th.tid); err != nil {
-					return nil, err
-				}
-			}
-			return fx[160+16*i : 176+16*i], nil
-		},
-		Read: func(a uint64, b []byte) error { return snapshot.ReadMem(th.tid, a, b) },
-	})
+	in, stores, nr, err := emulateStore(th.tid, regs)
 	type change struct {
 		addr     uint64
 		old, new []byte
@@ -373,7 +353,7 @@ func (t *Tracer) aliasFault(th *thread, addr uint64) bool {
 // store lands in the same page cache page the twin executes).
 func (t *Tracer) aliasWrite(th *thread, al *sharedMap, addr uint64, data []byte) error {
 	if addr < al.start || addr+uint64(len(data)) > al.end {
-		return ErrNotEmulated // the store leaves the alias
+		return x86emu.ErrNotEmulated // the store leaves the alias
 	}
 	w := th.proc.space.wx
 	key := [2]uint64{al.dev, al.inode}
@@ -394,7 +374,7 @@ func (t *Tracer) aliasWrite(th *thread, al *sharedMap, addr uint64, data []byte)
 			}
 		}
 		if f == nil {
-			return ErrNotEmulated
+			return x86emu.ErrNotEmulated
 		}
 		if w.files == nil {
 			w.files = map[[2]uint64]*os.File{}

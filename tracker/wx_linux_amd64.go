@@ -10,6 +10,7 @@ import (
 
 	"github.com/ptjit/ptjit/db"
 	"github.com/ptjit/ptjit/snapshot"
+	"github.com/ptjit/ptjit/tracker/internal/x86emu"
 	"golang.org/x/arch/x86/x86asm"
 	"golang.org/x/sys/unix"
 )
@@ -349,29 +350,7 @@ func (t *Tracer) batchExec(th *thread, page uint64) {
 // ptjit's protection, and records it: emulated when possible, else
 // single-stepped with the page briefly writable.
 func (t *Tracer) preciseWrite(th *thread, regs unix.PtraceRegs) {
-	code := make([]byte, 16)
-	for n := 16; n > 0; n -= 4 {
-		if snapshot.ReadMem(th.tid, regs.Rip, code[:n]) == nil {
-			code = code[:n]
-			break
-		}
-	}
-	nr := regs
-	var fx *fxsave
-	m := Machine{
-		Regs: &nr,
-		XMM: func(i int) ([]byte, error) {
-			if fx == nil {
-				var err error
-				if fx, err = getXMM(th.tid); err != nil {
-					return nil, err
-				}
-			}
-			return fx[160+16*i : 176+16*i], nil
-		},
-		Read: func(a uint64, b []byte) error { return snapshot.ReadMem(th.tid, a, b) },
-	}
-	in, stores, err := Emulate(code, m)
+	in, stores, nr, err := emulateStore(th.tid, regs)
 	if err == nil {
 		olds := make([][]byte, len(stores))
 		for i, s := range stores {
@@ -399,6 +378,38 @@ func (t *Tracer) preciseWrite(th *thread, regs unix.PtraceRegs) {
 		t.warnf("tid %d: emulating %v at %#x: %v; single-stepping it", th.tid, in, regs.Rip, err)
 	}
 	t.stepWrite(th, regs, in)
+}
+
+// emulateStore decodes the instruction at regs.Rip of the stopped thread
+// tid and computes its stores (x86emu.Emulate): the code and a MOVS source
+// are read from the tracee, the XMM registers only when the instruction
+// stores one. after is regs as executing the instruction leaves them.
+//
+// Precondition: on the locked tracer thread; tid is stopped.
+func emulateStore(tid int, regs unix.PtraceRegs) (in x86asm.Inst, stores []x86emu.Store, after unix.PtraceRegs, err error) {
+	code := make([]byte, 16)
+	for n := 16; n > 0; n -= 4 {
+		if snapshot.ReadMem(tid, regs.Rip, code[:n]) == nil {
+			code = code[:n]
+			break
+		}
+	}
+	after = regs
+	var fx *fxsave
+	in, stores, err = x86emu.Emulate(code, x86emu.Machine{
+		Regs: &after,
+		XMM: func(i int) ([]byte, error) {
+			if fx == nil {
+				var err error
+				if fx, err = getXMM(tid); err != nil {
+					return nil, err
+				}
+			}
+			return fx[160+16*i : 176+16*i], nil
+		},
+		Read: func(a uint64, b []byte) error { return snapshot.ReadMem(tid, a, b) },
+	})
+	return in, stores, after, err
 }
 
 func (t *Tracer) memWrite(th *thread, addr uint64, data []byte) error {
