@@ -271,24 +271,22 @@ func (t *Tracer) syscallExit(th *thread) {
 	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT, unix.SYS_MUNMAP:
 		sp.clearBatch(a[0], a[0]+pageUp(a[1]))
 	case unix.SYS_MREMAP:
-		if sp.wx != nil {
-			// batch pages (RW in the kernel) that moved must become
-			// executable-only again at their new place
-			var moved []uint64
-			for p := range sp.wx.batch {
-				if p >= a[0] && p < a[0]+min(pageUp(a[1]), pageUp(a[2])) {
-					moved = append(moved, ret+(p-a[0]))
+		// batch pages (RW in the kernel) that moved must become
+		// executable-only again at their new place
+		var moved []uint64
+		for p := range sp.wx.batch {
+			if p >= a[0] && p < a[0]+min(pageUp(a[1]), pageUp(a[2])) {
+				moved = append(moved, ret+(p-a[0]))
+			}
+		}
+		sp.clearBatch(a[0], a[0]+pageUp(a[1]))
+		defer func() {
+			for _, p := range moved {
+				if err := t.protect(th, p, p+pageSize, sp.kernelProt(p, sp.ProtOf(p)), "wx: batch page moved by mremap"); err != nil {
+					t.warnf("%v", err)
 				}
 			}
-			sp.clearBatch(a[0], a[0]+pageUp(a[1]))
-			defer func() {
-				for _, p := range moved {
-					if err := t.protect(th, p, p+pageSize, sp.kernelProt(p, sp.ProtOf(p)), "wx: batch page moved by mremap"); err != nil {
-						t.warnf("%v", err)
-					}
-				}
-			}()
-		}
+		}()
 	}
 	switch op.nr {
 	case unix.SYS_MMAP:
@@ -304,7 +302,7 @@ func (t *Tracer) syscallExit(th *thread) {
 			sp.aliasForget(start, end)
 			if a[3]&unix.MAP_SHARED != 0 && a[3]&unix.MAP_ANONYMOUS == 0 {
 				t.aliasMmap(th, start, end, prot)
-			} else if sp.wx != nil {
+			} else {
 				t.aliasApply(th) // MAP_FIXED may have replaced a twin
 			}
 		}

@@ -172,12 +172,11 @@ type space struct {
 	refs  int
 	vdso  [2]uint64
 	sink  *sink
-	wx    *wxState
-	// --soft-filter=jit (softfilter_linux_amd64.go)
-	filter  bool
-	shown   bool      // JIT code executable in the kernel; every thread stepped
-	opening bool      // waiting for the threads running free to stop
-	waiting []*thread // threads that entered JIT code while opening
+	// each feature's state, declared in its file
+	inj    injectState // acting in the tracee (inject_linux_amd64.go)
+	wx     wxState     // W^X (wx_linux_amd64.go)
+	alias  aliasState  // writable aliases (wx_alias_linux_amd64.go)
+	filter filterState // --soft-filter=jit (softfilter_linux_amd64.go)
 }
 
 type birth struct {
@@ -323,7 +322,7 @@ func (t *Tracer) newSpace(owner int) *space {
 	sp := &space{owner: owner, refs: 1}
 	sp.sink = &sink{t: t, sp: sp}
 	sp.Space = NewSpace(sp.sink)
-	sp.filter = t.soft != nil && t.opts.SoftFilter
+	sp.filter.on = t.soft != nil && t.opts.SoftFilter
 	if t.wxOn() {
 		// W^X memory is versioned page by page: a store re-records one
 		// page, not the whole mapping.
@@ -389,7 +388,7 @@ func (t *Tracer) handle(tid int, ws unix.WaitStatus) {
 	}
 	t.cur.th = th
 	th.free = false
-	if sp := th.proc.space; sp.filterOn() && sp.opening {
+	if sp := th.proc.space; sp.filterOn() && sp.filter.opening {
 		// a thread of an opening space stopped: once none runs free,
 		// the space opens (after this stop is handled)
 		defer t.filterTryOpen(sp)
@@ -532,7 +531,8 @@ func (t *Tracer) dropSpace(p *process, at db.Stamp) {
 	if sp.refs == 0 {
 		t.cur.at = at
 		sp.Clear()
-		sp.closeWX()
+		sp.inj.close()
+		sp.alias.close()
 	}
 }
 
@@ -637,7 +637,7 @@ func (t *Tracer) adopt(tid int, b birth, kind StopKind, sig int) {
 			if !p.helper {
 				// A fork copies the address space: record the copy's
 				// executable memory as the child's own.
-				p.space.shown = parent.space != nil && parent.space.shown
+				p.space.filter.shown = parent.space != nil && parent.space.filter.shown
 				t.syncSpaceView(p, parent.space, "fork")
 				if t.wxOn() && parent.space != nil {
 					t.forkView(parent.space, p.space)
@@ -722,7 +722,7 @@ func (t *Tracer) syncSpaceView(p *process, view *space, cause string) {
 			p.space.vdso = [2]uint64{m.Start, m.End}
 		}
 	}
-	if view != nil && (t.wxOn() || view.filter) {
+	if view != nil && (t.wxOn() || view.filter.on) {
 		maps = view.viewMaps(maps)
 	}
 	p.space.Sync(maps, fileReadable, cause)
@@ -734,7 +734,7 @@ func (t *Tracer) syncSpaceView(p *process, view *space, cause string) {
 // executable to it.
 func (sp *space) viewMaps(maps []snapshot.Mapping) []snapshot.Mapping {
 	var out []snapshot.Mapping
-	changed := func(p Piece) bool { return isWX(p.Prot) || sp.filter && sp.jitPiece(p) }
+	changed := func(p Piece) bool { return isWX(p.Prot) || sp.filter.on && sp.jitPiece(p) }
 	for _, m := range maps {
 		cuts := []uint64{m.Start, m.End}
 		for _, p := range sp.pieces {
@@ -758,11 +758,8 @@ func (sp *space) viewMaps(maps []snapshot.Mapping) []snapshot.Mapping {
 				seg.Offset = m.Offset + (s - m.Start)
 			}
 			if p, ok := sp.PieceAt(s); ok && changed(p) {
-				batch := false
-				if sp.wx != nil {
-					_, batch = sp.wx.batch[s&^(pageSize-1)]
-				}
-				hid := sp.filter && m.Prot == actualProt(p.Prot)&^unix.PROT_EXEC
+				_, batch := sp.wx.batch[s&^(pageSize-1)]
+				hid := sp.filter.on && m.Prot == actualProt(p.Prot)&^unix.PROT_EXEC
 				if m.Prot == actualProt(p.Prot) || hid || batch && m.Prot == p.Prot&^unix.PROT_EXEC {
 					seg.Prot = p.Prot
 				}
@@ -857,11 +854,11 @@ func (t *Tracer) forkView(parent, child *space) {
 			child.Protect(pc.Start, pc.End, pc.Prot, "fork")
 		}
 	}
-	if parent.wx != nil && len(parent.wx.shared) > 0 {
+	if len(parent.alias.shared) > 0 {
 		// shared mappings stay shared (and write-protected) in the child
-		child.wxs().shared = append([]sharedMap(nil), parent.wx.shared...)
+		child.alias.shared = append([]sharedMap(nil), parent.alias.shared...)
 	}
-	if parent.wx != nil && len(parent.wx.batch) > 0 {
+	if len(parent.wx.batch) > 0 {
 		w := child.wxs()
 		for page, bp := range parent.wx.batch {
 			w.batch[page] = bp

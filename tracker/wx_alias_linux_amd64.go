@@ -21,6 +21,21 @@ import (
 // executable address, whose page gets a new version. Batch mode does not
 // apply to aliases: their stores are always precise.
 
+// aliasState is the writable-alias state of one address space
+// (space.alias).
+type aliasState struct {
+	shared []sharedMap            // MAP_SHARED file mappings (writable aliases)
+	files  map[[2]uint64]*os.File // alias files by (dev, inode), for emulated stores
+}
+
+// close releases the alias files.
+func (s *aliasState) close() {
+	for _, f := range s.files {
+		f.Close()
+	}
+	s.files = nil
+}
+
 // sharedMap is a MAP_SHARED file mapping.
 type sharedMap struct {
 	start, end uint64
@@ -35,10 +50,7 @@ func (m *sharedMap) fileOf(addr uint64) uint64 { return m.off + (addr - m.start)
 // aliasTouches reports whether [start, end) overlaps a tracked shared
 // mapping.
 func (sp *space) aliasTouches(start, end uint64) bool {
-	if sp.wx == nil {
-		return false
-	}
-	for _, m := range sp.wx.shared {
+	for _, m := range sp.alias.shared {
 		if m.start < end && start < m.end {
 			return true
 		}
@@ -48,11 +60,8 @@ func (sp *space) aliasTouches(start, end uint64) bool {
 
 // aliasForget drops [start, end) from the shared-mapping table.
 func (sp *space) aliasForget(start, end uint64) {
-	if sp.wx == nil {
-		return
-	}
 	var out []sharedMap
-	for _, m := range sp.wx.shared {
+	for _, m := range sp.alias.shared {
 		if m.end <= start || m.start >= end {
 			out = append(out, m)
 			continue
@@ -69,7 +78,7 @@ func (sp *space) aliasForget(start, end uint64) {
 			out = append(out, r)
 		}
 	}
-	sp.wx.shared = out
+	sp.alias.shared = out
 }
 
 // aliasMmap records a fresh MAP_SHARED file mapping and re-applies alias
@@ -78,7 +87,6 @@ func (sp *space) aliasForget(start, end uint64) {
 // Precondition: on the locked tracer thread; th is in syscall-exit-stop.
 func (t *Tracer) aliasMmap(th *thread, start, end uint64, prot int) {
 	sp := th.proc.space
-	sp.wxs()
 	sp.aliasForget(start, end)
 	maps, err := snapshot.ReadMaps(th.tid)
 	if err != nil {
@@ -86,7 +94,7 @@ func (t *Tracer) aliasMmap(th *thread, start, end uint64, prot int) {
 	}
 	for _, m := range maps {
 		if m.Start <= start && start < m.End && m.Shared && m.Inode != 0 {
-			sp.wx.shared = append(sp.wx.shared, sharedMap{start: start, end: end, dev: m.Dev, inode: m.Inode,
+			sp.alias.shared = append(sp.alias.shared, sharedMap{start: start, end: end, dev: m.Dev, inode: m.Inode,
 				off: m.Offset + (start - m.Start), view: prot})
 			break
 		}
@@ -98,15 +106,12 @@ func (t *Tracer) aliasMmap(th *thread, start, end uint64, prot int) {
 // read-only (the program asking for PROT_WRITE there gets it rewritten
 // away at the syscall's entry, so no other thread can write in between).
 func (sp *space) aliasRO(start, end uint64) bool {
-	if sp.wx == nil {
-		return false
-	}
 	// all of [start, end) must be read-only alias: the rewrite applies to
 	// the whole call
 	at := start
 	for at < end {
 		found := false
-		for _, m := range sp.wx.shared {
+		for _, m := range sp.alias.shared {
 			if m.ro && m.start <= at && at < m.end {
 				at, found = m.end, true
 				break
@@ -127,7 +132,7 @@ func (t *Tracer) aliasProtect(th *thread, start, end uint64, prot int, rewrote b
 		return
 	}
 	var out []sharedMap
-	for _, m := range sp.wx.shared {
+	for _, m := range sp.alias.shared {
 		if m.end <= start || m.start >= end {
 			out = append(out, m)
 			continue
@@ -149,16 +154,15 @@ func (t *Tracer) aliasProtect(th *thread, start, end uint64, prot int, rewrote b
 			out = append(out, r)
 		}
 	}
-	sp.wx.shared = out
+	sp.alias.shared = out
 	t.aliasApply(th)
 }
 
 // aliasMove: mremap moved (or resized) a shared mapping.
 func (t *Tracer) aliasMove(th *thread, old, oldSize, newSize, to uint64) {
 	sp := th.proc.space
-	sp.wxs()
 	var moved []sharedMap
-	for _, m := range sp.wx.shared {
+	for _, m := range sp.alias.shared {
 		if m.start < old+oldSize && old < m.end {
 			c := m
 			c.start, c.end = max(m.start, old), min(m.end, old+min(oldSize, newSize))
@@ -172,7 +176,7 @@ func (t *Tracer) aliasMove(th *thread, old, oldSize, newSize, to uint64) {
 	}
 	sp.aliasForget(old, old+oldSize)
 	sp.aliasForget(to, to+newSize)
-	sp.wx.shared = append(sp.wx.shared, moved...)
+	sp.alias.shared = append(sp.alias.shared, moved...)
 	t.aliasApply(th)
 }
 
@@ -185,7 +189,7 @@ type twin struct {
 // mapped executable and shared.
 func (sp *space) execTwins(dev, inode, off, n uint64) []twin {
 	var out []twin
-	for _, m := range sp.wx.shared {
+	for _, m := range sp.alias.shared {
 		if m.dev != dev || m.inode != inode || m.view&unix.PROT_EXEC == 0 {
 			continue
 		}
@@ -202,7 +206,7 @@ func (sp *space) execTwins(dev, inode, off, n uint64) []twin {
 // pages that lost their executable twin.
 func (t *Tracer) aliasApply(th *thread) {
 	sp := th.proc.space
-	sh := sp.wx.shared
+	sh := sp.alias.shared
 	for i := range sh {
 		m := &sh[i]
 		if m.view&unix.PROT_WRITE == 0 || m.view&unix.PROT_EXEC != 0 {
@@ -228,11 +232,8 @@ func (t *Tracer) aliasApply(th *thread) {
 
 // aliasAt returns the write-protected alias containing addr.
 func (sp *space) aliasAt(addr uint64) (*sharedMap, bool) {
-	if sp.wx == nil {
-		return nil, false
-	}
-	for i := range sp.wx.shared {
-		m := &sp.wx.shared[i]
+	for i := range sp.alias.shared {
+		m := &sp.alias.shared[i]
 		if m.start <= addr && addr < m.end && m.ro {
 			return m, true
 		}
@@ -250,14 +251,12 @@ func (t *Tracer) aliasFault(th *thread, addr uint64) bool {
 	if !ok {
 		// A writable alias ptjit made writable again meanwhile (its
 		// executable twin went away): retry the store, once.
-		if sp.wx != nil {
-			for _, sm := range sp.wx.shared {
-				if sm.start <= addr && addr < sm.end && sm.view&unix.PROT_WRITE != 0 {
-					key := [2]uint64{0, addr}
-					if th.lastStale != key {
-						th.lastStale = key
-						return true
-					}
+		for _, sm := range sp.alias.shared {
+			if sm.start <= addr && addr < sm.end && sm.view&unix.PROT_WRITE != 0 {
+				key := [2]uint64{0, addr}
+				if th.lastStale != key {
+					th.lastStale = key
+					return true
 				}
 			}
 		}
@@ -355,7 +354,7 @@ func (t *Tracer) aliasWrite(th *thread, al *sharedMap, addr uint64, data []byte)
 	if addr < al.start || addr+uint64(len(data)) > al.end {
 		return x86emu.ErrNotEmulated // the store leaves the alias
 	}
-	w := th.proc.space.wx
+	w := &th.proc.space.alias
 	key := [2]uint64{al.dev, al.inode}
 	f := w.files[key]
 	if f == nil {

@@ -1,11 +1,7 @@
 package tracker
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"time"
 
 	"github.com/ptjit/ptjit/db"
@@ -73,23 +69,21 @@ func actualProt(view int) int {
 	return view
 }
 
-// wxState is the W^X bookkeeping of one address space.
+// wxState is the W^X state of one address space (space.wx); the writable
+// aliases have theirs in aliasState.
 type wxState struct {
-	batch   map[uint64]batchPage   // pages ptjit made RW (not X) in batch mode
-	writes  map[uint64]pageRate    // precise writes per page (auto mode)
-	sysAddr uint64                 // address of a syscall instruction (in the vdso)
-	mem     *os.File               // /proc/PID/mem, read-write
-	shared  []sharedMap            // MAP_SHARED file mappings (writable aliases)
-	files   map[[2]uint64]*os.File // alias files by (dev, inode), for emulated stores
+	batch  map[uint64]batchPage // pages ptjit made RW (not X) in batch mode
+	writes map[uint64]pageRate  // precise writes per page (auto mode)
 }
 
 func (t *Tracer) wxOn() bool { return t.opts.WX != "" && t.opts.WX != WXOff }
 
+// wxs returns sp's W^X state, its maps made.
 func (sp *space) wxs() *wxState {
-	if sp.wx == nil {
-		sp.wx = &wxState{batch: map[uint64]batchPage{}, writes: map[uint64]pageRate{}}
+	if sp.wx.batch == nil {
+		sp.wx = wxState{batch: map[uint64]batchPage{}, writes: map[uint64]pageRate{}}
 	}
-	return sp.wx
+	return &sp.wx
 }
 
 // batchPage is a page left writable in batch mode: the first store into it
@@ -99,147 +93,14 @@ type batchPage struct {
 	ip  uint64
 }
 
-// closeWX releases the space's /proc/PID/mem.
-func (sp *space) closeWX() {
-	if sp.wx != nil && sp.wx.mem != nil {
-		sp.wx.mem.Close()
-		sp.wx.mem = nil
-	}
-	if sp.wx != nil {
-		for _, f := range sp.wx.files {
-			f.Close()
-		}
-		sp.wx.files = nil
-	}
-}
-
 // clearBatch forgets batch pages in [start, end): a syscall of the program
 // just set their protection itself.
 func (sp *space) clearBatch(start, end uint64) {
-	if sp.wx == nil {
-		return
-	}
 	for p := range sp.wx.batch {
 		if p >= start && p < end {
 			delete(sp.wx.batch, p)
 		}
 	}
-}
-
-// InjectError is a syscall ptjit could not run in the tracee.
-type InjectError struct {
-	TID int
-	Nr  int
-	Err error
-}
-
-func (e *InjectError) Error() string {
-	return fmt.Sprintf("tid %d: injecting syscall %d: %v", e.TID, e.Nr, e.Err)
-}
-func (e *InjectError) Unwrap() error { return e.Err }
-
-var errNoSyscallInsn = errors.New("no syscall instruction found in the vdso")
-
-// syscallInsn finds a syscall instruction (0f 05) in the space's vdso: the
-// injected syscalls execute code already in the process, never injected
-// code.
-func (t *Tracer) syscallInsn(th *thread) (uint64, error) {
-	sp := th.proc.space
-	w := sp.wxs()
-	if w.sysAddr != 0 {
-		return w.sysAddr, nil
-	}
-	lo, hi := sp.vdso[0], sp.vdso[1]
-	if hi <= lo {
-		return 0, errNoSyscallInsn
-	}
-	b := make([]byte, hi-lo)
-	if err := snapshot.ReadMem(th.tid, lo, b); err != nil {
-		return 0, err
-	}
-	i := bytes.Index(b, []byte{0x0f, 0x05})
-	if i < 0 {
-		return 0, errNoSyscallInsn
-	}
-	w.sysAddr = lo + uint64(i)
-	return w.sysAddr, nil
-}
-
-// inject makes th run syscall nr(args) and returns its result. th must be
-// stopped in a signal-delivery-stop or a syscall-exit-stop; its registers
-// are restored afterwards. Signals that arrive meanwhile are held and
-// delivered when th resumes.
-//
-// Precondition: on the locked tracer thread.
-func (t *Tracer) inject(th *thread, nr int, args ...uint64) (int64, error) {
-	addr, err := t.syscallInsn(th)
-	if err != nil {
-		return 0, &InjectError{th.tid, nr, err}
-	}
-	saved, err := getRegs(th.tid)
-	if err != nil {
-		return 0, &InjectError{th.tid, nr, err}
-	}
-	r := saved
-	r.Rip = addr
-	r.Rax = uint64(nr)
-	r.Orig_rax = ^uint64(0)
-	dst := []*uint64{&r.Rdi, &r.Rsi, &r.Rdx, &r.R10, &r.R8, &r.R9}
-	for i, a := range args {
-		*dst[i] = a
-	}
-	if err := unix.PtraceSetRegs(th.tid, &r); err != nil {
-		return 0, &InjectError{th.tid, nr, err}
-	}
-	t.result.Stats.Injected++
-	// Run to the syscall-exit stop: entry stop, the seccomp stop of our
-	// own call, exit stop.
-	sysStops := 0
-	for sysStops < 2 {
-		if err := unix.PtraceSyscall(th.tid, 0); err != nil {
-			return 0, &InjectError{th.tid, nr, err}
-		}
-		var ws unix.WaitStatus
-		if _, err := unix.Wait4(th.tid, &ws, unix.WALL, nil); err != nil {
-			return 0, &InjectError{th.tid, nr, err}
-		}
-		kind, sig := Classify(ws)
-		switch kind {
-		case StopSyscallExit:
-			sysStops++
-		case StopSeccomp, StopTrap, StopGroup:
-		case StopSignal:
-			th.held = append(th.held, sig)
-		case StopExited, StopKilled:
-			t.threadGone(th, kind, sig)
-			return 0, &InjectError{th.tid, nr, unix.ESRCH}
-		default:
-			// clone/exec/exit events cannot come from mprotect
-		}
-	}
-	res, err := getRegs(th.tid)
-	if err != nil {
-		return 0, &InjectError{th.tid, nr, err}
-	}
-	if err := unix.PtraceSetRegs(th.tid, &saved); err != nil {
-		return 0, &InjectError{th.tid, nr, err}
-	}
-	ret := int64(res.Rax)
-	if ret < 0 && ret >= -4095 {
-		return ret, &InjectError{th.tid, nr, unix.Errno(-ret)}
-	}
-	return ret, nil
-}
-
-// protect changes the tracee's actual protection of [start, end) by an
-// injected mprotect and records it.
-func (t *Tracer) protect(th *thread, start, end uint64, prot int, reason string) error {
-	if _, err := t.inject(th, unix.SYS_MPROTECT, start, end-start, uint64(prot)); err != nil {
-		return err
-	}
-	t.rec.ProtChange(db.ProtChange{PID: th.proc.space.owner, At: snapshot.Now(), Addr: start, Size: end - start,
-		Prot: prot, Reason: reason})
-	return nil
 }
 
 // wxFault handles a SIGSEGV when W^X is on; it reports whether the fault
@@ -410,19 +271,6 @@ func emulateStore(tid int, regs unix.PtraceRegs) (in x86asm.Inst, stores []x86em
 		Read: func(a uint64, b []byte) error { return snapshot.ReadMem(tid, a, b) },
 	})
 	return in, stores, after, err
-}
-
-func (t *Tracer) memWrite(th *thread, addr uint64, data []byte) error {
-	w := th.proc.space.wxs()
-	if w.mem == nil {
-		f, err := os.OpenFile("/proc/"+strconv.Itoa(th.tid)+"/mem", os.O_RDWR, 0)
-		if err != nil {
-			return err
-		}
-		w.mem = f
-	}
-	_, err := w.mem.WriteAt(data, int64(addr))
-	return err
 }
 
 // stepWrite runs the faulting instruction with its target pages writable
