@@ -109,14 +109,14 @@ func (t *Tracer) inject(th *thread, nr int, args ...uint64) (int64, error) {
 		if _, err := unix.Wait4(th.tid, &ws, unix.WALL, nil); err != nil {
 			return 0, &InjectError{th.tid, nr, err}
 		}
-		kind, sig := Classify(ws)
+		kind, sig := classifyStatus(ws)
 		switch kind {
-		case StopSyscallExit:
+		case stopSyscallExit:
 			sysStops++
-		case StopSeccomp, StopTrap, StopGroup:
-		case StopSignal:
+		case stopSeccomp, stopTrap, stopGroup:
+		case stopSignal:
 			th.held = append(th.held, sig)
-		case StopExited, StopKilled:
+		case stopExited, stopKilled:
 			t.threadGone(th, kind, sig)
 			return 0, &InjectError{th.tid, nr, unix.ESRCH}
 		default:

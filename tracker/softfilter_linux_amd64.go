@@ -91,31 +91,16 @@ func (t *Tracer) spaceThreads(sp *space, fn func(*thread)) {
 	}
 }
 
-// filterFault handles a SIGSEGV in a filtered space: an instruction fetch
-// from hidden JIT code (the thread enters it) or from code the filter
-// over-hid. It reports whether the fault was the filter's (consumed; the
-// thread is resumed or waits for the space to open).
+// filterFault handles a stopFilterFault: an instruction fetch at addr from
+// hidden JIT code (the thread enters it) or from code the filter
+// over-hid. The fault is the filter's: the thread is resumed, or waits for
+// the space to open.
 //
 // Precondition: on the locked tracer thread; th is in signal-delivery-stop.
-func (t *Tracer) filterFault(th *thread) bool {
+func (t *Tracer) filterFault(th *thread, addr uint64) {
 	sp := th.proc.space
-	if !sp.filterOn() || th.proc.helper {
-		return false
-	}
-	si, err := getSiginfo(th.tid)
-	if err != nil || si.Code != 2 /* SEGV_ACCERR */ {
-		return false
-	}
-	regs, err := getRegs(th.tid)
-	if err != nil {
-		return false
-	}
-	fetch := si.Addr == regs.Rip || si.Addr&(pageSize-1) == 0 && si.Addr > regs.Rip && si.Addr < regs.Rip+16
-	p, ok := sp.PieceAt(si.Addr)
-	if !fetch || !ok {
-		return false
-	}
-	page := si.Addr &^ (pageSize - 1)
+	p, _ := sp.PieceAt(addr)
+	page := addr &^ (pageSize - 1)
 	if _, batch := sp.wx.batch[page]; batch {
 		// W^X batch page executed: a new version, then the filter's
 		// protection (hidden while closed)
@@ -128,7 +113,7 @@ func (t *Tracer) filterFault(th *thread) bool {
 			t.warnf("%v", err)
 		}
 		t.resumeThread(th, 0)
-		return true
+		return
 	}
 	th.inJIT = true
 	if sp.filter.shown {
@@ -137,7 +122,7 @@ func (t *Tracer) filterFault(th *thread) bool {
 		// show the page and run the instruction again.
 		t.filterProtect(th, sp, page, page+pageSize, "soft-filter: JIT code entered")
 		t.resumeThread(th, 0)
-		return true
+		return
 	}
 	sp.filter.opening = true
 	sp.filter.waiting = append(sp.filter.waiting, th)
@@ -148,7 +133,6 @@ func (t *Tracer) filterFault(th *thread) bool {
 		}
 	})
 	t.filterTryOpen(sp)
-	return true
 }
 
 // filterTryOpen shows sp's JIT code once no thread of it runs free, and

@@ -364,64 +364,97 @@ func (t *Tracer) loop() error {
 	return nil
 }
 
-// handle classifies one stop and resumes the thread.
+// handle classifies one stop (classify, stop_linux_amd64.go) and
+// dispatches on its kind; the thread is resumed, or left stopped on
+// purpose (a group-stop, a thread waiting for the soft filter to open).
 //
 // Precondition: on the locked tracer thread.
 func (t *Tracer) handle(tid int, ws unix.WaitStatus) {
-	kind, sig := Classify(ws)
 	th := t.threads[tid]
 	if th == nil {
-		if kind == StopExited || kind == StopKilled {
-			delete(t.pending, tid)
-			delete(t.newborn, tid)
-			return
-		}
-		if b, ok := t.newborn[tid]; ok {
-			delete(t.newborn, tid)
-			t.adopt(tid, b, kind, sig)
-			return
-		}
-		// A new tracee stopped before its parent's clone/fork event was
-		// reported: hold it until then.
-		t.pending[tid] = ws
+		t.unknownStop(tid, ws)
 		return
 	}
 	t.cur.th = th
 	th.free = false
-	if sp := th.proc.space; sp.filterOn() && sp.filter.opening {
+	opening := th.proc.space
+	if !opening.filterOn() || !opening.filter.opening {
+		opening = nil
+	}
+	kind, sig, s := t.classify(th, ws)
+	t.dispatch(th, kind, sig, s)
+	if opening != nil {
 		// a thread of an opening space stopped: once none runs free,
 		// the space opens (after this stop is handled)
-		defer t.filterTryOpen(sp)
+		t.filterTryOpen(opening)
 	}
-	if t.soft != nil && t.softStop(th, kind, sig) {
-		return // a single-step trap of --pt=soft, consumed
+}
+
+// unknownStop handles a stop of a tid the tracer does not know yet.
+//
+// Precondition: on the locked tracer thread.
+func (t *Tracer) unknownStop(tid int, ws unix.WaitStatus) {
+	kind, sig := classifyStatus(ws)
+	if kind == stopExited || kind == stopKilled {
+		delete(t.pending, tid)
+		delete(t.newborn, tid)
+		return
 	}
+	if b, ok := t.newborn[tid]; ok {
+		delete(t.newborn, tid)
+		t.adopt(tid, b, kind, sig)
+		return
+	}
+	// A new tracee stopped before its parent's clone/fork event was
+	// reported: hold it until then.
+	t.pending[tid] = ws
+}
+
+// dispatch runs the handling of one kind of stop. Software PT sees the
+// stop first (the soft* calls), then the tracker and its features.
+//
+// Precondition: on the locked tracer thread; th is stopped.
+func (t *Tracer) dispatch(th *thread, kind stopKind, sig int, s signalStop) {
+	tid := th.tid
 	switch kind {
-	case StopExited, StopKilled:
+	case stopExited, stopKilled:
 		t.threadGone(th, kind, sig)
-	case StopSignal:
-		if sig == int(unix.SIGSEGV) && t.filterFault(th) {
-			return // --soft-filter: JIT code entered
+	case stopStepTrap:
+		t.softStepTrap(th)
+	case stopFilterFault:
+		t.softSignal(th)
+		t.filterFault(th, s.si.Addr)
+	case stopWXFault, stopAliasFault:
+		t.softSignal(th)
+		if kind == stopWXFault {
+			t.wxFault(th, s.si.Addr)
+		} else {
+			t.aliasFault(th, s.si.Addr)
 		}
-		if sig == int(unix.SIGSEGV) && t.wxOn() && t.wxFault(th) {
-			sig = 0 // ptjit's own protection: consumed
+		if t.threads[tid] != nil {
+			t.resumeThread(th, 0) // ptjit's own protection: consumed
 		}
+	case stopSignal:
+		t.softSignal(th)
 		if t.threads[tid] != nil {
 			t.resumeThread(th, sig)
 		}
-	case StopGroup:
+	case stopGroup:
 		listen(tid)
-	case StopTrap, StopOther:
+	case stopTrap, stopOther:
 		t.resume(tid, 0)
-	case StopSeccomp:
+	case stopSeccomp:
 		t.seccompEntry(th)
-	case StopSyscallExit:
+	case stopSyscallExit:
+		t.softSyscallExit(th)
 		t.syscallExit(th)
-	case StopClone, StopFork, StopVfork:
+	case stopClone, stopFork, stopVfork:
 		t.cloneEvent(th, kind)
-	case StopExec:
+	case stopExec:
+		t.softExec(th)
 		t.execEvent(th)
-	case StopExit:
+	case stopExit:
+		t.softExit(th)
 		if th.recorded {
 			if b, err := os.ReadFile("/proc/" + strconv.Itoa(th.proc.pid) + "/task/" + strconv.Itoa(tid) + "/comm"); err == nil {
 				t.rec.ThreadName(tid, strings.TrimSuffix(string(b), "\n"))
@@ -471,7 +504,7 @@ func listen(tid int) {
 	unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_LISTEN, uintptr(tid), 0, 0, 0, 0)
 }
 
-func (t *Tracer) threadGone(th *thread, kind StopKind, sig int) {
+func (t *Tracer) threadGone(th *thread, kind stopKind, sig int) {
 	at := snapshot.Now()
 	p := th.proc
 	delete(t.threads, th.tid)
@@ -481,7 +514,7 @@ func (t *Tracer) threadGone(th *thread, kind StopKind, sig int) {
 	}
 	t.softGone(th.tid, p.pid)
 	status := sig
-	if kind == StopKilled {
+	if kind == stopKilled {
 		status = 128 + sig
 	}
 	if th.tid == p.pid {
@@ -566,7 +599,7 @@ func getRegs(tid int) (unix.PtraceRegs, error) {
 
 // cloneEvent: th created a thread or process. The child's own first stop
 // may come before or after this report.
-func (t *Tracer) cloneEvent(th *thread, kind StopKind) {
+func (t *Tracer) cloneEvent(th *thread, kind stopKind) {
 	msg, err := unix.PtraceGetEventMsg(th.tid)
 	if err != nil {
 		t.resume(th.tid, 0)
@@ -589,14 +622,14 @@ func (t *Tracer) cloneEvent(th *thread, kind StopKind) {
 			flags = unix.CLONE_VM | unix.CLONE_VFORK
 		}
 	}
-	if kind == StopVfork {
+	if kind == stopVfork {
 		flags |= unix.CLONE_VM
 	}
 	b.thread = flags&unix.CLONE_THREAD != 0
 	b.shareVM = !b.thread && flags&unix.CLONE_VM != 0
 	if ws, ok := t.pending[child]; ok {
 		delete(t.pending, child)
-		k, sig := Classify(ws)
+		k, sig := classifyStatus(ws)
 		t.adopt(child, b, k, sig)
 	} else {
 		t.newborn[child] = b
@@ -606,7 +639,7 @@ func (t *Tracer) cloneEvent(th *thread, kind StopKind) {
 }
 
 // adopt sets up a new tracee at its first stop and resumes it.
-func (t *Tracer) adopt(tid int, b birth, kind StopKind, sig int) {
+func (t *Tracer) adopt(tid int, b birth, kind stopKind, sig int) {
 	at := snapshot.Now()
 	parent := b.parent.proc
 	th := &thread{tid: tid, helper: b.helper}
@@ -646,9 +679,9 @@ func (t *Tracer) adopt(tid int, b birth, kind StopKind, sig int) {
 		}
 	}
 	switch kind {
-	case StopGroup:
+	case stopGroup:
 		listen(tid)
-	case StopExited, StopKilled:
+	case stopExited, stopKilled:
 		t.threadGone(th, kind, sig)
 	default:
 		t.resume(tid, 0)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/ptjit/ptjit/snapshot"
 	"github.com/ptjit/ptjit/tracker/internal/x86emu"
+	"golang.org/x/arch/x86/x86asm"
 	"golang.org/x/sys/unix"
 )
 
@@ -241,99 +242,52 @@ func (sp *space) aliasAt(addr uint64) (*sharedMap, bool) {
 	return nil, false
 }
 
-// aliasFault handles a store that faulted on a write-protected alias: it
-// is carried out (emulated, or stepped with the alias page writable) and
-// recorded at the executable twin's addresses. It reports whether the
-// fault was ptjit's.
-func (t *Tracer) aliasFault(th *thread, addr uint64) bool {
+// aliasRetry reports whether a fault at addr is on a writable alias ptjit
+// made writable again meanwhile (its executable twin went away) and not
+// yet retried: the store is retried, once.
+func (sp *space) aliasRetry(addr uint64, lastStale [2]uint64) bool {
+	for _, sm := range sp.alias.shared {
+		if sm.start <= addr && addr < sm.end && sm.view&unix.PROT_WRITE != 0 {
+			return lastStale != [2]uint64{0, addr}
+		}
+	}
+	return false
+}
+
+// aliasChange is one store through an alias: its address and bytes.
+type aliasChange struct {
+	addr     uint64
+	old, new []byte
+}
+
+// aliasFault handles a stopAliasFault: a store that faulted at addr on a
+// write-protected alias is carried out (emulated, or stepped with the
+// alias page writable) and recorded at the executable twin's addresses; a
+// fault on an alias made writable again meanwhile is retried. The fault is
+// ptjit's; th is resumed by the caller.
+//
+// Precondition: on the locked tracer thread; th is in signal-delivery-stop.
+func (t *Tracer) aliasFault(th *thread, addr uint64) {
 	sp := th.proc.space
+	t.cur.th, t.cur.at = th, snapshot.Now()
 	m, ok := sp.aliasAt(addr)
 	if !ok {
-		// A writable alias ptjit made writable again meanwhile (its
-		// executable twin went away): retry the store, once.
-		for _, sm := range sp.alias.shared {
-			if sm.start <= addr && addr < sm.end && sm.view&unix.PROT_WRITE != 0 {
-				key := [2]uint64{0, addr}
-				if th.lastStale != key {
-					th.lastStale = key
-					return true
-				}
-			}
-		}
-		return false
+		th.lastStale = [2]uint64{0, addr} // aliasRetry
+		return
 	}
 	al := *m
 	regs, err := getRegs(th.tid)
 	if err != nil {
-		return true
+		return
 	}
 	t.cur.ip = regs.Rip
-	page := addr &^ (pageSize - 1)
-	in, stores, nr, err := emulateStore(th.tid, regs)
-	type change struct {
-		addr     uint64
-		old, new []byte
-	}
-	var changes []change
-	if err == nil {
-		for _, s := range stores {
-			old := make([]byte, len(s.Data))
-			if err = snapshot.ReadMem(th.tid, s.Addr, old); err != nil {
-				break
-			}
-			// /proc/PID/mem refuses forced writes to shared mappings:
-			// write the file itself.
-			if err = t.aliasWrite(th, &al, s.Addr, s.Data); err != nil {
-				break
-			}
-			changes = append(changes, change{s.Addr, old, s.Data})
-		}
-		if err == nil {
-			err = unix.PtraceSetRegs(th.tid, &nr)
-		}
-		if err == nil {
-			t.result.Stats.Emulated++
-		}
-	}
+	in, changes, err := t.aliasEmulate(th, &al, regs)
 	if err != nil {
-		// Step it with the alias page writable.
-		old := make([]byte, pageSize)
-		snapshot.ReadMem(th.tid, page, old)
-		if perr := t.protect(th, page, page+pageSize, al.view, "wx: step a store through an alias"); perr != nil {
-			t.warnf("%v", perr)
-			return true
+		c, ok := t.aliasStep(th, &al, addr&^(pageSize-1))
+		if !ok {
+			return
 		}
-		for {
-			if unix.PtraceSingleStep(th.tid) != nil {
-				return true
-			}
-			var ws unix.WaitStatus
-			if _, err := unix.Wait4(th.tid, &ws, unix.WALL, nil); err != nil {
-				return true
-			}
-			kind, sig := Classify(ws)
-			if kind == StopExited || kind == StopKilled {
-				t.threadGone(th, kind, sig)
-				return true
-			}
-			if kind != StopSignal {
-				continue
-			}
-			if sig != int(unix.SIGTRAP) {
-				th.held = append(th.held, sig)
-			}
-			break
-		}
-		if perr := t.protect(th, page, page+pageSize, al.view&^unix.PROT_WRITE, "wx: step done"); perr != nil {
-			t.warnf("%v", perr)
-		}
-		now := make([]byte, pageSize)
-		if snapshot.ReadMem(th.tid, page, now) == nil {
-			if lo, hi := diffRange(old, now); lo < hi {
-				changes = append(changes, change{page + uint64(lo), old[lo:hi], now[lo:hi]})
-			}
-		}
-		t.result.Stats.Stepped++
+		changes = append(changes, c...)
 	}
 	t.cur.at = snapshot.Now()
 	for _, c := range changes {
@@ -345,7 +299,78 @@ func (t *Tracer) aliasFault(th *thread, addr uint64) bool {
 			t.recordWrite(th, regs.Rip, in, tw.addr, c.old[i:i+tw.n], c.new[i:i+tw.n])
 		}
 	}
-	return true
+}
+
+// aliasEmulate emulates the store at regs.Rip through the alias al,
+// writing the alias's file. On an error the stores written so far are
+// returned with it.
+func (t *Tracer) aliasEmulate(th *thread, al *sharedMap, regs unix.PtraceRegs) (x86asm.Inst, []aliasChange, error) {
+	in, stores, nr, err := emulateStore(th.tid, regs)
+	if err != nil {
+		return in, nil, err
+	}
+	var changes []aliasChange
+	for _, s := range stores {
+		old := make([]byte, len(s.Data))
+		if err := snapshot.ReadMem(th.tid, s.Addr, old); err != nil {
+			return in, changes, err
+		}
+		// /proc/PID/mem refuses forced writes to shared mappings:
+		// write the file itself.
+		if err := t.aliasWrite(th, al, s.Addr, s.Data); err != nil {
+			return in, changes, err
+		}
+		changes = append(changes, aliasChange{s.Addr, old, s.Data})
+	}
+	if err := unix.PtraceSetRegs(th.tid, &nr); err != nil {
+		return in, changes, err
+	}
+	t.result.Stats.Emulated++
+	return in, changes, nil
+}
+
+// aliasStep single-steps the faulting store with the alias page writable
+// and returns what it changed there; ok is false when th died or the page
+// could not be opened.
+func (t *Tracer) aliasStep(th *thread, al *sharedMap, page uint64) (changes []aliasChange, ok bool) {
+	old := make([]byte, pageSize)
+	snapshot.ReadMem(th.tid, page, old)
+	if perr := t.protect(th, page, page+pageSize, al.view, "wx: step a store through an alias"); perr != nil {
+		t.warnf("%v", perr)
+		return nil, false
+	}
+	for {
+		if unix.PtraceSingleStep(th.tid) != nil {
+			return nil, false
+		}
+		var ws unix.WaitStatus
+		if _, err := unix.Wait4(th.tid, &ws, unix.WALL, nil); err != nil {
+			return nil, false
+		}
+		kind, sig := classifyStatus(ws)
+		if kind == stopExited || kind == stopKilled {
+			t.threadGone(th, kind, sig)
+			return nil, false
+		}
+		if kind != stopSignal {
+			continue
+		}
+		if sig != int(unix.SIGTRAP) {
+			th.held = append(th.held, sig)
+		}
+		break
+	}
+	if perr := t.protect(th, page, page+pageSize, al.view&^unix.PROT_WRITE, "wx: step done"); perr != nil {
+		t.warnf("%v", perr)
+	}
+	now := make([]byte, pageSize)
+	if snapshot.ReadMem(th.tid, page, now) == nil {
+		if lo, hi := diffRange(old, now); lo < hi {
+			changes = append(changes, aliasChange{page + uint64(lo), old[lo:hi], now[lo:hi]})
+		}
+	}
+	t.result.Stats.Stepped++
+	return changes, true
 }
 
 // aliasWrite writes data at addr of a shared alias through its file (the

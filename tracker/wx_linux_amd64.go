@@ -103,37 +103,23 @@ func (sp *space) clearBatch(start, end uint64) {
 	}
 }
 
-// wxFault handles a SIGSEGV when W^X is on; it reports whether the fault
-// was ptjit's (consumed) or the program's own (to be delivered unchanged,
-// with its original siginfo).
+// wxFault handles a stopWXFault: a SIGSEGV (SEGV_ACCERR) at addr, in
+// memory the program has writable and executable. The fault is ptjit's;
+// th is resumed by the caller.
 //
 // Precondition: on the locked tracer thread; th is in signal-delivery-stop.
-func (t *Tracer) wxFault(th *thread) bool {
+func (t *Tracer) wxFault(th *thread, addr uint64) {
 	sp := th.proc.space
-	if sp == nil || th.proc.helper {
-		return false
-	}
-	si, err := getSiginfo(th.tid)
-	if err != nil || si.Code != 2 /* SEGV_ACCERR */ {
-		return false
-	}
 	w := sp.wxs()
-	page := si.Addr &^ (pageSize - 1)
+	page := addr &^ (pageSize - 1)
 	t.cur.th, t.cur.at = th, snapshot.Now()
-	p, ok := sp.PieceAt(si.Addr)
-	if !ok || !isWX(p.Prot) {
-		// a store through a write-protected alias, or the program's own
-		// fault
-		return t.aliasFault(th, si.Addr)
-	}
+	p, _ := sp.PieceAt(addr)
 	regs, err := getRegs(th.tid)
 	if err != nil {
-		return true // died meanwhile
+		return // died meanwhile
 	}
 	t.cur.ip = regs.Rip
-	// An instruction fetch faults at RIP, or at the next page boundary for
-	// an instruction that crosses it.
-	fetch := si.Addr == regs.Rip || si.Addr&(pageSize-1) == 0 && si.Addr > regs.Rip && si.Addr < regs.Rip+16
+	fetch := fetchFault(addr, regs.Rip)
 	now := actualProt(p.Prot)
 	_, inBatch := w.batch[page]
 	if inBatch {
@@ -144,15 +130,15 @@ func (t *Tracer) wxFault(th *thread) bool {
 	// executable). Retry the instruction — once: the same fault twice is
 	// not stale (a store whose target is its own RIP).
 	stale := fetch && now&unix.PROT_EXEC != 0 || !fetch && now&unix.PROT_WRITE != 0
-	key := [2]uint64{regs.Rip, si.Addr}
+	key := [2]uint64{regs.Rip, addr}
 	if stale && th.lastStale != key {
 		th.lastStale = key
-		return true
+		return
 	}
 	th.lastStale = [2]uint64{}
 	if fetch && inBatch {
 		t.batchExec(th, page)
-		return true
+		return
 	}
 	// A store into the page holding the storing instruction cannot run in
 	// batch mode (the page would stop being executable under it).
@@ -173,14 +159,13 @@ func (t *Tracer) wxFault(th *thread) bool {
 	if mode == WXBatch && !self {
 		if err := t.protect(th, page, page+pageSize, unix.PROT_READ|unix.PROT_WRITE, "wx-batch: writable until executed"); err != nil {
 			t.warnf("%v", err)
-			return true
+			return
 		}
 		w.batch[page] = batchPage{th.tid, regs.Rip}
 		t.result.Stats.BatchWrites++
-		return true
+		return
 	}
 	t.preciseWrite(th, regs)
-	return true
 }
 
 // batchExec: something executes in a page left writable by batch mode:
@@ -325,13 +310,13 @@ func (t *Tracer) stepWrite(th *thread, regs unix.PtraceRegs, in x86asm.Inst) {
 		if _, err := unix.Wait4(th.tid, &ws, unix.WALL, nil); err != nil {
 			return
 		}
-		kind, sig := Classify(ws)
-		if kind == StopExited || kind == StopKilled {
+		kind, sig := classifyStatus(ws)
+		if kind == stopExited || kind == stopKilled {
 			pages = nil
 			t.threadGone(th, kind, sig)
 			return
 		}
-		if kind != StopSignal {
+		if kind != stopSignal {
 			continue
 		}
 		if sig == int(unix.SIGTRAP) {
@@ -339,7 +324,7 @@ func (t *Tracer) stepWrite(th *thread, regs unix.PtraceRegs, in x86asm.Inst) {
 		}
 		if sig == int(unix.SIGSEGV) {
 			// the store reaches into another protected page
-			if si, err := getSiginfo(th.tid); err == nil && si.Code == 2 && open(si.Addr) {
+			if si, err := getSiginfo(th.tid); err == nil && si.Code == segvAccerr && open(si.Addr) {
 				continue
 			}
 		}
