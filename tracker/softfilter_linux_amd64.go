@@ -235,24 +235,49 @@ func (t *Tracer) filterProtect(th *thread, sp *space, lo, hi uint64, reason stri
 	}
 }
 
-// filterEntryProt: a program's mmap(MAP_ANONYMOUS)/mprotect asking for
-// PROT_EXEC in a closed space gets it without, so that no thread running
-// free can execute the new code before the syscall's exit hides it. It
-// returns the prot the kernel will get.
-func (sp *space) filterEntryProt(op *pendingOp, prot uint64) uint64 {
+// filterEntryProt (entryRewrites): a program's mmap(MAP_ANONYMOUS)/mprotect
+// asking for PROT_EXEC in a closed space gets it without, so that no
+// thread running free can execute the new code before the syscall's exit
+// hides it. It returns the prot the kernel will get.
+func (t *Tracer) filterEntryProt(th *thread, op *pendingOp, prot uint64) (uint64, string) {
+	sp := th.proc.space
 	if !sp.filterOn() || sp.filter.shown || prot&unix.PROT_EXEC == 0 {
-		return prot
+		return prot, ""
 	}
 	switch op.nr {
 	case unix.SYS_MMAP:
 		if op.args[3]&unix.MAP_ANONYMOUS == 0 {
-			return prot
+			return prot, ""
 		}
 	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
 	default:
-		return prot
+		return prot, ""
 	}
-	return prot &^ unix.PROT_EXEC
+	return prot &^ unix.PROT_EXEC, "soft-filter: new code hidden until entered"
+}
+
+// filterEffect (exitEffects, last): the kernel's protections of the range
+// the call made executable follow the filter (filterSyscallExit).
+//
+// Precondition: on the locked tracer thread; x.th is in syscall-exit-stop.
+func (t *Tracer) filterEffect(x *sysExit) {
+	if !x.sp.filterOn() {
+		return
+	}
+	a, ret := x.op.args, x.ret
+	lo, hi := uint64(0), ^uint64(0)
+	switch x.op.nr {
+	case unix.SYS_MMAP:
+		lo, hi = ret, ret+pageUp(a[1])
+	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
+		lo, hi = a[0], a[0]+pageUp(a[1])
+	case unix.SYS_MREMAP:
+		lo, hi = ret, ret+pageUp(a[2])
+	case unix.SYS_MUNMAP, unix.SYS_MADVISE, unix.SYS_OPEN, unix.SYS_OPENAT, unix.SYS_OPENAT2,
+		unix.SYS_WRITE, unix.SYS_PWRITE64, unix.SYS_WRITEV, unix.SYS_PWRITEV, unix.SYS_PWRITEV2, unix.SYS_PROCESS_VM_WRITEV:
+		hi = 0 // makes nothing executable
+	}
+	t.filterSyscallExit(x.th, lo, hi, x.op.rewrote && x.op.kprot&unix.PROT_EXEC == 0)
 }
 
 // filterSyscallExit brings the kernel's protections of [lo, hi) in line

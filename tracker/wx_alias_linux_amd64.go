@@ -242,6 +242,72 @@ func (sp *space) aliasAt(addr uint64) (*sharedMap, bool) {
 	return nil, false
 }
 
+// aliasNeedsExit (exitNeeds): with W^X on, every MAP_SHARED mmap is
+// tracked; an mprotect, munmap or mremap of a tracked shared mapping
+// changes the table.
+func (t *Tracer) aliasNeedsExit(th *thread, op *pendingOp) bool {
+	sp := th.proc.space
+	a := op.args
+	switch op.nr {
+	case unix.SYS_MMAP:
+		return t.wxOn()
+	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT, unix.SYS_MUNMAP:
+		return sp.aliasTouches(a[0], a[0]+pageUp(a[1]))
+	case unix.SYS_MREMAP:
+		return sp.aliasTouches(a[0], a[0]+pageUp(a[1])) || a[3]&mremapFixed != 0 && sp.aliasTouches(a[4], a[4]+pageUp(a[2]))
+	}
+	return false
+}
+
+// aliasEntryProt (entryRewrites): the program makes an alias ptjit keeps
+// read-only writable again; the kernel keeps it read-only, so that no
+// other thread can write in between.
+func (t *Tracer) aliasEntryProt(th *thread, op *pendingOp, prot uint64) (uint64, string) {
+	a := op.args
+	switch op.nr {
+	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
+		if t.wxOn() && a[2]&unix.PROT_WRITE != 0 && th.proc.space.aliasRO(a[0], a[0]+pageUp(a[1])) {
+			return prot &^ unix.PROT_WRITE, wxEntryReason
+		}
+	}
+	return prot, ""
+}
+
+// aliasEffect (exitEffects): the shared-mapping table follows the call,
+// and the alias protection is applied again.
+//
+// Precondition: on the locked tracer thread; x.th is in syscall-exit-stop.
+func (t *Tracer) aliasEffect(x *sysExit) {
+	sp, a, ret, th := x.sp, x.op.args, x.ret, x.th
+	switch x.op.nr {
+	case unix.SYS_MMAP:
+		if !t.wxOn() {
+			return
+		}
+		start, end := ret, ret+pageUp(a[1])
+		sp.aliasForget(start, end)
+		if a[3]&unix.MAP_SHARED != 0 && a[3]&unix.MAP_ANONYMOUS == 0 {
+			t.aliasMmap(th, start, end, int(a[2])&protRWX)
+		} else {
+			t.aliasApply(th) // MAP_FIXED may have replaced a twin
+		}
+	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
+		if !t.wxOn() || a[2]&(protGrowsdown|protGrowsup) != 0 {
+			return // a PROT_GROWSDOWN call re-read the whole map (coreEffect)
+		}
+		t.aliasProtect(th, a[0], a[0]+pageUp(a[1]), int(a[2])&protRWX, x.op.rewrote && x.op.kprot&unix.PROT_WRITE == 0)
+	case unix.SYS_MUNMAP:
+		if sp.aliasTouches(a[0], a[0]+pageUp(a[1])) {
+			sp.aliasForget(a[0], a[0]+pageUp(a[1]))
+			t.aliasApply(th)
+		}
+	case unix.SYS_MREMAP:
+		if sp.aliasTouches(a[0], a[0]+pageUp(a[1])) || a[3]&mremapFixed != 0 && sp.aliasTouches(ret, ret+pageUp(a[2])) {
+			t.aliasMove(th, a[0], pageUp(a[1]), pageUp(a[2]), ret)
+		}
+	}
+}
+
 // aliasRetry reports whether a fault at addr is on a writable alias ptjit
 // made writable again meanwhile (its executable twin went away) and not
 // yet retried: the store is retried, once.

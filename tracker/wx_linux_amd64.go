@@ -103,6 +103,54 @@ func (sp *space) clearBatch(start, end uint64) {
 	}
 }
 
+// wxEntryProt (entryRewrites): the program asks for writable and
+// executable memory; the kernel gets executable-only, the Space keeps the
+// program's view.
+func (t *Tracer) wxEntryProt(th *thread, op *pendingOp, prot uint64) (uint64, string) {
+	switch op.nr {
+	case unix.SYS_MMAP, unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
+		if t.wxOn() && isWX(int(op.args[2])) {
+			return prot &^ unix.PROT_WRITE, wxEntryReason
+		}
+	}
+	return prot, ""
+}
+
+const wxEntryReason = "wx: the program asked for write+exec"
+
+// wxClearEffect (exitEffects): batch pages in the range the call sets get
+// the program's protection, so W^X forgets them; an mremap's moved batch
+// pages are noted for wxMovedEffect.
+func (t *Tracer) wxClearEffect(x *sysExit) {
+	sp, a, ret := x.sp, x.op.args, x.ret
+	switch x.op.nr {
+	case unix.SYS_MMAP:
+		sp.clearBatch(ret, ret+pageUp(a[1]))
+	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT, unix.SYS_MUNMAP:
+		sp.clearBatch(a[0], a[0]+pageUp(a[1]))
+	case unix.SYS_MREMAP:
+		// batch pages (RW in the kernel) that moved must become
+		// executable-only again at their new place
+		for p := range sp.wx.batch {
+			if p >= a[0] && p < a[0]+min(pageUp(a[1]), pageUp(a[2])) {
+				x.moved = append(x.moved, ret+(p-a[0]))
+			}
+		}
+		sp.clearBatch(a[0], a[0]+pageUp(a[1]))
+	}
+}
+
+// wxMovedEffect (exitEffects): batch pages an mremap moved get ptjit's
+// protection at their new place.
+func (t *Tracer) wxMovedEffect(x *sysExit) {
+	sp := x.sp
+	for _, p := range x.moved {
+		if err := t.protect(x.th, p, p+pageSize, sp.kernelProt(p, sp.ProtOf(p)), "wx: batch page moved by mremap"); err != nil {
+			t.warnf("%v", err)
+		}
+	}
+}
+
 // wxFault handles a stopWXFault: a SIGSEGV (SEGV_ACCERR) at addr, in
 // memory the program has writable and executable. The fault is ptjit's;
 // th is resumed by the caller.
