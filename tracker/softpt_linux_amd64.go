@@ -93,6 +93,8 @@ func (t *Tracer) softStepTrap(th *thread) {
 
 // softSignal: a signal-delivery-stop that is not a step trap came while a
 // step was in flight.
+//
+// Precondition: on the locked tracer thread; th is in signal-delivery-stop.
 func (t *Tracer) softSignal(th *thread) {
 	if t.soft == nil || !t.softEligible(th) {
 		return

@@ -370,6 +370,8 @@ func (t *Tracer) aliasFault(th *thread, addr uint64) {
 // aliasEmulate emulates the store at regs.Rip through the alias al,
 // writing the alias's file. On an error the stores written so far are
 // returned with it.
+//
+// Precondition: on the locked tracer thread; th is in signal-delivery-stop.
 func (t *Tracer) aliasEmulate(th *thread, al *sharedMap, regs unix.PtraceRegs) (x86asm.Inst, []aliasChange, error) {
 	in, stores, nr, err := emulateStore(th.tid, regs)
 	if err != nil {
@@ -398,6 +400,8 @@ func (t *Tracer) aliasEmulate(th *thread, al *sharedMap, regs unix.PtraceRegs) (
 // aliasStep single-steps the faulting store with the alias page writable
 // and returns what it changed there; ok is false when th died or the page
 // could not be opened.
+//
+// Precondition: on the locked tracer thread; th is in signal-delivery-stop.
 func (t *Tracer) aliasStep(th *thread, al *sharedMap, page uint64) (changes []aliasChange, ok bool) {
 	old := make([]byte, pageSize)
 	snapshot.ReadMem(th.tid, page, old)

@@ -142,6 +142,8 @@ func (t *Tracer) wxClearEffect(x *sysExit) {
 
 // wxMovedEffect (exitEffects): batch pages an mremap moved get ptjit's
 // protection at their new place.
+//
+// Precondition: on the locked tracer thread; x.th is in syscall-exit-stop.
 func (t *Tracer) wxMovedEffect(x *sysExit) {
 	sp := x.sp
 	for _, p := range x.moved {
