@@ -18,13 +18,21 @@
 //
 // # One place classifies every stop
 //
-// Classify (stop.go) maps a wait4 status to a StopKind; Tracer.handle
-// switches on it: exits, signal-delivery-stops (the signal is injected
-// unchanged with PTRACE_CONT), group-stops (PTRACE_LISTEN, so SIGSTOP and
-// SIGCONT keep their meaning for the program and its parent), the trap
-// stop of a new tracee, seccomp stops (syscall entry), syscall-exit-stops,
-// clone/fork/vfork/exec events and PTRACE_EVENT_EXIT (the thread's final
-// name is read there). ESRCH from a ptrace request means the thread died
+// classify (stop_linux_amd64.go) says once what a stop is, as a stopKind;
+// Tracer.handle dispatches on it. From the wait status (classifyStatus):
+// exited, killed, a signal-delivery-stop, a group-stop (PTRACE_LISTEN, so
+// SIGSTOP and SIGCONT keep their meaning for the program and its parent),
+// the trap stop of a new tracee, a seccomp stop (syscall entry), a
+// syscall-exit-stop, a clone/fork/vfork/exec event and PTRACE_EVENT_EXIT
+// (the thread's final name is read there). A signal-delivery-stop is then
+// classified by whose it is (classifySignal), from the signal, its siginfo
+// and RIP and the tracer's state, in this order of precedence: the trap
+// ending a --pt=soft single-step, a fetch from code the soft filter hides,
+// a W^X fault (SEGV_ACCERR on memory the program has writable and
+// executable), an alias fault (a store through a write-protected alias);
+// anything else is the program's signal and is injected unchanged with
+// PTRACE_CONT. Both decisions are pure functions with table tests; the
+// handlers only act. ESRCH from a ptrace request means the thread died
 // meanwhile (SIGKILL); its exit report follows and is handled then.
 //
 // New tracees are auto-attached by PTRACE_O_TRACECLONE/FORK/VFORK. The
@@ -38,22 +46,36 @@
 //
 // # Syscalls
 //
-// The seccomp filter (filter.go, declared as data with the reason each rule
-// cannot miss a transition) stops only mmap with PROT_EXEC or MAP_FIXED,
-// mprotect, pkey_mprotect, munmap, mremap, brk, madvise with advice that
-// can drop pages, shmat with SHM_EXEC or SHM_REMAP, shmdt,
+// The seccomp filter (filter_linux_amd64.go, declared as data with the reason
+// each rule cannot miss a transition) stops only mmap with PROT_EXEC or
+// MAP_FIXED, mprotect, pkey_mprotect, munmap, mremap, brk, madvise with
+// advice that can drop pages, shmat with SHM_EXEC or SHM_REMAP, shmdt,
 // remap_file_pages and process_vm_writev. At the seccomp stop the tracker
-// looks at the arguments and its address map (needExit): only a call that
-// can change tracked memory is resumed with PTRACE_SYSCALL, and its effect
-// is applied at the syscall-exit stop if it succeeded; every other call is
+// looks at the arguments and its address map (needExit): only a call that can
+// change tracked memory is resumed with PTRACE_SYSCALL, and its effect is
+// applied at the syscall-exit stop if it succeeded; every other call is
 // resumed with PTRACE_CONT and costs one stop. Exec is seen through
 // PTRACE_EVENT_EXEC (after the new image is mapped), so it is not in the
 // filter; /proc/PID/maps is read there and the initial executable memory
 // (file mappings, the [vdso] copied as a version with cause "exec") is
-// recorded. Time stamps (TSC and CLOCK_MONOTONIC) are taken at the exit
-// stop, while the thread that made the change is stopped: no thread can
-// have run the new code before (the JIT thread publishes the code only
-// after its mprotect returns).
+// recorded. Time stamps (TSC and CLOCK_MONOTONIC) are taken at the exit stop,
+// while the thread that made the change is stopped: no thread can have run
+// the new code before (the JIT thread publishes the code only after its
+// mprotect returns).
+//
+// Each feature decides its part of a syscall in its own file, through
+// lists declared in syscalls_linux_amd64.go. At the entry: exitNeeds (core,
+// writable aliases, procmem; the first yes asks for the exit stop) and
+// entryRewrites (W^X and aliases take PROT_WRITE away, then the soft
+// filter PROT_EXEC). At the exit of a successful call, exitEffects in this
+// order: the rewritten protection is recorded; W^X forgets the batch pages
+// the call sets (before the Space changes: a re-read of the maps must not
+// take them for batch pages); the Space takes the call's effect; procmem
+// re-records pages written through /proc/PID/mem or process_vm_writev;
+// the alias table follows and aliases are write-protected again; batch
+// pages an mremap moved are protected at their new place (after the
+// Space moved them); last, the soft filter hides or shows what the others
+// left. No step depends on a defer.
 //
 // # Regions and versions
 //
@@ -81,32 +103,16 @@
 //
 // # Pinning (--pin) and the cost of a stop
 //
-// Measured on this 2-vCPU VM (no Intel PT) with testdata/stopbench (2000
-// RW→RX cycles of one page: 4000 mprotect calls, each a seccomp stop plus a
-// syscall-exit stop), median of 3 runs, 22:40 UTC 2026-11-21:
-//
-//	stopbench run 2000 1 (alone)                         8.0 ms
-//	minimal C tracer, entry stop only, same CPU / any    30.5 / 28.4 ms
-//	minimal C tracer, entry+exit stop, same CPU / any    48.2 / 45.4 ms
-//	ptjit run --pin=off                                   125 ms, 7.4 µs/stop in the tracer
-//	ptjit run --pin=on                                    125 ms, 7.6 µs/stop in the tracer
-//
-// BenchmarkMprotectStop (go test -bench Mprotect ./tracker; wxbench N
-// mprotect, µs per mprotect call inside the program), three runs at 23:19
-// UTC while the team loaded the machine (load average 7.6 on 2 CPUs):
-// pin=off 36.8 / 47.9 / 48.5 µs, pin=on 31.3 / 42.2 / 27.9 µs. Quiet, as
-// above, no difference; under load, sharing a CPU avoids some wake-up
-// latency.
-//
-// So a stop round trip costs ~4.6 µs in the kernel here whether or not
-// tracer and tracee share a CPU (the ~100 µs cross-CPU wake-up did not
-// show up in these runs), and ptjit adds ~7 µs per stop of its own work
-// (GETREGS, the stamp, a 4 KiB copy, and the db writer goroutine hashing
-// and inserting on the same two CPUs: perf shows sha256 and SQLite at
-// ~8 % of ptjit's samples). Pinning gains nothing measurable, and it takes
-// the other CPUs away from the program and changes what
-// sched_getaffinity tells it (JVMs and V8 size their thread pools from
-// it), which breaks "the program behaves as without ptjit". So
+// A stop is a round trip through the kernel (the seccomp stop, then the
+// syscall-exit stop) plus ptjit's own work: GETREGS, the stamp, a 4 KiB
+// copy, and the db writer goroutine hashing and inserting on the same
+// CPUs. Measured on a 2-vCPU VM (numbers in BENCHMARKS.md; tools:
+// testdata/stopbench, BenchmarkMprotectStop), whether tracer and tracee
+// share a CPU made no measurable difference to the round trip when the
+// machine was quiet; under load, sharing a CPU avoided some wake-up
+// latency. Pinning takes the other CPUs away from the program and changes
+// what sched_getaffinity tells it (JVMs and V8 size their thread pools
+// from it), which breaks "the program behaves as without ptjit". So
 // --pin=auto means off; --pin=on pins the tracer thread, and through
 // inheritance the program and all its children, to the first allowed CPU.
 //
@@ -118,9 +124,9 @@
 //
 // # One stop per mprotect, and the cost of a version
 //
-// A JIT that toggles its code area RW↔RX (LuaJIT: testdata/bench.lua 10000
-// makes 60,500 mprotect calls on 64 KiB areas in 0.63 s) pays for every
-// stop and every version. What ptjit does about it:
+// A JIT that toggles its code area RW↔RX (LuaJIT on testdata/bench.lua
+// makes tens of thousands of mprotect calls on 64 KiB areas) pays for
+// every stop and every version. What ptjit does about it:
 //
 //   - one stop instead of two (oneStopProtect in syscalls_linux_amd64.go):
 //     when the program is a single thread, ptjit applies an mprotect of
@@ -138,14 +144,11 @@
 //   - SA_NOCLDSTOP on ptjit's SIGCHLD handler (sigchld_linux_amd64.go): a
 //     stop no longer sends the tracer's process a signal.
 //
-// Together with an 8 MiB SQLite cache and synchronous=OFF (db/doc.go),
-// measured with ptjit-bench (medians of 5, 2026-11-22): LuaJIT 4.42 s
-// (0.65 s alone, strace 2.70 s) at 00:46 UTC → 1.51 s (0.37 s alone,
-// strace 1.76 s) at 01:26 UTC; peak RSS 594 MB → 120–148 MB. What remains
-// is one stop per mprotect (60,487 × 3.1 µs on one CPU, 9.0 µs across
-// CPUs, before any work) and reading, comparing and storing 64 KiB per
-// version (2 GB in all): that bounds LuaJIT under a ptrace recorder to
-// well above 1.3× its time alone.
+// Together with an 8 MiB SQLite cache and synchronous=OFF (db/doc.go)
+// these are measured with ptjit-bench (BENCHMARKS.md). What remains is one
+// stop per mprotect and reading, comparing and storing each version's
+// bytes: that bounds a JIT like LuaJIT under a ptrace recorder to well
+// above its time alone.
 //
 // # W^X (--wx)
 //
@@ -161,7 +164,8 @@
 // (viewMaps), and a fork child inherits the parent's view.
 //
 // A store then faults. The SIGSEGV signal-delivery-stop is classified
-// (wxFault): SEGV_ACCERR at an address ptjit write-protects is ptjit's and
+// (classifySignal) and, when it is ptjit's, handled by wxFault or
+// aliasFault: SEGV_ACCERR at an address ptjit write-protects is ptjit's and
 // is consumed; anything else (HotSpot's implicit null checks and safepoint
 // polls, a program storing into its own RX code) is delivered unchanged
 // with its original siginfo (the stop is simply continued with the
@@ -171,7 +175,7 @@
 //
 //   - precise: the store is carried out and logged (db.Write: TSC, mono,
 //     tid, IP, AT&T disassembly, address, old and new bytes, the new
-//     version). Pure stores are emulated (emulate.go: MOV/MOVNTI, SSE
+//     version). Pure stores are emulated (internal/x86emu: MOV/MOVNTI, SSE
 //     moves from XMM, STOS/MOVS with or without REP): decoded with x86asm,
 //     written through /proc/PID/mem, RIP advanced — one stop. Others
 //     (XCHG, LOCK, read-modify-write, AVX/AVX-512 as in glibc's memcpy)
@@ -187,29 +191,24 @@
 //   - auto (default): precise, except that a page with 2 precise stores in
 //     the last 10 ms goes batch (a patcher toggling a static key now and
 //     then stays precise; a JIT emitting a function into RWX memory goes to
-//     batch after its first stores). java -cp . Hot (testdata/Hot.java),
-//     median of 5, 01:12 UTC 2026-11-22: 0.21 s alone, 0.38 s under auto
-//     (1.8×); node testdata/hot.js 0.25 s alone, 0.29 s (1.2×).
+//     batch after its first stores). Measured on testdata/Hot.java and
+//     testdata/hot.js with ptjit-bench (BENCHMARKS.md).
 //
-// Syscalls ptjit injects execute a syscall instruction already in the
-// process (found in the vdso), never injected code: registers are saved,
+// Syscalls ptjit injects (inject_linux_amd64.go) execute a syscall
+// instruction already in the process (found in the vdso), never injected
+// code: registers are saved,
 // RIP pointed at the instruction, the tracee run with PTRACE_SYSCALL to the
 // exit stop of that call (passing the entry and seccomp stops of our own
 // call), registers restored. Signals that arrive meanwhile are held and
 // delivered when the thread resumes.
 //
-// Measured (tracker/testdata/wxbench.c, 5000 8-byte stores into one RWX
-// page, time per store inside the program; BenchmarkWXPrecise/WXBatch give
-// the same numbers, 35 µs under a load average of 7): --wx=precise 29-32 µs/store
-// (18-24 µs of it in ptjit's handler, most of the rest the fault stop
-// itself; with the db writer competing for the 2 CPUs), batch and auto
-// 0.02-0.3 µs/store. The target was 2× a bare fault stop (~15 µs): met for
-// emulated stores, not for stepped ones (~80 µs: seven stops). With
-// 20000 stores precise mode degrades to ~110 µs/store because the
-// recorder's SQLite writer (a new 4 KiB page per store) falls behind and
-// back-pressure stalls the tracer. java -version-sized runs: HotSpot makes
-// ~12000 recorded stores and ~5000 batch pages in a 1.8 s program, which
-// then takes ~8 s.
+// The cost of a store (tracker/testdata/wxbench.c, BenchmarkWXPrecise and
+// BenchmarkWXBatch; numbers in BENCHMARKS.md): precise mode pays a fault
+// stop and ptjit's handler per store, batch and auto almost nothing. The
+// target was 2× a bare fault stop: met for emulated stores, not for
+// stepped ones (seven stops). Under many stores precise mode degrades when
+// the recorder's SQLite writer (a new 4 KiB page per store) falls behind
+// and back-pressure stalls the tracer.
 //
 // Considered and not done: userfaultfd write-protection (UFFDIO_REGISTER
 // with WP; the tracer could take the uffd with pidfd_getfd). It would
@@ -227,17 +226,17 @@
 //
 // Writable aliases (wx_alias_linux_amd64.go): a memfd or file mapped
 // MAP_SHARED twice, writable at one address and executable at another (the
-// double-mapping JIT pattern). Every MAP_SHARED mmap stops (filter.go);
-// with W^X on, the tracker keeps each shared mapping's file, offset and
-// program protection, and write-protects the writable pages whose file
-// pages are also mapped executable (an injected mprotect; a later
-// mprotect(RW) of the program is rewritten at entry). A store through the
-// alias faults, is emulated — written through /proc/PID/map_files (root;
-// /proc/PID/mem refuses forced writes to shared mappings), else stepped —
-// and recorded as a write at the executable twin's address, whose page
-// gets a new version. Alias stores are always precise. Not covered: an
-// alias in another process (a writer process and an executor process
-// sharing a memfd), SysV shm aliases, RWX memory present at exec (an
+// double-mapping JIT pattern). Every MAP_SHARED mmap stops
+// (filter_linux_amd64.go); with W^X on, the tracker keeps each shared
+// mapping's file, offset and program protection, and write-protects the
+// writable pages whose file pages are also mapped executable (an injected
+// mprotect; a later mprotect(RW) of the program is rewritten at entry). A
+// store through the alias faults, is emulated — written through
+// /proc/PID/map_files (root; /proc/PID/mem refuses forced writes to shared
+// mappings), else stepped — and recorded as a write at the executable twin's
+// address, whose page gets a new version. Alias stores are always precise.
+// Not covered: an alias in another process (a writer process and an executor
+// process sharing a memfd), SysV shm aliases, RWX memory present at exec (an
 // executable stack).
 //
 // Changes to executable memory that make no stop: write(2), pwrite(2),

@@ -31,6 +31,107 @@ import (
 // another number (dup, fcntl, SCM_RIGHTS), or one opened by a process ptjit
 // does not trace.
 
+// procmemNeedsExit (exitNeeds): an open that may give a /proc/PID/mem
+// descriptor, a write through a watched one into a traced process, and a
+// process_vm_writev into a traced process's code (the other writes
+// another process's memory with no protection change). It fills in
+// op.target and op.ranges.
+func (t *Tracer) procmemNeedsExit(th *thread, op *pendingOp) bool {
+	a := op.args
+	switch {
+	case op.nr == unix.SYS_OPEN:
+		return openMayBeMem(th.tid, a[0])
+	case op.nr == unix.SYS_OPENAT || op.nr == unix.SYS_OPENAT2:
+		return openMayBeMem(th.tid, a[1])
+	case isMemWrite(op.nr):
+		// Only writes to a descriptor a mem filter watches stop here.
+		target := t.procs[memFileTarget(th.proc.pid, a[0])]
+		if target == nil || target.space == nil || target.helper {
+			return false
+		}
+		off, ok := memWriteOffset(th.proc.pid, op.nr, a)
+		if !ok {
+			t.warnf("pid %d: write to /proc/%d/mem at an unknown offset", th.proc.pid, target.pid)
+			return false
+		}
+		op.target = target
+		op.ranges = []ival{{off, off}} // the length is known at the exit
+		return true
+	case op.nr == unix.SYS_PROCESS_VM_WRITEV:
+		target := t.procs[int(int32(a[0]))]
+		if target == nil || target.space == nil || target.helper {
+			t.warnf("pid %d: process_vm_writev into pid %d, which ptjit does not trace", th.proc.pid, int32(a[0]))
+			return false
+		}
+		op.target = target
+		op.ranges = readRemoteIovecs(th.tid, a[3], a[4])
+		for _, r := range op.ranges {
+			if target.space.Overlaps(r.s, r.e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// readRemoteIovecs reads the remote iovec array of a process_vm_writev
+// (struct iovec: base, len; 16 bytes each) and returns page ranges.
+func readRemoteIovecs(tid int, addr, n uint64) []ival {
+	if n == 0 || n > 1024 {
+		return nil
+	}
+	b := make([]byte, 16*n)
+	if snapshot.ReadMem(tid, addr, b) != nil {
+		return nil
+	}
+	var out []ival
+	for i := uint64(0); i < n; i++ {
+		base := binary.LittleEndian.Uint64(b[16*i:])
+		l := binary.LittleEndian.Uint64(b[16*i+8:])
+		if l == 0 {
+			continue
+		}
+		out = append(out, ival{base &^ (pageSize - 1), pageUp(base + l)})
+	}
+	return out
+}
+
+// procmemEffect (exitEffects): a new /proc/PID/mem descriptor of a traced
+// process is watched; the pages a write through one, or a
+// process_vm_writev, wrote into a traced process's code are recorded
+// again.
+//
+// Precondition: on the locked tracer thread; x.th is in syscall-exit-stop.
+func (t *Tracer) procmemEffect(x *sysExit) {
+	p, ret, tp := x.p, x.ret, x.op.target
+	switch {
+	case x.op.nr == unix.SYS_OPEN || x.op.nr == unix.SYS_OPENAT || x.op.nr == unix.SYS_OPENAT2:
+		if target := t.procs[memFileTarget(p.pid, ret)]; target != nil {
+			if err := t.watchMemFD(x.th, ret); err != nil {
+				t.warnf("pid %d: cannot watch writes to /proc/%d/mem (fd %d): %v", p.pid, target.pid, ret, err)
+			}
+		}
+	case isMemWrite(x.op.nr):
+		if tp == nil || tp.space == nil || ret == 0 {
+			return
+		}
+		s, e := x.op.ranges[0].s&^(pageSize-1), pageUp(x.op.ranges[0].s+ret)
+		if tp.space.Overlaps(s, e) {
+			tp.space.Refresh(s, e, false, "procmem")
+		}
+	case x.op.nr == unix.SYS_PROCESS_VM_WRITEV:
+		if tp == nil || tp.space == nil {
+			return
+		}
+		t.warnf("pid %d: process_vm_writev of %d bytes into the code of pid %d", p.pid, int64(ret), tp.pid)
+		for _, r := range x.op.ranges {
+			if tp.space.Overlaps(r.s, r.e) {
+				tp.space.Refresh(r.s, r.e, false, x.cause)
+			}
+		}
+	}
+}
+
 // memFileTarget returns the pid whose memory fd of tid's process is open
 // on, or 0.
 func memFileTarget(pid int, fd uint64) int {

@@ -40,8 +40,17 @@ import (
 // A fork child inherits the kernel's protections and the parent's state; a
 // vfork child shares the space and is one more thread of it.
 
+// filterState is the soft filter's state of one address space
+// (space.filter).
+type filterState struct {
+	on      bool      // --soft-filter=jit
+	shown   bool      // JIT code executable in the kernel; every thread stepped
+	opening bool      // waiting for the threads running free to stop
+	waiting []*thread // threads that entered JIT code while opening
+}
+
 // filterOn reports whether sp hides its JIT code (--soft-filter=jit).
-func (sp *space) filterOn() bool { return sp != nil && sp.filter }
+func (sp *space) filterOn() bool { return sp != nil && sp.filter.on }
 
 // jitPiece reports whether p is JIT code for the filter.
 func (sp *space) jitPiece(p Piece) bool {
@@ -57,7 +66,7 @@ func (sp *space) inJIT(ip uint64) bool {
 // hidden reports whether the JIT page at addr has PROT_EXEC taken away by
 // the filter right now.
 func (sp *space) hidden(addr uint64) bool {
-	return sp.filterOn() && !sp.shown && sp.inJIT(addr)
+	return sp.filterOn() && !sp.filter.shown && sp.inJIT(addr)
 }
 
 // kernelProt is the protection ptjit enforces on the page at addr for the
@@ -82,37 +91,20 @@ func (t *Tracer) spaceThreads(sp *space, fn func(*thread)) {
 	}
 }
 
-// filterFault handles a SIGSEGV in a filtered space: an instruction fetch
-// from hidden JIT code (the thread enters it) or from code the filter
-// over-hid. It reports whether the fault was the filter's (consumed; the
-// thread is resumed or waits for the space to open).
+// filterFault handles a stopFilterFault: an instruction fetch at addr from
+// hidden JIT code (the thread enters it) or from code the filter
+// over-hid. The fault is the filter's: the thread is resumed, or waits for
+// the space to open.
 //
 // Precondition: on the locked tracer thread; th is in signal-delivery-stop.
-func (t *Tracer) filterFault(th *thread) bool {
+func (t *Tracer) filterFault(th *thread, addr uint64) {
 	sp := th.proc.space
-	if !sp.filterOn() || th.proc.helper {
-		return false
-	}
-	si, err := getSiginfo(th.tid)
-	if err != nil || si.Code != 2 /* SEGV_ACCERR */ {
-		return false
-	}
-	regs, err := getRegs(th.tid)
-	if err != nil {
-		return false
-	}
-	fetch := si.Addr == regs.Rip || si.Addr&(pageSize-1) == 0 && si.Addr > regs.Rip && si.Addr < regs.Rip+16
-	p, ok := sp.PieceAt(si.Addr)
-	if !fetch || !ok {
-		return false
-	}
-	page := si.Addr &^ (pageSize - 1)
-	if sp.wx != nil {
-		if _, batch := sp.wx.batch[page]; batch {
-			// W^X batch page executed: a new version, then the
-			// filter's protection (hidden while closed)
-			t.batchExec(th, page)
-		}
+	p, _ := sp.PieceAt(addr)
+	page := addr &^ (pageSize - 1)
+	if _, batch := sp.wx.batch[page]; batch {
+		// W^X batch page executed: a new version, then the filter's
+		// protection (hidden while closed)
+		t.batchExec(th, page)
 	}
 	if !sp.jitPiece(p) {
 		// File code that lost PROT_EXEC with a range the program
@@ -121,19 +113,19 @@ func (t *Tracer) filterFault(th *thread) bool {
 			t.warnf("%v", err)
 		}
 		t.resumeThread(th, 0)
-		return true
+		return
 	}
 	th.inJIT = true
-	if sp.shown {
+	if sp.filter.shown {
 		// The space opened after this fault, or a syscall of another
 		// thread hid this code when the space was closed at its entry:
 		// show the page and run the instruction again.
 		t.filterProtect(th, sp, page, page+pageSize, "soft-filter: JIT code entered")
 		t.resumeThread(th, 0)
-		return true
+		return
 	}
-	sp.opening = true
-	sp.waiting = append(sp.waiting, th)
+	sp.filter.opening = true
+	sp.filter.waiting = append(sp.filter.waiting, th)
 	t.spaceThreads(sp, func(u *thread) {
 		if u.free {
 			// stop it where it is; its stop resumes it stepping
@@ -141,7 +133,6 @@ func (t *Tracer) filterFault(th *thread) bool {
 		}
 	})
 	t.filterTryOpen(sp)
-	return true
 }
 
 // filterTryOpen shows sp's JIT code once no thread of it runs free, and
@@ -149,7 +140,7 @@ func (t *Tracer) filterFault(th *thread) bool {
 //
 // Precondition: on the locked tracer thread.
 func (t *Tracer) filterTryOpen(sp *space) {
-	if !sp.opening {
+	if !sp.filter.opening {
 		return
 	}
 	free := false
@@ -157,17 +148,17 @@ func (t *Tracer) filterTryOpen(sp *space) {
 	if free {
 		return
 	}
-	waiting := sp.waiting[:0]
-	for _, w := range sp.waiting {
+	waiting := sp.filter.waiting[:0]
+	for _, w := range sp.filter.waiting {
 		if t.threads[w.tid] == w && w.proc.space == sp {
 			waiting = append(waiting, w)
 		}
 	}
-	sp.waiting, sp.opening = nil, false
+	sp.filter.waiting, sp.filter.opening = nil, false
 	if len(waiting) == 0 {
 		return
 	}
-	sp.shown = true
+	sp.filter.shown = true
 	t.filterProtect(waiting[0], sp, 0, ^uint64(0), "soft-filter: JIT code entered")
 	for _, w := range waiting {
 		t.resumeThread(w, 0)
@@ -178,7 +169,7 @@ func (t *Tracer) filterTryOpen(sp *space) {
 // th is stopped at a step trap.
 func (t *Tracer) filterMaybeClose(th *thread) {
 	sp := th.proc.space
-	if !sp.filterOn() || !sp.shown {
+	if !sp.filterOn() || !sp.filter.shown {
 		return
 	}
 	in := false
@@ -186,7 +177,7 @@ func (t *Tracer) filterMaybeClose(th *thread) {
 	if in {
 		return
 	}
-	sp.shown = false
+	sp.filter.shown = false
 	t.filterProtect(th, sp, 0, ^uint64(0), "soft-filter: JIT code left")
 }
 
@@ -219,10 +210,8 @@ func (t *Tracer) filterProtect(th *thread, sp *space, lo, hi uint64, reason stri
 		s, e := max(p.Start, lo), min(p.End, hi)
 		prot := sp.kernelProt(s, p.Prot)
 		for a := s; a < e; a += pageSize {
-			if sp.wx != nil {
-				if _, batch := sp.wx.batch[a]; batch {
-					continue
-				}
+			if _, batch := sp.wx.batch[a]; batch {
+				continue
 			}
 			add(a, a+pageSize, prot)
 		}
@@ -246,24 +235,49 @@ func (t *Tracer) filterProtect(th *thread, sp *space, lo, hi uint64, reason stri
 	}
 }
 
-// filterEntryProt: a program's mmap(MAP_ANONYMOUS)/mprotect asking for
-// PROT_EXEC in a closed space gets it without, so that no thread running
-// free can execute the new code before the syscall's exit hides it. It
-// returns the prot the kernel will get.
-func (sp *space) filterEntryProt(op *pendingOp, prot uint64) uint64 {
-	if !sp.filterOn() || sp.shown || prot&unix.PROT_EXEC == 0 {
-		return prot
+// filterEntryProt (entryRewrites): a program's mmap(MAP_ANONYMOUS)/mprotect
+// asking for PROT_EXEC in a closed space gets it without, so that no
+// thread running free can execute the new code before the syscall's exit
+// hides it. It returns the prot the kernel will get.
+func (t *Tracer) filterEntryProt(th *thread, op *pendingOp, prot uint64) (uint64, string) {
+	sp := th.proc.space
+	if !sp.filterOn() || sp.filter.shown || prot&unix.PROT_EXEC == 0 {
+		return prot, ""
 	}
 	switch op.nr {
 	case unix.SYS_MMAP:
 		if op.args[3]&unix.MAP_ANONYMOUS == 0 {
-			return prot
+			return prot, ""
 		}
 	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
 	default:
-		return prot
+		return prot, ""
 	}
-	return prot &^ unix.PROT_EXEC
+	return prot &^ unix.PROT_EXEC, "soft-filter: new code hidden until entered"
+}
+
+// filterEffect (exitEffects, last): the kernel's protections of the range
+// the call made executable follow the filter (filterSyscallExit).
+//
+// Precondition: on the locked tracer thread; x.th is in syscall-exit-stop.
+func (t *Tracer) filterEffect(x *sysExit) {
+	if !x.sp.filterOn() {
+		return
+	}
+	a, ret := x.op.args, x.ret
+	lo, hi := uint64(0), ^uint64(0)
+	switch x.op.nr {
+	case unix.SYS_MMAP:
+		lo, hi = ret, ret+pageUp(a[1])
+	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
+		lo, hi = a[0], a[0]+pageUp(a[1])
+	case unix.SYS_MREMAP:
+		lo, hi = ret, ret+pageUp(a[2])
+	case unix.SYS_MUNMAP, unix.SYS_MADVISE, unix.SYS_OPEN, unix.SYS_OPENAT, unix.SYS_OPENAT2,
+		unix.SYS_WRITE, unix.SYS_PWRITE64, unix.SYS_WRITEV, unix.SYS_PWRITEV, unix.SYS_PWRITEV2, unix.SYS_PROCESS_VM_WRITEV:
+		hi = 0 // makes nothing executable
+	}
+	t.filterSyscallExit(x.th, lo, hi, x.op.rewrote && x.op.kprot&unix.PROT_EXEC == 0)
 }
 
 // filterSyscallExit brings the kernel's protections of [lo, hi) in line
@@ -273,10 +287,10 @@ func (sp *space) filterEntryProt(op *pendingOp, prot uint64) uint64 {
 // Precondition: on the locked tracer thread; th is in syscall-exit-stop.
 func (t *Tracer) filterSyscallExit(th *thread, lo, hi uint64, rewrote bool) {
 	sp := th.proc.space
-	if !sp.filterOn() || sp.shown && !rewrote || lo >= hi {
+	if !sp.filterOn() || sp.filter.shown && !rewrote || lo >= hi {
 		return
 	}
-	if !rewrote || sp.shown {
+	if !rewrote || sp.filter.shown {
 		// New code is hidden (closed), or code hidden at the syscall's
 		// entry is shown (the space opened meanwhile).
 		t.filterProtect(th, sp, lo, hi, "soft-filter: new JIT code")

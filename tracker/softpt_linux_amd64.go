@@ -80,65 +80,72 @@ func (t *Tracer) stepOf(th *thread) *stepState {
 	return st
 }
 
-// softStop runs before the tracker's own handling of a stop. It returns
-// true when the stop was a step trap that it consumed (the thread was
-// resumed).
+// The stops of a thread that runs the program, as software PT sees them
+// (Tracer.handle calls these before its own handling of the stop).
+
+// softStepTrap handles a stopStepTrap: the step in flight completed.
 //
 // Precondition: on the locked tracer thread.
-func (t *Tracer) softStop(th *thread, kind StopKind, sig int) bool {
-	if !t.softEligible(th) {
-		return false
-	}
-	st := t.stepOf(th)
-	switch kind {
-	case StopSignal:
-		if !st.active {
-			return false
-		}
-		if sig == int(unix.SIGTRAP) {
-			si, err := getSiginfo(th.tid)
-			if err == nil && (si.Code == trapTrace || si.Code == trapBrkpt) {
-				t.softComplete(th, st)
-				t.filterMaybeClose(th)
-				t.resumeThread(th, 0)
-				return true
-			}
-		}
-		t.softNotRetired(th, st)
-	case StopSyscallExit:
-		// The stepped syscall is done, but the tracker records its effect
-		// (new code versions) only now: the step completes when the
-		// thread is resumed, so that the trace's TIP.PGE (and its TSC)
-		// comes after those versions became valid.
-		if st.active && st.valid && st.insn.Class == x86.ClassSyscall {
-			st.exited = true
-		}
-	case StopSeccomp:
-		// The stepped syscall is under way; it completes at its exit.
-	case StopExec:
-		tsc := clock.RDTSC()
-		if st.active && st.valid && st.insn.Class == x86.ClassSyscall {
-			t.soft.s.StepExit(th.tid, &st.insn, tsc) // the execve
-		}
-		t.soft.s.Disable(th.tid, tsc)
-		st.active, st.valid = false, false
-		t.soft.s.Comm(th.proc.pid, th.tid, t.commOf(th), true, tsc)
-	case StopExit:
-		tsc := clock.RDTSC()
-		if st.active && st.valid && st.insn.Class == x86.ClassSyscall {
-			t.soft.s.StepExit(th.tid, &st.insn, tsc) // exit or exit_group
-		}
-		t.soft.s.Disable(th.tid, tsc)
-		st.active, st.exiting = false, true
-	}
-	return false
+func (t *Tracer) softStepTrap(th *thread) {
+	t.softComplete(th, t.stepOf(th))
+	t.filterMaybeClose(th)
+	t.resumeThread(th, 0)
 }
 
-// si_code values of SIGTRAP (asm-generic/siginfo.h).
-const (
-	trapBrkpt = 1
-	trapTrace = 2
-)
+// softSignal: a signal-delivery-stop that is not a step trap came while a
+// step was in flight.
+//
+// Precondition: on the locked tracer thread; th is in signal-delivery-stop.
+func (t *Tracer) softSignal(th *thread) {
+	if t.soft == nil || !t.softEligible(th) {
+		return
+	}
+	if st := t.stepOf(th); st.active {
+		t.softNotRetired(th, st)
+	}
+}
+
+// softSyscallExit: the stepped syscall is done, but the tracker records its
+// effect (new code versions) only now: the step completes when the thread
+// is resumed, so that the trace's TIP.PGE (and its TSC) comes after those
+// versions became valid.
+func (t *Tracer) softSyscallExit(th *thread) {
+	if t.soft == nil || !t.softEligible(th) {
+		return
+	}
+	if st := t.stepOf(th); st.active && st.valid && st.insn.Class == decode.ClassSyscall {
+		st.exited = true
+	}
+}
+
+// softExec ends the old image's trace; the new one starts with COMM(exec).
+func (t *Tracer) softExec(th *thread) {
+	if t.soft == nil || !t.softEligible(th) {
+		return
+	}
+	st := t.stepOf(th)
+	tsc := snapshot.RDTSC()
+	if st.active && st.valid && st.insn.Class == decode.ClassSyscall {
+		t.soft.s.StepExit(th.tid, &st.insn, tsc) // the execve
+	}
+	t.soft.s.Disable(th.tid, tsc)
+	st.active, st.valid = false, false
+	t.soft.s.Comm(th.proc.pid, th.tid, t.commOf(th), true, tsc)
+}
+
+// softExit ends the thread's trace at PTRACE_EVENT_EXIT.
+func (t *Tracer) softExit(th *thread) {
+	if t.soft == nil || !t.softEligible(th) {
+		return
+	}
+	st := t.stepOf(th)
+	tsc := snapshot.RDTSC()
+	if st.active && st.valid && st.insn.Class == decode.ClassSyscall {
+		t.soft.s.StepExit(th.tid, &st.insn, tsc) // exit or exit_group
+	}
+	t.soft.s.Disable(th.tid, tsc)
+	st.active, st.exiting = false, true
+}
 
 // softComplete ends the step in flight: the instruction retired unless the
 // thread is still at it.
@@ -205,7 +212,7 @@ func (t *Tracer) softResume(th *thread, sig int) {
 		t.softComplete(th, st)
 	}
 	sp := th.proc.space
-	if sp.filterOn() && !sp.shown && !sp.opening {
+	if sp.filterOn() && !sp.filter.shown && !sp.filter.opening {
 		// --soft-filter: JIT code is hidden; run free until the thread
 		// enters it.
 		t.softStart(th, st, clock.RDTSC())

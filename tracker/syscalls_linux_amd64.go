@@ -1,7 +1,6 @@
 package tracker
 
 import (
-	"encoding/binary"
 	"errors"
 
 	"github.com/ptjit/ptjit/clock"
@@ -31,6 +30,22 @@ const (
 	protGrowsup        = 0x02000000
 )
 
+// At the seccomp stop, two decisions are each feature's:
+//
+//   - whether the call needs its exit stop (exitNeeds): the first feature
+//     that says yes wins. A call one feature claims is not another's, so
+//     the order only decides which check runs first; procmem's, which
+//     reads the tracee and fills in op.target and op.ranges, runs last.
+//   - the protection the kernel gets for the program's mmap, mprotect and
+//     pkey_mprotect (entryRewrites), each feature given what the previous
+//     one left: W^X and writable aliases take PROT_WRITE away, then the
+//     soft filter takes PROT_EXEC away. The last feature that changed it
+//     names the reason recorded with the change.
+var (
+	exitNeeds     = []func(*Tracer, *thread, *pendingOp) bool{(*Tracer).coreNeedsExit, (*Tracer).aliasNeedsExit, (*Tracer).procmemNeedsExit}
+	entryRewrites = []func(*Tracer, *thread, *pendingOp, uint64) (uint64, string){(*Tracer).wxEntryProt, (*Tracer).aliasEntryProt, (*Tracer).filterEntryProt}
+)
+
 // seccompEntry handles a seccomp stop.
 //
 // Precondition: on the locked tracer thread; th is stopped.
@@ -53,18 +68,11 @@ func (t *Tracer) seccompEntry(th *thread) {
 		return
 	}
 	th.op = op
-	rwAlias := (op.nr == unix.SYS_MPROTECT || op.nr == unix.SYS_PKEY_MPROTECT) && op.args[2]&unix.PROT_WRITE != 0 &&
-		th.proc.space.aliasRO(op.args[0], op.args[0]+pageUp(op.args[1]))
 	kprot := op.args[2]
-	if t.wxOn() && (op.nr == unix.SYS_MMAP || op.nr == unix.SYS_MPROTECT || op.nr == unix.SYS_PKEY_MPROTECT) && (isWX(int(op.args[2])) || rwAlias) {
-		// W^X: the program asked for writable and executable memory; the
-		// kernel gets executable-only, the Space keeps the program's view.
-		kprot &^= unix.PROT_WRITE
-		op.reason = "wx: the program asked for write+exec"
-	}
-	if k := th.proc.space.filterEntryProt(op, kprot); k != kprot {
-		kprot = k
-		op.reason = "soft-filter: new code hidden until entered"
+	for _, rewrite := range entryRewrites {
+		if k, reason := rewrite(t, th, op, kprot); k != kprot {
+			kprot, op.reason = k, reason
+		}
 	}
 	if kprot != op.args[2] {
 		// the kernel gets kprot, the Space keeps the program's view
@@ -114,25 +122,35 @@ func (t *Tracer) oneStopProtect(th *thread, op *pendingOp) bool {
 	return true
 }
 
-// needExit reports whether the syscall can change tracked memory.
+// needExit reports whether the syscall can change tracked memory (one of
+// exitNeeds says so).
 func (t *Tracer) needExit(th *thread, op *pendingOp) bool {
+	for _, need := range exitNeeds {
+		if need(t, th, op) {
+			return true
+		}
+	}
+	return false
+}
+
+// coreNeedsExit: the call can change the address space's tracked
+// executable memory.
+func (t *Tracer) coreNeedsExit(th *thread, op *pendingOp) bool {
 	sp := th.proc.space
 	a := op.args
 	switch op.nr {
 	case unix.SYS_MMAP:
 		// the filter let only PROT_EXEC, MAP_FIXED and MAP_SHARED through;
-		// a plain shared mapping matters only to W^X (writable aliases)
-		return a[2]&unix.PROT_EXEC != 0 || a[3]&unix.MAP_FIXED != 0 || t.wxOn()
+		// a plain shared mapping matters only to W^X (aliasNeedsExit)
+		return a[2]&unix.PROT_EXEC != 0 || a[3]&unix.MAP_FIXED != 0
 	case unix.SYS_SHMAT:
 		return true // the filter let only SHM_EXEC/SHM_REMAP through
 	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
-		return a[2]&unix.PROT_EXEC != 0 || sp.Touches(a[0], a[0]+pageUp(a[1])) || a[2]&(protGrowsdown|protGrowsup) != 0 ||
-			sp.aliasTouches(a[0], a[0]+pageUp(a[1]))
-	case unix.SYS_MUNMAP:
-		return sp.Touches(a[0], a[0]+pageUp(a[1])) || sp.aliasTouches(a[0], a[0]+pageUp(a[1]))
+		return a[2]&unix.PROT_EXEC != 0 || sp.Touches(a[0], a[0]+pageUp(a[1])) || a[2]&(protGrowsdown|protGrowsup) != 0
+	case unix.SYS_MUNMAP, unix.SYS_REMAP_FILE_PAGES:
+		return sp.Touches(a[0], a[0]+pageUp(a[1]))
 	case unix.SYS_MREMAP:
-		return sp.Touches(a[0], a[0]+pageUp(a[1])) || a[3]&mremapFixed != 0 && sp.Touches(a[4], a[4]+pageUp(a[2])) ||
-			sp.aliasTouches(a[0], a[0]+pageUp(a[1])) || a[3]&mremapFixed != 0 && sp.aliasTouches(a[4], a[4]+pageUp(a[2]))
+		return sp.Touches(a[0], a[0]+pageUp(a[1])) || a[3]&mremapFixed != 0 && sp.Touches(a[4], a[4]+pageUp(a[2]))
 	case unix.SYS_MADVISE:
 		switch a[2] {
 		case madvDontneed, madvFree, madvRemove, madvDontneedLocked:
@@ -143,198 +161,155 @@ func (t *Tracer) needExit(th *thread, op *pendingOp) bool {
 		return sp.AnonOutside(sp.vdso[0], sp.vdso[1])
 	case unix.SYS_SHMDT:
 		return sp.Touches(a[0], a[0]+1)
-	case unix.SYS_REMAP_FILE_PAGES:
-		return sp.Touches(a[0], a[0]+pageUp(a[1]))
-	case unix.SYS_OPEN:
-		return openMayBeMem(th.tid, a[0])
-	case unix.SYS_OPENAT, unix.SYS_OPENAT2:
-		return openMayBeMem(th.tid, a[1])
-	case unix.SYS_WRITE, unix.SYS_PWRITE64, unix.SYS_WRITEV, unix.SYS_PWRITEV, unix.SYS_PWRITEV2:
-		// Only writes to a descriptor a mem filter watches stop here.
-		target := t.procs[memFileTarget(th.proc.pid, a[0])]
-		if target == nil || target.space == nil || target.helper {
-			return false
-		}
-		off, ok := memWriteOffset(th.proc.pid, op.nr, a)
-		if !ok {
-			t.warnf("pid %d: write to /proc/%d/mem at an unknown offset", th.proc.pid, target.pid)
-			return false
-		}
-		op.target = target
-		op.ranges = []ival{{off, off}} // the length is known at the exit
-		return true
-	case unix.SYS_PROCESS_VM_WRITEV:
-		target := t.procs[int(int32(a[0]))]
-		if target == nil || target.space == nil || target.helper {
-			t.warnf("pid %d: process_vm_writev into pid %d, which ptjit does not trace", th.proc.pid, int32(a[0]))
-			return false
-		}
-		op.target = target
-		op.ranges = readRemoteIovecs(th.tid, a[3], a[4])
-		for _, r := range op.ranges {
-			if target.space.Overlaps(r.s, r.e) {
-				return true
-			}
-		}
-		return false
 	}
 	return false
 }
 
-// readRemoteIovecs reads the remote iovec array of a process_vm_writev
-// (struct iovec: base, len; 16 bytes each) and returns page ranges.
-func readRemoteIovecs(tid int, addr, n uint64) []ival {
-	if n == 0 || n > 1024 {
-		return nil
-	}
-	b := make([]byte, 16*n)
-	if snapshot.ReadMem(tid, addr, b) != nil {
-		return nil
-	}
-	var out []ival
-	for i := uint64(0); i < n; i++ {
-		base := binary.LittleEndian.Uint64(b[16*i:])
-		l := binary.LittleEndian.Uint64(b[16*i+8:])
-		if l == 0 {
-			continue
-		}
-		out = append(out, ival{base &^ (pageSize - 1), pageUp(base + l)})
-	}
-	return out
+// At the syscall-exit stop of a successful call, each feature applies its
+// part of the call's effect, in this order:
+//
+//  1. rewriteEffect: the protection ptjit gave the kernel at the entry
+//     (W^X, the soft filter) is recorded, stamped at this stop like every
+//     version the call makes.
+//  2. wxClearEffect: W^X forgets its batch pages in the range the call
+//     sets (the program's protection replaces ptjit's) and notes those an
+//     mremap moves — before the Space changes, because a re-read of
+//     /proc/PID/maps there (a PROT_GROWSDOWN mprotect) must not take them
+//     for batch pages.
+//  3. coreEffect: the Space takes the call's effect (versions, regions,
+//     file mappings).
+//  4. procmemEffect: a write through /proc/PID/mem or process_vm_writev
+//     re-records the pages it wrote; a new mem descriptor is watched.
+//     These calls are no other feature's, so the place is free; it is
+//     next to the core, whose kind of effect it is.
+//  5. aliasEffect: the shared-mapping table follows the call and the
+//     writable aliases are write-protected again (injected mprotects of
+//     the mapping the call left).
+//  6. wxMovedEffect: batch pages an mremap moved become executable-only
+//     at their new place; kernelProt reads the Space after the move.
+//  7. filterEffect: last, the soft filter brings the kernel's protections
+//     in line with the Space every other effect left; it skips W^X batch
+//     pages, so they must be settled before.
+//
+// A failed call changes nothing, except an mprotect/munmap failing with
+// ENOMEM, which may have changed the mappings before the hole: those are
+// re-read (exitFailed).
+var exitEffects = []func(*Tracer, *sysExit){
+	(*Tracer).rewriteEffect,
+	(*Tracer).wxClearEffect,
+	(*Tracer).coreEffect,
+	(*Tracer).procmemEffect,
+	(*Tracer).aliasEffect,
+	(*Tracer).wxMovedEffect,
+	(*Tracer).filterEffect,
 }
 
-// syscallExit applies the effect of a syscall whose exit we asked for.
+// sysExit is the syscall-exit stop whose effects are being applied.
+type sysExit struct {
+	th    *thread
+	op    *pendingOp
+	ret   uint64   // the call's result
+	p     *process // th's process
+	sp    *space   // its space at this stop
+	cause string   // the syscall's name
+	moved []uint64 // W^X: batch pages mremap moved (wxClearEffect to wxMovedEffect)
+}
+
+// syscallExit applies the effect of a syscall whose exit we asked for and
+// resumes th.
 //
 // Precondition: on the locked tracer thread; th is in syscall-exit-stop.
 func (t *Tracer) syscallExit(th *thread) {
 	op := th.op
 	th.op = nil
-	defer func() {
-		if t.threads[th.tid] != nil {
-			t.resumeThread(th, 0)
-		}
-	}()
-	if op == nil || th.proc.space == nil {
-		return
+	if op != nil && th.proc.space != nil {
+		t.applyExit(th, op)
 	}
+	if t.threads[th.tid] != nil {
+		t.resumeThread(th, 0)
+	}
+}
+
+// applyExit reads the result and runs exitEffects (or exitFailed).
+//
+// Precondition: on the locked tracer thread; th is in syscall-exit-stop.
+func (t *Tracer) applyExit(th *thread, op *pendingOp) {
 	regs, err := getRegs(th.tid)
 	if err != nil {
 		return
 	}
 	ret := regs.Rax
-	failed := int64(ret) < 0 && int64(ret) >= -4095
 	if op.rewrote {
 		// the program sees its own argument register again
 		regs.Rdx = op.args[2]
 		unix.PtraceSetRegs(th.tid, &regs)
 	}
-	t.cur.th, t.cur.ip, t.cur.at = th, op.ip, clock.Now()
-	p := th.proc
-	sp := p.space
-	a := op.args
-	cause := syscallName(op.nr)
-	if failed {
-		// mprotect/munmap that fail with ENOMEM may have changed the
-		// mappings before the hole; re-read them.
-		if errno := unix.Errno(-int64(ret)); errno == unix.ENOMEM &&
-			(op.nr == unix.SYS_MPROTECT || op.nr == unix.SYS_PKEY_MPROTECT || op.nr == unix.SYS_MUNMAP) {
-			t.syncSpace(p, cause)
-		}
+	t.cur.th, t.cur.ip, t.cur.at = th, op.ip, snapshot.Now()
+	x := &sysExit{th: th, op: op, ret: ret, p: th.proc, sp: th.proc.space, cause: syscallName(op.nr)}
+	if int64(ret) < 0 && int64(ret) >= -4095 {
+		t.exitFailed(x, unix.Errno(-int64(ret)))
 		return
 	}
-	if sp.filterOn() {
-		lo, hi := uint64(0), ^uint64(0)
-		switch op.nr {
-		case unix.SYS_MMAP:
-			lo, hi = ret, ret+pageUp(a[1])
-		case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
-			lo, hi = a[0], a[0]+pageUp(a[1])
-		case unix.SYS_MREMAP:
-			lo, hi = ret, ret+pageUp(a[2])
-		case unix.SYS_MUNMAP, unix.SYS_MADVISE, unix.SYS_OPEN, unix.SYS_OPENAT, unix.SYS_OPENAT2,
-			unix.SYS_WRITE, unix.SYS_PWRITE64, unix.SYS_WRITEV, unix.SYS_PWRITEV, unix.SYS_PWRITEV2, unix.SYS_PROCESS_VM_WRITEV:
-			hi = 0 // makes nothing executable
-		}
-		// after the Space took the syscall's effect (defers run last first)
-		defer t.filterSyscallExit(th, lo, hi, op.rewrote && op.kprot&unix.PROT_EXEC == 0)
+	for _, effect := range exitEffects {
+		effect(t, x)
 	}
-	if op.rewrote {
-		start := a[0]
-		if op.nr == unix.SYS_MMAP {
-			start = ret
-		}
-		t.rec.ProtChange(db.ProtChange{PID: sp.owner, At: t.cur.at, Addr: start, Size: pageUp(a[1]),
-			Prot: int(op.kprot), Reason: op.reason})
-	}
-	switch op.nr {
-	case unix.SYS_MMAP:
-		sp.clearBatch(ret, ret+pageUp(a[1]))
+}
+
+// exitFailed: mprotect/munmap that fail with ENOMEM may have changed the
+// mappings before the hole; re-read them.
+func (t *Tracer) exitFailed(x *sysExit, errno unix.Errno) {
+	switch x.op.nr {
 	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT, unix.SYS_MUNMAP:
-		sp.clearBatch(a[0], a[0]+pageUp(a[1]))
-	case unix.SYS_MREMAP:
-		if sp.wx != nil {
-			// batch pages (RW in the kernel) that moved must become
-			// executable-only again at their new place
-			var moved []uint64
-			for p := range sp.wx.batch {
-				if p >= a[0] && p < a[0]+min(pageUp(a[1]), pageUp(a[2])) {
-					moved = append(moved, ret+(p-a[0]))
-				}
-			}
-			sp.clearBatch(a[0], a[0]+pageUp(a[1]))
-			defer func() {
-				for _, p := range moved {
-					if err := t.protect(th, p, p+pageSize, sp.kernelProt(p, sp.ProtOf(p)), "wx: batch page moved by mremap"); err != nil {
-						t.warnf("%v", err)
-					}
-				}
-			}()
+		if errno == unix.ENOMEM {
+			t.syncSpace(x.p, x.cause)
 		}
 	}
-	switch op.nr {
+}
+
+// rewriteEffect records the protection the kernel got instead of the
+// program's (seccompEntry rewrote the prot argument).
+func (t *Tracer) rewriteEffect(x *sysExit) {
+	op := x.op
+	if !op.rewrote {
+		return
+	}
+	start := op.args[0]
+	if op.nr == unix.SYS_MMAP {
+		start = x.ret
+	}
+	t.rec.ProtChange(db.ProtChange{PID: x.sp.owner, At: t.cur.at, Addr: start, Size: pageUp(op.args[1]),
+		Prot: int(op.kprot), Reason: op.reason})
+}
+
+// coreEffect: the Space takes the effect of the call on the address space.
+func (t *Tracer) coreEffect(x *sysExit) {
+	sp, a, ret, cause := x.sp, x.op.args, x.ret, x.cause
+	switch x.op.nr {
 	case unix.SYS_MMAP:
 		start, end := ret, ret+pageUp(a[1])
-		prot := int(a[2]) & (unix.PROT_READ | unix.PROT_WRITE | unix.PROT_EXEC)
+		prot := int(a[2]) & protRWX
 		var file *FileInfo
 		if prot&unix.PROT_EXEC != 0 && a[3]&unix.MAP_ANONYMOUS == 0 {
 			// nil for a memfd, a deleted file or a device: bytes are copied
-			file = t.fileAt(p, start, a[5])
+			file = t.fileAt(x.p, start, a[5])
 		}
 		sp.Map(start, end, prot, file, cause)
-		if t.wxOn() {
-			sp.aliasForget(start, end)
-			if a[3]&unix.MAP_SHARED != 0 && a[3]&unix.MAP_ANONYMOUS == 0 {
-				t.aliasMmap(th, start, end, prot)
-			} else if sp.wx != nil {
-				t.aliasApply(th) // MAP_FIXED may have replaced a twin
-			}
-		}
 	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
 		if a[2]&(protGrowsdown|protGrowsup) != 0 {
-			t.syncSpace(p, cause)
+			t.syncSpace(x.p, cause)
 			return
 		}
-		sp.Protect(a[0], a[0]+pageUp(a[1]), int(a[2])&(unix.PROT_READ|unix.PROT_WRITE|unix.PROT_EXEC), cause)
-		if t.wxOn() {
-			t.aliasProtect(th, a[0], a[0]+pageUp(a[1]), int(a[2])&(unix.PROT_READ|unix.PROT_WRITE|unix.PROT_EXEC), op.rewrote && op.kprot&unix.PROT_WRITE == 0)
-		}
+		sp.Protect(a[0], a[0]+pageUp(a[1]), int(a[2])&protRWX, cause)
 	case unix.SYS_MUNMAP:
 		sp.Unmap(a[0], a[0]+pageUp(a[1]), cause)
-		if sp.aliasTouches(a[0], a[0]+pageUp(a[1])) {
-			sp.aliasForget(a[0], a[0]+pageUp(a[1]))
-			t.aliasApply(th)
-		}
 	case unix.SYS_MREMAP:
 		sp.Remap(a[0], pageUp(a[1]), pageUp(a[2]), a[3], ret, cause)
-		if sp.aliasTouches(a[0], a[0]+pageUp(a[1])) || a[3]&mremapFixed != 0 && sp.aliasTouches(ret, ret+pageUp(a[2])) {
-			t.aliasMove(th, a[0], pageUp(a[1]), pageUp(a[2]), ret)
-		}
 	case unix.SYS_MADVISE:
 		sp.Refresh(a[0], a[0]+pageUp(a[1]), a[2] != madvRemove, cause)
 	case unix.SYS_BRK, unix.SYS_SHMDT, unix.SYS_REMAP_FILE_PAGES:
-		t.syncSpace(p, cause)
+		t.syncSpace(x.p, cause)
 	case unix.SYS_SHMAT:
-		maps, err := snapshot.ReadMaps(p.pid)
+		maps, err := snapshot.ReadMaps(x.p.pid)
 		if err != nil {
 			return
 		}
@@ -342,32 +317,6 @@ func (t *Tracer) syscallExit(th *thread) {
 			if m.Start == ret {
 				sp.Map(m.Start, m.End, m.Prot, nil, cause)
 				break
-			}
-		}
-	case unix.SYS_OPEN, unix.SYS_OPENAT, unix.SYS_OPENAT2:
-		if target := t.procs[memFileTarget(p.pid, ret)]; target != nil {
-			if err := t.watchMemFD(th, ret); err != nil {
-				t.warnf("pid %d: cannot watch writes to /proc/%d/mem (fd %d): %v", p.pid, target.pid, ret, err)
-			}
-		}
-	case unix.SYS_WRITE, unix.SYS_PWRITE64, unix.SYS_WRITEV, unix.SYS_PWRITEV, unix.SYS_PWRITEV2:
-		tp := op.target
-		if tp == nil || tp.space == nil || ret == 0 {
-			return
-		}
-		s, e := op.ranges[0].s&^(pageSize-1), pageUp(op.ranges[0].s+ret)
-		if tp.space.Overlaps(s, e) {
-			tp.space.Refresh(s, e, false, "procmem")
-		}
-	case unix.SYS_PROCESS_VM_WRITEV:
-		tp := op.target
-		if tp == nil || tp.space == nil {
-			return
-		}
-		t.warnf("pid %d: process_vm_writev of %d bytes into the code of pid %d", p.pid, int64(ret), tp.pid)
-		for _, r := range op.ranges {
-			if tp.space.Overlaps(r.s, r.e) {
-				tp.space.Refresh(r.s, r.e, false, cause)
 			}
 		}
 	}

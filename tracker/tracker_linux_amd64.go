@@ -173,12 +173,11 @@ type space struct {
 	refs  int
 	vdso  [2]uint64
 	sink  *sink
-	wx    *wxState
-	// --soft-filter=jit (softfilter_linux_amd64.go)
-	filter  bool
-	shown   bool      // JIT code executable in the kernel; every thread stepped
-	opening bool      // waiting for the threads running free to stop
-	waiting []*thread // threads that entered JIT code while opening
+	// each feature's state, declared in its file
+	inj    injectState // acting in the tracee (inject_linux_amd64.go)
+	wx     wxState     // W^X (wx_linux_amd64.go)
+	alias  aliasState  // writable aliases (wx_alias_linux_amd64.go)
+	filter filterState // --soft-filter=jit (softfilter_linux_amd64.go)
 }
 
 type birth struct {
@@ -324,7 +323,7 @@ func (t *Tracer) newSpace(owner int) *space {
 	sp := &space{owner: owner, refs: 1}
 	sp.sink = &sink{t: t, sp: sp}
 	sp.Space = NewSpace(sp.sink)
-	sp.filter = t.soft != nil && t.opts.SoftFilter
+	sp.filter.on = t.soft != nil && t.opts.SoftFilter
 	if t.wxOn() {
 		// W^X memory is versioned page by page: a store re-records one
 		// page, not the whole mapping.
@@ -366,64 +365,97 @@ func (t *Tracer) loop() error {
 	return nil
 }
 
-// handle classifies one stop and resumes the thread.
+// handle classifies one stop (classify, stop_linux_amd64.go) and
+// dispatches on its kind; the thread is resumed, or left stopped on
+// purpose (a group-stop, a thread waiting for the soft filter to open).
 //
 // Precondition: on the locked tracer thread.
 func (t *Tracer) handle(tid int, ws unix.WaitStatus) {
-	kind, sig := Classify(ws)
 	th := t.threads[tid]
 	if th == nil {
-		if kind == StopExited || kind == StopKilled {
-			delete(t.pending, tid)
-			delete(t.newborn, tid)
-			return
-		}
-		if b, ok := t.newborn[tid]; ok {
-			delete(t.newborn, tid)
-			t.adopt(tid, b, kind, sig)
-			return
-		}
-		// A new tracee stopped before its parent's clone/fork event was
-		// reported: hold it until then.
-		t.pending[tid] = ws
+		t.unknownStop(tid, ws)
 		return
 	}
 	t.cur.th = th
 	th.free = false
-	if sp := th.proc.space; sp.filterOn() && sp.opening {
+	opening := th.proc.space
+	if !opening.filterOn() || !opening.filter.opening {
+		opening = nil
+	}
+	kind, sig, s := t.classify(th, ws)
+	t.dispatch(th, kind, sig, s)
+	if opening != nil {
 		// a thread of an opening space stopped: once none runs free,
 		// the space opens (after this stop is handled)
-		defer t.filterTryOpen(sp)
+		t.filterTryOpen(opening)
 	}
-	if t.soft != nil && t.softStop(th, kind, sig) {
-		return // a single-step trap of --pt=soft, consumed
+}
+
+// unknownStop handles a stop of a tid the tracer does not know yet.
+//
+// Precondition: on the locked tracer thread.
+func (t *Tracer) unknownStop(tid int, ws unix.WaitStatus) {
+	kind, sig := classifyStatus(ws)
+	if kind == stopExited || kind == stopKilled {
+		delete(t.pending, tid)
+		delete(t.newborn, tid)
+		return
 	}
+	if b, ok := t.newborn[tid]; ok {
+		delete(t.newborn, tid)
+		t.adopt(tid, b, kind, sig)
+		return
+	}
+	// A new tracee stopped before its parent's clone/fork event was
+	// reported: hold it until then.
+	t.pending[tid] = ws
+}
+
+// dispatch runs the handling of one kind of stop. Software PT sees the
+// stop first (the soft* calls), then the tracker and its features.
+//
+// Precondition: on the locked tracer thread; th is stopped.
+func (t *Tracer) dispatch(th *thread, kind stopKind, sig int, s signalStop) {
+	tid := th.tid
 	switch kind {
-	case StopExited, StopKilled:
+	case stopExited, stopKilled:
 		t.threadGone(th, kind, sig)
-	case StopSignal:
-		if sig == int(unix.SIGSEGV) && t.filterFault(th) {
-			return // --soft-filter: JIT code entered
+	case stopStepTrap:
+		t.softStepTrap(th)
+	case stopFilterFault:
+		t.softSignal(th)
+		t.filterFault(th, s.si.Addr)
+	case stopWXFault, stopAliasFault:
+		t.softSignal(th)
+		if kind == stopWXFault {
+			t.wxFault(th, s.si.Addr)
+		} else {
+			t.aliasFault(th, s.si.Addr)
 		}
-		if sig == int(unix.SIGSEGV) && t.wxOn() && t.wxFault(th) {
-			sig = 0 // ptjit's own protection: consumed
+		if t.threads[tid] != nil {
+			t.resumeThread(th, 0) // ptjit's own protection: consumed
 		}
+	case stopSignal:
+		t.softSignal(th)
 		if t.threads[tid] != nil {
 			t.resumeThread(th, sig)
 		}
-	case StopGroup:
+	case stopGroup:
 		listen(tid)
-	case StopTrap, StopOther:
+	case stopTrap, stopOther:
 		t.resume(tid, 0)
-	case StopSeccomp:
+	case stopSeccomp:
 		t.seccompEntry(th)
-	case StopSyscallExit:
+	case stopSyscallExit:
+		t.softSyscallExit(th)
 		t.syscallExit(th)
-	case StopClone, StopFork, StopVfork:
+	case stopClone, stopFork, stopVfork:
 		t.cloneEvent(th, kind)
-	case StopExec:
+	case stopExec:
+		t.softExec(th)
 		t.execEvent(th)
-	case StopExit:
+	case stopExit:
+		t.softExit(th)
 		if th.recorded {
 			if b, err := os.ReadFile("/proc/" + strconv.Itoa(th.proc.pid) + "/task/" + strconv.Itoa(tid) + "/comm"); err == nil {
 				t.rec.ThreadName(tid, strings.TrimSuffix(string(b), "\n"))
@@ -473,8 +505,8 @@ func listen(tid int) {
 	unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_LISTEN, uintptr(tid), 0, 0, 0, 0)
 }
 
-func (t *Tracer) threadGone(th *thread, kind StopKind, sig int) {
-	at := clock.Now()
+func (t *Tracer) threadGone(th *thread, kind stopKind, sig int) {
+	at := snapshot.Now()
 	p := th.proc
 	delete(t.threads, th.tid)
 	delete(p.threads, th.tid)
@@ -483,7 +515,7 @@ func (t *Tracer) threadGone(th *thread, kind StopKind, sig int) {
 	}
 	t.softGone(th.tid, p.pid)
 	status := sig
-	if kind == StopKilled {
+	if kind == stopKilled {
 		status = 128 + sig
 	}
 	if th.tid == p.pid {
@@ -533,7 +565,8 @@ func (t *Tracer) dropSpace(p *process, at clock.Stamp) {
 	if sp.refs == 0 {
 		t.cur.at = at
 		sp.Clear()
-		sp.closeWX()
+		sp.inj.close()
+		sp.alias.close()
 	}
 }
 
@@ -567,7 +600,7 @@ func getRegs(tid int) (unix.PtraceRegs, error) {
 
 // cloneEvent: th created a thread or process. The child's own first stop
 // may come before or after this report.
-func (t *Tracer) cloneEvent(th *thread, kind StopKind) {
+func (t *Tracer) cloneEvent(th *thread, kind stopKind) {
 	msg, err := unix.PtraceGetEventMsg(th.tid)
 	if err != nil {
 		t.resume(th.tid, 0)
@@ -590,14 +623,14 @@ func (t *Tracer) cloneEvent(th *thread, kind StopKind) {
 			flags = unix.CLONE_VM | unix.CLONE_VFORK
 		}
 	}
-	if kind == StopVfork {
+	if kind == stopVfork {
 		flags |= unix.CLONE_VM
 	}
 	b.thread = flags&unix.CLONE_THREAD != 0
 	b.shareVM = !b.thread && flags&unix.CLONE_VM != 0
 	if ws, ok := t.pending[child]; ok {
 		delete(t.pending, child)
-		k, sig := Classify(ws)
+		k, sig := classifyStatus(ws)
 		t.adopt(child, b, k, sig)
 	} else {
 		t.newborn[child] = b
@@ -607,8 +640,8 @@ func (t *Tracer) cloneEvent(th *thread, kind StopKind) {
 }
 
 // adopt sets up a new tracee at its first stop and resumes it.
-func (t *Tracer) adopt(tid int, b birth, kind StopKind, sig int) {
-	at := clock.Now()
+func (t *Tracer) adopt(tid int, b birth, kind stopKind, sig int) {
+	at := snapshot.Now()
 	parent := b.parent.proc
 	th := &thread{tid: tid, helper: b.helper}
 	t.threads[tid] = th
@@ -638,7 +671,7 @@ func (t *Tracer) adopt(tid int, b birth, kind StopKind, sig int) {
 			if !p.helper {
 				// A fork copies the address space: record the copy's
 				// executable memory as the child's own.
-				p.space.shown = parent.space != nil && parent.space.shown
+				p.space.filter.shown = parent.space != nil && parent.space.filter.shown
 				t.syncSpaceView(p, parent.space, "fork")
 				if t.wxOn() && parent.space != nil {
 					t.forkView(parent.space, p.space)
@@ -647,9 +680,9 @@ func (t *Tracer) adopt(tid int, b birth, kind StopKind, sig int) {
 		}
 	}
 	switch kind {
-	case StopGroup:
+	case stopGroup:
 		listen(tid)
-	case StopExited, StopKilled:
+	case stopExited, stopKilled:
 		t.threadGone(th, kind, sig)
 	default:
 		t.resume(tid, 0)
@@ -723,7 +756,7 @@ func (t *Tracer) syncSpaceView(p *process, view *space, cause string) {
 			p.space.vdso = [2]uint64{m.Start, m.End}
 		}
 	}
-	if view != nil && (t.wxOn() || view.filter) {
+	if view != nil && (t.wxOn() || view.filter.on) {
 		maps = view.viewMaps(maps)
 	}
 	p.space.Sync(maps, fileReadable, cause)
@@ -735,7 +768,7 @@ func (t *Tracer) syncSpaceView(p *process, view *space, cause string) {
 // executable to it.
 func (sp *space) viewMaps(maps []snapshot.Mapping) []snapshot.Mapping {
 	var out []snapshot.Mapping
-	changed := func(p Piece) bool { return isWX(p.Prot) || sp.filter && sp.jitPiece(p) }
+	changed := func(p Piece) bool { return isWX(p.Prot) || sp.filter.on && sp.jitPiece(p) }
 	for _, m := range maps {
 		cuts := []uint64{m.Start, m.End}
 		for _, p := range sp.pieces {
@@ -759,11 +792,8 @@ func (sp *space) viewMaps(maps []snapshot.Mapping) []snapshot.Mapping {
 				seg.Offset = m.Offset + (s - m.Start)
 			}
 			if p, ok := sp.PieceAt(s); ok && changed(p) {
-				batch := false
-				if sp.wx != nil {
-					_, batch = sp.wx.batch[s&^(pageSize-1)]
-				}
-				hid := sp.filter && m.Prot == actualProt(p.Prot)&^unix.PROT_EXEC
+				_, batch := sp.wx.batch[s&^(pageSize-1)]
+				hid := sp.filter.on && m.Prot == actualProt(p.Prot)&^unix.PROT_EXEC
 				if m.Prot == actualProt(p.Prot) || hid || batch && m.Prot == p.Prot&^unix.PROT_EXEC {
 					seg.Prot = p.Prot
 				}
@@ -858,11 +888,11 @@ func (t *Tracer) forkView(parent, child *space) {
 			child.Protect(pc.Start, pc.End, pc.Prot, "fork")
 		}
 	}
-	if parent.wx != nil && len(parent.wx.shared) > 0 {
+	if len(parent.alias.shared) > 0 {
 		// shared mappings stay shared (and write-protected) in the child
-		child.wxs().shared = append([]sharedMap(nil), parent.wx.shared...)
+		child.alias.shared = append([]sharedMap(nil), parent.alias.shared...)
 	}
-	if parent.wx != nil && len(parent.wx.batch) > 0 {
+	if len(parent.wx.batch) > 0 {
 		w := child.wxs()
 		for page, bp := range parent.wx.batch {
 			w.batch[page] = bp

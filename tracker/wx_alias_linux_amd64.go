@@ -6,13 +6,15 @@ import (
 
 	"github.com/ptjit/ptjit/clock"
 	"github.com/ptjit/ptjit/snapshot"
+	"github.com/ptjit/ptjit/tracker/internal/x86emu"
+	"golang.org/x/arch/x86/x86asm"
 	"golang.org/x/sys/unix"
 )
 
 // W^X for writable aliases: the same file pages (a memfd, a shared file)
 // mapped twice with MAP_SHARED, writable at one address and executable at
 // another — the double-mapping JITs use to avoid RWX. Every MAP_SHARED mmap
-// stops (filter.go), so with W^X on the tracker knows each shared mapping's
+// stops (filter_linux_amd64.go), so with W^X on the tracker knows each shared mapping's
 // file, offset and the program's protection. Where a writable shared
 // mapping and an executable one map the same file pages, the writable alias
 // is made read-only (an injected mprotect, recorded with ProtChange); a
@@ -20,6 +22,21 @@ import (
 // with the alias page briefly writable) and recorded as a write at the
 // executable address, whose page gets a new version. Batch mode does not
 // apply to aliases: their stores are always precise.
+
+// aliasState is the writable-alias state of one address space
+// (space.alias).
+type aliasState struct {
+	shared []sharedMap            // MAP_SHARED file mappings (writable aliases)
+	files  map[[2]uint64]*os.File // alias files by (dev, inode), for emulated stores
+}
+
+// close releases the alias files.
+func (s *aliasState) close() {
+	for _, f := range s.files {
+		f.Close()
+	}
+	s.files = nil
+}
 
 // sharedMap is a MAP_SHARED file mapping.
 type sharedMap struct {
@@ -35,10 +52,7 @@ func (m *sharedMap) fileOf(addr uint64) uint64 { return m.off + (addr - m.start)
 // aliasTouches reports whether [start, end) overlaps a tracked shared
 // mapping.
 func (sp *space) aliasTouches(start, end uint64) bool {
-	if sp.wx == nil {
-		return false
-	}
-	for _, m := range sp.wx.shared {
+	for _, m := range sp.alias.shared {
 		if m.start < end && start < m.end {
 			return true
 		}
@@ -48,11 +62,8 @@ func (sp *space) aliasTouches(start, end uint64) bool {
 
 // aliasForget drops [start, end) from the shared-mapping table.
 func (sp *space) aliasForget(start, end uint64) {
-	if sp.wx == nil {
-		return
-	}
 	var out []sharedMap
-	for _, m := range sp.wx.shared {
+	for _, m := range sp.alias.shared {
 		if m.end <= start || m.start >= end {
 			out = append(out, m)
 			continue
@@ -69,7 +80,7 @@ func (sp *space) aliasForget(start, end uint64) {
 			out = append(out, r)
 		}
 	}
-	sp.wx.shared = out
+	sp.alias.shared = out
 }
 
 // aliasMmap records a fresh MAP_SHARED file mapping and re-applies alias
@@ -78,7 +89,6 @@ func (sp *space) aliasForget(start, end uint64) {
 // Precondition: on the locked tracer thread; th is in syscall-exit-stop.
 func (t *Tracer) aliasMmap(th *thread, start, end uint64, prot int) {
 	sp := th.proc.space
-	sp.wxs()
 	sp.aliasForget(start, end)
 	maps, err := snapshot.ReadMaps(th.tid)
 	if err != nil {
@@ -86,7 +96,7 @@ func (t *Tracer) aliasMmap(th *thread, start, end uint64, prot int) {
 	}
 	for _, m := range maps {
 		if m.Start <= start && start < m.End && m.Shared && m.Inode != 0 {
-			sp.wx.shared = append(sp.wx.shared, sharedMap{start: start, end: end, dev: m.Dev, inode: m.Inode,
+			sp.alias.shared = append(sp.alias.shared, sharedMap{start: start, end: end, dev: m.Dev, inode: m.Inode,
 				off: m.Offset + (start - m.Start), view: prot})
 			break
 		}
@@ -98,15 +108,12 @@ func (t *Tracer) aliasMmap(th *thread, start, end uint64, prot int) {
 // read-only (the program asking for PROT_WRITE there gets it rewritten
 // away at the syscall's entry, so no other thread can write in between).
 func (sp *space) aliasRO(start, end uint64) bool {
-	if sp.wx == nil {
-		return false
-	}
 	// all of [start, end) must be read-only alias: the rewrite applies to
 	// the whole call
 	at := start
 	for at < end {
 		found := false
-		for _, m := range sp.wx.shared {
+		for _, m := range sp.alias.shared {
 			if m.ro && m.start <= at && at < m.end {
 				at, found = m.end, true
 				break
@@ -127,7 +134,7 @@ func (t *Tracer) aliasProtect(th *thread, start, end uint64, prot int, rewrote b
 		return
 	}
 	var out []sharedMap
-	for _, m := range sp.wx.shared {
+	for _, m := range sp.alias.shared {
 		if m.end <= start || m.start >= end {
 			out = append(out, m)
 			continue
@@ -149,16 +156,15 @@ func (t *Tracer) aliasProtect(th *thread, start, end uint64, prot int, rewrote b
 			out = append(out, r)
 		}
 	}
-	sp.wx.shared = out
+	sp.alias.shared = out
 	t.aliasApply(th)
 }
 
 // aliasMove: mremap moved (or resized) a shared mapping.
 func (t *Tracer) aliasMove(th *thread, old, oldSize, newSize, to uint64) {
 	sp := th.proc.space
-	sp.wxs()
 	var moved []sharedMap
-	for _, m := range sp.wx.shared {
+	for _, m := range sp.alias.shared {
 		if m.start < old+oldSize && old < m.end {
 			c := m
 			c.start, c.end = max(m.start, old), min(m.end, old+min(oldSize, newSize))
@@ -172,7 +178,7 @@ func (t *Tracer) aliasMove(th *thread, old, oldSize, newSize, to uint64) {
 	}
 	sp.aliasForget(old, old+oldSize)
 	sp.aliasForget(to, to+newSize)
-	sp.wx.shared = append(sp.wx.shared, moved...)
+	sp.alias.shared = append(sp.alias.shared, moved...)
 	t.aliasApply(th)
 }
 
@@ -185,7 +191,7 @@ type twin struct {
 // mapped executable and shared.
 func (sp *space) execTwins(dev, inode, off, n uint64) []twin {
 	var out []twin
-	for _, m := range sp.wx.shared {
+	for _, m := range sp.alias.shared {
 		if m.dev != dev || m.inode != inode || m.view&unix.PROT_EXEC == 0 {
 			continue
 		}
@@ -202,7 +208,7 @@ func (sp *space) execTwins(dev, inode, off, n uint64) []twin {
 // pages that lost their executable twin.
 func (t *Tracer) aliasApply(th *thread) {
 	sp := th.proc.space
-	sh := sp.wx.shared
+	sh := sp.alias.shared
 	for i := range sh {
 		m := &sh[i]
 		if m.view&unix.PROT_WRITE == 0 || m.view&unix.PROT_EXEC != 0 {
@@ -228,11 +234,8 @@ func (t *Tracer) aliasApply(th *thread) {
 
 // aliasAt returns the write-protected alias containing addr.
 func (sp *space) aliasAt(addr uint64) (*sharedMap, bool) {
-	if sp.wx == nil {
-		return nil, false
-	}
-	for i := range sp.wx.shared {
-		m := &sp.wx.shared[i]
+	for i := range sp.alias.shared {
+		m := &sp.alias.shared[i]
 		if m.start <= addr && addr < m.end && m.ro {
 			return m, true
 		}
@@ -240,122 +243,118 @@ func (sp *space) aliasAt(addr uint64) (*sharedMap, bool) {
 	return nil, false
 }
 
-// aliasFault handles a store that faulted on a write-protected alias: it
-// is carried out (emulated, or stepped with the alias page writable) and
-// recorded at the executable twin's addresses. It reports whether the
-// fault was ptjit's.
-func (t *Tracer) aliasFault(th *thread, addr uint64) bool {
+// aliasNeedsExit (exitNeeds): with W^X on, every MAP_SHARED mmap is
+// tracked; an mprotect, munmap or mremap of a tracked shared mapping
+// changes the table.
+func (t *Tracer) aliasNeedsExit(th *thread, op *pendingOp) bool {
 	sp := th.proc.space
+	a := op.args
+	switch op.nr {
+	case unix.SYS_MMAP:
+		return t.wxOn()
+	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT, unix.SYS_MUNMAP:
+		return sp.aliasTouches(a[0], a[0]+pageUp(a[1]))
+	case unix.SYS_MREMAP:
+		return sp.aliasTouches(a[0], a[0]+pageUp(a[1])) || a[3]&mremapFixed != 0 && sp.aliasTouches(a[4], a[4]+pageUp(a[2]))
+	}
+	return false
+}
+
+// aliasEntryProt (entryRewrites): the program makes an alias ptjit keeps
+// read-only writable again; the kernel keeps it read-only, so that no
+// other thread can write in between.
+func (t *Tracer) aliasEntryProt(th *thread, op *pendingOp, prot uint64) (uint64, string) {
+	a := op.args
+	switch op.nr {
+	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
+		if t.wxOn() && a[2]&unix.PROT_WRITE != 0 && th.proc.space.aliasRO(a[0], a[0]+pageUp(a[1])) {
+			return prot &^ unix.PROT_WRITE, wxEntryReason
+		}
+	}
+	return prot, ""
+}
+
+// aliasEffect (exitEffects): the shared-mapping table follows the call,
+// and the alias protection is applied again.
+//
+// Precondition: on the locked tracer thread; x.th is in syscall-exit-stop.
+func (t *Tracer) aliasEffect(x *sysExit) {
+	sp, a, ret, th := x.sp, x.op.args, x.ret, x.th
+	switch x.op.nr {
+	case unix.SYS_MMAP:
+		if !t.wxOn() {
+			return
+		}
+		start, end := ret, ret+pageUp(a[1])
+		sp.aliasForget(start, end)
+		if a[3]&unix.MAP_SHARED != 0 && a[3]&unix.MAP_ANONYMOUS == 0 {
+			t.aliasMmap(th, start, end, int(a[2])&protRWX)
+		} else {
+			t.aliasApply(th) // MAP_FIXED may have replaced a twin
+		}
+	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
+		if !t.wxOn() || a[2]&(protGrowsdown|protGrowsup) != 0 {
+			return // a PROT_GROWSDOWN call re-read the whole map (coreEffect)
+		}
+		t.aliasProtect(th, a[0], a[0]+pageUp(a[1]), int(a[2])&protRWX, x.op.rewrote && x.op.kprot&unix.PROT_WRITE == 0)
+	case unix.SYS_MUNMAP:
+		if sp.aliasTouches(a[0], a[0]+pageUp(a[1])) {
+			sp.aliasForget(a[0], a[0]+pageUp(a[1]))
+			t.aliasApply(th)
+		}
+	case unix.SYS_MREMAP:
+		if sp.aliasTouches(a[0], a[0]+pageUp(a[1])) || a[3]&mremapFixed != 0 && sp.aliasTouches(ret, ret+pageUp(a[2])) {
+			t.aliasMove(th, a[0], pageUp(a[1]), pageUp(a[2]), ret)
+		}
+	}
+}
+
+// aliasRetry reports whether a fault at addr is on a writable alias ptjit
+// made writable again meanwhile (its executable twin went away) and not
+// yet retried: the store is retried, once.
+func (sp *space) aliasRetry(addr uint64, lastStale [2]uint64) bool {
+	for _, sm := range sp.alias.shared {
+		if sm.start <= addr && addr < sm.end && sm.view&unix.PROT_WRITE != 0 {
+			return lastStale != [2]uint64{0, addr}
+		}
+	}
+	return false
+}
+
+// aliasChange is one store through an alias: its address and bytes.
+type aliasChange struct {
+	addr     uint64
+	old, new []byte
+}
+
+// aliasFault handles a stopAliasFault: a store that faulted at addr on a
+// write-protected alias is carried out (emulated, or stepped with the
+// alias page writable) and recorded at the executable twin's addresses; a
+// fault on an alias made writable again meanwhile is retried. The fault is
+// ptjit's; th is resumed by the caller.
+//
+// Precondition: on the locked tracer thread; th is in signal-delivery-stop.
+func (t *Tracer) aliasFault(th *thread, addr uint64) {
+	sp := th.proc.space
+	t.cur.th, t.cur.at = th, snapshot.Now()
 	m, ok := sp.aliasAt(addr)
 	if !ok {
-		// A writable alias ptjit made writable again meanwhile (its
-		// executable twin went away): retry the store, once.
-		if sp.wx != nil {
-			for _, sm := range sp.wx.shared {
-				if sm.start <= addr && addr < sm.end && sm.view&unix.PROT_WRITE != 0 {
-					key := [2]uint64{0, addr}
-					if th.lastStale != key {
-						th.lastStale = key
-						return true
-					}
-				}
-			}
-		}
-		return false
+		th.lastStale = [2]uint64{0, addr} // aliasRetry
+		return
 	}
 	al := *m
 	regs, err := getRegs(th.tid)
 	if err != nil {
-		return true
+		return
 	}
 	t.cur.ip = regs.Rip
-	page := addr &^ (pageSize - 1)
-	code := make([]byte, 16)
-	for n := 16; n > 0; n -= 4 {
-		if snapshot.ReadMem(th.tid, regs.Rip, code[:n]) == nil {
-			code = code[:n]
-			break
-		}
-	}
-	nr := regs
-	var fx *fxsave
-	in, stores, err := Emulate(code, Machine{
-		Regs: &nr,
-		XMM: func(i int) ([]byte, error) {
-			if fx == nil {
-				var err error
-				if fx, err = getXMM(th.tid); err != nil {
-					return nil, err
-				}
-			}
-			return fx[160+16*i : 176+16*i], nil
-		},
-		Read: func(a uint64, b []byte) error { return snapshot.ReadMem(th.tid, a, b) },
-	})
-	type change struct {
-		addr     uint64
-		old, new []byte
-	}
-	var changes []change
-	if err == nil {
-		for _, s := range stores {
-			old := make([]byte, len(s.Data))
-			if err = snapshot.ReadMem(th.tid, s.Addr, old); err != nil {
-				break
-			}
-			// /proc/PID/mem refuses forced writes to shared mappings:
-			// write the file itself.
-			if err = t.aliasWrite(th, &al, s.Addr, s.Data); err != nil {
-				break
-			}
-			changes = append(changes, change{s.Addr, old, s.Data})
-		}
-		if err == nil {
-			err = unix.PtraceSetRegs(th.tid, &nr)
-		}
-		if err == nil {
-			t.result.Stats.Emulated++
-		}
-	}
+	in, changes, err := t.aliasEmulate(th, &al, regs)
 	if err != nil {
-		// Step it with the alias page writable.
-		old := make([]byte, pageSize)
-		snapshot.ReadMem(th.tid, page, old)
-		if perr := t.protect(th, page, page+pageSize, al.view, "wx: step a store through an alias"); perr != nil {
-			t.warnf("%v", perr)
-			return true
+		c, ok := t.aliasStep(th, &al, addr&^(pageSize-1))
+		if !ok {
+			return
 		}
-		for {
-			if unix.PtraceSingleStep(th.tid) != nil {
-				return true
-			}
-			var ws unix.WaitStatus
-			if _, err := unix.Wait4(th.tid, &ws, unix.WALL, nil); err != nil {
-				return true
-			}
-			kind, sig := Classify(ws)
-			if kind == StopExited || kind == StopKilled {
-				t.threadGone(th, kind, sig)
-				return true
-			}
-			if kind != StopSignal {
-				continue
-			}
-			if sig != int(unix.SIGTRAP) {
-				th.held = append(th.held, sig)
-			}
-			break
-		}
-		if perr := t.protect(th, page, page+pageSize, al.view&^unix.PROT_WRITE, "wx: step done"); perr != nil {
-			t.warnf("%v", perr)
-		}
-		now := make([]byte, pageSize)
-		if snapshot.ReadMem(th.tid, page, now) == nil {
-			if lo, hi := diffRange(old, now); lo < hi {
-				changes = append(changes, change{page + uint64(lo), old[lo:hi], now[lo:hi]})
-			}
-		}
-		t.result.Stats.Stepped++
+		changes = append(changes, c...)
 	}
 	t.cur.at = clock.Now()
 	for _, c := range changes {
@@ -367,16 +366,91 @@ func (t *Tracer) aliasFault(th *thread, addr uint64) bool {
 			t.recordWrite(th, regs.Rip, in, tw.addr, c.old[i:i+tw.n], c.new[i:i+tw.n])
 		}
 	}
-	return true
+}
+
+// aliasEmulate emulates the store at regs.Rip through the alias al,
+// writing the alias's file. On an error the stores written so far are
+// returned with it.
+//
+// Precondition: on the locked tracer thread; th is in signal-delivery-stop.
+func (t *Tracer) aliasEmulate(th *thread, al *sharedMap, regs unix.PtraceRegs) (x86asm.Inst, []aliasChange, error) {
+	in, stores, nr, err := emulateStore(th.tid, regs)
+	if err != nil {
+		return in, nil, err
+	}
+	var changes []aliasChange
+	for _, s := range stores {
+		old := make([]byte, len(s.Data))
+		if err := snapshot.ReadMem(th.tid, s.Addr, old); err != nil {
+			return in, changes, err
+		}
+		// /proc/PID/mem refuses forced writes to shared mappings:
+		// write the file itself.
+		if err := t.aliasWrite(th, al, s.Addr, s.Data); err != nil {
+			return in, changes, err
+		}
+		changes = append(changes, aliasChange{s.Addr, old, s.Data})
+	}
+	if err := unix.PtraceSetRegs(th.tid, &nr); err != nil {
+		return in, changes, err
+	}
+	t.result.Stats.Emulated++
+	return in, changes, nil
+}
+
+// aliasStep single-steps the faulting store with the alias page writable
+// and returns what it changed there; ok is false when th died or the page
+// could not be opened.
+//
+// Precondition: on the locked tracer thread; th is in signal-delivery-stop.
+func (t *Tracer) aliasStep(th *thread, al *sharedMap, page uint64) (changes []aliasChange, ok bool) {
+	old := make([]byte, pageSize)
+	snapshot.ReadMem(th.tid, page, old)
+	if perr := t.protect(th, page, page+pageSize, al.view, "wx: step a store through an alias"); perr != nil {
+		t.warnf("%v", perr)
+		return nil, false
+	}
+	for {
+		if unix.PtraceSingleStep(th.tid) != nil {
+			return nil, false
+		}
+		var ws unix.WaitStatus
+		if _, err := unix.Wait4(th.tid, &ws, unix.WALL, nil); err != nil {
+			return nil, false
+		}
+		kind, sig := classifyStatus(ws)
+		if kind == stopExited || kind == stopKilled {
+			t.threadGone(th, kind, sig)
+			return nil, false
+		}
+		if kind != stopSignal {
+			continue
+		}
+		if sig != int(unix.SIGTRAP) {
+			th.held = append(th.held, sig)
+		}
+		break
+	}
+	if perr := t.protect(th, page, page+pageSize, al.view&^unix.PROT_WRITE, "wx: step done"); perr != nil {
+		t.warnf("%v", perr)
+	}
+	now := make([]byte, pageSize)
+	if snapshot.ReadMem(th.tid, page, now) == nil {
+		if lo, hi := diffRange(old, now); lo < hi {
+			changes = append(changes, aliasChange{page + uint64(lo), old[lo:hi], now[lo:hi]})
+		}
+	}
+	t.result.Stats.Stepped++
+	return changes, true
 }
 
 // aliasWrite writes data at addr of a shared alias through its file (the
 // store lands in the same page cache page the twin executes).
 func (t *Tracer) aliasWrite(th *thread, al *sharedMap, addr uint64, data []byte) error {
 	if addr < al.start || addr+uint64(len(data)) > al.end {
-		return ErrNotEmulated // the store leaves the alias
+		return x86emu.ErrNotEmulated // the store leaves the alias
 	}
-	w := th.proc.space.wx
+	w := &th.proc.space.alias
 	key := [2]uint64{al.dev, al.inode}
 	f := w.files[key]
 	if f == nil {
@@ -395,7 +469,7 @@ func (t *Tracer) aliasWrite(th *thread, al *sharedMap, addr uint64, data []byte)
 			}
 		}
 		if f == nil {
-			return ErrNotEmulated
+			return x86emu.ErrNotEmulated
 		}
 		if w.files == nil {
 			w.files = map[[2]uint64]*os.File{}

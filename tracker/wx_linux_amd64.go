@@ -1,16 +1,13 @@
 package tracker
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"time"
 
 	"github.com/ptjit/ptjit/clock"
 	"github.com/ptjit/ptjit/db"
 	"github.com/ptjit/ptjit/snapshot"
+	"github.com/ptjit/ptjit/tracker/internal/x86emu"
 	"golang.org/x/arch/x86/x86asm"
 	"golang.org/x/sys/unix"
 )
@@ -73,23 +70,21 @@ func actualProt(view int) int {
 	return view
 }
 
-// wxState is the W^X bookkeeping of one address space.
+// wxState is the W^X state of one address space (space.wx); the writable
+// aliases have theirs in aliasState.
 type wxState struct {
-	batch   map[uint64]batchPage   // pages ptjit made RW (not X) in batch mode
-	writes  map[uint64]pageRate    // precise writes per page (auto mode)
-	sysAddr uint64                 // address of a syscall instruction (in the vdso)
-	mem     *os.File               // /proc/PID/mem, read-write
-	shared  []sharedMap            // MAP_SHARED file mappings (writable aliases)
-	files   map[[2]uint64]*os.File // alias files by (dev, inode), for emulated stores
+	batch  map[uint64]batchPage // pages ptjit made RW (not X) in batch mode
+	writes map[uint64]pageRate  // precise writes per page (auto mode)
 }
 
 func (t *Tracer) wxOn() bool { return t.opts.WX != "" && t.opts.WX != WXOff }
 
+// wxs returns sp's W^X state, its maps made.
 func (sp *space) wxs() *wxState {
-	if sp.wx == nil {
-		sp.wx = &wxState{batch: map[uint64]batchPage{}, writes: map[uint64]pageRate{}}
+	if sp.wx.batch == nil {
+		sp.wx = wxState{batch: map[uint64]batchPage{}, writes: map[uint64]pageRate{}}
 	}
-	return sp.wx
+	return &sp.wx
 }
 
 // batchPage is a page left writable in batch mode: the first store into it
@@ -99,26 +94,9 @@ type batchPage struct {
 	ip  uint64
 }
 
-// closeWX releases the space's /proc/PID/mem.
-func (sp *space) closeWX() {
-	if sp.wx != nil && sp.wx.mem != nil {
-		sp.wx.mem.Close()
-		sp.wx.mem = nil
-	}
-	if sp.wx != nil {
-		for _, f := range sp.wx.files {
-			f.Close()
-		}
-		sp.wx.files = nil
-	}
-}
-
 // clearBatch forgets batch pages in [start, end): a syscall of the program
 // just set their protection itself.
 func (sp *space) clearBatch(start, end uint64) {
-	if sp.wx == nil {
-		return
-	}
 	for p := range sp.wx.batch {
 		if p >= start && p < end {
 			delete(sp.wx.batch, p)
@@ -126,153 +104,73 @@ func (sp *space) clearBatch(start, end uint64) {
 	}
 }
 
-// InjectError is a syscall ptjit could not run in the tracee.
-type InjectError struct {
-	TID int
-	Nr  int
-	Err error
+// wxEntryProt (entryRewrites): the program asks for writable and
+// executable memory; the kernel gets executable-only, the Space keeps the
+// program's view.
+func (t *Tracer) wxEntryProt(th *thread, op *pendingOp, prot uint64) (uint64, string) {
+	switch op.nr {
+	case unix.SYS_MMAP, unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
+		if t.wxOn() && isWX(int(op.args[2])) {
+			return prot &^ unix.PROT_WRITE, wxEntryReason
+		}
+	}
+	return prot, ""
 }
 
-func (e *InjectError) Error() string {
-	return fmt.Sprintf("tid %d: injecting syscall %d: %v", e.TID, e.Nr, e.Err)
-}
-func (e *InjectError) Unwrap() error { return e.Err }
+const wxEntryReason = "wx: the program asked for write+exec"
 
-var errNoSyscallInsn = errors.New("no syscall instruction found in the vdso")
-
-// syscallInsn finds a syscall instruction (0f 05) in the space's vdso: the
-// injected syscalls execute code already in the process, never injected
-// code.
-func (t *Tracer) syscallInsn(th *thread) (uint64, error) {
-	sp := th.proc.space
-	w := sp.wxs()
-	if w.sysAddr != 0 {
-		return w.sysAddr, nil
+// wxClearEffect (exitEffects): batch pages in the range the call sets get
+// the program's protection, so W^X forgets them; an mremap's moved batch
+// pages are noted for wxMovedEffect.
+func (t *Tracer) wxClearEffect(x *sysExit) {
+	sp, a, ret := x.sp, x.op.args, x.ret
+	switch x.op.nr {
+	case unix.SYS_MMAP:
+		sp.clearBatch(ret, ret+pageUp(a[1]))
+	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT, unix.SYS_MUNMAP:
+		sp.clearBatch(a[0], a[0]+pageUp(a[1]))
+	case unix.SYS_MREMAP:
+		// batch pages (RW in the kernel) that moved must become
+		// executable-only again at their new place
+		for p := range sp.wx.batch {
+			if p >= a[0] && p < a[0]+min(pageUp(a[1]), pageUp(a[2])) {
+				x.moved = append(x.moved, ret+(p-a[0]))
+			}
+		}
+		sp.clearBatch(a[0], a[0]+pageUp(a[1]))
 	}
-	lo, hi := sp.vdso[0], sp.vdso[1]
-	if hi <= lo {
-		return 0, errNoSyscallInsn
-	}
-	b := make([]byte, hi-lo)
-	if err := snapshot.ReadMem(th.tid, lo, b); err != nil {
-		return 0, err
-	}
-	i := bytes.Index(b, []byte{0x0f, 0x05})
-	if i < 0 {
-		return 0, errNoSyscallInsn
-	}
-	w.sysAddr = lo + uint64(i)
-	return w.sysAddr, nil
 }
 
-// inject makes th run syscall nr(args) and returns its result. th must be
-// stopped in a signal-delivery-stop or a syscall-exit-stop; its registers
-// are restored afterwards. Signals that arrive meanwhile are held and
-// delivered when th resumes.
+// wxMovedEffect (exitEffects): batch pages an mremap moved get ptjit's
+// protection at their new place.
 //
-// Precondition: on the locked tracer thread.
-func (t *Tracer) inject(th *thread, nr int, args ...uint64) (int64, error) {
-	addr, err := t.syscallInsn(th)
-	if err != nil {
-		return 0, &InjectError{th.tid, nr, err}
-	}
-	saved, err := getRegs(th.tid)
-	if err != nil {
-		return 0, &InjectError{th.tid, nr, err}
-	}
-	r := saved
-	r.Rip = addr
-	r.Rax = uint64(nr)
-	r.Orig_rax = ^uint64(0)
-	dst := []*uint64{&r.Rdi, &r.Rsi, &r.Rdx, &r.R10, &r.R8, &r.R9}
-	for i, a := range args {
-		*dst[i] = a
-	}
-	if err := unix.PtraceSetRegs(th.tid, &r); err != nil {
-		return 0, &InjectError{th.tid, nr, err}
-	}
-	t.result.Stats.Injected++
-	// Run to the syscall-exit stop: entry stop, the seccomp stop of our
-	// own call, exit stop.
-	sysStops := 0
-	for sysStops < 2 {
-		if err := unix.PtraceSyscall(th.tid, 0); err != nil {
-			return 0, &InjectError{th.tid, nr, err}
-		}
-		var ws unix.WaitStatus
-		if _, err := unix.Wait4(th.tid, &ws, unix.WALL, nil); err != nil {
-			return 0, &InjectError{th.tid, nr, err}
-		}
-		kind, sig := Classify(ws)
-		switch kind {
-		case StopSyscallExit:
-			sysStops++
-		case StopSeccomp, StopTrap, StopGroup:
-		case StopSignal:
-			th.held = append(th.held, sig)
-		case StopExited, StopKilled:
-			t.threadGone(th, kind, sig)
-			return 0, &InjectError{th.tid, nr, unix.ESRCH}
-		default:
-			// clone/exec/exit events cannot come from mprotect
+// Precondition: on the locked tracer thread; x.th is in syscall-exit-stop.
+func (t *Tracer) wxMovedEffect(x *sysExit) {
+	sp := x.sp
+	for _, p := range x.moved {
+		if err := t.protect(x.th, p, p+pageSize, sp.kernelProt(p, sp.ProtOf(p)), "wx: batch page moved by mremap"); err != nil {
+			t.warnf("%v", err)
 		}
 	}
-	res, err := getRegs(th.tid)
-	if err != nil {
-		return 0, &InjectError{th.tid, nr, err}
-	}
-	if err := unix.PtraceSetRegs(th.tid, &saved); err != nil {
-		return 0, &InjectError{th.tid, nr, err}
-	}
-	ret := int64(res.Rax)
-	if ret < 0 && ret >= -4095 {
-		return ret, &InjectError{th.tid, nr, unix.Errno(-ret)}
-	}
-	return ret, nil
 }
 
-// protect changes the tracee's actual protection of [start, end) by an
-// injected mprotect and records it.
-func (t *Tracer) protect(th *thread, start, end uint64, prot int, reason string) error {
-	if _, err := t.inject(th, unix.SYS_MPROTECT, start, end-start, uint64(prot)); err != nil {
-		return err
-	}
-	t.rec.ProtChange(db.ProtChange{PID: th.proc.space.owner, At: clock.Now(), Addr: start, Size: end - start,
-		Prot: prot, Reason: reason})
-	return nil
-}
-
-// wxFault handles a SIGSEGV when W^X is on; it reports whether the fault
-// was ptjit's (consumed) or the program's own (to be delivered unchanged,
-// with its original siginfo).
+// wxFault handles a stopWXFault: a SIGSEGV (SEGV_ACCERR) at addr, in
+// memory the program has writable and executable. The fault is ptjit's;
+// th is resumed by the caller.
 //
 // Precondition: on the locked tracer thread; th is in signal-delivery-stop.
-func (t *Tracer) wxFault(th *thread) bool {
+func (t *Tracer) wxFault(th *thread, addr uint64) {
 	sp := th.proc.space
-	if sp == nil || th.proc.helper {
-		return false
-	}
-	si, err := getSiginfo(th.tid)
-	if err != nil || si.Code != 2 /* SEGV_ACCERR */ {
-		return false
-	}
 	w := sp.wxs()
-	page := si.Addr &^ (pageSize - 1)
-	t.cur.th, t.cur.at = th, clock.Now()
-	p, ok := sp.PieceAt(si.Addr)
-	if !ok || !isWX(p.Prot) {
-		// a store through a write-protected alias, or the program's own
-		// fault
-		return t.aliasFault(th, si.Addr)
-	}
+	page := addr &^ (pageSize - 1)
+	t.cur.th, t.cur.at = th, snapshot.Now()
+	p, _ := sp.PieceAt(addr)
 	regs, err := getRegs(th.tid)
 	if err != nil {
-		return true // died meanwhile
+		return // died meanwhile
 	}
 	t.cur.ip = regs.Rip
-	// An instruction fetch faults at RIP, or at the next page boundary for
-	// an instruction that crosses it.
-	fetch := si.Addr == regs.Rip || si.Addr&(pageSize-1) == 0 && si.Addr > regs.Rip && si.Addr < regs.Rip+16
+	fetch := fetchFault(addr, regs.Rip)
 	now := actualProt(p.Prot)
 	_, inBatch := w.batch[page]
 	if inBatch {
@@ -283,15 +181,15 @@ func (t *Tracer) wxFault(th *thread) bool {
 	// executable). Retry the instruction — once: the same fault twice is
 	// not stale (a store whose target is its own RIP).
 	stale := fetch && now&unix.PROT_EXEC != 0 || !fetch && now&unix.PROT_WRITE != 0
-	key := [2]uint64{regs.Rip, si.Addr}
+	key := [2]uint64{regs.Rip, addr}
 	if stale && th.lastStale != key {
 		th.lastStale = key
-		return true
+		return
 	}
 	th.lastStale = [2]uint64{}
 	if fetch && inBatch {
 		t.batchExec(th, page)
-		return true
+		return
 	}
 	// A store into the page holding the storing instruction cannot run in
 	// batch mode (the page would stop being executable under it).
@@ -312,14 +210,13 @@ func (t *Tracer) wxFault(th *thread) bool {
 	if mode == WXBatch && !self {
 		if err := t.protect(th, page, page+pageSize, unix.PROT_READ|unix.PROT_WRITE, "wx-batch: writable until executed"); err != nil {
 			t.warnf("%v", err)
-			return true
+			return
 		}
 		w.batch[page] = batchPage{th.tid, regs.Rip}
 		t.result.Stats.BatchWrites++
-		return true
+		return
 	}
 	t.preciseWrite(th, regs)
-	return true
 }
 
 // batchExec: something executes in a page left writable by batch mode:
@@ -350,29 +247,7 @@ func (t *Tracer) batchExec(th *thread, page uint64) {
 // ptjit's protection, and records it: emulated when possible, else
 // single-stepped with the page briefly writable.
 func (t *Tracer) preciseWrite(th *thread, regs unix.PtraceRegs) {
-	code := make([]byte, 16)
-	for n := 16; n > 0; n -= 4 {
-		if snapshot.ReadMem(th.tid, regs.Rip, code[:n]) == nil {
-			code = code[:n]
-			break
-		}
-	}
-	nr := regs
-	var fx *fxsave
-	m := Machine{
-		Regs: &nr,
-		XMM: func(i int) ([]byte, error) {
-			if fx == nil {
-				var err error
-				if fx, err = getXMM(th.tid); err != nil {
-					return nil, err
-				}
-			}
-			return fx[160+16*i : 176+16*i], nil
-		},
-		Read: func(a uint64, b []byte) error { return snapshot.ReadMem(th.tid, a, b) },
-	}
-	in, stores, err := Emulate(code, m)
+	in, stores, nr, err := emulateStore(th.tid, regs)
 	if err == nil {
 		olds := make([][]byte, len(stores))
 		for i, s := range stores {
@@ -402,17 +277,36 @@ func (t *Tracer) preciseWrite(th *thread, regs unix.PtraceRegs) {
 	t.stepWrite(th, regs, in)
 }
 
-func (t *Tracer) memWrite(th *thread, addr uint64, data []byte) error {
-	w := th.proc.space.wxs()
-	if w.mem == nil {
-		f, err := os.OpenFile("/proc/"+strconv.Itoa(th.tid)+"/mem", os.O_RDWR, 0)
-		if err != nil {
-			return err
+// emulateStore decodes the instruction at regs.Rip of the stopped thread
+// tid and computes its stores (x86emu.Emulate): the code and a MOVS source
+// are read from the tracee, the XMM registers only when the instruction
+// stores one. after is regs as executing the instruction leaves them.
+//
+// Precondition: on the locked tracer thread; tid is stopped.
+func emulateStore(tid int, regs unix.PtraceRegs) (in x86asm.Inst, stores []x86emu.Store, after unix.PtraceRegs, err error) {
+	code := make([]byte, 16)
+	for n := 16; n > 0; n -= 4 {
+		if snapshot.ReadMem(tid, regs.Rip, code[:n]) == nil {
+			code = code[:n]
+			break
 		}
-		w.mem = f
 	}
-	_, err := w.mem.WriteAt(data, int64(addr))
-	return err
+	after = regs
+	var fx *fxsave
+	in, stores, err = x86emu.Emulate(code, x86emu.Machine{
+		Regs: &after,
+		XMM: func(i int) ([]byte, error) {
+			if fx == nil {
+				var err error
+				if fx, err = getXMM(tid); err != nil {
+					return nil, err
+				}
+			}
+			return fx[160+16*i : 176+16*i], nil
+		},
+		Read: func(a uint64, b []byte) error { return snapshot.ReadMem(tid, a, b) },
+	})
+	return in, stores, after, err
 }
 
 // stepWrite runs the faulting instruction with its target pages writable
@@ -467,13 +361,13 @@ func (t *Tracer) stepWrite(th *thread, regs unix.PtraceRegs, in x86asm.Inst) {
 		if _, err := unix.Wait4(th.tid, &ws, unix.WALL, nil); err != nil {
 			return
 		}
-		kind, sig := Classify(ws)
-		if kind == StopExited || kind == StopKilled {
+		kind, sig := classifyStatus(ws)
+		if kind == stopExited || kind == stopKilled {
 			pages = nil
 			t.threadGone(th, kind, sig)
 			return
 		}
-		if kind != StopSignal {
+		if kind != stopSignal {
 			continue
 		}
 		if sig == int(unix.SIGTRAP) {
@@ -481,7 +375,7 @@ func (t *Tracer) stepWrite(th *thread, regs unix.PtraceRegs, in x86asm.Inst) {
 		}
 		if sig == int(unix.SIGSEGV) {
 			// the store reaches into another protected page
-			if si, err := getSiginfo(th.tid); err == nil && si.Code == 2 && open(si.Addr) {
+			if si, err := getSiginfo(th.tid); err == nil && si.Code == segvAccerr && open(si.Addr) {
 				continue
 			}
 		}

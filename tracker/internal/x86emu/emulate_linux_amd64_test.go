@@ -1,4 +1,4 @@
-package tracker
+package x86emu
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package tracker
+package x86emu
 
 import (
 	"encoding/binary"
@@ -8,17 +8,6 @@ import (
 	"golang.org/x/arch/x86/x86asm"
 	"golang.org/x/sys/unix"
 )
-
-// Store emulation for W^X precise mode: instead of lifting ptjit's write
-// protection, single-stepping and protecting again (three extra round
-// trips), the tracker decodes the faulting instruction, computes what it
-// stores where, writes those bytes through /proc/PID/mem (which may write
-// read-only pages) and moves the instruction pointer past it. Only pure
-// stores are emulated — MOV/MOVNTI to memory, SSE moves of an XMM register
-// to memory, STOS and MOVS with or without REP — because for them the
-// bytes written and the registers changed follow from the registers alone.
-// Anything else (read-modify-write, LOCK, XCHG, AVX) returns
-// ErrNotEmulated and the tracker single-steps it instead.
 
 // ErrNotEmulated: the instruction is not a store the emulator handles.
 var ErrNotEmulated = errors.New("instruction not emulated")

@@ -57,37 +57,6 @@ func TestSignalsAndStatus(t *testing.T) {
 	}
 }
 
-func TestClassify(t *testing.T) {
-	const trap = int(unix.SIGTRAP)
-	stopped := func(sig, event int) unix.WaitStatus { return unix.WaitStatus(0x7f | sig<<8 | event<<16) }
-	cases := []struct {
-		ws   unix.WaitStatus
-		kind tracker.StopKind
-		sig  int
-	}{
-		{unix.WaitStatus(3 << 8), tracker.StopExited, 3},
-		{unix.WaitStatus(int(unix.SIGKILL)), tracker.StopKilled, int(unix.SIGKILL)},
-		{stopped(int(unix.SIGSEGV), 0), tracker.StopSignal, int(unix.SIGSEGV)},
-		{stopped(trap, 0), tracker.StopSignal, trap}, // a real SIGTRAP (int3)
-		{stopped(trap|0x80, 0), tracker.StopSyscallExit, 0},
-		{stopped(trap, unix.PTRACE_EVENT_SECCOMP), tracker.StopSeccomp, 0},
-		{stopped(trap, unix.PTRACE_EVENT_CLONE), tracker.StopClone, 0},
-		{stopped(trap, unix.PTRACE_EVENT_FORK), tracker.StopFork, 0},
-		{stopped(trap, unix.PTRACE_EVENT_VFORK), tracker.StopVfork, 0},
-		{stopped(trap, unix.PTRACE_EVENT_EXEC), tracker.StopExec, 0},
-		{stopped(trap, unix.PTRACE_EVENT_EXIT), tracker.StopExit, 0},
-		{stopped(int(unix.SIGSTOP), unix.PTRACE_EVENT_STOP), tracker.StopGroup, int(unix.SIGSTOP)},
-		{stopped(int(unix.SIGTSTP), unix.PTRACE_EVENT_STOP), tracker.StopGroup, int(unix.SIGTSTP)},
-		{stopped(trap, unix.PTRACE_EVENT_STOP), tracker.StopTrap, 0},
-	}
-	for _, c := range cases {
-		k, sig := tracker.Classify(c.ws)
-		if k != c.kind || sig != c.sig {
-			t.Errorf("status %#x: %v %d, want %v %d", uint32(c.ws), k, sig, c.kind, c.sig)
-		}
-	}
-}
-
 // TestStopContFromOutside: SIGSTOP sent to a traced program stops it (a
 // group-stop, held with PTRACE_LISTEN), SIGCONT resumes it, SIGTERM kills
 // it with status 143 — as without ptjit.

@@ -199,9 +199,9 @@ func Compile(rules []Rule) ([]unix.SockFilter, error) {
 	return prog, nil
 }
 
-// Eval runs a compiled filter on (arch, nr, args) the way the kernel
+// evalFilter runs a compiled filter on (arch, nr, args) the way the kernel
 // would, for tests. It understands only the instructions Compile emits.
-func Eval(prog []unix.SockFilter, arch uint32, nr int, args [6]uint64) (uint32, error) {
+func evalFilter(prog []unix.SockFilter, arch uint32, nr int, args [6]uint64) (uint32, error) {
 	var a uint32
 	for pc := 0; pc < len(prog); pc++ {
 		in := prog[pc]

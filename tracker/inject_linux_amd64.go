@@ -1,0 +1,164 @@
+package tracker
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/ptjit/ptjit/db"
+	"github.com/ptjit/ptjit/snapshot"
+	"golang.org/x/sys/unix"
+)
+
+// Acting in the tracee: syscalls ptjit runs in a stopped thread (W^X,
+// writable aliases, the soft filter and the mem filter of procmem use them)
+// and writes through /proc/PID/mem. An injected syscall executes a syscall
+// instruction already in the process (found in the vdso), never injected
+// code.
+
+// injectState is what one address space keeps for acting in it
+// (space.inj).
+type injectState struct {
+	sysAddr uint64   // address of a syscall instruction (in the vdso)
+	mem     *os.File // /proc/PID/mem, read-write
+}
+
+// close releases the space's /proc/PID/mem.
+func (s *injectState) close() {
+	if s.mem != nil {
+		s.mem.Close()
+		s.mem = nil
+	}
+}
+
+// InjectError is a syscall ptjit could not run in the tracee.
+type InjectError struct {
+	TID int
+	Nr  int
+	Err error
+}
+
+func (e *InjectError) Error() string {
+	return fmt.Sprintf("tid %d: injecting syscall %d: %v", e.TID, e.Nr, e.Err)
+}
+func (e *InjectError) Unwrap() error { return e.Err }
+
+var errNoSyscallInsn = errors.New("no syscall instruction found in the vdso")
+
+// syscallInsn finds a syscall instruction (0f 05) in the space's vdso: the
+// injected syscalls execute code already in the process, never injected
+// code.
+func (t *Tracer) syscallInsn(th *thread) (uint64, error) {
+	sp := th.proc.space
+	if sp.inj.sysAddr != 0 {
+		return sp.inj.sysAddr, nil
+	}
+	lo, hi := sp.vdso[0], sp.vdso[1]
+	if hi <= lo {
+		return 0, errNoSyscallInsn
+	}
+	b := make([]byte, hi-lo)
+	if err := snapshot.ReadMem(th.tid, lo, b); err != nil {
+		return 0, err
+	}
+	i := bytes.Index(b, []byte{0x0f, 0x05})
+	if i < 0 {
+		return 0, errNoSyscallInsn
+	}
+	sp.inj.sysAddr = lo + uint64(i)
+	return sp.inj.sysAddr, nil
+}
+
+// inject makes th run syscall nr(args) and returns its result. th must be
+// stopped in a signal-delivery-stop or a syscall-exit-stop; its registers
+// are restored afterwards. Signals that arrive meanwhile are held and
+// delivered when th resumes.
+//
+// Precondition: on the locked tracer thread.
+func (t *Tracer) inject(th *thread, nr int, args ...uint64) (int64, error) {
+	addr, err := t.syscallInsn(th)
+	if err != nil {
+		return 0, &InjectError{th.tid, nr, err}
+	}
+	saved, err := getRegs(th.tid)
+	if err != nil {
+		return 0, &InjectError{th.tid, nr, err}
+	}
+	r := saved
+	r.Rip = addr
+	r.Rax = uint64(nr)
+	r.Orig_rax = ^uint64(0)
+	dst := []*uint64{&r.Rdi, &r.Rsi, &r.Rdx, &r.R10, &r.R8, &r.R9}
+	for i, a := range args {
+		*dst[i] = a
+	}
+	if err := unix.PtraceSetRegs(th.tid, &r); err != nil {
+		return 0, &InjectError{th.tid, nr, err}
+	}
+	t.result.Stats.Injected++
+	// Run to the syscall-exit stop: entry stop, the seccomp stop of our
+	// own call, exit stop.
+	sysStops := 0
+	for sysStops < 2 {
+		if err := unix.PtraceSyscall(th.tid, 0); err != nil {
+			return 0, &InjectError{th.tid, nr, err}
+		}
+		var ws unix.WaitStatus
+		if _, err := unix.Wait4(th.tid, &ws, unix.WALL, nil); err != nil {
+			return 0, &InjectError{th.tid, nr, err}
+		}
+		kind, sig := classifyStatus(ws)
+		switch kind {
+		case stopSyscallExit:
+			sysStops++
+		case stopSeccomp, stopTrap, stopGroup:
+		case stopSignal:
+			th.held = append(th.held, sig)
+		case stopExited, stopKilled:
+			t.threadGone(th, kind, sig)
+			return 0, &InjectError{th.tid, nr, unix.ESRCH}
+		default:
+			// clone/exec/exit events cannot come from mprotect
+		}
+	}
+	res, err := getRegs(th.tid)
+	if err != nil {
+		return 0, &InjectError{th.tid, nr, err}
+	}
+	if err := unix.PtraceSetRegs(th.tid, &saved); err != nil {
+		return 0, &InjectError{th.tid, nr, err}
+	}
+	ret := int64(res.Rax)
+	if ret < 0 && ret >= -4095 {
+		return ret, &InjectError{th.tid, nr, unix.Errno(-ret)}
+	}
+	return ret, nil
+}
+
+// protect changes the tracee's actual protection of [start, end) by an
+// injected mprotect and records it.
+func (t *Tracer) protect(th *thread, start, end uint64, prot int, reason string) error {
+	if _, err := t.inject(th, unix.SYS_MPROTECT, start, end-start, uint64(prot)); err != nil {
+		return err
+	}
+	t.rec.ProtChange(db.ProtChange{PID: th.proc.space.owner, At: snapshot.Now(), Addr: start, Size: end - start,
+		Prot: prot, Reason: reason})
+	return nil
+}
+
+// memWrite writes data at addr of th's memory through /proc/PID/mem,
+// which writes through the page protection.
+func (t *Tracer) memWrite(th *thread, addr uint64, data []byte) error {
+	w := &th.proc.space.inj
+	if w.mem == nil {
+		f, err := os.OpenFile("/proc/"+strconv.Itoa(th.tid)+"/mem", os.O_RDWR, 0)
+		if err != nil {
+			return err
+		}
+		w.mem = f
+	}
+	_, err := w.mem.WriteAt(data, int64(addr))
+	return err
+}

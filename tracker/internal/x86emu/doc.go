@@ -1,0 +1,19 @@
+// Package x86emu emulates the x86-64 stores the tracker's W^X precise mode
+// carries out for the program.
+//
+// Instead of lifting ptjit's write protection, single-stepping and
+// protecting again (three extra round trips), the tracker decodes the
+// faulting instruction, computes what it stores where, writes those bytes
+// through /proc/PID/mem (which may write read-only pages) and moves the
+// instruction pointer past it. Only pure stores are emulated — MOV/MOVNTI
+// to memory, SSE moves of an XMM register to memory, STOS and MOVS with or
+// without REP — because for them the bytes written and the registers
+// changed follow from the registers alone. Anything else (read-modify-write,
+// LOCK, XCHG, AVX) returns ErrNotEmulated and the tracker single-steps it
+// instead.
+//
+// The package reads nothing itself: registers, XMM registers and memory
+// come from the caller (Machine), so it is tested by tables without a
+// process. The registers are Linux's x86-64 struct user_regs_struct
+// (unix.PtraceRegs), hence the _linux_amd64 files.
+package x86emu

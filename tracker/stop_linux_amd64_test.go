@@ -1,0 +1,115 @@
+package tracker
+
+import (
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestClassify: every wait status the tracer asks for, classified.
+func TestClassify(t *testing.T) {
+	const trap = int(unix.SIGTRAP)
+	stopped := func(sig, event int) unix.WaitStatus { return unix.WaitStatus(0x7f | sig<<8 | event<<16) }
+	cases := []struct {
+		ws   unix.WaitStatus
+		kind stopKind
+		sig  int
+	}{
+		{unix.WaitStatus(3 << 8), stopExited, 3},
+		{unix.WaitStatus(int(unix.SIGKILL)), stopKilled, int(unix.SIGKILL)},
+		{stopped(int(unix.SIGSEGV), 0), stopSignal, int(unix.SIGSEGV)},
+		{stopped(trap, 0), stopSignal, trap}, // a real SIGTRAP (int3)
+		{stopped(trap|0x80, 0), stopSyscallExit, 0},
+		{stopped(trap, unix.PTRACE_EVENT_SECCOMP), stopSeccomp, 0},
+		{stopped(trap, unix.PTRACE_EVENT_CLONE), stopClone, 0},
+		{stopped(trap, unix.PTRACE_EVENT_FORK), stopFork, 0},
+		{stopped(trap, unix.PTRACE_EVENT_VFORK), stopVfork, 0},
+		{stopped(trap, unix.PTRACE_EVENT_EXEC), stopExec, 0},
+		{stopped(trap, unix.PTRACE_EVENT_EXIT), stopExit, 0},
+		{stopped(int(unix.SIGSTOP), unix.PTRACE_EVENT_STOP), stopGroup, int(unix.SIGSTOP)},
+		{stopped(int(unix.SIGTSTP), unix.PTRACE_EVENT_STOP), stopGroup, int(unix.SIGTSTP)},
+		{stopped(trap, unix.PTRACE_EVENT_STOP), stopTrap, 0},
+	}
+	for _, c := range cases {
+		k, sig := classifyStatus(c.ws)
+		if k != c.kind || sig != c.sig {
+			t.Errorf("status %#x: %v %d, want %v %d", uint32(c.ws), k, sig, c.kind, c.sig)
+		}
+	}
+}
+
+// TestClassifySignal: whose a signal-delivery-stop is, from the signal, its
+// siginfo, the thread's RIP and the tracer's state — no process needed.
+func TestClassifySignal(t *testing.T) {
+	const (
+		segv = int(unix.SIGSEGV)
+		trap = int(unix.SIGTRAP)
+		rwx  = unix.PROT_READ | unix.PROT_WRITE | unix.PROT_EXEC
+		rx   = unix.PROT_READ | unix.PROT_EXEC
+		rw   = unix.PROT_READ | unix.PROT_WRITE
+	)
+	// One address space: RWX JIT code at 0x10000 (W^X keeps it RX), RX
+	// JIT code at 0x20000, a write-protected alias at 0x30000 of the file
+	// pages executable at 0x40000, a writable alias at 0x50000 that lost
+	// its twin.
+	sp := &space{Space: NewSpace(&logSink{})}
+	sp.Map(0x10000, 0x11000, rwx, nil, "test")
+	sp.Map(0x20000, 0x21000, rx, nil, "test")
+	sp.alias.shared = []sharedMap{
+		{start: 0x30000, end: 0x31000, dev: 1, inode: 2, view: rw, ro: true},
+		{start: 0x40000, end: 0x41000, dev: 1, inode: 2, view: rx},
+		{start: 0x50000, end: 0x51000, dev: 1, inode: 3, view: rw},
+	}
+	si := func(code int32, addr uint64) *siginfo { return &siginfo{Code: code, Addr: addr} }
+	cases := []struct {
+		name string
+		s    signalStop
+		want stopKind
+	}{
+		{"SIGTRAP ending a step", signalStop{sig: trap, si: si(trapTrace, 0), stepping: true}, stopStepTrap},
+		{"SIGTRAP after a stepped syscall", signalStop{sig: trap, si: si(trapBrkpt, 0), stepping: true}, stopStepTrap},
+		{"SIGTRAP, no step in flight (int3)", signalStop{sig: trap, si: si(trapBrkpt, 0)}, stopSignal},
+		{"SIGTRAP sent by kill during a step", signalStop{sig: trap, si: si(0, 0), stepping: true}, stopSignal},
+		{"SIGTRAP during a step, siginfo unreadable", signalStop{sig: trap, stepping: true}, stopSignal},
+		{"SIGSEGV during a step, W^X off", signalStop{sig: segv, si: si(segvAccerr, 0x10008), stepping: true, sp: sp}, stopSignal},
+		{"SIGUSR1", signalStop{sig: int(unix.SIGUSR1), wx: true, filter: true, sp: sp}, stopSignal},
+		{"W^X store into RWX code", signalStop{sig: segv, si: si(segvAccerr, 0x10008), wx: true, sp: sp}, stopWXFault},
+		{"W^X fetch from a batch page", signalStop{sig: segv, si: si(segvAccerr, 0x10000), rip: 0x10000, haveRIP: true, wx: true, sp: sp}, stopWXFault},
+		{"W^X on, SEGV_MAPERR (null check)", signalStop{sig: segv, si: si(1, 0x8), wx: true, sp: sp}, stopSignal},
+		{"W^X on, store into RX code (program's)", signalStop{sig: segv, si: si(segvAccerr, 0x20008), wx: true, sp: sp}, stopSignal},
+		{"W^X on, SIGSEGV without siginfo", signalStop{sig: segv, wx: true, sp: sp}, stopSignal},
+		{"store through a write-protected alias", signalStop{sig: segv, si: si(segvAccerr, 0x30010), wx: true, sp: sp}, stopAliasFault},
+		{"store through an alias made writable, first", signalStop{sig: segv, si: si(segvAccerr, 0x50010), wx: true, sp: sp}, stopAliasFault},
+		{"store through an alias made writable, retried", signalStop{sig: segv, si: si(segvAccerr, 0x50010), wx: true, sp: sp,
+			lastStale: [2]uint64{0, 0x50010}}, stopSignal},
+		{"alias, W^X off", signalStop{sig: segv, si: si(segvAccerr, 0x30010), sp: sp}, stopSignal},
+		{"filter: fetch from hidden JIT code", signalStop{sig: segv, si: si(segvAccerr, 0x20010), rip: 0x20010, haveRIP: true, filter: true, sp: sp}, stopFilterFault},
+		{"filter: fetch crossing into a hidden page", signalStop{sig: segv, si: si(segvAccerr, 0x20000), rip: 0x1fffe, haveRIP: true, filter: true, sp: sp}, stopFilterFault},
+		{"filter: fetch before W^X", signalStop{sig: segv, si: si(segvAccerr, 0x10000), rip: 0x10000, haveRIP: true, filter: true, wx: true, sp: sp}, stopFilterFault},
+		{"filter: a store, W^X on", signalStop{sig: segv, si: si(segvAccerr, 0x10008), rip: 0x20000, haveRIP: true, filter: true, wx: true, sp: sp}, stopWXFault},
+		{"filter: a store, W^X off", signalStop{sig: segv, si: si(segvAccerr, 0x10008), rip: 0x20000, haveRIP: true, filter: true, sp: sp}, stopSignal},
+		{"filter: fetch from untracked memory", signalStop{sig: segv, si: si(segvAccerr, 0x60000), rip: 0x60000, haveRIP: true, filter: true, sp: sp}, stopSignal},
+		{"filter: RIP unreadable", signalStop{sig: segv, si: si(segvAccerr, 0x20010), filter: true, sp: sp}, stopSignal},
+	}
+	for _, c := range cases {
+		if got := classifySignal(c.s); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestStopKindString: every kind has its own name.
+func TestStopKindString(t *testing.T) {
+	seen := map[string]stopKind{}
+	for k := stopExited; k <= stopOther; k++ {
+		s := k.String()
+		if prev, dup := seen[s]; dup || strings.HasPrefix(s, "stopKind(") {
+			t.Errorf("stopKind %d: name %q (also %d)", k, s, prev)
+		}
+		seen[s] = k
+	}
+	if got := stopKind(200).String(); got != "stopKind(200)" {
+		t.Errorf("stopKind(200).String() = %q", got)
+	}
+}
