@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ptjit/ptjit/clock"
 	"github.com/ptjit/ptjit/db"
-	"github.com/ptjit/ptjit/snapshot"
 	"github.com/ptjit/ptjit/tracker"
 	"golang.org/x/sys/unix"
 )
@@ -84,5 +84,5 @@ func TestFilterStops(t *testing.T) {
 	if off := rwxAddr + 0x1000 - vs[1].Addr; data[off] != 0xc3 {
 		t.Errorf("byte written by process_vm_writev: %#x in the recorded version, want 0xc3", data[off])
 	}
-	_ = snapshot.Now
+	_ = clock.Now
 }

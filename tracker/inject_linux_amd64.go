@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/ptjit/ptjit/clock"
 	"github.com/ptjit/ptjit/db"
 	"github.com/ptjit/ptjit/snapshot"
 	"golang.org/x/sys/unix"
@@ -143,7 +144,7 @@ func (t *Tracer) protect(th *thread, start, end uint64, prot int, reason string)
 	if _, err := t.inject(th, unix.SYS_MPROTECT, start, end-start, uint64(prot)); err != nil {
 		return err
 	}
-	t.rec.ProtChange(db.ProtChange{PID: th.proc.space.owner, At: snapshot.Now(), Addr: start, Size: end - start,
+	t.rec.ProtChange(db.ProtChange{PID: th.proc.space.owner, At: clock.Now(), Addr: start, Size: end - start,
 		Prot: prot, Reason: reason})
 	return nil
 }

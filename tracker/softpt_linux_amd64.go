@@ -113,7 +113,7 @@ func (t *Tracer) softSyscallExit(th *thread) {
 	if t.soft == nil || !t.softEligible(th) {
 		return
 	}
-	if st := t.stepOf(th); st.active && st.valid && st.insn.Class == decode.ClassSyscall {
+	if st := t.stepOf(th); st.active && st.valid && st.insn.Class == x86.ClassSyscall {
 		st.exited = true
 	}
 }
@@ -124,8 +124,8 @@ func (t *Tracer) softExec(th *thread) {
 		return
 	}
 	st := t.stepOf(th)
-	tsc := snapshot.RDTSC()
-	if st.active && st.valid && st.insn.Class == decode.ClassSyscall {
+	tsc := clock.RDTSC()
+	if st.active && st.valid && st.insn.Class == x86.ClassSyscall {
 		t.soft.s.StepExit(th.tid, &st.insn, tsc) // the execve
 	}
 	t.soft.s.Disable(th.tid, tsc)
@@ -139,8 +139,8 @@ func (t *Tracer) softExit(th *thread) {
 		return
 	}
 	st := t.stepOf(th)
-	tsc := snapshot.RDTSC()
-	if st.active && st.valid && st.insn.Class == decode.ClassSyscall {
+	tsc := clock.RDTSC()
+	if st.active && st.valid && st.insn.Class == x86.ClassSyscall {
 		t.soft.s.StepExit(th.tid, &st.insn, tsc) // exit or exit_group
 	}
 	t.soft.s.Disable(th.tid, tsc)

@@ -244,7 +244,7 @@ func (t *Tracer) applyExit(th *thread, op *pendingOp) {
 		regs.Rdx = op.args[2]
 		unix.PtraceSetRegs(th.tid, &regs)
 	}
-	t.cur.th, t.cur.ip, t.cur.at = th, op.ip, snapshot.Now()
+	t.cur.th, t.cur.ip, t.cur.at = th, op.ip, clock.Now()
 	x := &sysExit{th: th, op: op, ret: ret, p: th.proc, sp: th.proc.space, cause: syscallName(op.nr)}
 	if int64(ret) < 0 && int64(ret) >= -4095 {
 		t.exitFailed(x, unix.Errno(-int64(ret)))

@@ -506,7 +506,7 @@ func listen(tid int) {
 }
 
 func (t *Tracer) threadGone(th *thread, kind stopKind, sig int) {
-	at := snapshot.Now()
+	at := clock.Now()
 	p := th.proc
 	delete(t.threads, th.tid)
 	delete(p.threads, th.tid)
@@ -641,7 +641,7 @@ func (t *Tracer) cloneEvent(th *thread, kind stopKind) {
 
 // adopt sets up a new tracee at its first stop and resumes it.
 func (t *Tracer) adopt(tid int, b birth, kind stopKind, sig int) {
-	at := snapshot.Now()
+	at := clock.Now()
 	parent := b.parent.proc
 	th := &thread{tid: tid, helper: b.helper}
 	t.threads[tid] = th

@@ -336,7 +336,7 @@ type aliasChange struct {
 // Precondition: on the locked tracer thread; th is in signal-delivery-stop.
 func (t *Tracer) aliasFault(th *thread, addr uint64) {
 	sp := th.proc.space
-	t.cur.th, t.cur.at = th, snapshot.Now()
+	t.cur.th, t.cur.at = th, clock.Now()
 	m, ok := sp.aliasAt(addr)
 	if !ok {
 		th.lastStale = [2]uint64{0, addr} // aliasRetry

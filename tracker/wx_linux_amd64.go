@@ -163,7 +163,7 @@ func (t *Tracer) wxFault(th *thread, addr uint64) {
 	sp := th.proc.space
 	w := sp.wxs()
 	page := addr &^ (pageSize - 1)
-	t.cur.th, t.cur.at = th, snapshot.Now()
+	t.cur.th, t.cur.at = th, clock.Now()
 	p, _ := sp.PieceAt(addr)
 	regs, err := getRegs(th.tid)
 	if err != nil {
