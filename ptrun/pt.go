@@ -33,7 +33,7 @@ func ParsePT(s string) (PTMode, error) {
 }
 
 // ErrNoIntelPT reports a machine on which --pt=intel cannot record.
-var ErrNoIntelPT = errors.New("Intel PT is not available")
+var ErrNoIntelPT = errors.New("no Intel PT on this machine")
 
 // PTError explains why a PT backend cannot record. Is(ErrNoIntelPT) holds
 // for every reason the hardware path is unavailable. ptjit exits with

@@ -18,6 +18,7 @@ import (
 	"github.com/ptjit/ptjit/clock"
 	"github.com/ptjit/ptjit/db"
 	"github.com/ptjit/ptjit/tracker"
+	"golang.org/x/sys/unix"
 )
 
 // Config is one `ptjit run`.
@@ -101,13 +102,8 @@ func (e *KilledError) Error() string {
 }
 
 func sigName(s syscall.Signal) string {
-	switch s {
-	case syscall.SIGINT:
-		return "SIGINT"
-	case syscall.SIGTERM:
-		return "SIGTERM"
-	case syscall.SIGHUP:
-		return "SIGHUP"
+	if name := unix.SignalName(s); name != "" {
+		return name
 	}
 	return "signal " + strconv.Itoa(int(s))
 }

@@ -263,3 +263,6 @@
 // file) is hidden only at the syscall's exit, so another thread running
 // free may execute it in between unseen.
 package tracker
+
+// Building for any platform but linux/amd64 fails in internal/platform.
+import _ "github.com/ptjit/ptjit/internal/platform"
