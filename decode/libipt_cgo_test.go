@@ -439,16 +439,6 @@ func BenchmarkDecodeVsLibipt(b *testing.B) {
 	b.ReportMetric(float64(ours)/float64(oursPar), "x-parallel")
 }
 
-func TestGenDump(t *testing.T) {
-	if os.Getenv("PTJIT_GEN_DUMP") == "" {
-		t.Skip("debug helper")
-	}
-	seed, _ := strconv.ParseInt(os.Getenv("PTJIT_GEN_DUMP"), 10, 64)
-	pt, code, _ := genTrace(seed, 3000)
-	os.WriteFile("/tmp/work/g.pt", pt, 0o644)
-	os.WriteFile("/tmp/work/g.bin", code, 0o644)
-}
-
 // BenchmarkDecodeLarge decodes a trace of hundreds of MB — synthetic/mid
 // repeated (each copy starts at a PSB) — with ptjit (windowed, so memory
 // stays bounded: the trace file is mapped, not read) on one and on two

@@ -86,7 +86,7 @@ func TestE2ERunPrograms(t *testing.T) {
 		p := p
 		t.Run(strings.Join(append([]string{p.name}, p.args...), "_"), func(t *testing.T) {
 			var flags []string
-			if p.rwx && e2e.hasWX {
+			if p.rwx {
 				flags = append(flags, "--wx=off")
 			}
 			ms, dir := e2eRecord(t, p, flags...)
@@ -103,13 +103,9 @@ func TestE2ERunPrograms(t *testing.T) {
 
 // TestE2EWX runs the programs that patch RWX pages under W^X enforcement:
 // every store becomes a version, so the whole manifest must match, and the
-// write log must hold each static-key toggle (modes precise, batch, auto). Skipped only while ptjit run
-// does not offer --wx at all; once it does, failures are failures.
+// write log must hold each static-key toggle (modes precise, batch, auto).
 func TestE2EWX(t *testing.T) {
 	e2eSetup(t)
-	if !e2e.hasWX {
-		t.Skip("ptjit run has no --wx option yet")
-	}
 	for _, mode := range []string{"precise", "batch", "auto"} {
 		for _, p := range e2ePrograms {
 			if !p.rwx && p.name != "sigsegv-handler" {
