@@ -54,7 +54,7 @@ demo: all
 # then the decoder against libipt (needs libipt-dev for the cgo comparison).
 bench: all
 	$(GO) run ./cmd/ptjit-bench -ptjit $(BIN)
-	$(GO) test -run '^$$' -bench . -benchtime 3x $(LIBIPT) ./decode/ ./ptfmt/ ./x86/ ./tracker/
+	$(GO) test -run '^$$' -bench . -benchtime 3x $(LIBIPT) ./ptpkt/ ./x86/ ./perf/ ./decode/ ./ptfmt/ ./tracker/
 
 clean:
 	rm -rf bin
