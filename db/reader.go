@@ -56,7 +56,7 @@ func Open(path string) (*DB, error) {
 	}
 	var format string
 	err = sdb.QueryRow(`SELECT value FROM meta WHERE key = 'format'`).Scan(&format)
-	if err != nil || format != "ptjit code.db" {
+	if err != nil || format != formatName {
 		sdb.Close()
 		return nil, &FormatError{path, "not a ptjit code.db (no ptjit meta table)"}
 	}

@@ -145,7 +145,7 @@ func Create(path string, meta Meta) (*Recorder, error) {
 	}
 	argv, _ := json.Marshal(meta.Command)
 	for k, v := range map[string]string{
-		"format":      "ptjit code.db",
+		"format":      formatName,
 		"command":     string(argv),
 		"cwd":         meta.Cwd,
 		"tsc_hz":      strconv.FormatUint(meta.TSCHz, 10),

@@ -4,13 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -35,62 +32,6 @@ type Config struct {
 	// SoftFilter, with PTSoft, steps and traces only JIT code (--soft-filter=jit).
 	SoftFilter bool
 	Stderr     io.Writer // ptjit's messages; nil: os.Stderr
-}
-
-// OutDirError is a recording directory ptjit refuses to use.
-type OutDirError struct {
-	Dir    string
-	Reason string
-}
-
-func (e *OutDirError) Error() string { return e.Dir + ": " + e.Reason }
-
-// recordingFiles are the names a ptjit recording directory may hold.
-var recordingFiles = map[string]bool{
-	"code.db": true, "code.db-wal": true, "code.db-shm": true, "code.db-journal": true,
-	"perf.data": true, "perf.data.old": true,
-}
-
-// PrepareOutDir checks that dir is absent, empty or an old ptjit
-// recording, and creates it. It changes nothing when it refuses.
-func PrepareOutDir(dir string) error {
-	st, err := os.Stat(dir)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return &OutDirError{dir, unwrapPath(err).Error()}
-		}
-		return nil
-	case err != nil:
-		return &OutDirError{dir, unwrapPath(err).Error()}
-	case !st.IsDir():
-		return &OutDirError{dir, "not a directory (-o names the recording directory)"}
-	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return &OutDirError{dir, unwrapPath(err).Error()}
-	}
-	var other []string
-	for _, e := range ents {
-		if !recordingFiles[e.Name()] || !e.Type().IsRegular() {
-			other = append(other, e.Name())
-		}
-	}
-	if len(other) > 0 {
-		sort.Strings(other)
-		if len(other) > 3 {
-			other = append(other[:3], "...")
-		}
-		return &OutDirError{dir, "holds files that are not a ptjit recording (" + strings.Join(other, ", ") + "); refusing to replace it"}
-	}
-	return nil
-}
-
-// removeRecording deletes the files of a recording that did not happen.
-func removeRecording(dir string) {
-	for name := range recordingFiles {
-		os.Remove(filepath.Join(dir, name))
-	}
 }
 
 // KilledError says ptjit was stopped by a signal; the program was killed
@@ -134,9 +75,11 @@ func Run(cfg Config) (status int, err error) {
 		errors.As(err, &se)
 		return se.Code, err
 	}
-	if err := PrepareOutDir(cfg.OutDir); err != nil {
+	out, err := PrepareOutDir(cfg.OutDir)
+	if err != nil {
 		return 1, err
 	}
+	defer out.Release()
 	cwd, _ := os.Getwd()
 	hz := clock.TSCHz(10 * time.Millisecond)
 	dbPath := filepath.Join(cfg.OutDir, "code.db")

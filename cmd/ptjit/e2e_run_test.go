@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -357,6 +358,68 @@ func TestE2EOutputDir(t *testing.T) {
 			t.Errorf("-o DIR was changed: %d entries, notes.txt %q", len(ents), b)
 		}
 	})
+	t.Run("a user's files are never replaced", func(t *testing.T) {
+		// another program's SQLite database named code.db, a text file
+		// named code.db, perf record's perf.data alone: refused with one
+		// line naming the directory, nothing changed
+		sqliteDir := t.TempDir()
+		if out, err := exec.Command("sqlite3", filepath.Join(sqliteDir, "code.db"), "create table mine(x)").CombinedOutput(); err != nil {
+			t.Fatalf("sqlite3: %v\n%s", err, out)
+		}
+		textDir := t.TempDir()
+		os.WriteFile(filepath.Join(textDir, "code.db"), []byte("my notes\n"), 0o644)
+		perfDir := t.TempDir()
+		if out, err := exec.Command("perf", "record", "-q", "-e", "task-clock", "-o", filepath.Join(perfDir, "perf.data"), "--", "true").CombinedOutput(); err != nil {
+			t.Fatalf("perf record: %v\n%s", err, out)
+		}
+		for _, d := range []string{sqliteDir, textDir, perfDir} {
+			before := dirDigest(t, d)
+			r := e2ePtjit(t, nil, "run", "-o", d, "--", e2eProg("exitcode"), "0")
+			if r.code == 0 || strings.Contains(r.stdout, "exiting") {
+				t.Errorf("-o %s: status %d, stdout %q: want refusal before running", d, r.code, r.stdout)
+			}
+			e2eOneLineError(t, r.stderr, d)
+			if after := dirDigest(t, d); after != before {
+				t.Errorf("-o %s changed the directory:\n%s\nwas\n%s", d, after, before)
+			}
+		}
+	})
+	t.Run("two runs into one directory", func(t *testing.T) {
+		// the first holds DIR (a program that waits for its stdin to
+		// close); the second fails at once; the first's recording decodes
+		dir := filepath.Join(t.TempDir(), "rec")
+		first := exec.Command(e2e.ptjit, "run", "-q", "-o", dir, "--", "cat")
+		stdin, err := first.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := first.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer first.Process.Kill()
+		deadline := time.Now().Add(e2eTimeout)
+		for {
+			if _, err := os.Stat(filepath.Join(dir, "code.db")); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the first run never created its code.db")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		r := e2ePtjit(t, nil, "run", "-q", "-o", dir, "--", e2eProg("exitcode"), "0")
+		if r.code == 0 || !strings.Contains(r.stderr, "another ptjit run") {
+			t.Errorf("second run: status %d, stderr %q: want refused at once", r.code, r.stderr)
+		}
+		e2eOneLineError(t, r.stderr, dir)
+		stdin.Close()
+		if err := first.Wait(); err != nil {
+			t.Fatalf("first run: %v", err)
+		}
+		if r := e2ePtjit(t, nil, "history", "-i", dir); r.code != 0 {
+			t.Errorf("history of the first run: status %d\n%s", r.code, r.stderr)
+		}
+	})
 	t.Run("old recording replaced", func(t *testing.T) {
 		tmp := t.TempDir()
 		dir := filepath.Join(tmp, "rec")
@@ -538,4 +601,20 @@ func TestE2EHistoryErrors(t *testing.T) {
 func e2eHexOK(s string) bool {
 	_, err := hex.DecodeString(s)
 	return err == nil && strings.ToLower(s) == s
+}
+
+// dirDigest describes a directory's files (names and content hashes), to
+// check that a refused run changed nothing.
+func dirDigest(t *testing.T, dir string) string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, e := range ents {
+		data, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+		fmt.Fprintf(&b, "%s %x\n", e.Name(), sha256.Sum256(data))
+	}
+	return b.String()
 }
