@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 
+	"github.com/mattn/go-sqlite3"
 	"github.com/ptjit/ptjit/clock"
+	"golang.org/x/sys/unix"
 )
 
 // ErrNotCodeDB reports a file that is not a ptjit code.db (or is damaged).
@@ -44,7 +47,19 @@ func Open(path string) (*DB, error) {
 	if st.IsDir() {
 		return nil, &FormatError{path, "is a directory, not a code.db"}
 	}
-	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?mode=ro&_query_only=1"
+	live, err := foldWAL(path)
+	if err != nil {
+		return nil, err
+	}
+	// A finished recording is read as an immutable file: SQLite creates
+	// nothing beside it (no -wal, -shm or lock files), so a copy on a
+	// read-only mount or in another user's directory reads as well. Only a
+	// recording still being written is read through SQLite's locks.
+	params := "?mode=ro&immutable=1"
+	if live {
+		params = "?mode=ro&_query_only=1"
+	}
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + params
 	sdb, err := sql.Open("sqlite3", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -456,4 +471,55 @@ func (d *DB) Threads() ([]ThreadInfo, error) {
 		out = append(out, t)
 	}
 	return out, d.wrap(rows.Err())
+}
+
+// foldWAL handles what a run that did not finish leaves beside its code.db:
+// a -wal file holding its last transactions (and a -shm index). If a run
+// is still recording into the directory (its lock is held), it reports
+// live and changes nothing. Otherwise, under the directory's lock, it
+// folds the WAL into code.db and leaves WAL mode (unless a writer still
+// has the database open: then it is read live too), so the recording becomes
+// the one file a finished run leaves. That needs write access once; on a
+// read-only copy with a non-empty WAL it fails with a message saying so
+// (an empty WAL is ignored: it holds nothing).
+func foldWAL(path string) (live bool, err error) {
+	walSize := int64(-1)
+	if st, err := os.Stat(path + "-wal"); err == nil {
+		walSize = st.Size()
+	}
+	if _, err := os.Stat(path + "-shm"); walSize < 0 && err != nil {
+		return false, nil // nothing left over
+	}
+	dir := filepath.Dir(path)
+	lock, err := LockDir(dir)
+	if errors.Is(err, ErrRecordingLive) {
+		return true, nil
+	}
+	if err == nil {
+		defer lock.Close()
+	}
+	if walSize <= 0 {
+		return false, nil
+	}
+	if unix.Access(dir, unix.W_OK) != nil || unix.Access(path, unix.W_OK) != nil {
+		return false, &FormatError{path, "a run that did not finish left its last transactions in code.db-wal; " +
+			"ptjit needs write access to the directory once to fold them in (or copy the recording somewhere writable)"}
+	}
+	sdb, err := sql.Open("sqlite3", "file:"+(&url.URL{Path: path}).EscapedPath()+"?_busy_timeout=0&_journal_mode=DELETE")
+	if err == nil {
+		err = sdb.Ping()
+		if cerr := sdb.Close(); err == nil {
+			err = cerr
+		}
+	}
+	var se sqlite3.Error
+	if errors.As(err, &se) && (se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked) {
+		// A writer has it open (a Recorder of this process, or a run
+		// that does not hold the directory's lock): read it live.
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("%s: folding the WAL a killed run left: %s", path, firstLine(err.Error()))
+	}
+	return false, nil
 }

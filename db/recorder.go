@@ -632,8 +632,9 @@ func (w *writer) close(r *Recorder) {
 	if err := w.commit(); err != nil {
 		r.setErr(err)
 	}
-	// Fold the WAL into the main file so a single code.db can be copied.
-	if _, err := w.db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+	// Fold the WAL into the main file and leave WAL mode, so that the
+	// finished recording is one file that reads anywhere, read-only too.
+	if _, err := w.db.Exec(`PRAGMA journal_mode=DELETE`); err != nil {
 		r.setErr(err)
 	}
 	if err := w.db.Close(); err != nil {

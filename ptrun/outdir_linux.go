@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/ptjit/ptjit/db"
-	"golang.org/x/sys/unix"
 )
 
 // OutDirError is a recording directory ptjit refuses to use.
@@ -42,8 +41,8 @@ func (d *OutDir) Release() {
 }
 
 // PrepareOutDir readies dir for a recording: it creates a missing dir,
-// takes an exclusive lock on it (flock on the directory itself, so the
-// lock adds no file and dies with ptjit), and checks that what is there is
+// takes the recording directory's lock (db.LockDir: a second run into it
+// fails at once), and checks that what is there is
 // a ptjit recording and nothing else. A dir is replaced only when it is
 // empty or holds a code.db whose meta says ptjit (db.Probe), and beside
 // it only files ptjit writes. Anything else is refused with an
@@ -60,16 +59,9 @@ func PrepareOutDir(dir string) (*OutDir, error) {
 	case !st.IsDir():
 		return nil, &OutDirError{dir, "not a directory (-o names the recording directory)"}
 	}
-	lock, err := os.Open(dir)
+	lock, err := db.LockDir(dir)
 	if err != nil {
 		return nil, &OutDirError{dir, unwrapPath(err).Error()}
-	}
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		lock.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, &OutDirError{dir, "another ptjit run is recording into this directory"}
-		}
-		return nil, &OutDirError{dir, "lock: " + err.Error()}
 	}
 	od := &OutDir{Path: dir, lock: lock}
 	if err := checkRecordingDir(dir); err != nil {
