@@ -527,6 +527,33 @@ func TestE2EPassThrough(t *testing.T) {
 			t.Errorf("got stdout %q stderr %q status %d", r.stdout, r.stderr, r.code)
 		}
 	})
+	t.Run("closed standard streams", func(t *testing.T) {
+		// ptjit itself is started with the fd closed (Go's runtime then
+		// opens /dev/null there); the program must find it closed, as it
+		// does alone: seq fails writing to a closed stdout, a shell sees
+		// no stdin, nothing on a closed stderr. A /dev/null redirection
+		// stays /dev/null.
+		for _, c := range []struct {
+			redir string
+			argv  []string
+		}{
+			{">&-", []string{"seq", "3"}},
+			{"<&-", []string{"sh", "-c", "ls /proc/self/fd/0 2>/dev/null; echo status $?"}},
+			{"2>&-", []string{"sh", "-c", "ls /proc/self/fd/2 >/dev/null 2>&1; echo status $?"}},
+			{">/dev/null", []string{"seq", "3"}},
+			{"</dev/null", []string{"sh", "-c", "cat; echo status $?"}},
+		} {
+			wrap := func(argv ...string) []string {
+				return append([]string{"sh", "-c", `exec "$@" ` + c.redir, "sh"}, argv...)
+			}
+			alone := e2eRun(t, wrap(c.argv...), nil, "", "")
+			traced := e2eRun(t, wrap(append([]string{e2e.ptjit, "run", "-q", "-o", filepath.Join(t.TempDir(), "rec"), "--"}, c.argv...)...), nil, "", "")
+			if traced.code != alone.code || traced.stdout != alone.stdout || traced.stderr != alone.stderr {
+				t.Errorf("%s %v: under ptjit status %d stdout %q stderr %q; alone %d %q %q", c.redir, c.argv,
+					traced.code, traced.stdout, traced.stderr, alone.code, alone.stdout, alone.stderr)
+			}
+		}
+	})
 	t.Run("summary", func(t *testing.T) {
 		_, r := run(t, false, []string{e2eProg("ubpf-test")}, nil, "", "")
 		e2eCheckMessages(t, r.stderr)
