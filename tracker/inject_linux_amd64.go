@@ -75,16 +75,29 @@ func (t *Tracer) syscallInsn(th *thread) (uint64, error) {
 // inject makes th run syscall nr(args) and returns its result. th must be
 // stopped in a signal-delivery-stop or a syscall-exit-stop; its registers
 // are restored afterwards. Signals that arrive meanwhile are held and
-// delivered when th resumes.
+// delivered when th resumes. When th dies meanwhile (or is dying, or
+// vanishes with its group) the error matches ErrThreadGone
+// (waitstop_linux_amd64.go); on any other failure th's registers are
+// restored, so that a failed injection never runs on in the program.
 //
 // Precondition: on the locked tracer thread.
 func (t *Tracer) inject(th *thread, nr int, args ...uint64) (int64, error) {
+	if th.dying || t.threads[th.tid] != th {
+		return 0, &InjectError{th.tid, nr, &ThreadGoneError{th.tid, "exiting"}}
+	}
 	addr, err := t.syscallInsn(th)
 	if err != nil {
-		return 0, &InjectError{th.tid, nr, err}
+		return 0, &InjectError{th.tid, nr, goneErr(th.tid, err)}
 	}
 	saved, err := getRegs(th.tid)
 	if err != nil {
+		return 0, &InjectError{th.tid, nr, goneErr(th.tid, err)}
+	}
+	fail := func(err error) (int64, error) {
+		err = goneErr(th.tid, err)
+		if !errors.Is(err, ErrThreadGone) {
+			unix.PtraceSetRegs(th.tid, &saved)
+		}
 		return 0, &InjectError{th.tid, nr, err}
 	}
 	r := saved
@@ -96,7 +109,7 @@ func (t *Tracer) inject(th *thread, nr int, args ...uint64) (int64, error) {
 		*dst[i] = a
 	}
 	if err := unix.PtraceSetRegs(th.tid, &r); err != nil {
-		return 0, &InjectError{th.tid, nr, err}
+		return 0, &InjectError{th.tid, nr, goneErr(th.tid, err)}
 	}
 	t.result.Stats.Injected++
 	// Run to the syscall-exit stop: entry stop, the seccomp stop of our
@@ -104,32 +117,28 @@ func (t *Tracer) inject(th *thread, nr int, args ...uint64) (int64, error) {
 	sysStops := 0
 	for sysStops < 2 {
 		if err := unix.PtraceSyscall(th.tid, 0); err != nil {
+			return fail(err)
+		}
+		kind, sig, err := t.waitThread(th)
+		if err != nil {
 			return 0, &InjectError{th.tid, nr, err}
 		}
-		var ws unix.WaitStatus
-		if _, err := unix.Wait4(th.tid, &ws, unix.WALL, nil); err != nil {
-			return 0, &InjectError{th.tid, nr, err}
-		}
-		kind, sig := classifyStatus(ws)
 		switch kind {
 		case stopSyscallExit:
 			sysStops++
-		case stopSeccomp, stopTrap, stopGroup:
 		case stopSignal:
 			th.held = append(th.held, sig)
-		case stopExited, stopKilled:
-			t.threadGone(th, kind, sig)
-			return 0, &InjectError{th.tid, nr, unix.ESRCH}
 		default:
-			// clone/exec/exit events cannot come from mprotect
+			// the seccomp stop of our own call, a trap or group stop;
+			// clone/fork events cannot come from the calls ptjit makes
 		}
 	}
 	res, err := getRegs(th.tid)
 	if err != nil {
-		return 0, &InjectError{th.tid, nr, err}
+		return fail(err)
 	}
 	if err := unix.PtraceSetRegs(th.tid, &saved); err != nil {
-		return 0, &InjectError{th.tid, nr, err}
+		return 0, &InjectError{th.tid, nr, goneErr(th.tid, err)}
 	}
 	ret := int64(res.Rax)
 	if ret < 0 && ret >= -4095 {

@@ -143,6 +143,12 @@ type Tracer struct {
 	err  error
 
 	soft *softState // --pt=soft; nil otherwise
+
+	// Stops of other threads seen while ptjit waited for one thread
+	// (waitThread), in order, for the main loop; queued counts them per
+	// tid (such a thread is not resumed before they are handled).
+	queuedStops []queuedStop
+	queued      map[int]int
 }
 
 type thread struct {
@@ -159,6 +165,9 @@ type thread struct {
 	// last stop; at JIT code when last seen
 	free  bool
 	inJIT bool
+	// dying: seen at PTRACE_EVENT_EXIT while ptjit acted in it; nothing
+	// more can be injected or stepped there.
+	dying bool
 }
 
 type process struct {
@@ -202,6 +211,10 @@ type pendingOp struct {
 	rewrote bool
 	kprot   uint64
 	reason  string
+	// munmap: ranges other threads' calls mapped or protected while this
+	// one was in flight (noteLater); the kernel gave them out after this
+	// call freed them, so its exit must not unmap them
+	later []ival
 }
 
 // Start launches the program through launch on a new OS thread that will
@@ -339,7 +352,14 @@ func (t *Tracer) newSpace(owner int) *space {
 //
 // Precondition: on the locked tracer thread.
 func (t *Tracer) loop() error {
-	for len(t.threads) > 0 || len(t.pending) > 0 {
+	for len(t.threads) > 0 || len(t.pending) > 0 || len(t.queuedStops) > 0 {
+		if q, ok := t.nextQueued(); ok {
+			t0 := clock.Mono()
+			t.handle(q.tid, q.ws)
+			t.result.Stats.Stops++
+			t.result.Stats.StopNS += clock.Mono() - t0
+			continue
+		}
 		var ws unix.WaitStatus
 		// __WNOTHREAD: only this thread's tracees and children. perf
 		// record (--pt=intel) is a child of another thread of ptjit and
@@ -460,19 +480,32 @@ func (t *Tracer) dispatch(th *thread, kind stopKind, sig int, s signalStop) {
 		t.softExec(th)
 		t.execEvent(th)
 	case stopExit:
-		t.softExit(th)
-		if th.recorded {
-			if b, err := os.ReadFile("/proc/" + strconv.Itoa(th.proc.pid) + "/task/" + strconv.Itoa(tid) + "/comm"); err == nil {
-				t.rec.ThreadName(tid, strings.TrimSuffix(string(b), "\n"))
-			}
-		}
-		t.resume(tid, 0)
+		t.exitStop(th)
 	}
 }
 
+// exitStop handles a PTRACE_EVENT_EXIT stop: the thread's name is
+// recorded, its trace ends, and it is resumed to exit.
+//
+// Precondition: on the locked tracer thread; th is in its exit stop.
+func (t *Tracer) exitStop(th *thread) {
+	t.softExit(th)
+	if th.recorded {
+		if b, err := os.ReadFile("/proc/" + strconv.Itoa(th.proc.pid) + "/task/" + strconv.Itoa(th.tid) + "/comm"); err == nil {
+			t.rec.ThreadName(th.tid, strings.TrimSuffix(string(b), "\n"))
+		}
+	}
+	t.resume(th.tid, 0)
+}
+
 // resume continues a stopped thread, delivering sig. ESRCH means it died
-// meanwhile (SIGKILL); its exit report follows.
+// meanwhile (SIGKILL); its exit report follows. A thread with a stop
+// queued for the main loop (waitThread) stays stopped: the loop resumes it
+// when it handles that stop.
 func (t *Tracer) resume(tid, sig int) {
+	if t.queued[tid] > 0 {
+		return
+	}
 	if t.soft != nil {
 		if th := t.threads[tid]; t.softEligible(th) {
 			t.softResume(th, sig)
@@ -485,6 +518,9 @@ func (t *Tracer) resume(tid, sig int) {
 // resumeCont continues a stopped thread with PTRACE_CONT (no stepping),
 // delivering sig.
 func (t *Tracer) resumeCont(tid, sig int) {
+	if t.queued[tid] > 0 {
+		return
+	}
 	if err := unix.PtraceCont(tid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
 		t.warnf("PTRACE_CONT %d: %v", tid, err)
 	}

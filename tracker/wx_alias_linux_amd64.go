@@ -218,13 +218,13 @@ func (t *Tracer) aliasApply(th *thread) {
 		switch {
 		case twin && !m.ro:
 			if err := t.protect(th, m.start, m.end, m.view&^unix.PROT_WRITE, "wx: writable alias of executable pages"); err != nil {
-				t.warnf("%v", err)
+				t.warnOp(err)
 				continue
 			}
 			m.ro = true
 		case !twin && m.ro:
 			if err := t.protect(th, m.start, m.end, m.view, "wx: alias no longer has an executable twin"); err != nil {
-				t.warnf("%v", err)
+				t.warnOp(err)
 				continue
 			}
 			m.ro = false
@@ -407,21 +407,16 @@ func (t *Tracer) aliasStep(th *thread, al *sharedMap, page uint64) (changes []al
 	old := make([]byte, pageSize)
 	snapshot.ReadMem(th.tid, page, old)
 	if perr := t.protect(th, page, page+pageSize, al.view, "wx: step a store through an alias"); perr != nil {
-		t.warnf("%v", perr)
+		t.warnOp(perr)
 		return nil, false
 	}
 	for {
 		if unix.PtraceSingleStep(th.tid) != nil {
 			return nil, false
 		}
-		var ws unix.WaitStatus
-		if _, err := unix.Wait4(th.tid, &ws, unix.WALL, nil); err != nil {
-			return nil, false
-		}
-		kind, sig := classifyStatus(ws)
-		if kind == stopExited || kind == stopKilled {
-			t.threadGone(th, kind, sig)
-			return nil, false
+		kind, sig, err := t.waitThread(th)
+		if err != nil {
+			return nil, false // th is gone
 		}
 		if kind != stopSignal {
 			continue
@@ -432,7 +427,7 @@ func (t *Tracer) aliasStep(th *thread, al *sharedMap, page uint64) (changes []al
 		break
 	}
 	if perr := t.protect(th, page, page+pageSize, al.view&^unix.PROT_WRITE, "wx: step done"); perr != nil {
-		t.warnf("%v", perr)
+		t.warnOp(perr)
 	}
 	now := make([]byte, pageSize)
 	if snapshot.ReadMem(th.tid, page, now) == nil {

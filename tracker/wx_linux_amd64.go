@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -149,7 +150,7 @@ func (t *Tracer) wxMovedEffect(x *sysExit) {
 	sp := x.sp
 	for _, p := range x.moved {
 		if err := t.protect(x.th, p, p+pageSize, sp.kernelProt(p, sp.ProtOf(p)), "wx: batch page moved by mremap"); err != nil {
-			t.warnf("%v", err)
+			t.warnOp(err)
 		}
 	}
 }
@@ -209,7 +210,7 @@ func (t *Tracer) wxFault(th *thread, addr uint64) {
 	}
 	if mode == WXBatch && !self {
 		if err := t.protect(th, page, page+pageSize, unix.PROT_READ|unix.PROT_WRITE, "wx-batch: writable until executed"); err != nil {
-			t.warnf("%v", err)
+			t.warnOp(err)
 			return
 		}
 		w.batch[page] = batchPage{th.tid, regs.Rip}
@@ -234,7 +235,7 @@ func (t *Tracer) batchExec(th *thread, page uint64) {
 		t.cur.ip = regs.Rip
 	}
 	if err := t.protect(th, page, page+pageSize, sp.kernelProt(page, view), "wx-batch: executed"); err != nil {
-		t.warnf("%v", err)
+		t.warnOp(err)
 		return
 	}
 	// The version is the first writer's work: its thread and store IP.
@@ -271,6 +272,9 @@ func (t *Tracer) preciseWrite(th *thread, regs unix.PtraceRegs) {
 				}
 				return
 			}
+		}
+		if errors.Is(goneErr(th.tid, err), ErrThreadGone) {
+			return // died meanwhile: nothing more to do
 		}
 		t.warnf("tid %d: emulating %v at %#x: %v; single-stepping it", th.tid, in, regs.Rip, err)
 	}
@@ -323,7 +327,7 @@ func (t *Tracer) stepWrite(th *thread, regs unix.PtraceRegs, in x86asm.Inst) {
 	defer func() {
 		for _, o := range pages {
 			if err := t.protect(th, o.page, o.page+pageSize, sp.kernelProt(o.page, o.view), "wx-precise: step done"); err != nil {
-				t.warnf("%v", err)
+				t.warnOp(err)
 			}
 		}
 	}()
@@ -345,7 +349,7 @@ func (t *Tracer) stepWrite(th *thread, regs unix.PtraceRegs, in x86asm.Inst) {
 			kview &^= unix.PROT_EXEC // the store is not in JIT code: the filter keeps it hidden
 		}
 		if err := t.protect(th, page, page+pageSize, kview, "wx-precise: step a store"); err != nil {
-			t.warnf("%v", err)
+			t.warnOp(err)
 			return false
 		}
 		pages = append(pages, opened{page, view, old})
@@ -355,16 +359,12 @@ func (t *Tracer) stepWrite(th *thread, regs unix.PtraceRegs, in x86asm.Inst) {
 	open(si.Addr)
 	for {
 		if err := unix.PtraceSingleStep(th.tid); err != nil {
+			pages = nil // gone (ESRCH): nothing to protect again
 			return
 		}
-		var ws unix.WaitStatus
-		if _, err := unix.Wait4(th.tid, &ws, unix.WALL, nil); err != nil {
-			return
-		}
-		kind, sig := classifyStatus(ws)
-		if kind == stopExited || kind == stopKilled {
-			pages = nil
-			t.threadGone(th, kind, sig)
+		kind, sig, err := t.waitThread(th)
+		if err != nil {
+			pages = nil // th is gone: the program cannot store there
 			return
 		}
 		if kind != stopSignal {

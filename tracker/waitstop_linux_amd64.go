@@ -1,0 +1,209 @@
+package tracker
+
+import (
+	"errors"
+	"os"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Waiting for one thread. Injected syscalls, W^X single-steps and alias
+// steps resume one stopped thread and wait for its next stop before the
+// main loop goes on. That wait must not block forever, and must not lose
+// another thread's stop:
+//
+//   - it waits for any tracee (wait4(-1)), never for th alone: a thread
+//     group leader's exit is reported only after every other thread of the
+//     group was reaped, and an exiting thread (PTRACE_EVENT_EXIT) is not
+//     woken by SIGKILL — waiting for the leader alone while the others sit
+//     in their exit stops never ends (issue 11, item 1);
+//   - another thread's PTRACE_EVENT_EXIT stop is handled at once (it is
+//     resumed, so that the group can finish dying); its other stops are
+//     queued for the main loop (Tracer.loop takes them before it waits),
+//     and that thread is not resumed until the loop has handled them;
+//   - th's own death (exit or kill report, PTRACE_EVENT_EXIT, or its tid
+//     taken by another thread's execve) ends the operation with an error
+//     that matches ErrThreadGone; so does ESRCH from a ptrace request;
+//   - a signal th receives meanwhile is held (thread.held) and delivered
+//     when th resumes;
+//   - once ptjit is being stopped (Tracer.Kill), the wait polls (WNOHANG)
+//     and gives up when th is a zombie or dead in /proc, or after
+//     killWaitLimit: every tracee has SIGKILL, the main loop reaps them.
+
+// ErrThreadGone: the thread ptjit was acting in died, or vanished with
+// its thread group, during the operation. Callers treat it like the
+// thread's exit: nothing to warn about, nothing to deliver.
+var ErrThreadGone = errors.New("thread gone")
+
+// ThreadGoneError is an operation that ended because its thread is gone.
+type ThreadGoneError struct {
+	TID int
+	Why string // "exited", "killed", "exiting", "execve of another thread", "no such process", "killed by ptjit"
+}
+
+func (e *ThreadGoneError) Error() string {
+	return "tid " + strconv.Itoa(e.TID) + ": thread gone (" + e.Why + ")"
+}
+
+// Is makes errors.Is(err, ErrThreadGone) true.
+func (e *ThreadGoneError) Is(target error) bool { return target == ErrThreadGone }
+
+// goneErr converts the error of a ptrace request on th: ESRCH means th is
+// gone (or dying with SIGKILL pending).
+func goneErr(tid int, err error) error {
+	if errors.Is(err, unix.ESRCH) {
+		return &ThreadGoneError{tid, "no such process"}
+	}
+	return err
+}
+
+// queuedStop is a stop of another thread, seen while ptjit waited for
+// one thread; the main loop handles it.
+type queuedStop struct {
+	tid int
+	ws  unix.WaitStatus
+}
+
+// killWaitLimit bounds a wait for one thread after Tracer.Kill.
+const killWaitLimit = 500 * time.Millisecond
+
+// waitThread waits for th's next stop and returns it classified by
+// classifyStatus. Stops of other threads are handled or queued (see
+// above); th's death returns a *ThreadGoneError and th is forgotten
+// (threadGone) when its exit was reported here.
+//
+// Precondition: on the locked tracer thread; th was just resumed.
+func (t *Tracer) waitThread(th *thread) (stopKind, int, error) {
+	var deadline time.Time
+	for {
+		flags := unix.WALL | unix.WNOTHREAD
+		polling := t.killRequested()
+		if polling {
+			flags |= unix.WNOHANG
+			if deadline.IsZero() {
+				deadline = time.Now().Add(killWaitLimit)
+			}
+		}
+		var ws unix.WaitStatus
+		tid, err := unix.Wait4(-1, &ws, flags, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			// ECHILD: no tracee left at all
+			return 0, 0, &ThreadGoneError{th.tid, err.Error()}
+		}
+		if tid == 0 {
+			// polling, nothing yet
+			if s := procState(th.tid); s == 'Z' || s == 'X' || s == 0 || time.Now().After(deadline) {
+				return 0, 0, &ThreadGoneError{th.tid, "killed by ptjit"}
+			}
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		if tid != th.tid {
+			t.otherStop(tid, ws)
+			continue
+		}
+		kind, sig := classifyStatus(ws)
+		switch kind {
+		case stopExited, stopKilled:
+			t.threadGone(th, kind, sig)
+			return kind, sig, &ThreadGoneError{th.tid, kind.String()}
+		case stopExit:
+			// about to exit: the main loop resumes it and gets its
+			// exit report
+			th.dying = true
+			t.queue(tid, ws)
+			return kind, sig, &ThreadGoneError{th.tid, "exiting"}
+		case stopExec:
+			// Another thread's execve took th's tid (th was the
+			// leader): th is gone, the exec is the loop's.
+			t.queue(tid, ws)
+			return kind, sig, &ThreadGoneError{th.tid, "execve of another thread"}
+		}
+		return kind, sig, nil
+	}
+}
+
+// otherStop handles a stop of another thread that came while ptjit
+// waited for one: an exit stop is resumed at once (the group may be
+// dying, and its leader's report waits for it), anything else is queued.
+//
+// Precondition: on the locked tracer thread.
+func (t *Tracer) otherStop(tid int, ws unix.WaitStatus) {
+	if kind, _ := classifyStatus(ws); kind == stopExit && t.queued[tid] == 0 {
+		if o := t.threads[tid]; o != nil {
+			t.result.Stats.Stops++
+			o.dying = true
+			t.exitStop(o)
+			return
+		}
+	}
+	t.queue(tid, ws)
+}
+
+// queue keeps a stop for the main loop; the thread stays stopped until
+// then (resume skips it).
+func (t *Tracer) queue(tid int, ws unix.WaitStatus) {
+	t.queuedStops = append(t.queuedStops, queuedStop{tid, ws})
+	if t.queued == nil {
+		t.queued = map[int]int{}
+	}
+	t.queued[tid]++
+}
+
+// nextQueued takes the oldest queued stop.
+func (t *Tracer) nextQueued() (queuedStop, bool) {
+	if len(t.queuedStops) == 0 {
+		return queuedStop{}, false
+	}
+	q := t.queuedStops[0]
+	t.queuedStops = t.queuedStops[1:]
+	if t.queued[q.tid]--; t.queued[q.tid] <= 0 {
+		delete(t.queued, q.tid)
+	}
+	return q, true
+}
+
+// killRequested reports whether Tracer.Kill was called.
+func (t *Tracer) killRequested() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.killing
+}
+
+// procState returns the state letter of /proc/TID/stat (R, S, t, Z, X,
+// ...), or 0 when the thread is gone.
+func procState(tid int) byte {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	return statState(b)
+}
+
+// statState parses the state field of a /proc/PID/stat line: the first
+// field after the command, which is in parentheses and may itself hold
+// ") ".
+func statState(b []byte) byte {
+	for i := len(b) - 1; i > 0; i-- {
+		if b[i] == ')' {
+			if i+2 < len(b) {
+				return b[i+2]
+			}
+			return 0
+		}
+	}
+	return 0
+}
+
+// warnOp reports a failed operation in the tracee, unless its thread is
+// gone: that is the thread's exit, not a problem.
+func (t *Tracer) warnOp(err error) {
+	if !errors.Is(err, ErrThreadGone) {
+		t.warnf("%v", err)
+	}
+}
