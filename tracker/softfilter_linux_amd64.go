@@ -110,7 +110,7 @@ func (t *Tracer) filterFault(th *thread, addr uint64) {
 		// File code that lost PROT_EXEC with a range the program
 		// protected: give it back, run the instruction again.
 		if err := t.protect(th, p.Start, p.End, actualProt(p.Prot), "soft-filter: file code stays executable"); err != nil {
-			t.warnf("%v", err)
+			t.warnOp(err)
 		}
 		t.resumeThread(th, 0)
 		return
@@ -159,9 +159,18 @@ func (t *Tracer) filterTryOpen(sp *space) {
 		return
 	}
 	sp.filter.shown = true
-	t.filterProtect(waiting[0], sp, 0, ^uint64(0), "soft-filter: JIT code entered")
+	// The mprotects run in a waiting thread; one that dies meanwhile
+	// (its group is killed, another thread exits it) leaves the work to
+	// the next, never to a stray signal in the program.
 	for _, w := range waiting {
-		t.resumeThread(w, 0)
+		if !errors.Is(t.filterProtect(w, sp, 0, ^uint64(0), "soft-filter: JIT code entered"), ErrThreadGone) {
+			break
+		}
+	}
+	for _, w := range waiting {
+		if t.threads[w.tid] == w {
+			t.resumeThread(w, 0)
+		}
 	}
 }
 
@@ -178,16 +187,21 @@ func (t *Tracer) filterMaybeClose(th *thread) {
 		return
 	}
 	sp.filter.shown = false
-	t.filterProtect(th, sp, 0, ^uint64(0), "soft-filter: JIT code left")
+	if errors.Is(t.filterProtect(th, sp, 0, ^uint64(0), "soft-filter: JIT code left"), ErrThreadGone) {
+		// th died at the step: the code stays shown, every thread
+		// steps on, and the next step trap closes it
+		sp.filter.shown = true
+	}
 }
 
 // filterProtect makes the kernel's protection of the JIT pieces in
 // [lo, hi) what kernelProt says, with one injected mprotect per run of
 // adjacent pieces that get the same protection. Batch pages of W^X keep
-// theirs (writable, not executable).
+// theirs (writable, not executable). It stops at, and returns, an error
+// matching ErrThreadGone: th died, the rest is for another thread.
 //
 // Precondition: on the locked tracer thread; th (of sp) is stopped.
-func (t *Tracer) filterProtect(th *thread, sp *space, lo, hi uint64, reason string) {
+func (t *Tracer) filterProtect(th *thread, sp *space, lo, hi uint64, reason string) error {
 	type run struct {
 		s, e uint64
 		prot int
@@ -200,6 +214,7 @@ func (t *Tracer) filterProtect(th *thread, sp *space, lo, hi uint64, reason stri
 		}
 		runs = append(runs, run{s, e, prot})
 	}
+	freeing := t.freeing(sp)
 	for _, p := range sp.pieces[sp.first(lo):] {
 		if p.Start >= hi {
 			break
@@ -213,17 +228,27 @@ func (t *Tracer) filterProtect(th *thread, sp *space, lo, hi uint64, reason stri
 			if _, batch := sp.wx.batch[a]; batch {
 				continue
 			}
+			if inIvals(freeing, a) {
+				continue
+			}
 			add(a, a+pageSize, prot)
 		}
 	}
 	for _, r := range runs {
 		err := t.protect(th, r.s, r.e, r.prot, reason)
+		if errors.Is(err, ErrThreadGone) {
+			return err
+		}
 		if errors.Is(err, unix.ENOMEM) && r.e-r.s > pageSize {
 			// Part of the run is no longer mapped: another thread's
 			// munmap is under way (its exit stop will tell the Space).
 			// Page by page, skipping the holes.
 			for a := r.s; a < r.e; a += pageSize {
-				if err := t.protect(th, a, a+pageSize, r.prot, reason); err != nil && !errors.Is(err, unix.ENOMEM) {
+				err := t.protect(th, a, a+pageSize, r.prot, reason)
+				if errors.Is(err, ErrThreadGone) {
+					return err
+				}
+				if err != nil && !errors.Is(err, unix.ENOMEM) {
 					t.warnf("%s: %#x: %v", reason, a, err)
 				}
 			}
@@ -233,6 +258,35 @@ func (t *Tracer) filterProtect(th *thread, sp *space, lo, hi uint64, reason stri
 			t.warnf("%s: [%#x, %#x): %v", reason, r.s, r.e, err)
 		}
 	}
+	return nil
+}
+
+// freeing returns the ranges that calls of sp's threads now in flight
+// (munmap, and the old range of mremap) may have freed already: their exit
+// stops, which update the Space, come later. The kernel may have given
+// those addresses to another thread's mmap meanwhile (one the filter does
+// not stop: not executable), so no injected mprotect may touch them — it
+// would turn that thread's fresh RW memory executable-only, and its next
+// store a SIGSEGV for the program.
+//
+// Precondition: on the locked tracer thread.
+func (t *Tracer) freeing(sp *space) []ival {
+	var out []ival
+	t.spaceThreads(sp, func(u *thread) {
+		if u.op != nil && (u.op.nr == unix.SYS_MUNMAP || u.op.nr == unix.SYS_MREMAP) {
+			out = append(out, ival{u.op.args[0], u.op.args[0] + pageUp(u.op.args[1])})
+		}
+	})
+	return out
+}
+
+func inIvals(rs []ival, a uint64) bool {
+	for _, r := range rs {
+		if a >= r.s && a < r.e {
+			return true
+		}
+	}
+	return false
 }
 
 // filterEntryProt (entryRewrites): a program's mmap(MAP_ANONYMOUS)/mprotect
@@ -306,7 +360,7 @@ func (t *Tracer) filterSyscallExit(th *thread, lo, hi uint64, rewrote bool) {
 		if !sp.jitPiece(p) {
 			s, e := max(p.Start, lo), min(p.End, hi)
 			if err := t.protect(th, s, e, actualProt(p.Prot), "soft-filter: file code stays executable"); err != nil {
-				t.warnf("%v", err)
+				t.warnOp(err)
 			}
 		}
 	}

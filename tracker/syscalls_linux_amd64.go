@@ -331,6 +331,60 @@ func (t *Tracer) applyExit(th *thread, op *pendingOp) {
 	for _, effect := range exitEffects {
 		effect(t, x)
 	}
+	t.noteLater(x)
+}
+
+// noteLater: a call that made [lo, hi) mapped (mmap, mprotect, mremap)
+// exited while another thread's munmap of an overlapping range is in
+// flight. The exit stops of two threads come in any order, but the kernel
+// could give out these addresses only after the munmap freed them: that
+// munmap's exit must leave them alone (its op.later), or the Space would
+// lose the new code and its faults would go to the program (issue 11,
+// item 2: jit-storm under --soft-filter=jit).
+//
+// Precondition: on the locked tracer thread.
+func (t *Tracer) noteLater(x *sysExit) {
+	a, ret := x.op.args, x.ret
+	var r ival
+	switch x.op.nr {
+	case unix.SYS_MMAP:
+		r = ival{ret, ret + pageUp(a[1])}
+	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
+		r = ival{a[0], a[0] + pageUp(a[1])}
+	case unix.SYS_MREMAP:
+		r = ival{ret, ret + pageUp(a[2])}
+	default:
+		return
+	}
+	t.spaceThreads(x.sp, func(u *thread) {
+		if u != x.th && u.op != nil && u.op.nr == unix.SYS_MUNMAP {
+			if s, e := u.op.args[0], u.op.args[0]+pageUp(u.op.args[1]); r.s < e && s < r.e {
+				u.op.later = append(u.op.later, ival{max(r.s, s), min(r.e, e)})
+			}
+		}
+	})
+}
+
+// minus returns [s, e) without the ranges in cut.
+func minus(s, e uint64, cut []ival) []ival {
+	out := []ival{{s, e}}
+	for _, c := range cut {
+		var next []ival
+		for _, r := range out {
+			if c.e <= r.s || c.s >= r.e {
+				next = append(next, r)
+				continue
+			}
+			if r.s < c.s {
+				next = append(next, ival{r.s, c.s})
+			}
+			if c.e < r.e {
+				next = append(next, ival{c.e, r.e})
+			}
+		}
+		out = next
+	}
+	return out
 }
 
 // exitFailed: mprotect/munmap that fail with ENOMEM may have changed the
@@ -379,7 +433,9 @@ func (t *Tracer) coreEffect(x *sysExit) {
 		}
 		sp.Protect(a[0], a[0]+pageUp(a[1]), int(a[2])&protRWX, cause)
 	case unix.SYS_MUNMAP:
-		sp.Unmap(a[0], a[0]+pageUp(a[1]), cause)
+		for _, r := range minus(a[0], a[0]+pageUp(a[1]), x.op.later) {
+			sp.Unmap(r.s, r.e, cause)
+		}
 	case unix.SYS_MREMAP:
 		sp.Remap(a[0], pageUp(a[1]), pageUp(a[2]), a[3], ret, cause)
 	case unix.SYS_MADVISE:
