@@ -331,7 +331,10 @@ func loadRecording(a *decodeArgs) ([]decodeTrace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decode: %s: %v", perfPath, err)
 	}
-	cdb, err := db.Open(codePath)
+	if tr.Truncated {
+		fmt.Fprintf(os.Stderr, "ptjit: decode: warning: %s is cut short (its writer was killed or met a write error): decoding up to the cut\n", perfPath)
+	}
+	cdb, err := openCodeDB(codePath, os.Stderr)
 	if err != nil {
 		return nil, fmt.Errorf("decode: %v", err)
 	}
