@@ -93,7 +93,7 @@ func (d *FlowDecoder) Resync() int {
 	d.processEvent = false
 	d.eventFromQuery = false
 	d.clearPostponed()
-	d.q.tnt.reset()
+	d.q.tnt.Reset()
 	d.resyncing = true
 	return d.resyncScan()
 }
