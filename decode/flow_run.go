@@ -21,7 +21,8 @@ type FlowSink interface {
 // resync is set, at the next packet giving an IP).
 func RunFlow(d *FlowDecoder, sink FlowSink, resync bool) {
 	var sync, tsc uint64
-	st := 0
+	var st Status
+	var err error
 	needSync := true
 	afterResync := false
 	// resyncAt is the offset of the error that the last resync followed
@@ -31,12 +32,13 @@ func RunFlow(d *FlowDecoder, sink FlowSink, resync bool) {
 	resyncAt := noOffset
 	for {
 		if needSync {
-			st = d.SyncForward()
-			if st < 0 {
-				if st == -int(CodeEOS) {
+			st, err = d.SyncForward()
+			if err != nil {
+				fe := err.(*FlowError)
+				if fe.Code == CodeEOS {
 					return
 				}
-				sink.Error(&FlowError{Code: Code(-st), Offset: d.Offset()}, "error")
+				sink.Error(fe, "error")
 				newSync := d.Offset()
 				if newSync <= sync {
 					return
@@ -47,67 +49,62 @@ func RunFlow(d *FlowDecoder, sink FlowSink, resync bool) {
 			needSync = false
 		}
 		var in FlowInsn
-		var errIP, errOff uint64
 		inDrain := false
 		for {
-			for st >= 0 && st&stEventPending != 0 {
+			for err == nil && st&StatusEventPending != 0 {
 				off := d.Offset()
 				var ev Event
-				st = d.Event(&ev)
-				if st < 0 {
+				st, err = d.Event(&ev)
+				if err != nil {
 					break
 				}
 				tsc = ev.TSC
 				sink.Event(&ev, off)
 			}
-			if st < 0 {
-				errIP = d.IP()
-				errOff = d.EventOffset()
+			if err != nil {
 				inDrain = true
 				break
 			}
-			if st&stEOS != 0 {
-				if st&stIPSuppressed == 0 {
+			if st&StatusEOS != 0 {
+				if st&StatusIPSuppressed == 0 {
 					sink.Event(&Event{Type: EvEndOfTrace}, d.Offset())
 				}
-				st = -int(CodeEOS)
-				break
+				return
 			}
 			off := d.Offset()
-			st = d.Next(&in)
-			if st < 0 {
+			st, err = d.Next(&in)
+			if err != nil {
 				if in.Size != 0 {
 					sink.Insn(&in, off, tsc)
 				}
-				errIP = in.IP
-				errOff = d.Offset()
 				break
 			}
 			afterResync = false
 			sink.Insn(&in, off, tsc)
 		}
-		if st == 0 {
-			st = -int(CodeInternal)
-		}
-		if st == -int(CodeEOS) {
+		// Every error of the decoder is a *FlowError.
+		fe := err.(*FlowError)
+		if fe.Code == CodeEOS {
 			return
 		}
 		if afterResync && inDrain {
-			sink.Error(&FlowError{Code: Code(-st), Offset: errOff, IP: errIP}, "resync error")
+			sink.Error(fe, "resync error")
 			afterResync = false
 			needSync = true
 			continue
 		}
-		sink.Error(&FlowError{Code: Code(-st), Offset: errOff, IP: errIP}, "error")
+		errOff := fe.Offset // before the sink sees (and might change) fe
+		sink.Error(fe, "error")
 		if resync && errOff != resyncAt {
 			resyncAt = errOff
-			st = d.Resync()
+			st, err = d.Resync()
 			afterResync = true
-			if st < 0 {
-				if st == -int(CodeEOS) {
+			if err != nil {
+				fe := err.(*FlowError)
+				if fe.Code == CodeEOS {
 					return
 				}
-				sink.Error(&FlowError{Code: Code(-st), Offset: d.Offset(), IP: d.IP()}, "resync error")
+				sink.Error(fe, "resync error")
 				afterResync = false
 				needSync = true
 			}

@@ -1272,13 +1272,6 @@ func (d *QueryDecoder) evtNext(ev *Event) int {
 	return 0
 }
 
-// Query-layer status flags (libipt's pt_status_flag).
-const (
-	stEventPending = 1 << 0
-	stIPSuppressed = 1 << 1
-	stEOS          = 1 << 2
-)
-
 func (d *QueryDecoder) statusFlags() int {
 	flags := 0
 	// Have the user consume cached TNT bits before indicating events read
