@@ -1,5 +1,7 @@
 package decode
 
+import "strconv"
+
 // FlowSink receives the decoded flow: instructions, events and decode
 // errors, in trace order.
 type FlowSink interface {
@@ -9,11 +11,36 @@ type FlowSink interface {
 	// Event reports an event (status updates from PSB+ included; check
 	// ev.StatusUpdate).
 	Event(ev *Event, off uint64)
-	// Error reports a decode error; kind is "error" or, for an error
-	// right after --resync-on-error recovery, "resync error". Decoding
+	// Error reports a decode error; kind is KindError or, for an error
+	// right after --resync-on-error recovery, KindResyncError. Decoding
 	// goes on at the next PSB (or the next IP when resyncing).
-	Error(e *FlowError, kind string)
+	Error(e *FlowError, kind ErrorKind)
 }
+
+// ErrorKind says where in RunFlow's recovery a decode error happened.
+type ErrorKind uint8
+
+const (
+	// KindError: an error while decoding.
+	KindError ErrorKind = iota
+	// KindResyncError: an error right after --resync-on-error recovery;
+	// decoding goes on at the next PSB.
+	KindResyncError
+)
+
+// String returns the kind as ptxed prints it: "error" or "resync error".
+func (k ErrorKind) String() string {
+	switch k {
+	case KindError:
+		return "error"
+	case KindResyncError:
+		return "resync error"
+	}
+	return "error kind " + strconv.Itoa(int(k))
+}
+
+// MarshalText makes the kind its String in JSON and other text encodings.
+func (k ErrorKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
 
 // RunFlow decodes the whole trace of d into sink, the way libipt's ptxed
 // drives its instruction decoder: synchronize at each PSB, drain events,
@@ -38,7 +65,7 @@ func RunFlow(d *FlowDecoder, sink FlowSink, resync bool) {
 				if fe.Code == CodeEOS {
 					return
 				}
-				sink.Error(fe, "error")
+				sink.Error(fe, KindError)
 				newSync := d.Offset()
 				if newSync <= sync {
 					return
@@ -88,13 +115,13 @@ func RunFlow(d *FlowDecoder, sink FlowSink, resync bool) {
 			return
 		}
 		if afterResync && inDrain {
-			sink.Error(fe, "resync error")
+			sink.Error(fe, KindResyncError)
 			afterResync = false
 			needSync = true
 			continue
 		}
 		errOff := fe.Offset // before the sink sees (and might change) fe
-		sink.Error(fe, "error")
+		sink.Error(fe, KindError)
 		if resync && errOff != resyncAt {
 			resyncAt = errOff
 			st, err = d.Resync()
@@ -104,7 +131,7 @@ func RunFlow(d *FlowDecoder, sink FlowSink, resync bool) {
 				if fe.Code == CodeEOS {
 					return
 				}
-				sink.Error(fe, "resync error")
+				sink.Error(fe, KindResyncError)
 				afterResync = false
 				needSync = true
 			}
