@@ -24,6 +24,16 @@
 // ("recording" means the run was cut short), folds the WAL into the file
 // and leaves WAL mode: a finished recording is one code.db.
 //
+// A write error (disk full, I/O error) is given to the function set with
+// SetOnError once, when it happens, so the user hears of it at once. From
+// then on the Recorder takes records and drops them (the program never
+// waits on a recording that stopped), rolls back the open transaction,
+// and Close writes meta.ptjit_state "failed: ERROR" if the disk takes that
+// much; Saved counts the rows of committed transactions, which is what the
+// code.db holds. Create removes a code.db it could not set up. A reader
+// that cannot fold the WAL of such a run (no room on the disk) reads
+// through it, and DB.Incomplete says why a recording is not complete.
+//
 // The recording directory's lock is an flock on the directory itself
 // (LockDir): the run holds it while it records, so a second run into the
 // same directory fails at once, and the lock adds no file and ends with

@@ -33,6 +33,7 @@ func (e *FormatError) Is(target error) bool { return target == ErrNotCodeDB }
 type DB struct {
 	path string
 	sql  *sql.DB
+	live bool // a run (or another process) is still writing it
 }
 
 // Open opens the code.db at path read-only and checks that it is one.
@@ -47,7 +48,7 @@ func Open(path string) (*DB, error) {
 	if st.IsDir() {
 		return nil, &FormatError{path, "is a directory, not a code.db"}
 	}
-	live, err := foldWAL(path)
+	live, writing, err := foldWAL(path)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +80,7 @@ func Open(path string) (*DB, error) {
 		sdb.Close()
 		return nil, &FormatError{path, fmt.Sprintf("code.db schema version %d, this ptjit reads version %d", ver, SchemaVersion)}
 	}
-	return &DB{path: path, sql: sdb}, nil
+	return &DB{path: path, sql: sdb, live: writing}, nil
 }
 
 func firstLine(s string) string {
@@ -87,6 +88,33 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
+}
+
+// Incomplete explains, in one sentence, why the recording may not hold
+// everything the run did, or returns "" for a recording its run completed:
+// a run still in progress, one that was cut short (killed, or the machine
+// stopped: meta.ptjit_state stayed "recording"), one that stopped at a
+// write error (its state names the error).
+func (d *DB) Incomplete() (string, error) {
+	var state string
+	err := d.sql.QueryRow(`SELECT value FROM meta WHERE key = 'ptjit_state'`).Scan(&state)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		state = ""
+	case err != nil:
+		return "", d.wrap(err)
+	}
+	switch {
+	case state == "complete":
+		return "", nil
+	case d.live:
+		return "the run is still recording it; it holds what was committed so far", nil
+	case state == "recording":
+		return "its run did not complete it (ptjit was killed, the machine stopped, or a write failed); it holds what was committed until then", nil
+	case strings.HasPrefix(state, "failed: "):
+		return "the recording stopped at a write error (" + strings.TrimPrefix(state, "failed: ") + "); it holds what was committed until then", nil
+	}
+	return fmt.Sprintf("its state is %q, not complete", state), nil
 }
 
 // Path returns the file the DB was opened from.
@@ -482,27 +510,27 @@ func (d *DB) Threads() ([]ThreadInfo, error) {
 // the one file a finished run leaves. That needs write access once; on a
 // read-only copy with a non-empty WAL it fails with a message saying so
 // (an empty WAL is ignored: it holds nothing).
-func foldWAL(path string) (live bool, err error) {
+func foldWAL(path string) (live, writing bool, err error) {
 	walSize := int64(-1)
 	if st, err := os.Stat(path + "-wal"); err == nil {
 		walSize = st.Size()
 	}
 	if _, err := os.Stat(path + "-shm"); walSize < 0 && err != nil {
-		return false, nil // nothing left over
+		return false, false, nil // nothing left over
 	}
 	dir := filepath.Dir(path)
 	lock, err := LockDir(dir)
 	if errors.Is(err, ErrRecordingLive) {
-		return true, nil
+		return true, true, nil
 	}
 	if err == nil {
 		defer lock.Close()
 	}
 	if walSize <= 0 {
-		return false, nil
+		return false, false, nil
 	}
 	if unix.Access(dir, unix.W_OK) != nil || unix.Access(path, unix.W_OK) != nil {
-		return false, &FormatError{path, "a run that did not finish left its last transactions in code.db-wal; " +
+		return false, false, &FormatError{path, "a run that did not finish left its last transactions in code.db-wal; " +
 			"ptjit needs write access to the directory once to fold them in (or copy the recording somewhere writable)"}
 	}
 	sdb, err := sql.Open("sqlite3", "file:"+(&url.URL{Path: path}).EscapedPath()+"?_busy_timeout=0&_journal_mode=DELETE")
@@ -516,10 +544,16 @@ func foldWAL(path string) (live bool, err error) {
 	if errors.As(err, &se) && (se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked) {
 		// A writer has it open (a Recorder of this process, or a run
 		// that does not hold the directory's lock): read it live.
-		return true, nil
+		return true, true, nil
+	}
+	if errors.As(err, &se) && (se.Code == sqlite3.ErrFull || se.Code == sqlite3.ErrIoErr) {
+		// The disk has no room for the WAL's pages in code.db (the run
+		// stopped at a full disk): read through the WAL, as SQLite
+		// would, without folding it.
+		return true, false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("%s: folding the WAL a killed run left: %s", path, firstLine(err.Error()))
+		return false, false, fmt.Errorf("%s: folding the WAL a killed run left: %s", path, firstLine(err.Error()))
 	}
-	return false, nil
+	return false, false, nil
 }

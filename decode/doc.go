@@ -1,38 +1,51 @@
-// Package decode turns Intel Processor Trace data into the exact sequence of
-// instructions a program ran, reading each instruction from the code
-// version that was valid at that moment.
+// Package decode is ptjit's Intel Processor Trace decoder proper: it turns
+// the packets of a trace into the exact sequence of instructions a program
+// ran, reading each instruction from the code version that was valid at
+// that moment.
 //
-// The package is layered like Intel's libipt, with the same verbs at every
+// It is layered like Intel's libipt, above the packet layer (package
+// ptpkt: packets, last IP, TNT cache, timing), with the same verbs at every
 // layer (SyncForward, Next, Offset):
 //
-//  1. Packets (packet*.go, encode*.go): PacketDecoder walks the raw bytes
-//     of a trace and fills a caller-owned Packet without allocating; every
-//     packet of the SDM "Packet Definitions" is decoded, and Packet.Encode
-//     writes any packet back (the soft-PT backend and the tests generate
-//     traces with it). A bad byte is a *DecodeError with its trace offset;
-//     the recovery is SyncForward to the next PSB. Encoder (encode.go)
-//     also picks the shortest IP compression against the last IP.
-//  2. Small state machines with their own files and table tests: LastIP
-//     (lastip.go) reconstructs full IPs from compressed IP payloads; Time
-//     and TimeCal (time.go) estimate the TSC at every packet from TSC,
-//     TMA, MTC, CYC and CBR (libipt's pt_time.c), and Timer drives both
-//     from a packet stream for the layers above; the TNT cache (tnt*.go)
-//     and the return stack (retstack*.go) serve the flow layer.
-//  3. Query/events (query*.go): reads packets ahead and answers "is this
-//     conditional branch taken?", "where does this indirect branch go?"
-//     and reports events (enable/disable, overflow, paging, mode changes)
-//     bound to the instruction where they happen.
-//  4. Instruction flow (flow*.go): walks the code through the versioned
-//     image (image*.go: sections keyed by address and code version, a
-//     miss is an error), decoding instructions (insn*.go) and asking the
-//     query layer at each branch.
+//  1. Query/events (query*.go): QueryDecoder reads packets ahead and
+//     answers "is this conditional branch taken?" (from ptpkt's TNT
+//     cache), "where does this indirect branch go?" and reports events
+//     (enable/disable, overflow, paging, mode changes, event trace) bound
+//     to the instruction where they happen; it applies the errata
+//     workarounds of ptpkt.Config. Its workings are internal; the flow
+//     layer drives it.
+//  2. Instruction flow (flow*.go): FlowDecoder walks the code through the
+//     image, decoding instructions with package x86 (flow_cache.go keeps
+//     them per section, so hot code is decoded once), asking the query
+//     layer at each branch, resolving compressed returns with the return
+//     stack (retstack.go) and binding events to instructions. SyncForward,
+//     Next, Event and Resync return a Status (libipt's pt_status_flag:
+//     StatusEventPending, StatusIPSuppressed, StatusEOS) and, on failure,
+//     a *FlowError carrying the Code, the trace offset and, where known,
+//     the IP; errors.Is matches it against ErrFlowEOS, ErrNomap and
+//     ErrBadQuery. The documented recovery is SyncForward to the next PSB
+//     (or Resync, to the next packet that gives an IP).
+//  3. The image (image.go): sections of code keyed by address and, for JIT
+//     code, by the TSC interval in which each version was valid; a miss is
+//     an error (CodeNomap), never a guess.
+//  4. Driving a whole trace: RunFlow runs a FlowDecoder the way libipt's
+//     ptxed does and hands instructions, events and errors (with an
+//     ErrorKind) to a FlowSink. ParallelFlow* (flow_parallel.go) cut a
+//     trace at PSBs into chunks decoded on several goroutines and replay
+//     them to the sink in trace order; ForEachWindow (window.go) feeds a
+//     trace of any size through a bounded window, cut at PSBs, and
+//     OffsetSink shifts the offsets back to the whole trace's.
 //
-// Around the layers: perfdata*.go reads the PT data (AUXTRACE) out of a
-// perf.data file, jitdump*.go reads jitdump files, elf*.go loads ELF
-// images, and ptdump*.go / ptxed*.go reproduce the output of libipt's
-// ptdump and ptxed tools byte for byte for conformance testing against the
-// libipt test corpus.
+// The query and flow layers use libipt's int convention inside (status
+// flags, or a negative Code), which keeps the port of libipt's binding
+// rules easy to check against the reference; the exported methods convert.
 //
-// Decoders are not safe for concurrent use; use one per goroutine. Errors
-// always carry the trace offset and, where known, the IP (DecodeError).
+// Decoders are not safe for concurrent use; use one per goroutine (the
+// parallel decoder gives each goroutine its own decoder and image copy).
+//
+// decode imports only ptpkt and x86 of ptjit (internal/layers checks
+// this): never perf (perf.data is read by its callers, who hand the
+// decoder bytes or a TraceReader), the text formats (ptfmt) or the AT&T
+// disassembler (x86/att), the recorder (tracker, ptrun, softpt, snapshot,
+// db), recording, or the commands.
 package decode

@@ -88,14 +88,19 @@ func (d *FlowDecoder) IP() uint64 { return d.ip }
 // conditional branch outcomes and the events and skips to the next packet
 // that gives an IP (a TIP, an asynchronous branch, an event with an IP, the
 // next PSB+), reporting the events without IP it passes (libipt's ptxed
-// --resync-on-error). It returns status flags or a negative Code.
-func (d *FlowDecoder) Resync() int {
+// --resync-on-error). An error is a *FlowError at the current offset and
+// IP; CodeEOS means the trace ended on the way.
+func (d *FlowDecoder) Resync() (Status, error) {
 	d.processEvent = false
 	d.eventFromQuery = false
 	d.clearPostponed()
-	d.q.tnt.reset()
+	d.q.tnt.Reset()
 	d.resyncing = true
-	return d.resyncScan()
+	st := d.resyncScan()
+	if st < 0 {
+		return 0, &FlowError{Code: Code(-st), Offset: d.Offset(), IP: d.IP()}
+	}
+	return Status(st), nil
 }
 
 func (d *FlowDecoder) resyncScan() int {
@@ -264,12 +269,16 @@ func (d *FlowDecoder) start(ip uint64, st int) int {
 	return d.checkIPEvent(nil)
 }
 
-// SyncForward synchronizes at the next PSB and returns status flags or a
-// negative Code.
-func (d *FlowDecoder) SyncForward() int {
+// SyncForward synchronizes at the next PSB. An error is a *FlowError at the
+// offset where synchronizing stopped (its IP is zero); CodeEOS means there
+// is no further PSB.
+func (d *FlowDecoder) SyncForward() (Status, error) {
 	d.reset()
 	ip, st := d.q.syncForward()
-	return d.start(ip, st)
+	if st = d.start(ip, st); st < 0 {
+		return 0, &FlowError{Code: Code(-st), Offset: d.Offset()}
+	}
+	return Status(st), nil
 }
 
 func (d *FlowDecoder) eventPending() int {
@@ -773,16 +782,17 @@ func (d *FlowDecoder) checkIPEvent(in *FlowInsn) int {
 	return d.flowStatus(0)
 }
 
-// Next decodes the next instruction into in. It returns status flags (>= 0)
-// or a negative Code; on error, in.IP (and, if decoding succeeded, the
-// rest of in) describe the instruction at which the error happened.
-func (d *FlowDecoder) Next(in *FlowInsn) int {
+// Next decodes the next instruction into in. An error is a *FlowError at
+// the current offset with the IP of in; in.IP (and, if in.Size is not zero,
+// the rest of in) describe the instruction at which the error happened.
+// CodeEOS means the trace ended; CodeNoEnable that tracing is disabled.
+func (d *FlowDecoder) Next(in *FlowInsn) (Status, error) {
 	*in = FlowInsn{}
 	if !d.enabled {
 		if d.status&stEOS != 0 {
-			return -int(CodeEOS)
+			return 0, d.nextError(-int(CodeEOS), in)
 		}
-		return -int(CodeNoEnable)
+		return 0, d.nextError(-int(CodeNoEnable), in)
 	}
 	in.Speculative = d.speculative
 	in.IP = d.ip
@@ -791,33 +801,43 @@ func (d *FlowDecoder) Next(in *FlowInsn) int {
 	d.steps++
 	if d.steps > d.maxSteps {
 		d.steps = 0
-		return -int(CodeNoProgress)
+		return 0, d.nextError(-int(CodeNoProgress), in)
 	}
 	if st := d.decodeAt(in); st < 0 {
 		in.Size = 0
-		return st
+		return 0, d.nextError(st, in)
 	}
 	quiet := !d.processEvent && d.status&stEventPending == 0
 	if !quiet {
 		st := d.checkInsnEvent(in)
-		if st != 0 {
-			if st < 0 || st&stEventPending != 0 {
-				return st
-			}
+		if st < 0 {
+			return 0, d.nextError(st, in)
+		}
+		if st&stEventPending != 0 {
+			return Status(st), nil
 		}
 	} else if in.Class == x86.ClassOther {
 		// The common case: nothing to bind, nothing to ask the trace.
 		d.ip += uint64(in.Size)
 		d.icnt++
-		return d.flowStatus(0)
+		return Status(d.flowStatus(0)), nil
 	}
 	if st := d.proceed(in); st < 0 {
-		return st
+		return 0, d.nextError(st, in)
 	}
 	if !d.processEvent && d.status&stEventPending == 0 {
-		return d.flowStatus(0)
+		return Status(d.flowStatus(0)), nil
 	}
-	return d.checkIPEvent(in)
+	st := d.checkIPEvent(in)
+	if st < 0 {
+		return 0, d.nextError(st, in)
+	}
+	return Status(st), nil
+}
+
+// nextError is Next's error for the negative status st at instruction in.
+func (d *FlowDecoder) nextError(st int, in *FlowInsn) error {
+	return &FlowError{Code: Code(-st), Offset: d.Offset(), IP: in.IP}
 }
 
 func (d *FlowDecoder) processEnabled() int {
@@ -854,9 +874,21 @@ func (d *FlowDecoder) processDisabled() int {
 	return 0
 }
 
-// Event returns the pending event into *ev; call it while Next or
-// SyncForward report stEventPending.
-func (d *FlowDecoder) Event(ev *Event) int {
+// Event returns the pending event into *ev; call it while SyncForward,
+// Next, Resync or Event report StatusEventPending. An error is a *FlowError
+// at the offset of the packet that produced the event (EventOffset) and the
+// current IP.
+func (d *FlowDecoder) Event(ev *Event) (Status, error) {
+	st := d.nextEvent(ev)
+	if st < 0 {
+		return 0, &FlowError{Code: Code(-st), Offset: d.EventOffset(), IP: d.IP()}
+	}
+	return Status(st), nil
+}
+
+// nextEvent is Event with libipt's convention: status flags or a negative
+// Code.
+func (d *FlowDecoder) nextEvent(ev *Event) int {
 	if !d.processEvent {
 		return -int(CodeBadQuery)
 	}

@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -24,37 +25,37 @@ func loadSynthetic(b testing.TB, name string) ([]byte, *Image) {
 }
 
 // countFlow decodes the whole trace and returns the number of instructions.
-func countFlow(pt []byte, img *Image) (n uint64, err Code) {
+func countFlow(pt []byte, img *Image) (n uint64, err error) {
 	d := NewFlowDecoder(pt, img, nil)
 	for {
-		st := d.SyncForward()
-		if st < 0 {
-			if st == -int(CodeEOS) {
-				return n, 0
+		st, err := d.SyncForward()
+		if err != nil {
+			if errors.Is(err, ErrFlowEOS) {
+				return n, nil
 			}
-			return n, Code(-st)
+			return n, err
 		}
 		var in FlowInsn
 		for {
-			for st >= 0 && st&stEventPending != 0 {
+			for err == nil && st.EventPending() {
 				var ev Event
-				st = d.Event(&ev)
+				st, err = d.Event(&ev)
 			}
-			if st < 0 {
+			if err != nil {
 				break
 			}
-			if st&stEOS != 0 {
-				st = -int(CodeEOS)
+			if st.EOS() {
+				err = ErrFlowEOS
 				break
 			}
-			st = d.Next(&in)
-			if st < 0 {
+			st, err = d.Next(&in)
+			if err != nil {
 				break
 			}
 			n++
 		}
-		if st != -int(CodeEOS) {
-			return n, Code(-st)
+		if !errors.Is(err, ErrFlowEOS) {
+			return n, err
 		}
 	}
 }
@@ -65,9 +66,9 @@ func BenchmarkDecodeFlowMid(b *testing.B) {
 	b.ResetTimer()
 	var n uint64
 	for i := 0; i < b.N; i++ {
-		var err Code
+		var err error
 		n, err = countFlow(pt, img)
-		if err != 0 {
+		if err != nil {
 			b.Fatal(err)
 		}
 	}

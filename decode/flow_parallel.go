@@ -43,7 +43,7 @@ type recExtra struct {
 	off   uint64
 	ev    *Event
 	err   *FlowError
-	ekind string
+	ekind ErrorKind
 }
 
 // flowRecorder is a FlowSink that keeps everything for later replay.
@@ -69,7 +69,7 @@ func (r *flowRecorder) Event(ev *Event, off uint64) {
 	r.extras = append(r.extras, recExtra{at: len(r.insns), off: off, ev: &e})
 }
 
-func (r *flowRecorder) Error(e *FlowError, kind string) {
+func (r *flowRecorder) Error(e *FlowError, kind ErrorKind) {
 	c := *e
 	r.extras = append(r.extras, recExtra{at: len(r.insns), err: &c, ekind: kind})
 }
@@ -273,4 +273,4 @@ func (s *chunkSink) Event(ev *Event, off uint64) {
 	}
 	s.next.Event(ev, off)
 }
-func (s *chunkSink) Error(e *FlowError, kind string) { s.next.Error(e, kind) }
+func (s *chunkSink) Error(e *FlowError, kind ErrorKind) { s.next.Error(e, kind) }

@@ -41,4 +41,4 @@ type countSink struct{ n uint64 }
 
 func (s *countSink) Insn(in *FlowInsn, off, tsc uint64) { s.n++ }
 func (s *countSink) Event(ev *Event, off uint64)        {}
-func (s *countSink) Error(e *FlowError, kind string)    {}
+func (s *countSink) Error(e *FlowError, kind ErrorKind) {}

@@ -1,5 +1,7 @@
 package decode
 
+import "strconv"
+
 // FlowSink receives the decoded flow: instructions, events and decode
 // errors, in trace order.
 type FlowSink interface {
@@ -9,11 +11,36 @@ type FlowSink interface {
 	// Event reports an event (status updates from PSB+ included; check
 	// ev.StatusUpdate).
 	Event(ev *Event, off uint64)
-	// Error reports a decode error; kind is "error" or, for an error
-	// right after --resync-on-error recovery, "resync error". Decoding
+	// Error reports a decode error; kind is KindError or, for an error
+	// right after --resync-on-error recovery, KindResyncError. Decoding
 	// goes on at the next PSB (or the next IP when resyncing).
-	Error(e *FlowError, kind string)
+	Error(e *FlowError, kind ErrorKind)
 }
+
+// ErrorKind says where in RunFlow's recovery a decode error happened.
+type ErrorKind uint8
+
+const (
+	// KindError: an error while decoding.
+	KindError ErrorKind = iota
+	// KindResyncError: an error right after --resync-on-error recovery;
+	// decoding goes on at the next PSB.
+	KindResyncError
+)
+
+// String returns the kind as ptxed prints it: "error" or "resync error".
+func (k ErrorKind) String() string {
+	switch k {
+	case KindError:
+		return "error"
+	case KindResyncError:
+		return "resync error"
+	}
+	return "error kind " + strconv.Itoa(int(k))
+}
+
+// MarshalText makes the kind its String in JSON and other text encodings.
+func (k ErrorKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
 
 // RunFlow decodes the whole trace of d into sink, the way libipt's ptxed
 // drives its instruction decoder: synchronize at each PSB, drain events,
@@ -21,7 +48,8 @@ type FlowSink interface {
 // resync is set, at the next packet giving an IP).
 func RunFlow(d *FlowDecoder, sink FlowSink, resync bool) {
 	var sync, tsc uint64
-	st := 0
+	var st Status
+	var err error
 	needSync := true
 	afterResync := false
 	// resyncAt is the offset of the error that the last resync followed
@@ -31,12 +59,13 @@ func RunFlow(d *FlowDecoder, sink FlowSink, resync bool) {
 	resyncAt := noOffset
 	for {
 		if needSync {
-			st = d.SyncForward()
-			if st < 0 {
-				if st == -int(CodeEOS) {
+			st, err = d.SyncForward()
+			if err != nil {
+				fe := err.(*FlowError)
+				if fe.Code == CodeEOS {
 					return
 				}
-				sink.Error(&FlowError{Code: Code(-st), Offset: d.Offset()}, "error")
+				sink.Error(fe, KindError)
 				newSync := d.Offset()
 				if newSync <= sync {
 					return
@@ -47,67 +76,62 @@ func RunFlow(d *FlowDecoder, sink FlowSink, resync bool) {
 			needSync = false
 		}
 		var in FlowInsn
-		var errIP, errOff uint64
 		inDrain := false
 		for {
-			for st >= 0 && st&stEventPending != 0 {
+			for err == nil && st&StatusEventPending != 0 {
 				off := d.Offset()
 				var ev Event
-				st = d.Event(&ev)
-				if st < 0 {
+				st, err = d.Event(&ev)
+				if err != nil {
 					break
 				}
 				tsc = ev.TSC
 				sink.Event(&ev, off)
 			}
-			if st < 0 {
-				errIP = d.IP()
-				errOff = d.EventOffset()
+			if err != nil {
 				inDrain = true
 				break
 			}
-			if st&stEOS != 0 {
-				if st&stIPSuppressed == 0 {
+			if st&StatusEOS != 0 {
+				if st&StatusIPSuppressed == 0 {
 					sink.Event(&Event{Type: EvEndOfTrace}, d.Offset())
 				}
-				st = -int(CodeEOS)
-				break
+				return
 			}
 			off := d.Offset()
-			st = d.Next(&in)
-			if st < 0 {
+			st, err = d.Next(&in)
+			if err != nil {
 				if in.Size != 0 {
 					sink.Insn(&in, off, tsc)
 				}
-				errIP = in.IP
-				errOff = d.Offset()
 				break
 			}
 			afterResync = false
 			sink.Insn(&in, off, tsc)
 		}
-		if st == 0 {
-			st = -int(CodeInternal)
-		}
-		if st == -int(CodeEOS) {
+		// Every error of the decoder is a *FlowError.
+		fe := err.(*FlowError)
+		if fe.Code == CodeEOS {
 			return
 		}
 		if afterResync && inDrain {
-			sink.Error(&FlowError{Code: Code(-st), Offset: errOff, IP: errIP}, "resync error")
+			sink.Error(fe, KindResyncError)
 			afterResync = false
 			needSync = true
 			continue
 		}
-		sink.Error(&FlowError{Code: Code(-st), Offset: errOff, IP: errIP}, "error")
+		errOff := fe.Offset // before the sink sees (and might change) fe
+		sink.Error(fe, KindError)
 		if resync && errOff != resyncAt {
 			resyncAt = errOff
-			st = d.Resync()
+			st, err = d.Resync()
 			afterResync = true
-			if st < 0 {
-				if st == -int(CodeEOS) {
+			if err != nil {
+				fe := err.(*FlowError)
+				if fe.Code == CodeEOS {
 					return
 				}
-				sink.Error(&FlowError{Code: Code(-st), Offset: d.Offset(), IP: d.IP()}, "resync error")
+				sink.Error(fe, KindResyncError)
 				afterResync = false
 				needSync = true
 			}

@@ -327,7 +327,7 @@ type ipSink struct{ ips []uint64 }
 
 func (s *ipSink) Insn(in *FlowInsn, off, tsc uint64) { s.ips = append(s.ips, in.IP) }
 func (s *ipSink) Event(ev *Event, off uint64)        {}
-func (s *ipSink) Error(e *FlowError, kind string) {
+func (s *ipSink) Error(e *FlowError, kind ErrorKind) {
 	s.ips = append(s.ips, ^uint64(0)-uint64(e.Code))
 }
 

@@ -38,10 +38,9 @@ type QueryDecoder struct {
 	iflag, ifKnown bool
 
 	// Query-layer state.
-	tnt      tntCache
+	tnt      ptpkt.TNTCache
 	cur      Event // the next event, read ahead (libipt: qry->event)
-	curValid bool
-	qstatus  int // deferred error of the read-ahead (negative) or 0
+	qstatus  int   // deferred error of the read-ahead (negative) or 0
 	lastTime timeState
 }
 
@@ -72,7 +71,7 @@ func (d *QueryDecoder) evtReset() {
 
 func (d *QueryDecoder) qryReset() {
 	d.qstatus = -int(CodeNosync)
-	d.tnt.reset()
+	d.tnt.Reset()
 	d.lastTime = d.time
 }
 
@@ -1273,18 +1272,11 @@ func (d *QueryDecoder) evtNext(ev *Event) int {
 	return 0
 }
 
-// Query-layer status flags (libipt's pt_status_flag).
-const (
-	stEventPending = 1 << 0
-	stIPSuppressed = 1 << 1
-	stEOS          = 1 << 2
-)
-
 func (d *QueryDecoder) statusFlags() int {
 	flags := 0
 	// Have the user consume cached TNT bits before indicating events read
 	// ahead.
-	if d.tnt.empty() {
+	if d.tnt.Empty() {
 		if d.qstatus < 0 {
 			if d.qstatus == -int(CodeEOS) {
 				flags |= stEOS
@@ -1380,8 +1372,8 @@ func (d *QueryDecoder) cacheTNT() int {
 	if d.cur.Type != EvTNT {
 		return 0
 	}
-	if st := d.tnt.add(d.cur.TNTBits, int(d.cur.TNTSize)); st != 0 {
-		return -int(st)
+	if err := d.tnt.Add(d.cur.TNTBits, int(d.cur.TNTSize)); err != nil {
+		return tntErrCode(err)
 	}
 	d.fetchQEvent()
 	return 0
@@ -1389,27 +1381,38 @@ func (d *QueryDecoder) cacheTNT() int {
 
 // condBranch returns the next conditional branch outcome.
 func (d *QueryDecoder) condBranch() (taken bool, status int) {
-	t, st := d.tnt.query()
-	if st != 0 {
-		if st != CodeBadQuery {
-			return false, -int(st)
+	t, err := d.tnt.Query()
+	if err != nil {
+		if err != ptpkt.ErrBadQuery {
+			return false, tntErrCode(err)
 		}
 		d.lastTime = d.time
 		if e := d.cacheTNT(); e < 0 {
 			return false, e
 		}
-		t, st = d.tnt.query()
-		if st != 0 {
-			if st != CodeBadQuery {
-				return false, -int(st)
+		t, err = d.tnt.Query()
+		if err != nil {
+			if err != ptpkt.ErrBadQuery {
+				return false, tntErrCode(err)
 			}
 			if d.qstatus < 0 {
 				return false, d.qstatus
 			}
-			return false, -int(st)
+			return false, -int(CodeBadQuery)
 		}
 	}
 	return t, d.statusFlags()
+}
+
+// tntErrCode maps a TNT cache error to a negative Code.
+func tntErrCode(err error) int {
+	switch err {
+	case ptpkt.ErrBadContext:
+		return -int(CodeBadContext)
+	case ptpkt.ErrBadQuery:
+		return -int(CodeBadQuery)
+	}
+	return -int(CodeBadPacket)
 }
 
 // indirectBranch returns the next indirect branch target.
@@ -1441,7 +1444,7 @@ func (d *QueryDecoder) indirectBranch() (ip uint64, status int) {
 
 // peekEvent copies the pending event into *ev without consuming it.
 func (d *QueryDecoder) peekEvent(ev *Event) int {
-	if !d.tnt.empty() {
+	if !d.tnt.Empty() {
 		return -int(CodeBadQuery)
 	}
 	if d.qstatus < 0 {

@@ -107,7 +107,7 @@ func (s *OffsetSink) Event(ev *Event, off uint64) {
 }
 
 // Error implements FlowSink.
-func (s *OffsetSink) Error(e *FlowError, kind string) {
+func (s *OffsetSink) Error(e *FlowError, kind ErrorKind) {
 	c := *e
 	c.Offset += s.Base
 	s.Next.Error(&c, kind)

@@ -418,7 +418,7 @@ func (p *ptxedPrinter) hex16(v uint64) {
 	p.w.Write(b)
 }
 
-func (p *ptxedPrinter) diagnose(off, ip uint64, kind string, code decode.Code) {
+func (p *ptxedPrinter) diagnose(off, ip uint64, kind decode.ErrorKind, code decode.Code) {
 	p.inBlock = false
 	fmt.Fprintf(p.w, "[%x, %x: %s: %s]\n", off, ip, kind, code)
 }
@@ -727,7 +727,7 @@ func (p *ptxedPrinter) Insn(in *decode.FlowInsn, off, tsc uint64) {
 
 func (p *ptxedPrinter) Event(ev *decode.Event, off uint64) { p.printEvent(ev, off+p.base) }
 
-func (p *ptxedPrinter) Error(e *decode.FlowError, kind string) {
+func (p *ptxedPrinter) Error(e *decode.FlowError, kind decode.ErrorKind) {
 	p.diagnose(e.Offset+p.base, e.IP, kind, e.Code)
 }
 

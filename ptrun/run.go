@@ -92,7 +92,17 @@ func Run(cfg Config) (status int, err error) {
 			fmt.Fprintf(stderr, "ptjit: "+format+"\n", args...)
 		}
 	}
-	pt, err := startPT(cfg, warnf)
+	// A write error on code.db or perf.data (disk full, I/O error) is told
+	// at once, -q or not: the program keeps running, that file's recording
+	// stops at its last complete write, and ptjit exits non-zero.
+	var errMu sync.Mutex
+	onWriteErr := func(err error) {
+		errMu.Lock()
+		defer errMu.Unlock()
+		fmt.Fprintf(stderr, "ptjit: %v; recording stopped there, the program keeps running\n", err)
+	}
+	rec.SetOnError(onWriteErr)
+	pt, err := startPT(cfg, warnf, onWriteErr)
 	if err != nil {
 		// Nothing half-recorded: the code.db just created goes too.
 		rec.Close()
@@ -162,7 +172,14 @@ func Run(cfg Config) (status int, err error) {
 	}
 	cerr := rec.Close()
 	if !cfg.Quiet {
-		fmt.Fprintf(stderr, "ptjit: %s\n", Summary(st))
+		s := Summary(st)
+		if cerr != nil {
+			// What code.db really holds, not what was recorded.
+			saved := rec.Saved()
+			s = fmt.Sprintf("code.db holds %d of %d versions and %d of %d writes (it stopped at a write error); %s",
+				saved.Versions, st.Versions, saved.Writes, st.Writes, s)
+		}
+		fmt.Fprintf(stderr, "ptjit: %s\n", s)
 		if s := pt.summary(); s != "" {
 			fmt.Fprintf(stderr, "ptjit: %s\n", s)
 		}
@@ -174,7 +191,7 @@ func Run(cfg Config) (status int, err error) {
 	case werr != nil:
 		return 1, werr
 	case cerr != nil:
-		return 1, fmt.Errorf("%s: %w", dbPath, cerr)
+		return 1, cerr // it names code.db
 	case perr != nil:
 		return 1, perr
 	case sig != 0:

@@ -328,7 +328,9 @@
 // # Software PT and its JIT filter
 //
 // With Options.SoftPT every thread is single-stepped and each instruction
-// reported to the packet generator (softpt_linux_amd64.go). With
+// reported to the packet generator (softpt_linux_amd64.go; it also
+// explains a step that stopped late because a hypervisor lost the trap
+// after an instruction it emulates, CPUID). With
 // Options.SoftFilter only JIT code is stepped: its pages lose PROT_EXEC
 // while no thread is in them, entering faults, and while any thread of the
 // address space is in JIT code every thread of it is stepped; the state

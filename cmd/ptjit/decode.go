@@ -331,7 +331,10 @@ func loadRecording(a *decodeArgs) ([]decodeTrace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decode: %s: %v", perfPath, err)
 	}
-	cdb, err := db.Open(codePath)
+	if tr.Truncated {
+		fmt.Fprintf(os.Stderr, "ptjit: decode: warning: %s is cut short (its writer was killed or met a write error): decoding up to the cut\n", perfPath)
+	}
+	cdb, err := openCodeDB(codePath, os.Stderr)
 	if err != nil {
 		return nil, fmt.Errorf("decode: %v", err)
 	}
@@ -527,8 +530,8 @@ func (c *chunkOut) Insn(in *decode.FlowInsn, off, tsc uint64) {
 	c.last = off
 	c.sink.Insn(in, off, tsc)
 }
-func (c *chunkOut) Event(ev *decode.Event, off uint64)     { c.sink.Event(ev, off) }
-func (c *chunkOut) Error(e *decode.FlowError, kind string) { c.sink.Error(e, kind) }
+func (c *chunkOut) Event(ev *decode.Event, off uint64)               { c.sink.Event(ev, off) }
+func (c *chunkOut) Error(e *decode.FlowError, kind decode.ErrorKind) { c.sink.Error(e, kind) }
 
 // symbolizer names addresses in file-backed sections from the ELF symbol
 // tables, caching one table per file.
@@ -603,7 +606,7 @@ func (s *traceSink) Event(ev *decode.Event, off uint64) {
 	fmt.Fprintf(s.w, "[%s]\n", ptfmt.EventText(ev, true))
 }
 
-func (s *traceSink) Error(e *decode.FlowError, kind string) {
+func (s *traceSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
 	fmt.Fprintf(s.w, "[%s: pt offset %#x, ip %#x: %s]\n", kind, e.Offset, e.IP, e.Code)
 }
 
@@ -640,7 +643,7 @@ func (s *callSink) Event(ev *decode.Event, off uint64) {
 	s.call, s.ret = false, false
 }
 
-func (s *callSink) Error(e *decode.FlowError, kind string) {
+func (s *callSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
 	fmt.Fprintf(s.w, "[%s: pt offset %#x, ip %#x: %s]\n", kind, e.Offset, e.IP, e.Code)
 	s.call, s.ret, s.depth = false, false, 0
 }
@@ -678,7 +681,7 @@ func (s *jsonSink) Event(ev *decode.Event, off uint64) {
 	s.enc.Encode(r)
 }
 
-func (s *jsonSink) Error(e *decode.FlowError, kind string) {
+func (s *jsonSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
 	s.enc.Encode(map[string]any{"kind": kind, "error": e.Code.String(), "pt_offset": e.Offset, "ip": fmt.Sprintf("%#x", e.IP)})
 }
 
@@ -704,7 +707,7 @@ func (s *statSink) Event(ev *decode.Event, off uint64) {
 	}
 }
 
-func (s *statSink) Error(e *decode.FlowError, kind string) { s.errors++ }
+func (s *statSink) Error(e *decode.FlowError, kind decode.ErrorKind) { s.errors++ }
 
 func (s *statSink) add(o *statSink) {
 	s.insns += o.insns

@@ -55,7 +55,7 @@ to the jitdumps, in OUTDIR.`,
 
 func exportJitdump(cmd *cobra.Command, dir, out string, noPerf bool) error {
 	codeDB := filepath.Join(dir, "code.db")
-	d, err := db.Open(codeDB)
+	d, err := openCodeDB(codeDB, cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}

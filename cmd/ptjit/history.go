@@ -19,9 +19,11 @@ import (
 type recordingFlags struct {
 	dir string
 	pid int
+	cmd *cobra.Command // for its stderr
 }
 
 func (f *recordingFlags) register(cmd *cobra.Command) {
+	f.cmd = cmd
 	cmd.Flags().StringVarP(&f.dir, "input", "i", "ptjit.out", "recording directory (or a code.db file)")
 	cmd.Flags().IntVar(&f.pid, "pid", 0, "only this process")
 }
@@ -36,7 +38,26 @@ func codeDBPath(dir string) string {
 }
 
 func (f *recordingFlags) open() (*db.DB, error) {
-	return db.Open(codeDBPath(f.dir))
+	return openCodeDB(codeDBPath(f.dir), f.cmd.ErrOrStderr())
+}
+
+// openCodeDB opens a code.db for a query and prints one warning line on w
+// when the recording is incomplete (db.DB.Incomplete): the answers are
+// still right for what it holds.
+func openCodeDB(path string, w io.Writer) (*db.DB, error) {
+	d, err := db.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	why, err := d.Incomplete()
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	if why != "" {
+		fmt.Fprintf(w, "ptjit: warning: %s is incomplete: %s\n", path, why)
+	}
+	return d, nil
 }
 
 // parseAddr reads an address in hex (0x...) or decimal.
