@@ -150,10 +150,10 @@ func (v *VersionInfo) ValidAt(t uint64) bool {
 
 // VersionFilter selects versions; zero fields match everything.
 type VersionFilter struct {
-	PID    int
-	Addr   uint64 // versions whose range contains Addr
-	HasAdr bool
-	Region int64
+	PID     int
+	Addr    uint64 // versions whose range contains Addr
+	HasAddr bool
+	Region  int64
 }
 
 const versionCols = `id, region_id, vno, pid, tid, addr, size, sha256, cause, ip, by_ptjit, valid_tsc, valid_ns, end_tsc, end_ns`
@@ -178,7 +178,7 @@ func (d *DB) Versions(f VersionFilter) ([]VersionInfo, error) {
 		q += ` AND pid = ?`
 		args = append(args, f.PID)
 	}
-	if f.HasAdr {
+	if f.HasAddr {
 		q += ` AND addr <= ? AND ? < addr + size`
 		args = append(args, u(f.Addr), u(f.Addr))
 	}

@@ -32,7 +32,7 @@ longer changes as -/+ lines.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			d, addr, vs, err := rf.openRegion(args[0], region)
+			d, addr, r, err := rf.openRegion(args[0], region)
 			if err != nil {
 				return err
 			}
@@ -45,14 +45,15 @@ longer changes as -/+ lines.`,
 					if err != nil || n <= 0 {
 						return fmt.Errorf("version %q: not a version number", a)
 					}
-					if pick[i], err = pickVersion(vs, "", n); err != nil {
+					if pick[i], err = r.Version(n); err != nil {
 						return err
 					}
 				}
 				pairs = append(pairs, pick)
 			} else {
+				vs := r.Versions
 				if len(vs) < 2 {
-					return fmt.Errorf("region %d has only one version containing %#x: nothing to compare", vs[0].Region, addr)
+					return fmt.Errorf("region %d has only one version containing %#x: nothing to compare", r.ID, addr)
 				}
 				for i := 1; i < len(vs); i++ {
 					pairs = append(pairs, [2]*db.VersionInfo{&vs[i-1], &vs[i]})

@@ -79,7 +79,7 @@ instead. --json prints JSON Lines, one object per version (or write).`,
 				if err != nil {
 					return err
 				}
-				filter.Addr, filter.HasAdr = a, true
+				filter.Addr, filter.HasAddr = a, true
 			}
 			out := bufio.NewWriter(cmd.OutOrStdout())
 			defer out.Flush()
@@ -153,7 +153,7 @@ func printHistory(out io.Writer, d *db.DB, f db.VersionFilter, asJSON, withFiles
 		}
 		fmt.Fprintf(out, "%-12s %-7s %-7s %-33s %-9s %s\n", "TIME(s)", "PID", "TID", "RANGE", "CAUSE", "FILE (offset)")
 		for _, m := range fms {
-			if f.HasAdr && (f.Addr < m.Addr || f.Addr-m.Addr >= m.Size) {
+			if f.HasAddr && (f.Addr < m.Addr || f.Addr-m.Addr >= m.Size) {
 				continue
 			}
 			fmt.Fprintf(out, "%s %-7d %-7d %#014x-%#014x %-9s %s (%#x)\n", rel(m.Map.MonoNS), m.PID, m.TID, m.Addr, m.Addr+m.Size, m.Cause, m.Path, m.Offset)
@@ -210,7 +210,7 @@ func printWrites(out io.Writer, d *db.DB, pid int, f db.VersionFilter, asJSON bo
 	enc := json.NewEncoder(out)
 	n := 0
 	for _, w := range ws {
-		if f.HasAdr && (f.Addr < w.Addr || f.Addr-w.Addr >= uint64(len(w.New))) {
+		if f.HasAddr && (f.Addr < w.Addr || f.Addr-w.Addr >= uint64(len(w.New))) {
 			continue
 		}
 		n++

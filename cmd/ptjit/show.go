@@ -14,51 +14,24 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// regionVersions returns the versions of the region that contains addr: the
-// one given with --region, else the most recent region over addr. Several
-// regions can cover one address over time when an address is reused after
-// munmap.
-func regionVersions(d *db.DB, pid int, addr uint64, region int64) ([]db.VersionInfo, error) {
-	vs, err := d.Versions(db.VersionFilter{PID: pid, Addr: addr, HasAdr: true})
-	if err != nil {
-		return nil, err
-	}
-	if len(vs) == 0 {
-		return nil, fmt.Errorf("%s: no recorded code version contains %#x", d.Path(), addr)
-	}
-	if region == 0 {
-		region = vs[len(vs)-1].Region
-	}
-	var out []db.VersionInfo
-	for _, v := range vs {
-		if v.Region == region {
-			out = append(out, v)
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%s: region %d does not contain %#x", d.Path(), region, addr)
-	}
-	return out, nil
-}
-
-// openRegion opens the recording and returns the versions of the region
-// that holds the address given as ADDR (see regionVersions). The caller
-// closes d.
-func (f *recordingFlags) openRegion(addrArg string, region int64) (d *db.DB, addr uint64, vs []db.VersionInfo, err error) {
+// openRegion opens the recording and returns the region that holds the
+// address given as ADDR (db.RegionAt). The caller closes d.
+func (f *recordingFlags) openRegion(addrArg string, region int64) (d *db.DB, addr uint64, r *db.Region, err error) {
 	if addr, err = parseAddr("ADDR", addrArg); err != nil {
 		return nil, 0, nil, err
 	}
 	if d, err = f.open(); err != nil {
 		return nil, 0, nil, err
 	}
-	if vs, err = regionVersions(d, f.pid, addr, region); err != nil {
+	if r, err = d.RegionAt(f.pid, addr, region); err != nil {
 		d.Close()
 		return nil, 0, nil, err
 	}
-	return d, addr, vs, nil
+	return d, addr, r, nil
 }
 
-func pickVersion(vs []db.VersionInfo, at string, vno int) (*db.VersionInfo, error) {
+// pickVersion selects the version --at or --version names, else the latest.
+func pickVersion(r *db.Region, at string, vno int) (*db.VersionInfo, error) {
 	switch {
 	case at != "" && vno != 0:
 		return nil, fmt.Errorf("--at and --version exclude each other")
@@ -67,21 +40,11 @@ func pickVersion(vs []db.VersionInfo, at string, vno int) (*db.VersionInfo, erro
 		if err != nil {
 			return nil, fmt.Errorf("--at %q: not a TSC value", at)
 		}
-		for i := len(vs) - 1; i >= 0; i-- {
-			if vs[i].ValidAt(t) {
-				return &vs[i], nil
-			}
-		}
-		return nil, fmt.Errorf("no version of region %d was valid at TSC %d", vs[0].Region, t)
+		return r.At(t)
 	case vno != 0:
-		for i := range vs {
-			if vs[i].Vno == vno {
-				return &vs[i], nil
-			}
-		}
-		return nil, fmt.Errorf("region %d has no version %d (it has 1..%d)", vs[0].Region, vno, vs[len(vs)-1].Vno)
+		return r.Version(vno)
 	}
-	return &vs[len(vs)-1], nil
+	return r.Latest(), nil
 }
 
 func describeVersion(v *db.VersionInfo) string {
@@ -110,12 +73,12 @@ version N of its region (--version), or in the latest version, naming the
 region and version. --raw prints the bytes as hex instead.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			d, addr, vs, err := rf.openRegion(args[0], region)
+			d, addr, r, err := rf.openRegion(args[0], region)
 			if err != nil {
 				return err
 			}
 			defer d.Close()
-			v, err := pickVersion(vs, at, vno)
+			v, err := pickVersion(r, at, vno)
 			if err != nil {
 				return err
 			}
