@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/bits"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -157,19 +156,7 @@ func dumpPerfData(w io.Writer, format, path string, s *ptfmt.PtdumpSettings, cha
 	if len(tr.Queues) == 0 {
 		return fmt.Errorf("%s: no Intel PT data (no AUXTRACE records)", path)
 	}
-	if tr.Info != nil && tr.Info.Type == perf.AuxtraceIntelPT {
-		pt := &tr.Info.IntelPT
-		c := &s.Config
-		if !changed["cpuid-0x15.eax"] && !changed["cpuid-0x15.ebx"] && pt.HasMTC {
-			c.CPUID15EAX, c.CPUID15EBX = pt.TSCCTCD, pt.TSCCTCN
-		}
-		if !changed["mtc-freq"] && pt.HasMTC && pt.MTCFreqBits != 0 && tr.PTAttr != nil {
-			c.MTCFreq = uint8((tr.PTAttr.Config & pt.MTCFreqBits) >> bits.TrailingZeros64(pt.MTCFreqBits))
-		}
-		if !changed["nom-freq"] && pt.HasMTC {
-			c.NomFreq = uint8(pt.MaxNonTurboRatio)
-		}
-	}
+	tr.PTConfig(&s.Config, func(o string) bool { return changed[o] })
 	for _, q := range tr.Queues {
 		fmt.Fprintf(w, "# %s: queue %d (cpu %d, tid %d): %d bytes in %d AUXTRACE buffers\n",
 			path, q.Idx, q.CPU, q.Tid, len(q.Data), len(q.Buffers))
