@@ -9,14 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
-	"github.com/ptjit/ptjit/db"
 	"github.com/ptjit/ptjit/decode"
-	"github.com/ptjit/ptjit/internal/elfnote"
-	"github.com/ptjit/ptjit/perf"
 	"github.com/ptjit/ptjit/ptfmt"
 	"github.com/ptjit/ptjit/recording"
 	"github.com/ptjit/ptjit/x86"
@@ -180,10 +177,11 @@ func runDecode(args []string, stdout io.Writer) error {
 	if a.format == "ptxed" && !a.rawMode {
 		// A recording: each thread's flow as ptxed prints it, through the
 		// recorded code versions.
-		traces, err := loadRecording(a)
+		rec, traces, err := loadRecording(a)
 		if err != nil {
 			return err
 		}
+		defer rec.Close()
 		o, err := ptfmt.ParsePtxedArgs(append(append([]string(nil), a.ptxed...), "--pt", filepath.Join(a.dir, "perf.data")))
 		if err != nil {
 			return fmt.Errorf("decode: %v", err)
@@ -211,7 +209,10 @@ func runDecode(args []string, stdout io.Writer) error {
 	if a.rawMode {
 		traces, err = loadRawTrace(a)
 	} else {
-		traces, err = loadRecording(a)
+		var rec *recording.Recording
+		if rec, traces, err = loadRecording(a); err == nil {
+			defer rec.Close()
+		}
 	}
 	if err != nil {
 		return err
@@ -284,7 +285,7 @@ type decodeTrace struct {
 	src    decode.TraceReader
 	img    *decode.Image
 	cfg    *decode.FlowConfig
-	syms   *symbolizer
+	syms   *recording.Symbolizer
 	resync bool
 }
 
@@ -315,36 +316,29 @@ func loadRawTrace(a *decodeArgs) ([]decodeTrace, error) {
 		// As ptxed: an unknown cpu means decoding by the spec.
 		fmt.Fprintf(os.Stderr, "ptjit: decode: warning: %v: decoding without errata\n", err)
 	}
-	return []decodeTrace{{label: o.PT, src: decode.BytesTrace(pt), img: img, cfg: cfg, syms: newSymbolizer(), resync: o.Resync}}, nil
+	return []decodeTrace{{label: o.PT, src: decode.BytesTrace(pt), img: img, cfg: cfg, syms: recording.NewSymbolizer(), resync: o.Resync}}, nil
 }
 
-// loadRecording reads a ptjit recording: PT streams from perf.data, code
-// versions and file mappings from code.db.
-func loadRecording(a *decodeArgs) ([]decodeTrace, error) {
-	perfPath := filepath.Join(a.dir, "perf.data")
-	codePath := filepath.Join(a.dir, "code.db")
-	pd, err := perf.OpenPerfData(perfPath)
+// loadRecording opens the recording in a.dir: a PT stream per thread, each
+// with its process's image and the recorded PT configuration.
+// The caller closes the recording when done with the traces.
+func loadRecording(a *decodeArgs) (*recording.Recording, []decodeTrace, error) {
+	rec, err := recording.Open(a.dir, recording.Options{Warn: func(msg string) {
+		fmt.Fprintf(os.Stderr, "ptjit: decode: warning: %s\n", msg)
+	}})
 	if err != nil {
-		return nil, fmt.Errorf("decode: %v", err)
+		return nil, nil, fmt.Errorf("decode: %v", err)
 	}
-	tr, err := perf.LoadPerfTraceLazy(pd)
+	traces, err := recordingTraces(rec, a)
 	if err != nil {
-		return nil, fmt.Errorf("decode: %s: %v", perfPath, err)
+		rec.Close()
+		return nil, nil, err
 	}
-	cdb, err := db.Open(codePath)
-	if err != nil {
-		return nil, fmt.Errorf("decode: %v", err)
-	}
-	defer cdb.Close()
-	threads, err := cdb.Threads()
-	if err != nil {
-		return nil, fmt.Errorf("decode: %v", err)
-	}
-	pidOf := map[int]int{}
-	for _, t := range threads {
-		pidOf[t.TID] = t.PID
-	}
-	o, err := ptfmt.ParsePtxedArgs(append(append([]string(nil), a.ptxed...), "--pt", perfPath))
+	return rec, traces, nil
+}
+
+func recordingTraces(rec *recording.Recording, a *decodeArgs) ([]decodeTrace, error) {
+	o, err := ptfmt.ParsePtxedArgs(append(append([]string(nil), a.ptxed...), "--pt", rec.PerfPath))
 	if err != nil {
 		return nil, fmt.Errorf("decode: %v", err)
 	}
@@ -352,166 +346,29 @@ func loadRecording(a *decodeArgs) ([]decodeTrace, error) {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ptjit: decode: warning: %v: decoding without errata\n", err)
 	}
-	if tr.Info != nil && tr.PTAttr != nil {
-		if ipt := tr.Info.IntelPT; tr.Info.Type == perf.AuxtraceIntelPT && ipt.MTCFreqBits != 0 && baseCfg.Packet.MTCFreq == 0 {
-			shift := 0
-			for ipt.MTCFreqBits>>uint(shift)&1 == 0 {
-				shift++
-			}
-			baseCfg.Packet.MTCFreq = uint8((tr.PTAttr.Config & ipt.MTCFreqBits) >> uint(shift))
-		}
-		// MTC and CYC times need the TSC:CTC ratio and the nominal ratio
-		// the recording was made with.
-		if ipt := tr.Info.IntelPT; ipt.HasMTC && baseCfg.Packet.CPUID15EAX == 0 && baseCfg.Packet.CPUID15EBX == 0 {
-			baseCfg.Packet.CPUID15EAX, baseCfg.Packet.CPUID15EBX = ipt.TSCCTCD, ipt.TSCCTCN
-		}
-		if ipt := tr.Info.IntelPT; ipt.HasMTC && baseCfg.Packet.NomFreq == 0 {
-			baseCfg.Packet.NomFreq = uint8(ipt.MaxNonTurboRatio)
-		}
-	}
-	images := map[int]*decode.Image{}
-	imageFor := func(pid int) (*decode.Image, error) {
-		if img, ok := images[pid]; ok {
-			return img, nil
-		}
-		img, err := buildImage(cdb, pid)
-		if err != nil {
-			return nil, err
-		}
-		images[pid] = img
-		return img, nil
-	}
+	rec.PTConfig(&baseCfg.Packet, func(opt string) bool { return slices.Contains(a.ptxed, "--"+opt) })
 	var out []decodeTrace
-	for _, q := range tr.Queues {
-		if q.Size() == 0 {
+	for _, t := range rec.Threads() {
+		if a.hasTID && t.TID != a.tid {
 			continue
 		}
-		tid := int(q.Tid)
-		if a.hasTID && tid != a.tid {
-			continue
-		}
-		pid := pidOf[tid]
-		img, err := imageFor(pid)
+		img, err := rec.Image(t.PID)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("decode: %v", err)
 		}
 		cfg := *baseCfg
 		out = append(out, decodeTrace{
-			label: fmt.Sprintf("%s, pid %d", q.String(), pid), tid: tid, pid: pid,
-			src: q.Reader(pd), img: img, cfg: &cfg, syms: newSymbolizer(), resync: o.Resync,
+			label: t.String(), tid: t.TID, pid: t.PID,
+			src: t.Trace, img: img, cfg: &cfg, syms: rec.Symbolizer(), resync: o.Resync,
 		})
 	}
 	if len(out) == 0 {
 		if a.hasTID {
-			return nil, fmt.Errorf("decode: %s: no trace for thread %d", perfPath, a.tid)
+			return nil, fmt.Errorf("decode: %s: no trace for thread %d", rec.PerfPath, a.tid)
 		}
-		return nil, fmt.Errorf("decode: %s: no Intel PT trace in the file", perfPath)
+		return nil, fmt.Errorf("decode: %s: no Intel PT trace in the file", rec.PerfPath)
 	}
 	return out, nil
-}
-
-// buildImage loads what pid executed from code.db: its file-backed
-// mappings (bytes read from the files, each valid from its mmap to its
-// munmap) and its code versions (valid for their TSC ranges). A vfork child
-// runs in its parent's address space until it execs: for that time the
-// owner's mappings and versions are its own.
-func buildImage(cdb *db.DB, pid int) (*decode.Image, error) {
-	img := decode.NewImage()
-	files := map[string][]byte{}
-	procs, err := cdb.Processes()
-	if err != nil {
-		return nil, fmt.Errorf("decode: %v", err)
-	}
-	type span struct {
-		pid      int
-		from, to uint64
-	}
-	spans := []span{{pid, 0, decode.AlwaysValid}}
-	for _, p := range procs {
-		if p.PID == pid && p.VMOwner != 0 {
-			to := uint64(decode.AlwaysValid)
-			if p.HasEnd {
-				to = p.End.TSC
-			}
-			spans = append(spans, span{p.VMOwner, p.Start.TSC, to})
-		}
-	}
-	for _, sp := range spans {
-		maps, err := cdb.FileMaps(sp.pid)
-		if err != nil {
-			return nil, fmt.Errorf("decode: %v", err)
-		}
-		for _, m := range maps {
-			from, to := max(m.Map.TSC, sp.from), uint64(decode.AlwaysValid)
-			if m.HasUnmap {
-				to = m.Unmap.TSC
-			}
-			to = min(to, sp.to)
-			if to <= from {
-				continue
-			}
-			data, err := mappedFile(files, &m)
-			if err == nil {
-				err = img.AddFileVersion(m.Path, data, m.Offset, m.Addr, from, to)
-			}
-			if err != nil {
-				// The file vanished, changed or shrank since the
-				// recording: its code is reported as unmapped where it
-				// runs, never guessed.
-				fmt.Fprintf(os.Stderr, "ptjit: decode: warning: %s: %v\n", cdb.Path(), err)
-			}
-		}
-		vs, err := cdb.Versions(db.VersionFilter{PID: sp.pid})
-		if err != nil {
-			return nil, fmt.Errorf("decode: %v", err)
-		}
-		for i := range vs {
-			v := &vs[i]
-			from, to := max(v.Valid.TSC, sp.from), uint64(decode.AlwaysValid)
-			if v.HasEnd {
-				to = v.End.TSC
-			}
-			to = min(to, sp.to)
-			if to <= from {
-				continue // never valid (for this process)
-			}
-			data, err := cdb.VersionData(v)
-			if err != nil {
-				return nil, fmt.Errorf("decode: %v", err)
-			}
-			tag := fmt.Sprintf("region %d v%d", v.Region, v.Vno)
-			if err := img.AddVersion(v.Addr, data, from, to, tag); err != nil {
-				return nil, fmt.Errorf("decode: %s: %v", cdb.Path(), err)
-			}
-		}
-	}
-	return img, nil
-}
-
-// mappedFile returns the bytes a file mapping mapped, reading each file
-// once, after checking that the file is still the one that was mapped
-// (its GNU build-id, when the recording has one).
-func mappedFile(cache map[string][]byte, m *db.FileMapInfo) ([]byte, error) {
-	data, ok := cache[m.Path]
-	if !ok {
-		var err error
-		if data, err = os.ReadFile(m.Path); err != nil {
-			return nil, err
-		}
-		if len(m.BuildID) > 0 {
-			id, err := elfnote.BuildID(m.Path)
-			if err == nil && !bytes.Equal(id, m.BuildID) {
-				return nil, fmt.Errorf("%s: build-id %x, the recording mapped build-id %x", m.Path, id, m.BuildID)
-			}
-		}
-		cache[m.Path] = data
-	}
-	if m.Offset >= uint64(len(data)) {
-		return nil, fmt.Errorf("%s: mapped at offset %#x, beyond the end of the file (%#x bytes)", m.Path, m.Offset, len(data))
-	}
-	// A mapping may extend past the end of the file (the rest of the last
-	// page): only the file's bytes are code.
-	return data[m.Offset:min(uint64(len(data)), m.Offset+m.Size)], nil
 }
 
 // chunkOut is one parallel chunk's sink and the text it produced.
@@ -530,40 +387,7 @@ func (c *chunkOut) Insn(in *decode.FlowInsn, off, tsc uint64) {
 func (c *chunkOut) Event(ev *decode.Event, off uint64)     { c.sink.Event(ev, off) }
 func (c *chunkOut) Error(e *decode.FlowError, kind string) { c.sink.Error(e, kind) }
 
-// symbolizer names addresses in file-backed sections from the ELF symbol
-// tables, caching one table per file.
-type symbolizer struct {
-	mu   sync.Mutex // chunks are rendered on several goroutines
-	tabs map[string]*recording.ELFSymbols
-}
-
-func newSymbolizer() *symbolizer { return &symbolizer{tabs: map[string]*recording.ELFSymbols{}} }
-
-// where describes ip: "symbol+0xoff", "file+0xoff" or the code version.
-func (s *symbolizer) where(in *decode.FlowInsn) string {
-	sec := in.Section
-	if sec == nil {
-		return "?"
-	}
-	if !sec.IsFile() {
-		return fmt.Sprintf("[%s +%#x]", sec.Tag, in.IP-sec.Vaddr)
-	}
-	s.mu.Lock()
-	tab, ok := s.tabs[sec.Tag]
-	if !ok {
-		tab, _ = recording.ReadELFSymbols(sec.Tag)
-		s.tabs[sec.Tag] = tab
-	}
-	s.mu.Unlock()
-	if tab != nil {
-		if name, off, ok := tab.LookupMapped(in.IP, sec.Vaddr, sec.FileOff); ok {
-			return fmt.Sprintf("%s+%#x", name, off)
-		}
-	}
-	return fmt.Sprintf("%s+%#x", filepath.Base(sec.Tag), in.IP-sec.Vaddr+sec.FileOff)
-}
-
-func newFormatSink(format string, w *bufio.Writer, syms *symbolizer) decode.FlowSink {
+func newFormatSink(format string, w *bufio.Writer, syms *recording.Symbolizer) decode.FlowSink {
 	switch format {
 	case "insn":
 		return &traceSink{w: w, syms: syms, short: true}
@@ -580,7 +404,7 @@ func newFormatSink(format string, w *bufio.Writer, syms *symbolizer) decode.Flow
 // traceSink prints the instruction trace.
 type traceSink struct {
 	w     *bufio.Writer
-	syms  *symbolizer
+	syms  *recording.Symbolizer
 	short bool
 }
 
@@ -593,7 +417,7 @@ func (s *traceSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
 	if in.Speculative {
 		spec = "? "
 	}
-	fmt.Fprintf(s.w, "%16d  %s%016x  %-28s  %s\n", in.TSC, spec, in.IP, s.syms.where(in), ptfmt.FlowInsnText(in))
+	fmt.Fprintf(s.w, "%16d  %s%016x  %-28s  %s\n", in.TSC, spec, in.IP, s.syms.Where(in), ptfmt.FlowInsnText(in))
 }
 
 func (s *traceSink) Event(ev *decode.Event, off uint64) {
@@ -611,7 +435,7 @@ func (s *traceSink) Error(e *decode.FlowError, kind string) {
 // indented by call depth.
 type callSink struct {
 	w     *bufio.Writer
-	syms  *symbolizer
+	syms  *recording.Symbolizer
 	depth int
 	ret   bool // the previous instruction was a return
 	call  bool // the previous instruction was a call
@@ -619,14 +443,14 @@ type callSink struct {
 
 func (s *callSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
 	if s.call {
-		fmt.Fprintf(s.w, "%16d  %s-> %s\n", in.TSC, strings.Repeat("  ", s.depth), s.syms.where(in))
+		fmt.Fprintf(s.w, "%16d  %s-> %s\n", in.TSC, strings.Repeat("  ", s.depth), s.syms.Where(in))
 		s.depth++
 	}
 	if s.ret {
 		if s.depth > 0 {
 			s.depth--
 		}
-		fmt.Fprintf(s.w, "%16d  %s<- %s\n", in.TSC, strings.Repeat("  ", s.depth), s.syms.where(in))
+		fmt.Fprintf(s.w, "%16d  %s<- %s\n", in.TSC, strings.Repeat("  ", s.depth), s.syms.Where(in))
 	}
 	s.call = in.Class.IsCall() || in.Class == x86.ClassFarCall || in.Class == x86.ClassSyscall
 	s.ret = in.Class == x86.ClassRet || in.Class == x86.ClassFarRet || in.Class == x86.ClassSysret
