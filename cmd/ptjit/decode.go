@@ -4,10 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -18,6 +18,7 @@ import (
 	"github.com/ptjit/ptjit/recording"
 	"github.com/ptjit/ptjit/x86"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 const decodeUsage = `ptjit decode [-i DIR] [--tid T] [FORMAT] [PTXED OPTIONS]
@@ -49,144 +50,193 @@ resumes at the next PSB. All of ptxed's options are accepted (--cpu,
 --event:ip, --filter:addr0_cfg, --resync-on-error, ...).`
 
 var decodeCmd = &cobra.Command{
-	Use:                "decode",
-	Short:              "Decode Intel PT through the recorded code versions",
-	Long:               decodeUsage,
-	DisableFlagParsing: true,
+	Use:   "decode",
+	Short: "Decode Intel PT through the recorded code versions",
+	Long:  decodeUsage,
+	Args: func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return fmt.Errorf("decode: unknown option: %s", args[0])
+		}
+		return nil
+	},
 	RunE: func(cmd *cobra.Command, args []string) error {
-		return runDecode(args, cmd.OutOrStdout())
+		a := decodeOpts
+		decodeOpts = newDecodeArgs()
+		return runDecode(&a, cmd.OutOrStdout())
 	},
 }
 
-func init() { rootCmd.AddCommand(decodeCmd) }
-
-// decodeArgs are the options of ptjit decode that are not ptxed's.
+// decodeArgs are the options of ptjit decode.
 type decodeArgs struct {
 	dir     string
 	tid     int
 	hasTID  bool
-	format  string // "trace", "insn", "calls", "json", "stat", "ptxed"
+	format  string   // "trace", "insn", "calls", "json", "stat", "ptxed"
+	formats []string // --insn, --calls, --json, --stat and "format=F" in command-line order
 	jobs    int
-	ptxed   []string // ptxed options (including --pt/--raw)
-	rawMode bool
+	window  int
+	ptxed   *ptfmt.PtxedOptions // ptxed's options (--stat only with --format=ptxed)
+	given   map[string]bool     // the ptxed options given
+	rawMode bool                // --pt or --raw given
 }
 
-func parseDecodeArgs(args []string) (*decodeArgs, error) {
-	a := &decodeArgs{dir: "ptjit.out", format: "trace", jobs: runtime.NumCPU()}
-	ptxedFormat := false
-	for _, arg := range args {
-		if arg == "--format=ptxed" {
-			ptxedFormat = true
+func newDecodeArgs() decodeArgs {
+	return decodeArgs{dir: "ptjit.out", format: "trace", jobs: runtime.NumCPU(), window: decode.DefaultWindow,
+		ptxed: ptfmt.NewPtxedOptions(), given: map[string]bool{}}
+}
+
+// decodeOpts holds the options being parsed: each flag applies its value
+// to it in command-line order.
+var decodeOpts = newDecodeArgs()
+
+// decodeFlag is a flag of ptjit decode; set applies its value to
+// decodeOpts.
+type decodeFlag struct {
+	set func(v string) error
+	typ string // "bool" for flags without a value
+}
+
+func (f *decodeFlag) String() string     { return "" }
+func (f *decodeFlag) Set(v string) error { return f.set(v) }
+func (f *decodeFlag) Type() string       { return f.typ }
+
+// Reset restores every option's default (resetFlags, before a command line
+// is parsed).
+func (f *decodeFlag) Reset() { decodeOpts = newDecodeArgs() }
+
+func init() {
+	a := &decodeOpts
+	fs := decodeCmd.Flags()
+	add := func(name, short string, hasArg bool, usage string, set func(v string) error) {
+		f := fs.VarPF(&decodeFlag{set: set, typ: "string"}, name, short, usage)
+		if !hasArg {
+			f.Value.(*decodeFlag).typ, f.NoOptDefVal = "bool", "true"
 		}
 	}
-	setFormat := func(f string) error {
+	add("input", "i", true, "recording directory", func(v string) error { a.dir = v; return nil })
+	add("tid", "", true, "only the trace of this thread", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("--tid %q: not a thread id", v)
+		}
+		a.tid, a.hasTID = n, true
+		return nil
+	})
+	add("jobs", "j", true, "decode PSB segments on N goroutines", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return fmt.Errorf("-j %q: want a positive number", v)
+		}
+		a.jobs = n
+		return nil
+	})
+	add("window", "", true, "hold at most this many bytes of a trace in memory", func(v string) error {
+		n, err := strconv.ParseUint(v, 0, 31)
+		if err != nil || n < 4096 {
+			return fmt.Errorf("--window %q: want a byte count of at least 4096", v)
+		}
+		a.window = int(n)
+		return nil
+	})
+	for _, f := range []string{"insn", "calls", "json", "stat"} {
+		add(f, "", false, "format", func(string) error { a.formats = append(a.formats, f); return nil })
+	}
+	add("format", "", true, "ptxed, trace, insn, calls, json or stat", func(v string) error {
+		switch v {
+		case "ptxed", "trace", "insn", "calls", "json", "stat":
+			a.formats = append(a.formats, "format="+v)
+			return nil
+		}
+		return fmt.Errorf("--format=%s: unknown format (ptxed, trace, insn, calls, json, stat)", v)
+	})
+	for _, f := range ptfmt.PtxedFlags {
+		if f.Name == "stat" {
+			continue // the format flag, ptxed's with --format=ptxed
+		}
+		add(f.Name, f.Short, f.HasArg, "ptxed: "+f.Usage, func(v string) error {
+			if f.HasArg && (v == "" || strings.HasPrefix(v, "--")) {
+				return fmt.Errorf("--%s: missing argument", f.Name)
+			} else if !f.HasArg && v != "true" {
+				return fmt.Errorf("unknown option: --%s=%s", f.Name, v)
+			}
+			a.rawMode = a.rawMode || f.Name == "pt" || f.Name == "raw"
+			a.given[f.Name] = true
+			return a.ptxed.Set(f.Name, v)
+		})
+	}
+	// Errors read as the options' own ("decode: --tid "x": not a thread id").
+	decodeCmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		var inv *pflag.InvalidValueError
+		var req *pflag.ValueRequiredError
+		var nx *pflag.NotExistError
+		switch {
+		case errors.As(err, &inv):
+			err = inv.Unwrap()
+		case errors.As(err, &req) && req.GetSpecifiedShortnames() != "":
+			err = fmt.Errorf("-%s: missing argument", req.GetSpecifiedName())
+		case errors.As(err, &req):
+			err = fmt.Errorf("--%s: missing argument", req.GetSpecifiedName())
+		case errors.As(err, &nx) && nx.GetSpecifiedShortnames() != "":
+			err = fmt.Errorf("unknown option: -%s", nx.GetSpecifiedName()[:1])
+		case errors.As(err, &nx):
+			err = fmt.Errorf("unknown option: --%s", nx.GetSpecifiedName())
+		}
+		return fmt.Errorf("decode: %v", err)
+	})
+	decodeCmd.SetHelpFunc(func(c *cobra.Command, _ []string) { fmt.Fprintln(c.OutOrStdout(), decodeUsage) })
+	rootCmd.AddCommand(decodeCmd)
+}
+
+// resolveFormat sets a.format from the format flags, in order: --format
+// sets it, --insn, --calls, --json and --stat exclude each other, and
+// with --format=ptxed --stat is ptxed's.
+func (a *decodeArgs) resolveFormat() error {
+	ptxedFormat := slices.Contains(a.formats, "format=ptxed")
+	for _, f := range a.formats {
+		if v, ok := strings.CutPrefix(f, "format="); ok {
+			a.format = v
+			continue
+		}
+		if f == "stat" && ptxedFormat {
+			a.ptxed.Set("stat", "")
+			continue
+		}
 		if a.format != "trace" && a.format != f {
 			return fmt.Errorf("decode: --%s and --%s exclude each other", a.format, f)
 		}
 		a.format = f
-		return nil
 	}
-	for i := 0; i < len(args); i++ {
-		arg := args[i]
-		val := func() (string, error) {
-			if i+1 >= len(args) {
-				return "", fmt.Errorf("decode: %s: missing argument", arg)
-			}
-			i++
-			return args[i], nil
-		}
-		var err error
-		switch {
-		case arg == "-h" || arg == "--help":
-			return nil, errHelp
-		case arg == "-i" || arg == "--input":
-			a.dir, err = val()
-		case strings.HasPrefix(arg, "--input="):
-			a.dir = strings.TrimPrefix(arg, "--input=")
-		case arg == "--tid":
-			var v string
-			if v, err = val(); err == nil {
-				a.tid, err = strconv.Atoi(v)
-				if err != nil || a.tid <= 0 {
-					err = fmt.Errorf("decode: --tid %q: not a thread id", v)
-				}
-				a.hasTID = true
-			}
-		case arg == "-j":
-			var v string
-			if v, err = val(); err == nil {
-				a.jobs, err = strconv.Atoi(v)
-				if err != nil || a.jobs < 1 {
-					err = fmt.Errorf("decode: -j %q: want a positive number", v)
-				}
-			}
-		case arg == "--window":
-			var v string
-			if v, err = val(); err == nil {
-				var n uint64
-				n, err = strconv.ParseUint(v, 0, 31)
-				if err != nil || n < 4096 {
-					err = fmt.Errorf("decode: --window %q: want a byte count of at least 4096", v)
-				}
-				decode.DefaultWindow = int(n)
-			}
-		case arg == "--insn", arg == "--calls", arg == "--json", arg == "--stat" && !ptxedFormat:
-			err = setFormat(strings.TrimPrefix(arg, "--"))
-		case strings.HasPrefix(arg, "--format="):
-			f := strings.TrimPrefix(arg, "--format=")
-			switch f {
-			case "ptxed", "trace", "insn", "calls", "json", "stat":
-				a.format = f
-			default:
-				err = fmt.Errorf("decode: --format=%s: unknown format (ptxed, trace, insn, calls, json, stat)", f)
-			}
-		case arg == "--format":
-			var f string
-			if f, err = val(); err == nil {
-				switch f {
-				case "ptxed", "trace", "insn", "calls", "json", "stat":
-					a.format = f
-				default:
-					err = fmt.Errorf("decode: --format %s: unknown format (ptxed, trace, insn, calls, json, stat)", f)
-				}
-			}
-		default:
-			if arg == "--pt" || arg == "--raw" {
-				a.rawMode = true
-			}
-			a.ptxed = append(a.ptxed, arg)
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	return a, nil
+	return nil
 }
 
-var errHelp = fmt.Errorf("help requested")
-
-func runDecode(args []string, stdout io.Writer) error {
-	a, err := parseDecodeArgs(append([]string(nil), args...))
-	if err == errHelp {
-		fmt.Fprintln(stdout, decodeUsage)
-		return nil
+func runDecode(a *decodeArgs, stdout io.Writer) error {
+	if err := a.resolveFormat(); err != nil {
+		return err
+	}
+	o := a.ptxed
+	o.Jobs, o.Window = a.jobs, a.window
+	if a.rawMode && o.PT == "" {
+		return fmt.Errorf("decode: no pt file")
+	}
+	if a.format == "ptxed" && a.rawMode {
+		return ptfmt.Ptxed(o, stdout)
+	}
+	var traces []decodeTrace
+	var err error
+	if a.rawMode {
+		traces, err = loadRawTrace(o)
+	} else {
+		var rec *recording.Recording
+		if rec, traces, err = loadRecording(a); err == nil {
+			defer rec.Close()
+		}
 	}
 	if err != nil {
 		return err
 	}
-	if a.format == "ptxed" && !a.rawMode {
+	if a.format == "ptxed" {
 		// A recording: each thread's flow as ptxed prints it, through the
 		// recorded code versions.
-		rec, traces, err := loadRecording(a)
-		if err != nil {
-			return err
-		}
-		defer rec.Close()
-		o, err := ptfmt.ParsePtxedArgs(append(append([]string(nil), a.ptxed...), "--pt", filepath.Join(a.dir, "perf.data")))
-		if err != nil {
-			return fmt.Errorf("decode: %v", err)
-		}
-		o.Jobs = a.jobs
 		for _, t := range traces {
 			if len(traces) > 1 {
 				fmt.Fprintf(stdout, "== %s\n", t.label)
@@ -196,26 +246,6 @@ func runDecode(args []string, stdout io.Writer) error {
 			}
 		}
 		return nil
-	}
-	if a.format == "ptxed" {
-		o, err := ptfmt.ParsePtxedArgs(a.ptxed)
-		if err != nil {
-			return fmt.Errorf("decode: %v", err)
-		}
-		o.Jobs = a.jobs
-		return ptfmt.Ptxed(o, stdout)
-	}
-	var traces []decodeTrace
-	if a.rawMode {
-		traces, err = loadRawTrace(a)
-	} else {
-		var rec *recording.Recording
-		if rec, traces, err = loadRecording(a); err == nil {
-			defer rec.Close()
-		}
-	}
-	if err != nil {
-		return err
 	}
 	w := bufio.NewWriterSize(stdout, 1<<16)
 	defer w.Flush()
@@ -239,16 +269,16 @@ func runDecode(args []string, stdout io.Writer) error {
 		}
 		// The trace is decoded in windows that end at PSBs, so memory
 		// stays bounded whatever its size (decode.ForEachWindow).
-		err := decode.ForEachWindow(t.src, decode.DefaultWindow, func(pt []byte, stop, base uint64) {
+		err := decode.ForEachWindow(t.src, a.window, func(pt []byte, stop, base uint64) {
 			if calls != nil {
 				// The call depth carries from chunk to chunk: decode in
 				// parallel, print in order.
-				decode.ParallelFlowWindow(pt, stop, t.img, t.cfg, &decode.OffsetSink{Next: calls, Base: base}, t.resync, a.jobs)
+				decode.ParallelFlowWindow(pt, stop, t.img, t.cfg, &decode.OffsetSink{Next: calls, Base: base}, o.Resync, a.jobs)
 				prog.set(done + base + stop)
 				return
 			}
 			// Each chunk renders its own text (or counts) on its worker.
-			decode.ParallelFlowChunksWindow(pt, stop, t.img, t.cfg, t.resync, a.jobs,
+			decode.ParallelFlowChunksWindow(pt, stop, t.img, t.cfg, o.Resync, a.jobs,
 				func() decode.FlowSink {
 					c := &chunkOut{}
 					c.w = bufio.NewWriterSize(&c.buf, 1<<16)
@@ -279,49 +309,43 @@ func runDecode(args []string, stdout io.Writer) error {
 
 // decodeTrace is one PT stream with the image to decode it through.
 type decodeTrace struct {
-	label  string
-	tid    int
-	pid    int
-	src    decode.TraceReader
-	img    *decode.Image
-	cfg    *decode.FlowConfig
-	syms   *recording.Symbolizer
-	resync bool
+	label    string
+	tid, pid int
+	src      decode.TraceReader
+	img      *decode.Image
+	cfg      *decode.FlowConfig
+	syms     *recording.Symbolizer
 }
 
-func loadRawTrace(a *decodeArgs) ([]decodeTrace, error) {
-	o, err := ptfmt.ParsePtxedArgs(a.ptxed)
-	if err != nil {
-		return nil, fmt.Errorf("decode: %v", err)
-	}
+// loadRawTrace reads the trace and the image of raw mode (--pt, --raw).
+func loadRawTrace(o *ptfmt.PtxedOptions) ([]decodeTrace, error) {
 	if len(o.Raw) == 0 {
 		return nil, fmt.Errorf("decode: raw mode needs at least one --raw FILE[:FROM[-TO]]:BASE")
 	}
-	img := decode.NewImage()
-	for _, r := range o.Raw {
-		file, off, size, base, err := ptfmt.ParseRawImage(r)
-		if err != nil {
-			return nil, fmt.Errorf("decode: %v", err)
-		}
-		if err := img.AddFile(file, off, size, base); err != nil {
-			return nil, fmt.Errorf("decode: --raw %s: %v", r, err)
-		}
+	img, err := o.RawImage()
+	if err != nil {
+		return nil, fmt.Errorf("decode: %v", err)
 	}
 	pt, err := ptfmt.LoadPT(o.PT)
 	if err != nil {
 		return nil, fmt.Errorf("decode: %v", err)
 	}
+	return []decodeTrace{{label: o.PT, src: decode.BytesTrace(pt), img: img, cfg: flowConfig(o), syms: recording.NewSymbolizer()}}, nil
+}
+
+// flowConfig is the decoder configuration of the options; as ptxed, an
+// unknown cpu means decoding by the spec.
+func flowConfig(o *ptfmt.PtxedOptions) *decode.FlowConfig {
 	cfg, err := o.FlowConfig()
 	if err != nil {
-		// As ptxed: an unknown cpu means decoding by the spec.
 		fmt.Fprintf(os.Stderr, "ptjit: decode: warning: %v: decoding without errata\n", err)
 	}
-	return []decodeTrace{{label: o.PT, src: decode.BytesTrace(pt), img: img, cfg: cfg, syms: recording.NewSymbolizer(), resync: o.Resync}}, nil
+	return cfg
 }
 
 // loadRecording opens the recording in a.dir: a PT stream per thread, each
-// with its process's image and the recorded PT configuration.
-// The caller closes the recording when done with the traces.
+// with its process's image and the recorded PT configuration. The caller
+// closes the recording when done with the traces.
 func loadRecording(a *decodeArgs) (*recording.Recording, []decodeTrace, error) {
 	rec, err := recording.Open(a.dir, recording.Options{Warn: func(msg string) {
 		fmt.Fprintf(os.Stderr, "ptjit: decode: warning: %s\n", msg)
@@ -329,24 +353,8 @@ func loadRecording(a *decodeArgs) (*recording.Recording, []decodeTrace, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("decode: %v", err)
 	}
-	traces, err := recordingTraces(rec, a)
-	if err != nil {
-		rec.Close()
-		return nil, nil, err
-	}
-	return rec, traces, nil
-}
-
-func recordingTraces(rec *recording.Recording, a *decodeArgs) ([]decodeTrace, error) {
-	o, err := ptfmt.ParsePtxedArgs(append(append([]string(nil), a.ptxed...), "--pt", rec.PerfPath))
-	if err != nil {
-		return nil, fmt.Errorf("decode: %v", err)
-	}
-	baseCfg, err := o.FlowConfig()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "ptjit: decode: warning: %v: decoding without errata\n", err)
-	}
-	rec.PTConfig(&baseCfg.Packet, func(opt string) bool { return slices.Contains(a.ptxed, "--"+opt) })
+	baseCfg := flowConfig(a.ptxed)
+	rec.PTConfig(&baseCfg.Packet, func(opt string) bool { return a.given[opt] })
 	var out []decodeTrace
 	for _, t := range rec.Threads() {
 		if a.hasTID && t.TID != a.tid {
@@ -354,21 +362,20 @@ func recordingTraces(rec *recording.Recording, a *decodeArgs) ([]decodeTrace, er
 		}
 		img, err := rec.Image(t.PID)
 		if err != nil {
-			return nil, fmt.Errorf("decode: %v", err)
+			rec.Close()
+			return nil, nil, fmt.Errorf("decode: %v", err)
 		}
 		cfg := *baseCfg
-		out = append(out, decodeTrace{
-			label: t.String(), tid: t.TID, pid: t.PID,
-			src: t.Trace, img: img, cfg: &cfg, syms: rec.Symbolizer(), resync: o.Resync,
-		})
+		out = append(out, decodeTrace{label: t.String(), tid: t.TID, pid: t.PID, src: t.Trace, img: img, cfg: &cfg, syms: rec.Symbolizer()})
 	}
 	if len(out) == 0 {
+		rec.Close()
 		if a.hasTID {
-			return nil, fmt.Errorf("decode: %s: no trace for thread %d", rec.PerfPath, a.tid)
+			return nil, nil, fmt.Errorf("decode: %s: no trace for thread %d", rec.PerfPath, a.tid)
 		}
-		return nil, fmt.Errorf("decode: %s: no Intel PT trace in the file", rec.PerfPath)
+		return nil, nil, fmt.Errorf("decode: %s: no Intel PT trace in the file", rec.PerfPath)
 	}
-	return out, nil
+	return rec, out, nil
 }
 
 // chunkOut is one parallel chunk's sink and the text it produced.

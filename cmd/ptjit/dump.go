@@ -6,8 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 
 	"github.com/ptjit/ptjit/perf"
 	"github.com/ptjit/ptjit/ptfmt"
@@ -98,22 +96,15 @@ func dumpTrace(w io.Writer, format string, buf []byte, s *ptfmt.PtdumpSettings) 
 	return ptfmt.DumpText(w, buf, &cfg)
 }
 
-// readTraceArg reads FILE[:FROM[-TO]] as ptdump does: a suffix that does not
-// parse as a range is part of the file name.
+// readTraceArg reads FILE[:FROM[-TO]] as ptdump does (ptfmt.ParseFileRange).
 func readTraceArg(arg string) ([]byte, error) {
-	name, from, to, ranged := arg, uint64(0), uint64(0), false
-	if i := strings.LastIndexByte(arg, ':'); i >= 0 {
-		lo, hi, hasHi := strings.Cut(arg[i+1:], "-")
-		if a, err := strconv.ParseUint(lo, 0, 64); err == nil {
-			if !hasHi {
-				name, from, ranged = arg[:i], a, true
-			} else if b, err := strconv.ParseUint(hi, 0, 64); err == nil {
-				if b <= a {
-					return nil, fmt.Errorf("%s: bad range: end %#x not after start %#x", arg, b, a)
-				}
-				name, from, to, ranged = arg[:i], a, b, true
-			}
-		}
+	name, from, size, err := ptfmt.ParseFileRange(arg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: bad range: end %#x not after start %#x", arg, from+size, from)
+	}
+	ranged, to := name != arg, uint64(0) // to == 0: to the end
+	if size != 0 {
+		to = from + size
 	}
 	buf, err := perf.MapFile(name)
 	if err != nil {
