@@ -16,7 +16,6 @@ import (
 	"github.com/ptjit/ptjit/decode"
 	"github.com/ptjit/ptjit/ptfmt"
 	"github.com/ptjit/ptjit/recording"
-	"github.com/ptjit/ptjit/x86"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -249,7 +248,7 @@ func runDecode(a *decodeArgs, stdout io.Writer) error {
 	}
 	w := bufio.NewWriterSize(stdout, 1<<16)
 	defer w.Flush()
-	total := &statSink{}
+	total := &ptfmt.StatSink{}
 	var size, done uint64
 	for _, t := range traces {
 		size += uint64(t.src.Size())
@@ -265,7 +264,7 @@ func runDecode(a *decodeArgs, stdout io.Writer) error {
 		}
 		var calls decode.FlowSink
 		if a.format == "calls" {
-			calls = newFormatSink(a.format, w, t.syms)
+			calls = ptfmt.NewFlowSink(a.format, w, t.syms.Where)
 		}
 		// The trace is decoded in windows that end at PSBs, so memory
 		// stays bounded whatever its size (decode.ForEachWindow).
@@ -282,7 +281,7 @@ func runDecode(a *decodeArgs, stdout io.Writer) error {
 				func() decode.FlowSink {
 					c := &chunkOut{}
 					c.w = bufio.NewWriterSize(&c.buf, 1<<16)
-					c.inner = newFormatSink(a.format, c.w, t.syms)
+					c.inner = ptfmt.NewFlowSink(a.format, c.w, t.syms.Where)
 					c.sink = &decode.OffsetSink{Next: c.inner, Base: base}
 					return c
 				},
@@ -291,8 +290,8 @@ func runDecode(a *decodeArgs, stdout io.Writer) error {
 					c.w.Flush()
 					w.Write(c.buf.Bytes())
 					prog.set(done + base + c.last)
-					if ss, ok := c.inner.(*statSink); ok {
-						total.add(ss)
+					if ss, ok := c.inner.(*ptfmt.StatSink); ok {
+						total.Add(ss)
 					}
 				})
 		})
@@ -302,7 +301,7 @@ func runDecode(a *decodeArgs, stdout io.Writer) error {
 		done += uint64(t.src.Size())
 	}
 	if a.format == "stat" {
-		total.print(w)
+		total.Print(w)
 	}
 	return w.Flush()
 }
@@ -393,167 +392,3 @@ func (c *chunkOut) Insn(in *decode.FlowInsn, off, tsc uint64) {
 }
 func (c *chunkOut) Event(ev *decode.Event, off uint64)     { c.sink.Event(ev, off) }
 func (c *chunkOut) Error(e *decode.FlowError, kind string) { c.sink.Error(e, kind) }
-
-func newFormatSink(format string, w *bufio.Writer, syms *recording.Symbolizer) decode.FlowSink {
-	switch format {
-	case "insn":
-		return &traceSink{w: w, syms: syms, short: true}
-	case "calls":
-		return &callSink{w: w, syms: syms}
-	case "json":
-		return &jsonSink{enc: json.NewEncoder(w)}
-	case "stat":
-		return &statSink{}
-	}
-	return &traceSink{w: w, syms: syms}
-}
-
-// traceSink prints the instruction trace.
-type traceSink struct {
-	w     *bufio.Writer
-	syms  *recording.Symbolizer
-	short bool
-}
-
-func (s *traceSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
-	if s.short {
-		fmt.Fprintf(s.w, "%016x  %s\n", in.IP, ptfmt.FlowInsnText(in))
-		return
-	}
-	spec := ""
-	if in.Speculative {
-		spec = "? "
-	}
-	fmt.Fprintf(s.w, "%16d  %s%016x  %-28s  %s\n", in.TSC, spec, in.IP, s.syms.Where(in), ptfmt.FlowInsnText(in))
-}
-
-func (s *traceSink) Event(ev *decode.Event, off uint64) {
-	if ev.StatusUpdate {
-		return
-	}
-	fmt.Fprintf(s.w, "[%s]\n", ptfmt.EventText(ev, true))
-}
-
-func (s *traceSink) Error(e *decode.FlowError, kind string) {
-	fmt.Fprintf(s.w, "[%s: pt offset %#x, ip %#x: %s]\n", kind, e.Offset, e.IP, e.Code)
-}
-
-// callSink prints the call/return tree: one line per call and return,
-// indented by call depth.
-type callSink struct {
-	w     *bufio.Writer
-	syms  *recording.Symbolizer
-	depth int
-	ret   bool // the previous instruction was a return
-	call  bool // the previous instruction was a call
-}
-
-func (s *callSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
-	if s.call {
-		fmt.Fprintf(s.w, "%16d  %s-> %s\n", in.TSC, strings.Repeat("  ", s.depth), s.syms.Where(in))
-		s.depth++
-	}
-	if s.ret {
-		if s.depth > 0 {
-			s.depth--
-		}
-		fmt.Fprintf(s.w, "%16d  %s<- %s\n", in.TSC, strings.Repeat("  ", s.depth), s.syms.Where(in))
-	}
-	s.call = in.Class.IsCall() || in.Class == x86.ClassFarCall || in.Class == x86.ClassSyscall
-	s.ret = in.Class == x86.ClassRet || in.Class == x86.ClassFarRet || in.Class == x86.ClassSysret
-}
-
-func (s *callSink) Event(ev *decode.Event, off uint64) {
-	if ev.StatusUpdate {
-		return
-	}
-	fmt.Fprintf(s.w, "%s[%s]\n", strings.Repeat("  ", s.depth), ptfmt.EventText(ev, true))
-	s.call, s.ret = false, false
-}
-
-func (s *callSink) Error(e *decode.FlowError, kind string) {
-	fmt.Fprintf(s.w, "[%s: pt offset %#x, ip %#x: %s]\n", kind, e.Offset, e.IP, e.Code)
-	s.call, s.ret, s.depth = false, false, 0
-}
-
-// jsonSink prints one JSON object per line.
-type jsonSink struct{ enc *json.Encoder }
-
-type jsonInsn struct {
-	Kind   string `json:"kind"`
-	TSC    uint64 `json:"tsc"`
-	IP     string `json:"ip"`
-	Size   uint8  `json:"size"`
-	Class  string `json:"class"`
-	Spec   bool   `json:"speculative,omitempty"`
-	Region string `json:"section,omitempty"`
-	Offset uint64 `json:"pt_offset"`
-}
-
-func (s *jsonSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
-	r := jsonInsn{Kind: "insn", TSC: in.TSC, IP: fmt.Sprintf("%#x", in.IP), Size: in.Size, Class: in.Class.String(), Spec: in.Speculative, Offset: off}
-	if in.Section != nil {
-		r.Region = in.Section.Tag
-	}
-	s.enc.Encode(&r)
-}
-
-func (s *jsonSink) Event(ev *decode.Event, off uint64) {
-	if ev.StatusUpdate {
-		return
-	}
-	r := map[string]any{"kind": "event", "event": ptfmt.EventText(ev, true), "pt_offset": off}
-	if ev.HasTSC {
-		r["tsc"] = ev.TSC
-	}
-	s.enc.Encode(r)
-}
-
-func (s *jsonSink) Error(e *decode.FlowError, kind string) {
-	s.enc.Encode(map[string]any{"kind": kind, "error": e.Code.String(), "pt_offset": e.Offset, "ip": fmt.Sprintf("%#x", e.IP)})
-}
-
-// statSink counts.
-type statSink struct {
-	insns, events, errors uint64
-	classes               map[string]uint64
-}
-
-func (s *statSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
-	s.insns++
-	if in.Class != x86.ClassOther {
-		if s.classes == nil {
-			s.classes = map[string]uint64{}
-		}
-		s.classes[in.Class.String()]++
-	}
-}
-
-func (s *statSink) Event(ev *decode.Event, off uint64) {
-	if !ev.StatusUpdate {
-		s.events++
-	}
-}
-
-func (s *statSink) Error(e *decode.FlowError, kind string) { s.errors++ }
-
-func (s *statSink) add(o *statSink) {
-	s.insns += o.insns
-	s.events += o.events
-	s.errors += o.errors
-	for k, v := range o.classes {
-		if s.classes == nil {
-			s.classes = map[string]uint64{}
-		}
-		s.classes[k] += v
-	}
-}
-
-func (s *statSink) print(w io.Writer) {
-	fmt.Fprintf(w, "instructions: %d\nevents: %d\nerrors: %d\n", s.insns, s.events, s.errors)
-	for _, k := range []string{"cond-jump", "jump", "ind-jump", "call", "ind-call", "ret", "far-call", "far-ret", "far-jump", "syscall", "sysret"} {
-		if n := s.classes[k]; n != 0 {
-			fmt.Fprintf(w, "%s: %d\n", k, n)
-		}
-	}
-}
