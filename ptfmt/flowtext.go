@@ -2,6 +2,7 @@ package ptfmt
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -183,3 +184,74 @@ func (s *StatSink) Print(w io.Writer) {
 		}
 	}
 }
+
+// FlowOptions configure WriteFlow.
+type FlowOptions struct {
+	Format string                        // as NewFlowSink
+	Where  func(*decode.FlowInsn) string // names an instruction's address
+	Window int                           // the most trace bytes held at once
+	Jobs   int                           // PSB segments decoded at once
+	Resync bool                          // resync at the next PSB after an error
+	// Progress, if not nil, is told how many bytes of the trace are
+	// decoded; it is called from the goroutine that called WriteFlow.
+	Progress func(done uint64)
+	// Stat, with Format "stat", receives the counts (nothing is written).
+	Stat *StatSink
+}
+
+// WriteFlow decodes the trace src through img and writes its flow to w in
+// o.Format. The trace is decoded in windows that end at PSBs, so memory
+// stays bounded whatever its size (decode.ForEachWindow), and each window
+// on o.Jobs goroutines: each chunk renders its own text on its worker and
+// the texts are written in trace order; the call tree ("calls") is
+// rendered in order, its depth carrying from chunk to chunk.
+func WriteFlow(w *bufio.Writer, src decode.TraceReader, img *decode.Image, cfg *decode.FlowConfig, o *FlowOptions) error {
+	progress := o.Progress
+	if progress == nil {
+		progress = func(uint64) {}
+	}
+	var calls decode.FlowSink
+	if o.Format == "calls" {
+		calls = NewFlowSink(o.Format, w, o.Where)
+	}
+	return decode.ForEachWindow(src, o.Window, func(pt []byte, stop, base uint64) {
+		if calls != nil {
+			decode.ParallelFlowWindow(pt, stop, img, cfg, &decode.OffsetSink{Next: calls, Base: base}, o.Resync, o.Jobs)
+			progress(base + stop)
+			return
+		}
+		decode.ParallelFlowChunksWindow(pt, stop, img, cfg, o.Resync, o.Jobs,
+			func() decode.FlowSink {
+				c := &chunkOut{}
+				c.w = bufio.NewWriterSize(&c.buf, 1<<16)
+				c.inner = NewFlowSink(o.Format, c.w, o.Where)
+				c.sink = &decode.OffsetSink{Next: c.inner, Base: base}
+				return c
+			},
+			func(s decode.FlowSink) {
+				c := s.(*chunkOut)
+				c.w.Flush()
+				w.Write(c.buf.Bytes())
+				progress(base + c.last)
+				if ss, ok := c.inner.(*StatSink); ok && o.Stat != nil {
+					o.Stat.Add(ss)
+				}
+			})
+	})
+}
+
+// chunkOut is one parallel chunk's sink and the text it produced.
+type chunkOut struct {
+	buf   bytes.Buffer
+	w     *bufio.Writer
+	inner decode.FlowSink // the format's sink
+	sink  decode.FlowSink // inner, with offsets in the whole trace
+	last  uint64          // the last trace offset seen, for progress
+}
+
+func (c *chunkOut) Insn(in *decode.FlowInsn, off, tsc uint64) {
+	c.last = off
+	c.sink.Insn(in, off, tsc)
+}
+func (c *chunkOut) Event(ev *decode.Event, off uint64)     { c.sink.Event(ev, off) }
+func (c *chunkOut) Error(e *decode.FlowError, kind string) { c.sink.Error(e, kind) }

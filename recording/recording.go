@@ -99,6 +99,36 @@ func (r *Recording) Threads() []Thread {
 	return out
 }
 
+// ThreadTrace is a Thread with the image of its process.
+type ThreadTrace struct {
+	Thread
+	Image *decode.Image
+}
+
+// Traces returns the streams of Threads, only thread tid's when tid > 0,
+// each with its process's image. A recording with no such stream is an
+// error.
+func (r *Recording) Traces(tid int) ([]ThreadTrace, error) {
+	var out []ThreadTrace
+	for _, t := range r.Threads() {
+		if tid > 0 && t.TID != tid {
+			continue
+		}
+		img, err := r.Image(t.PID)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ThreadTrace{t, img})
+	}
+	switch {
+	case len(out) > 0:
+		return out, nil
+	case tid > 0:
+		return nil, fmt.Errorf("%s: no trace for thread %d", r.PerfPath, tid)
+	}
+	return nil, fmt.Errorf("%s: no Intel PT trace in the file", r.PerfPath)
+}
+
 // PTConfig sets in c the PT timing configuration the recording was made
 // with (perf.PerfTrace.PTConfig), except what given reports as given.
 func (r *Recording) PTConfig(c *ptpkt.Config, given func(option string) bool) {

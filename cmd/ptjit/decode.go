@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,28 +47,10 @@ Decode errors appear in the flow with their trace offset and IP; decoding
 resumes at the next PSB. All of ptxed's options are accepted (--cpu,
 --event:ip, --filter:addr0_cfg, --resync-on-error, ...).`
 
-var decodeCmd = &cobra.Command{
-	Use:   "decode",
-	Short: "Decode Intel PT through the recorded code versions",
-	Long:  decodeUsage,
-	Args: func(cmd *cobra.Command, args []string) error {
-		if len(args) > 0 {
-			return fmt.Errorf("decode: unknown option: %s", args[0])
-		}
-		return nil
-	},
-	RunE: func(cmd *cobra.Command, args []string) error {
-		a := decodeOpts
-		decodeOpts = newDecodeArgs()
-		return runDecode(&a, cmd.OutOrStdout())
-	},
-}
-
 // decodeArgs are the options of ptjit decode.
 type decodeArgs struct {
 	dir     string
-	tid     int
-	hasTID  bool
+	tid     int      // 0: every thread
 	format  string   // "trace", "insn", "calls", "json", "stat", "ptxed"
 	formats []string // --insn, --calls, --json, --stat and "format=F" in command-line order
 	jobs    int
@@ -84,15 +65,12 @@ func newDecodeArgs() decodeArgs {
 		ptxed: ptfmt.NewPtxedOptions(), given: map[string]bool{}}
 }
 
-// decodeOpts holds the options being parsed: each flag applies its value
-// to it in command-line order.
-var decodeOpts = newDecodeArgs()
-
-// decodeFlag is a flag of ptjit decode; set applies its value to
-// decodeOpts.
+// decodeFlag is a flag of ptjit decode; set applies its value to args,
+// the options being parsed, in command-line order.
 type decodeFlag struct {
-	set func(v string) error
-	typ string // "bool" for flags without a value
+	set  func(v string) error
+	typ  string // "bool" for flags without a value
+	args *decodeArgs
 }
 
 func (f *decodeFlag) String() string     { return "" }
@@ -101,13 +79,30 @@ func (f *decodeFlag) Type() string       { return f.typ }
 
 // Reset restores every option's default (resetFlags, before a command line
 // is parsed).
-func (f *decodeFlag) Reset() { decodeOpts = newDecodeArgs() }
+func (f *decodeFlag) Reset() { *f.args = newDecodeArgs() }
 
 func init() {
-	a := &decodeOpts
+	a := new(decodeArgs)
+	*a = newDecodeArgs()
+	decodeCmd := &cobra.Command{
+		Use:   "decode",
+		Short: "Decode Intel PT through the recorded code versions",
+		Long:  decodeUsage,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("decode: unknown option: %s", args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts := *a
+			*a = newDecodeArgs()
+			return runDecode(&opts, cmd.OutOrStdout())
+		},
+	}
 	fs := decodeCmd.Flags()
 	add := func(name, short string, hasArg bool, usage string, set func(v string) error) {
-		f := fs.VarPF(&decodeFlag{set: set, typ: "string"}, name, short, usage)
+		f := fs.VarPF(&decodeFlag{set: set, typ: "string", args: a}, name, short, usage)
 		if !hasArg {
 			f.Value.(*decodeFlag).typ, f.NoOptDefVal = "bool", "true"
 		}
@@ -118,7 +113,7 @@ func init() {
 		if err != nil || n <= 0 {
 			return fmt.Errorf("--tid %q: not a thread id", v)
 		}
-		a.tid, a.hasTID = n, true
+		a.tid = n
 		return nil
 	})
 	add("jobs", "j", true, "decode PSB segments on N goroutines", func(v string) error {
@@ -248,13 +243,14 @@ func runDecode(a *decodeArgs, stdout io.Writer) error {
 	}
 	w := bufio.NewWriterSize(stdout, 1<<16)
 	defer w.Flush()
-	total := &ptfmt.StatSink{}
+	fo := ptfmt.FlowOptions{Format: a.format, Window: a.window, Jobs: a.jobs, Resync: o.Resync, Stat: &ptfmt.StatSink{}}
 	var size, done uint64
 	for _, t := range traces {
 		size += uint64(t.src.Size())
 	}
 	prog := startProgress(size)
 	defer prog.finish()
+	fo.Progress = func(n uint64) { prog.set(done + n) }
 	for _, t := range traces {
 		if len(traces) > 1 && a.format != "json" && a.format != "stat" {
 			fmt.Fprintf(w, "== %s\n", t.label)
@@ -262,46 +258,14 @@ func runDecode(a *decodeArgs, stdout io.Writer) error {
 		if a.format == "json" {
 			json.NewEncoder(w).Encode(map[string]any{"kind": "trace", "tid": t.tid, "pid": t.pid, "label": t.label})
 		}
-		var calls decode.FlowSink
-		if a.format == "calls" {
-			calls = ptfmt.NewFlowSink(a.format, w, t.syms.Where)
-		}
-		// The trace is decoded in windows that end at PSBs, so memory
-		// stays bounded whatever its size (decode.ForEachWindow).
-		err := decode.ForEachWindow(t.src, a.window, func(pt []byte, stop, base uint64) {
-			if calls != nil {
-				// The call depth carries from chunk to chunk: decode in
-				// parallel, print in order.
-				decode.ParallelFlowWindow(pt, stop, t.img, t.cfg, &decode.OffsetSink{Next: calls, Base: base}, o.Resync, a.jobs)
-				prog.set(done + base + stop)
-				return
-			}
-			// Each chunk renders its own text (or counts) on its worker.
-			decode.ParallelFlowChunksWindow(pt, stop, t.img, t.cfg, o.Resync, a.jobs,
-				func() decode.FlowSink {
-					c := &chunkOut{}
-					c.w = bufio.NewWriterSize(&c.buf, 1<<16)
-					c.inner = ptfmt.NewFlowSink(a.format, c.w, t.syms.Where)
-					c.sink = &decode.OffsetSink{Next: c.inner, Base: base}
-					return c
-				},
-				func(s decode.FlowSink) {
-					c := s.(*chunkOut)
-					c.w.Flush()
-					w.Write(c.buf.Bytes())
-					prog.set(done + base + c.last)
-					if ss, ok := c.inner.(*ptfmt.StatSink); ok {
-						total.Add(ss)
-					}
-				})
-		})
-		if err != nil {
+		fo.Where = t.syms.Where
+		if err := ptfmt.WriteFlow(w, t.src, t.img, t.cfg, &fo); err != nil {
 			return fmt.Errorf("decode: %s: %v", t.label, err)
 		}
 		done += uint64(t.src.Size())
 	}
 	if a.format == "stat" {
-		total.Print(w)
+		fo.Stat.Print(w)
 	}
 	return w.Flush()
 }
@@ -354,41 +318,15 @@ func loadRecording(a *decodeArgs) (*recording.Recording, []decodeTrace, error) {
 	}
 	baseCfg := flowConfig(a.ptxed)
 	rec.PTConfig(&baseCfg.Packet, func(opt string) bool { return a.given[opt] })
-	var out []decodeTrace
-	for _, t := range rec.Threads() {
-		if a.hasTID && t.TID != a.tid {
-			continue
-		}
-		img, err := rec.Image(t.PID)
-		if err != nil {
-			rec.Close()
-			return nil, nil, fmt.Errorf("decode: %v", err)
-		}
-		cfg := *baseCfg
-		out = append(out, decodeTrace{label: t.String(), tid: t.TID, pid: t.PID, src: t.Trace, img: img, cfg: &cfg, syms: rec.Symbolizer()})
-	}
-	if len(out) == 0 {
+	ts, err := rec.Traces(a.tid)
+	if err != nil {
 		rec.Close()
-		if a.hasTID {
-			return nil, nil, fmt.Errorf("decode: %s: no trace for thread %d", rec.PerfPath, a.tid)
-		}
-		return nil, nil, fmt.Errorf("decode: %s: no Intel PT trace in the file", rec.PerfPath)
+		return nil, nil, fmt.Errorf("decode: %v", err)
+	}
+	var out []decodeTrace
+	for _, t := range ts {
+		cfg := *baseCfg
+		out = append(out, decodeTrace{label: t.String(), tid: t.TID, pid: t.PID, src: t.Trace, img: t.Image, cfg: &cfg, syms: rec.Symbolizer()})
 	}
 	return rec, out, nil
 }
-
-// chunkOut is one parallel chunk's sink and the text it produced.
-type chunkOut struct {
-	buf   bytes.Buffer
-	w     *bufio.Writer
-	inner decode.FlowSink // the format's sink
-	sink  decode.FlowSink // inner, with offsets in the whole trace
-	last  uint64          // the last trace offset seen, for the progress display
-}
-
-func (c *chunkOut) Insn(in *decode.FlowInsn, off, tsc uint64) {
-	c.last = off
-	c.sink.Insn(in, off, tsc)
-}
-func (c *chunkOut) Event(ev *decode.Event, off uint64)     { c.sink.Event(ev, off) }
-func (c *chunkOut) Error(e *decode.FlowError, kind string) { c.sink.Error(e, kind) }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -168,7 +169,7 @@ func printHistory(out io.Writer, d *db.DB, f db.VersionFilter, asJSON, withFiles
 		}
 		end := ""
 		if v.HasEnd {
-			end = "  until " + trimSpace(rel(v.End.MonoNS))
+			end = "  until " + strings.TrimLeft(rel(v.End.MonoNS), " ")
 		}
 		fmt.Fprintf(out, "%s %-7d %-7d %-9s %#014x-%#014x %-8d %-14s %#-16x %s%s\n",
 			rel(v.Valid.MonoNS), v.PID, v.TID, fmt.Sprintf("%d.%d", v.Region, v.Vno), v.Addr, v.Addr+v.Size, v.Size, cause, v.IP, hex.EncodeToString(v.SHA256[:8]), end)
@@ -177,13 +178,6 @@ func printHistory(out io.Writer, d *db.DB, f db.VersionFilter, asJSON, withFiles
 		fmt.Fprintln(out, "(no code versions recorded)")
 	}
 	return nil
-}
-
-func trimSpace(s string) string {
-	for len(s) > 0 && s[0] == ' ' {
-		s = s[1:]
-	}
-	return s
 }
 
 type writeJSON struct {

@@ -2,15 +2,11 @@ package main
 
 import (
 	"bufio"
-	"encoding/hex"
 	"fmt"
-	"io"
 	"strconv"
-	"strings"
 
 	"github.com/ptjit/ptjit/db"
-	"github.com/ptjit/ptjit/x86"
-	"github.com/ptjit/ptjit/x86/att"
+	"github.com/ptjit/ptjit/ptfmt"
 	"github.com/spf13/cobra"
 )
 
@@ -94,10 +90,10 @@ region and version. --raw prints the bytes as hex instead.`,
 				code = code[:length]
 			}
 			if raw {
-				hexDump(out, addr, code)
+				ptfmt.HexDump(out, addr, code)
 				return nil
 			}
-			disasm(out, addr, code, count)
+			ptfmt.Disasm(out, addr, code, count)
 			return nil
 		},
 	}
@@ -109,78 +105,4 @@ region and version. --raw prints the bytes as hex instead.`,
 	cmd.Flags().IntVarP(&count, "count", "n", 20, "instructions to disassemble")
 	cmd.Flags().Uint64Var(&length, "len", 0, "bytes to show (default: to the end of the version for --raw)")
 	rootCmd.AddCommand(cmd)
-}
-
-func hexDump(out io.Writer, addr uint64, b []byte) {
-	for off := 0; off < len(b); off += 16 {
-		end := min(off+16, len(b))
-		fmt.Fprintf(out, "%#014x: % x\n", addr+uint64(off), b[off:end])
-	}
-}
-
-// insnText disassembles one instruction; multi-byte nops are shown as nopN
-// so that a patched site reads "nop5 → jmp ...".
-func insnText(in *x86.Insn) string {
-	if n, ok := nopLen(in.Bytes()); ok && n > 1 {
-		return "nop" + strconv.Itoa(n)
-	}
-	return att.Text(in)
-}
-
-// nopLen recognises the recommended multi-byte nops (0f 1f /0 with optional
-// 66 prefixes) and the one-byte 90.
-func nopLen(b []byte) (int, bool) {
-	i := 0
-	for i < len(b) && b[i] == 0x66 {
-		i++
-	}
-	if i+1 < len(b) && b[i] == 0x0f && b[i+1] == 0x1f {
-		return len(b), true
-	}
-	if len(b) == 1 && b[0] == 0x90 {
-		return 1, true
-	}
-	return 0, false
-}
-
-type insnLine struct {
-	addr uint64
-	raw  []byte
-	text string
-}
-
-// sweep disassembles code at addr linearly, at most n instructions (n <= 0:
-// all). An undecodable byte becomes a one-byte "(bad)" line.
-func sweep(addr uint64, code []byte, n int) []insnLine {
-	var out []insnLine
-	var in x86.Insn
-	for off := 0; off < len(code) && (n <= 0 || len(out) < n); {
-		ip := addr + uint64(off)
-		if err := x86.DecodeInsn(code[off:], ip, x86.Mode64, &in); err != nil {
-			out = append(out, insnLine{ip, code[off : off+1], "(bad)"})
-			off++
-			continue
-		}
-		out = append(out, insnLine{ip, code[off : off+int(in.Len)], insnText(&in)})
-		off += int(in.Len)
-	}
-	return out
-}
-
-func disasm(out io.Writer, addr uint64, code []byte, n int) {
-	for _, l := range sweep(addr, code, n) {
-		fmt.Fprintf(out, "%#014x: %-30s %s\n", l.addr, spacedHex(l.raw), l.text)
-	}
-}
-
-func spacedHex(b []byte) string {
-	s := hex.EncodeToString(b)
-	var sb strings.Builder
-	for i := 0; i < len(s); i += 2 {
-		if i > 0 {
-			sb.WriteByte(' ')
-		}
-		sb.WriteString(s[i : i+2])
-	}
-	return sb.String()
 }
