@@ -2,7 +2,7 @@
 GO      ?= go
 BIN     := bin/ptjit
 
-.PHONY: all ptjit testdata test bench demo clean
+.PHONY: all ptjit testdata test lint bench demo clean
 all: ptjit testdata
 
 ptjit:
@@ -12,15 +12,30 @@ testdata:
 	$(MAKE) -C testdata
 
 # The differential tests against libipt (cgo) run where libipt-dev is
-# installed (.ci/run installs it); every fuzz target runs for FUZZTIME.
+# installed (.ci/run installs it; under CI=true a missing header fails the
+# run instead of skipping them); every fuzz target runs for FUZZTIME; the
+# packages with goroutines of their own also run under the race detector.
 LIBIPT   := $(if $(wildcard /usr/include/intel-pt.h),-tags libipt)
 FUZZTIME ?= 20s
-test: all
-	$(GO) vet ./...
+RACE_PKGS := ./db/ ./decode/ ./ptfmt/ ./tracker/
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+test: all lint
+	@if [ -n "$$CI" ] && [ -z "$(LIBIPT)" ]; then echo "make test: CI=true but /usr/include/intel-pt.h is missing: install libipt-dev (the libipt differential tests would not run)"; exit 1; fi
 	$(GO) test -count=1 -timeout 60m $(LIBIPT) ./...
-	$(GO) test -run '^$$' -fuzz '^FuzzPacketDecoder$$' -fuzztime $(FUZZTIME) ./decode/
+	$(GO) test -count=1 -timeout 30m -race $(LIBIPT) $(RACE_PKGS)
+	$(GO) test -run '^$$' -fuzz '^FuzzPacketDecoder$$' -fuzztime $(FUZZTIME) ./ptpkt/
 	$(GO) test -run '^$$' -fuzz '^FuzzFlowDecoder$$' -fuzztime $(FUZZTIME) ./decode/
-	$(GO) test -run '^$$' -fuzz '^FuzzPerfDataReader$$' -fuzztime $(FUZZTIME) ./decode/
+	$(GO) test -run '^$$' -fuzz '^FuzzPerfDataReader$$' -fuzztime $(FUZZTIME) ./perf/
+	$(GO) test -run '^$$' -fuzz '^FuzzPtdump$$' -fuzztime $(FUZZTIME) ./ptfmt/
+
+# Static checks: formatting, go vet (with and without the libipt tag),
+# staticcheck's default checks, and go.mod/go.sum as go mod tidy leaves them.
+lint:
+	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+	$(GO) vet ./...
+	$(GO) vet -tags libipt ./...
+	$(GO) run $(STATICCHECK) ./...
+	$(GO) mod tidy -diff
 
 # The quick start's main job: record ubpf-test (a uBPF-style JIT) with the
 # best PT backend this machine has, then show its code history and the
@@ -39,7 +54,7 @@ demo: all
 # then the decoder against libipt (needs libipt-dev for the cgo comparison).
 bench: all
 	$(GO) run ./cmd/ptjit-bench -ptjit $(BIN)
-	$(GO) test -run '^$$' -bench . -benchtime 3x $(LIBIPT) ./decode/ ./tracker/
+	$(GO) test -run '^$$' -bench . -benchtime 3x $(LIBIPT) ./ptpkt/ ./x86/ ./perf/ ./decode/ ./ptfmt/ ./tracker/
 
 clean:
 	rm -rf bin

@@ -7,3 +7,6 @@
 // (snapshot, tracker) takes Stamps and the store (db) keeps them. It
 // imports only the standard library.
 package clock
+
+// Building for any platform but linux/amd64 fails in internal/platform.
+import _ "github.com/ptjit/ptjit/internal/platform"

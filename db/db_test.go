@@ -212,3 +212,59 @@ func TestOpenErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestKilledRunLeftovers opens what a run killed with SIGKILL leaves: a
+// code.db in WAL mode whose last transactions are only in code.db-wal (a
+// copy of the files taken while the Recorder is open). Open folds the WAL
+// in once, under the directory's lock, and then the recording is one file
+// again.
+func TestKilledRunLeftovers(t *testing.T) {
+	live := filepath.Join(t.TempDir(), "code.db")
+	r, err := Create(live, Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	reg := r.NewRegion(1, 0x1000, PageSize, clock.Stamp{TSC: 1, MonoNS: 1})
+	r.AddVersion(Version{Region: reg, PID: 1, Addr: 0x1000, Size: PageSize, Data: page(1, 1), At: clock.Stamp{TSC: 1, MonoNS: 1}, Cause: "mmap"})
+	if err := r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	copyRun := func() string {
+		dir := t.TempDir()
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			b, err := os.ReadFile(live + suffix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(filepath.Join(dir, "code.db"+suffix), b, 0o644)
+		}
+		if st, _ := os.Stat(filepath.Join(dir, "code.db-wal")); st.Size() == 0 {
+			t.Fatal("the live recording's WAL is empty: the test does not exercise a leftover WAL")
+		}
+		return filepath.Join(dir, "code.db")
+	}
+
+	killed := copyRun()
+	d, err := Open(killed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, err := d.Versions(VersionFilter{})
+	if err != nil || len(vs) != 1 {
+		t.Fatalf("versions after folding the WAL: %v, %d, want 1", err, len(vs))
+	}
+	m, _ := d.Meta()
+	if m["ptjit_state"] != "recording" {
+		t.Errorf("state %q, want recording (the run was cut short)", m["ptjit_state"])
+	}
+	d.Close()
+	for _, suffix := range []string{"-wal", "-shm"} {
+		if _, err := os.Stat(killed + suffix); err == nil {
+			t.Errorf("code.db%s still there after Open folded the WAL", suffix)
+		}
+	}
+	if b, _ := os.ReadFile(killed); len(b) < 20 || b[18] != 1 || b[19] != 1 {
+		t.Errorf("code.db header still says WAL mode after folding")
+	}
+}

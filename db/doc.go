@@ -20,10 +20,32 @@
 // survives any crash or kill of ptjit or of the program; only a crash of
 // the machine itself can lose the recording's tail (a checkpoint's fsync
 // stalled the writer, and through back-pressure the program, for hundreds
-// of ms on this VM's disk). Close checkpoints the WAL into a single file
-// and sets meta.ptjit_state to "complete" ("recording" means the run was
-// cut short).
+// of ms on this VM's disk). Close sets meta.ptjit_state to "complete"
+// ("recording" means the run was cut short), folds the WAL into the file
+// and leaves WAL mode: a finished recording is one code.db.
 //
-// Reading. Open opens a code.db read-only (immutable snapshot semantics are
-// not assumed: a recording in progress can be read).
+// A write error (disk full, I/O error) is given to the function set with
+// SetOnError once, when it happens, so the user hears of it at once. From
+// then on the Recorder takes records and drops them (the program never
+// waits on a recording that stopped), rolls back the open transaction,
+// and Close writes meta.ptjit_state "failed: ERROR" if the disk takes that
+// much; Saved counts the rows of committed transactions, which is what the
+// code.db holds. Create removes a code.db it could not set up. A reader
+// that cannot fold the WAL of such a run (no room on the disk) reads
+// through it, and DB.Incomplete says why a recording is not complete.
+//
+// The recording directory's lock is an flock on the directory itself
+// (LockDir): the run holds it while it records, so a second run into the
+// same directory fails at once, and the lock adds no file and ends with
+// its holder however it ends.
+//
+// Reading. Open opens a code.db read-only, as an immutable file: SQLite
+// creates nothing beside it, so a recording on a read-only mount or in
+// another user's directory reads the same. What a killed run leaves (its
+// last transactions in code.db-wal) is folded into code.db by the first
+// Open, once, under the directory's lock; a recording still being written
+// (the lock is held, or a writer has the database open) is read live
+// through SQLite's locks instead. Probe tells a ptjit code.db from any
+// other file without changing anything, so that ptjit never replaces what
+// it did not write.
 package db

@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 
+	"github.com/mattn/go-sqlite3"
 	"github.com/ptjit/ptjit/clock"
+	"golang.org/x/sys/unix"
 )
 
 // ErrNotCodeDB reports a file that is not a ptjit code.db (or is damaged).
@@ -30,6 +33,7 @@ func (e *FormatError) Is(target error) bool { return target == ErrNotCodeDB }
 type DB struct {
 	path string
 	sql  *sql.DB
+	live bool // a run (or another process) is still writing it
 }
 
 // Open opens the code.db at path read-only and checks that it is one.
@@ -44,7 +48,19 @@ func Open(path string) (*DB, error) {
 	if st.IsDir() {
 		return nil, &FormatError{path, "is a directory, not a code.db"}
 	}
-	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?mode=ro&_query_only=1"
+	live, writing, err := foldWAL(path)
+	if err != nil {
+		return nil, err
+	}
+	// A finished recording is read as an immutable file: SQLite creates
+	// nothing beside it (no -wal, -shm or lock files), so a copy on a
+	// read-only mount or in another user's directory reads as well. Only a
+	// recording still being written is read through SQLite's locks.
+	params := "?mode=ro&immutable=1"
+	if live {
+		params = "?mode=ro&_query_only=1"
+	}
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + params
 	sdb, err := sql.Open("sqlite3", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -56,7 +72,7 @@ func Open(path string) (*DB, error) {
 	}
 	var format string
 	err = sdb.QueryRow(`SELECT value FROM meta WHERE key = 'format'`).Scan(&format)
-	if err != nil || format != "ptjit code.db" {
+	if err != nil || format != formatName {
 		sdb.Close()
 		return nil, &FormatError{path, "not a ptjit code.db (no ptjit meta table)"}
 	}
@@ -64,7 +80,7 @@ func Open(path string) (*DB, error) {
 		sdb.Close()
 		return nil, &FormatError{path, fmt.Sprintf("code.db schema version %d, this ptjit reads version %d", ver, SchemaVersion)}
 	}
-	return &DB{path: path, sql: sdb}, nil
+	return &DB{path: path, sql: sdb, live: writing}, nil
 }
 
 func firstLine(s string) string {
@@ -72,6 +88,53 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
+}
+
+// Incomplete explains, in one sentence, why the recording may not hold
+// everything the run did, or returns "" for a recording its run completed:
+// a run still in progress, one that was cut short (killed, or the machine
+// stopped: meta.ptjit_state stayed "recording"), one that stopped at a
+// write error (its state names the error).
+func (d *DB) Incomplete() (string, error) {
+	var state string
+	err := d.sql.QueryRow(`SELECT value FROM meta WHERE key = 'ptjit_state'`).Scan(&state)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		state = ""
+	case err != nil:
+		return "", d.wrap(err)
+	}
+	switch {
+	case state == "complete":
+		return "", nil
+	case d.live:
+		return "the run is still recording it; it holds what was committed so far", nil
+	case state == "recording":
+		return "its run did not complete it (ptjit was killed, the machine stopped, or a write failed); it holds what was committed until then", nil
+	case strings.HasPrefix(state, "failed: "):
+		return "the recording stopped at a write error (" + strings.TrimPrefix(state, "failed: ") + "); it holds what was committed until then", nil
+	}
+	return fmt.Sprintf("its state is %q, not complete", state), nil
+}
+
+// OpenChecked opens the code.db at path as Open does and, when the
+// recording is incomplete (Incomplete), tells warn so once, as
+// "PATH is incomplete: WHY": the answers are still right for what it
+// holds.
+func OpenChecked(path string, warn func(msg string)) (*DB, error) {
+	d, err := Open(path)
+	if err != nil {
+		return nil, err
+	}
+	why, err := d.Incomplete()
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	if why != "" {
+		warn(fmt.Sprintf("%s is incomplete: %s", path, why))
+	}
+	return d, nil
 }
 
 // Path returns the file the DB was opened from.
@@ -136,6 +199,16 @@ type VersionInfo struct {
 	Valid    clock.Stamp
 	End      clock.Stamp // zero when HasEnd is false
 	HasEnd   bool
+}
+
+// String describes v in one line: "region R version V [START-END] pid P
+// tid T, CAUSE at ip IP, valid from tsc FROM[ to TO]" (ptjit show).
+func (v *VersionInfo) String() string {
+	s := fmt.Sprintf("region %d version %d [%#x-%#x] pid %d tid %d, %s at ip %#x, valid from tsc %d", v.Region, v.Vno, v.Addr, v.Addr+v.Size, v.PID, v.TID, v.Cause, v.IP, v.Valid.TSC)
+	if v.HasEnd {
+		s += fmt.Sprintf(" to %d", v.End.TSC)
+	}
+	return s
 }
 
 // Contains reports whether addr lies in the version's range.
@@ -456,4 +529,61 @@ func (d *DB) Threads() ([]ThreadInfo, error) {
 		out = append(out, t)
 	}
 	return out, d.wrap(rows.Err())
+}
+
+// foldWAL handles what a run that did not finish leaves beside its code.db:
+// a -wal file holding its last transactions (and a -shm index). If a run
+// is still recording into the directory (its lock is held), it reports
+// live and changes nothing. Otherwise, under the directory's lock, it
+// folds the WAL into code.db and leaves WAL mode (unless a writer still
+// has the database open: then it is read live too), so the recording becomes
+// the one file a finished run leaves. That needs write access once; on a
+// read-only copy with a non-empty WAL it fails with a message saying so
+// (an empty WAL is ignored: it holds nothing).
+func foldWAL(path string) (live, writing bool, err error) {
+	walSize := int64(-1)
+	if st, err := os.Stat(path + "-wal"); err == nil {
+		walSize = st.Size()
+	}
+	if _, err := os.Stat(path + "-shm"); walSize < 0 && err != nil {
+		return false, false, nil // nothing left over
+	}
+	dir := filepath.Dir(path)
+	lock, err := LockDir(dir)
+	if errors.Is(err, ErrRecordingLive) {
+		return true, true, nil
+	}
+	if err == nil {
+		defer lock.Close()
+	}
+	if walSize <= 0 {
+		return false, false, nil
+	}
+	if unix.Access(dir, unix.W_OK) != nil || unix.Access(path, unix.W_OK) != nil {
+		return false, false, &FormatError{path, "a run that did not finish left its last transactions in code.db-wal; " +
+			"ptjit needs write access to the directory once to fold them in (or copy the recording somewhere writable)"}
+	}
+	sdb, err := sql.Open("sqlite3", "file:"+(&url.URL{Path: path}).EscapedPath()+"?_busy_timeout=0&_journal_mode=DELETE")
+	if err == nil {
+		err = sdb.Ping()
+		if cerr := sdb.Close(); err == nil {
+			err = cerr
+		}
+	}
+	var se sqlite3.Error
+	if errors.As(err, &se) && (se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked) {
+		// A writer has it open (a Recorder of this process, or a run
+		// that does not hold the directory's lock): read it live.
+		return true, true, nil
+	}
+	if errors.As(err, &se) && (se.Code == sqlite3.ErrFull || se.Code == sqlite3.ErrIoErr) {
+		// The disk has no room for the WAL's pages in code.db (the run
+		// stopped at a full disk): read through the WAL, as SQLite
+		// would, without folding it.
+		return true, false, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("%s: folding the WAL a killed run left: %s", path, firstLine(err.Error()))
+	}
+	return false, false, nil
 }

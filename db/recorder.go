@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -120,6 +121,34 @@ type Recorder struct {
 	mu     sync.Mutex
 	err    error
 	closed bool
+	onErr  func(error) // called once, at the first error (SetOnError)
+	saved  Saved       // what committed transactions hold; final after Close
+}
+
+// Saved counts what the recording really holds: the rows of committed
+// transactions. After a write error it is less than what was recorded.
+type Saved struct {
+	Versions, Writes int
+}
+
+// SetOnError makes the Recorder call fn once, at its first error (a
+// failed write: disk full, I/O error), from whichever goroutine met it,
+// so that the error reaches the user when it happens. From then on the
+// Recorder keeps taking records, so the program never waits on it, and
+// drops them: the recording stops cleanly at its last committed
+// transaction, and Close returns the error. Call it before recording.
+func (r *Recorder) SetOnError(fn func(error)) {
+	r.mu.Lock()
+	r.onErr = fn
+	r.mu.Unlock()
+}
+
+// Saved returns what the committed transactions hold; after Close it is
+// what the code.db holds.
+func (r *Recorder) Saved() Saved {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.saved
 }
 
 // Create makes a new code.db at path, replacing any file there, and starts
@@ -130,22 +159,31 @@ func Create(path string, meta Meta) (*Recorder, error) {
 			return nil, fmt.Errorf("%s: %w", path+suffix, err)
 		}
 	}
+	// A code.db that cannot be set up (a full disk) is removed: never a
+	// half-made recording.
+	fail := func(sdb *sql.DB, err error) (*Recorder, error) {
+		if sdb != nil {
+			sdb.Close()
+		}
+		for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+			os.Remove(path + suffix)
+		}
+		return nil, err
+	}
 	sdb, err := sql.Open("sqlite3", "file:"+path+"?_journal_mode=WAL&_synchronous=OFF&_foreign_keys=off")
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return fail(nil, fmt.Errorf("%s: %w", path, err))
 	}
 	sdb.SetMaxOpenConns(1)
 	if _, err := sdb.Exec(schemaSQL); err != nil {
-		sdb.Close()
-		return nil, fmt.Errorf("%s: creating schema: %w", path, err)
+		return fail(sdb, fmt.Errorf("%s: creating schema: %w", path, err))
 	}
 	if _, err := sdb.Exec(fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)); err != nil {
-		sdb.Close()
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return fail(sdb, fmt.Errorf("%s: %w", path, err))
 	}
 	argv, _ := json.Marshal(meta.Command)
 	for k, v := range map[string]string{
-		"format":      "ptjit code.db",
+		"format":      formatName,
 		"command":     string(argv),
 		"cwd":         meta.Cwd,
 		"tsc_hz":      strconv.FormatUint(meta.TSCHz, 10),
@@ -155,14 +193,12 @@ func Create(path string, meta Meta) (*Recorder, error) {
 		"ptjit_state": "recording",
 	} {
 		if _, err := sdb.Exec(`INSERT INTO meta(key, value) VALUES (?, ?)`, k, v); err != nil {
-			sdb.Close()
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return fail(sdb, fmt.Errorf("%s: %w", path, err))
 		}
 	}
 	w, err := newWriter(sdb)
 	if err != nil {
-		sdb.Close()
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return fail(sdb, fmt.Errorf("%s: %w", path, err))
 	}
 	r := &Recorder{path: path, kick: make(chan struct{}, 1), vnos: make(map[int64]int)}
 	r.room = sync.NewCond(&r.qmu)
@@ -173,10 +209,15 @@ func Create(path string, meta Meta) (*Recorder, error) {
 
 func (r *Recorder) setErr(err error) {
 	r.mu.Lock()
-	if r.err == nil {
+	first := r.err == nil
+	if first {
 		r.err = fmt.Errorf("%s: %w", r.path, err)
 	}
+	err, fn := r.err, r.onErr
 	r.mu.Unlock()
+	if first && fn != nil {
+		fn(err)
+	}
 }
 
 // Err returns the first asynchronous error so far, without blocking.
@@ -260,7 +301,10 @@ func (r *Recorder) loop(w *writer) {
 		bytes := 0
 		for i := range b {
 			o := &b[i]
-			if o.fn != nil {
+			// After the first error the records are taken and dropped:
+			// the program never waits on a recording that has stopped.
+			failed := r.Err() != nil
+			if o.fn != nil && !failed {
 				if err := w.begin(); err != nil {
 					r.setErr(err)
 				} else if err := o.fn(w); err != nil {
@@ -268,7 +312,7 @@ func (r *Recorder) loop(w *writer) {
 				}
 			}
 			if o.done != nil {
-				o.done <- w.commit()
+				o.done <- r.commit(w)
 			}
 			bytes += o.bytes
 			*o = op{} // drop the closure and its code bytes
@@ -279,13 +323,13 @@ func (r *Recorder) loop(w *writer) {
 		r.room.Broadcast()
 		r.qmu.Unlock()
 		if stop {
-			if err := w.commit(); err != nil {
+			if err := r.commit(w); err != nil {
 				r.setErr(err)
 			}
 			return
 		}
 		if w.tx != nil && time.Since(w.txStart) >= commitEvery {
-			if err := w.commit(); err != nil {
+			if err := r.commit(w); err != nil {
 				r.setErr(err)
 			}
 		}
@@ -412,7 +456,13 @@ func (r *Recorder) AddVersion(v Version) (id int64, vno int) {
 		r.setErr(fmt.Errorf("version %d at %#x: %d bytes for size %d", id, v.Addr, len(v.Data), v.Size))
 		return id, vno
 	}
-	r.pushOp(op{fn: func(w *writer) error { return w.addVersion(id, vno, &v) }, bytes: len(v.Data)})
+	r.pushOp(op{fn: func(w *writer) error {
+		err := w.addVersion(id, vno, &v)
+		if err == nil {
+			w.txSaved.Versions++
+		}
+		return err
+	}, bytes: len(v.Data)})
 	return id, vno
 }
 
@@ -432,7 +482,11 @@ func (r *Recorder) AddWrite(wr Write) {
 		if wr.Version != 0 {
 			ver = wr.Version
 		}
-		return w.exec(sqlWrite, id, wr.PID, wr.TID, u(wr.At.TSC), wr.At.MonoNS, u(wr.IP), wr.Insn, u(wr.Addr), wr.Old, wr.New, ver)
+		err := w.exec(sqlWrite, id, wr.PID, wr.TID, u(wr.At.TSC), wr.At.MonoNS, u(wr.IP), wr.Insn, u(wr.Addr), wr.Old, wr.New, ver)
+		if err == nil {
+			w.txSaved.Writes++
+		}
+		return err
 	})
 }
 
@@ -465,6 +519,7 @@ type writer struct {
 	db      *sql.DB
 	tx      *sql.Tx
 	txStart time.Time
+	txSaved Saved // what the open transaction adds
 	stmts   map[string]*sql.Stmt
 	known   map[[32]byte]struct{} // page hashes already stored
 	// last remembers, for each page address of each process, the bytes
@@ -550,6 +605,29 @@ func (w *writer) commit() error {
 	return err
 }
 
+// commit commits the writer's transaction and, when it succeeds, counts
+// what it held as saved. After an error nothing more is committed.
+func (r *Recorder) commit(w *writer) error {
+	if r.Err() != nil {
+		if w.tx != nil {
+			w.tx.Rollback()
+			w.tx = nil
+			clear(w.stmts)
+		}
+		w.txSaved = Saved{}
+		return r.Err()
+	}
+	err := w.commit()
+	if err == nil {
+		r.mu.Lock()
+		r.saved.Versions += w.txSaved.Versions
+		r.saved.Writes += w.txSaved.Writes
+		r.mu.Unlock()
+	}
+	w.txSaved = Saved{}
+	return err
+}
+
 func (w *writer) addVersion(id int64, vno int, v *Version) error {
 	// The version's own sha256 is left to readers (see schema.sql): only
 	// its pages are hashed here, and only those that changed.
@@ -629,11 +707,20 @@ func releaseBuffer(b []byte) {
 }
 
 func (w *writer) close(r *Recorder) {
-	if err := w.commit(); err != nil {
+	if err := r.commit(w); err != nil {
 		r.setErr(err)
 	}
-	// Fold the WAL into the main file so a single code.db can be copied.
-	if _, err := w.db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+	if err := r.Err(); err != nil {
+		// Say why the recording stopped where it did, when the disk
+		// still takes that much (a full one often does once the failed
+		// transaction is rolled back); else the state stays
+		// "recording", which readers report as cut short.
+		w.db.Exec(`INSERT INTO meta(key, value) VALUES ('ptjit_state', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`,
+			"failed: "+strings.TrimPrefix(err.Error(), r.path+": "))
+	}
+	// Fold the WAL into the main file and leave WAL mode, so that the
+	// finished recording is one file that reads anywhere, read-only too.
+	if _, err := w.db.Exec(`PRAGMA journal_mode=DELETE`); err != nil {
 		r.setErr(err)
 	}
 	if err := w.db.Close(); err != nil {

@@ -2,14 +2,6 @@
 
 package decode
 
-// Differential tests and benchmarks against Intel's libipt
-// (apt-get install libipt-dev; go test -tags libipt ./decode/).
-//
-// Go does not allow cgo in _test.go files, so the libipt side is a small C
-// program compiled with gcc and linked with -lipt at test time; it decodes
-// with pt_insn_* or pt_blk_* and prints the instruction addresses (or, in
-// benchmark mode, the count and the nanoseconds the decode loop took).
-
 import (
 	"bufio"
 	"bytes"
@@ -25,7 +17,15 @@ import (
 	"time"
 
 	"github.com/ptjit/ptjit/internal/testenv"
-)
+	"github.com/ptjit/ptjit/perf"
+	"github.com/ptjit/ptjit/ptpkt"
+) // Differential tests and benchmarks against Intel's libipt
+// (apt-get install libipt-dev; go test -tags libipt ./decode/).
+//
+// Go does not allow cgo in _test.go files, so the libipt side is a small C
+// program compiled with gcc and linked with -lipt at test time; it decodes
+// with pt_insn_* or pt_blk_* and prints the instruction addresses (or, in
+// benchmark mode, the count and the nanoseconds the decode loop took).
 
 const libiptHelperC = `
 #include <intel-pt.h>
@@ -211,12 +211,12 @@ func genTrace(seed int64, blocks int) (pt, code []byte, truth []uint64) {
 	}
 	insnLen := func(kind int) uint64 { return []uint64{6, 5, 5, 1, 2, 2}[kind] }
 
-	enc := &Encoder{}
+	enc := &ptpkt.Encoder{}
 	var tnt uint64
 	var ntnt uint8
 	flush := func() {
 		if ntnt > 0 {
-			enc.Append(&Packet{Type: PktTNT8, TNTBits: ntnt, TNTPayload: tnt})
+			enc.Append(&ptpkt.Packet{Type: ptpkt.PktTNT8, TNTBits: ntnt, TNTPayload: tnt})
 			tnt, ntnt = 0, 0
 		}
 	}
@@ -234,10 +234,10 @@ func genTrace(seed int64, blocks int) (pt, code []byte, truth []uint64) {
 	psb := func(ip uint64) {
 		flush()
 		gen++
-		enc.Append(&Packet{Type: PktPSB})
-		enc.Append(&Packet{Type: PktModeExec, CSL: true})
-		enc.Append(&Packet{Type: PktFUP, IPC: IPSext48, IP: ip & (1<<48 - 1)})
-		enc.Append(&Packet{Type: PktPSBEnd})
+		enc.Append(&ptpkt.Packet{Type: ptpkt.PktPSB})
+		enc.Append(&ptpkt.Packet{Type: ptpkt.PktModeExec, CSL: true})
+		enc.Append(&ptpkt.Packet{Type: ptpkt.PktFUP, IPC: ptpkt.IPSext48, IP: ip & (1<<48 - 1)})
+		enc.Append(&ptpkt.Packet{Type: ptpkt.PktPSBEnd})
 	}
 	type frame struct {
 		ret uint64
@@ -273,7 +273,7 @@ func genTrace(seed int64, blocks int) (pt, code []byte, truth []uint64) {
 					truth = append(truth, tail) // the closing jmp *rax
 					cur = 0
 					flush()
-					enc.IPPacket(PktTIP, sites[0].addr)
+					enc.IPPacket(ptpkt.PktTIP, sites[0].addr)
 				}
 			}
 		case 1:
@@ -299,7 +299,7 @@ func genTrace(seed int64, blocks int) (pt, code []byte, truth []uint64) {
 			}
 			cur = r.Intn(nsites)
 			flush()
-			enc.IPPacket(PktTIP, sites[cur].addr)
+			enc.IPPacket(ptpkt.PktTIP, sites[cur].addr)
 			stack = nil // uncompressed: later returns go by TIP too
 		case 4, 5:
 			if s.kind == 5 {
@@ -307,15 +307,15 @@ func genTrace(seed int64, blocks int) (pt, code []byte, truth []uint64) {
 			}
 			cur = r.Intn(nsites)
 			flush()
-			enc.IPPacket(PktTIP, sites[cur].addr)
+			enc.IPPacket(ptpkt.PktTIP, sites[cur].addr)
 		}
 		if r.Intn(200) == 0 {
 			psb(sites[cur].addr)
 		}
 	}
 	flush()
-	enc.IPPacket(PktFUP, sites[cur].addr)
-	enc.Append(&Packet{Type: PktTIPPGD})
+	enc.IPPacket(ptpkt.PktFUP, sites[cur].addr)
+	enc.Append(&ptpkt.Packet{Type: ptpkt.PktTIPPGD})
 	return enc.Buf, code, truth
 }
 
@@ -439,16 +439,6 @@ func BenchmarkDecodeVsLibipt(b *testing.B) {
 	b.ReportMetric(float64(ours)/float64(oursPar), "x-parallel")
 }
 
-func TestGenDump(t *testing.T) {
-	if os.Getenv("PTJIT_GEN_DUMP") == "" {
-		t.Skip("debug helper")
-	}
-	seed, _ := strconv.ParseInt(os.Getenv("PTJIT_GEN_DUMP"), 10, 64)
-	pt, code, _ := genTrace(seed, 3000)
-	os.WriteFile("/tmp/work/g.pt", pt, 0o644)
-	os.WriteFile("/tmp/work/g.bin", code, 0o644)
-}
-
 // BenchmarkDecodeLarge decodes a trace of hundreds of MB — synthetic/mid
 // repeated (each copy starts at a PSB) — with ptjit (windowed, so memory
 // stays bounded: the trace file is mapped, not read) on one and on two
@@ -480,7 +470,7 @@ func BenchmarkDecodeLarge(b *testing.B) {
 	}
 	f.Close()
 	var want uint64 // libipt's count, set by lib
-	pt, err := MapFile(ptPath)
+	pt, err := perf.MapFile(ptPath)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -40,8 +40,7 @@ type QueryDecoder struct {
 	// Query-layer state.
 	tnt      tntCache
 	cur      Event // the next event, read ahead (libipt: qry->event)
-	curValid bool
-	qstatus  int // deferred error of the read-ahead (negative) or 0
+	qstatus  int   // deferred error of the read-ahead (negative) or 0
 	lastTime timeState
 }
 

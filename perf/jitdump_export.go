@@ -129,11 +129,10 @@ func sameFile(a, b string) (bool, error) {
 
 // perfScan is what a first pass over a perf.data learns.
 type perfScan struct {
-	timeConv    *PerfTimeConv
-	minTime     uint64
-	hasTime     bool
-	pidMinTime  map[uint32]uint64
-	firstRecord PerfRecordType
+	timeConv   *PerfTimeConv
+	minTime    uint64
+	hasTime    bool
+	pidMinTime map[uint32]uint64
 }
 
 func scanPerfData(p *PerfData) (*perfScan, error) {

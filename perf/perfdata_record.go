@@ -199,6 +199,7 @@ type PerfRecordReader struct {
 	winOff int64
 	buf    []byte // the current record (copy, stable until the next call)
 	err    error
+	after  error // returned by the Next after the current record (a cut AUXTRACE)
 }
 
 // perfReadWindow is how much the reader fetches from the file at once.
@@ -241,10 +242,16 @@ func (rr *PerfRecordReader) fetch(off int64, n int) ([]byte, error) {
 
 // Next reads the next record into rec. It returns io.EOF after the last
 // record, a *PerfDataError for a malformed record (wrapping
-// ErrPerfDataTruncated for a record cut short at the end of an
-// unterminated file). After an error, Next keeps returning it.
+// ErrPerfDataTruncated for a record cut short at the end of a file whose
+// data runs to its end: an unterminated file, or one fixed up after a
+// write error). An AUXTRACE record cut short is returned with the trace
+// bytes up to the cut first. After an error, Next keeps returning it.
 func (rr *PerfRecordReader) Next(rec *PerfRecord) error {
 	if rr.err != nil {
+		return rr.err
+	}
+	if rr.after != nil {
+		rr.err = rr.after
 		return rr.err
 	}
 	rr.err = rr.next(rec)
@@ -263,8 +270,12 @@ func (rr *PerfRecordReader) next(rec *PerfRecord) error {
 	if off >= rr.end {
 		return io.EOF
 	}
+	// The file may be cut short where its data runs to the end of the
+	// file: a header never fixed up (data size 0), or one a writer that
+	// met a write error fixed up to what reached the file (nothing, not
+	// even the feature sections, follows the data).
 	var trunc error
-	if rr.p.Unterminated {
+	if rr.p.Unterminated || rr.end == rr.p.size {
 		trunc = ErrPerfDataTruncated
 	}
 	if rr.end-off < 8 {
@@ -312,7 +323,14 @@ func (rr *PerfRecordReader) next(rec *PerfRecord) error {
 		a.CPU = le.Uint32(rec.Raw[32:])
 		a.DataOffset = next
 		if a.Size > uint64(rr.end-next) {
-			return rr.fail(off, trunc, "AUXTRACE size %#x exceeds data end %#x", a.Size, rr.end)
+			err := rr.fail(off, trunc, "AUXTRACE size %#x exceeds data end %#x", a.Size, rr.end)
+			if trunc == nil {
+				return err
+			}
+			// Cut short: the trace bytes up to the cut are returned
+			// (a decoder reads them up to there), the cut next.
+			a.Size = uint64(rr.end - next)
+			rr.after = err
 		}
 		next += int64(a.Size)
 	} else if typ == RecCompressed {

@@ -192,8 +192,9 @@ type PerfTrace struct {
 	// sample time (file order when the events carry no time). Raw and
 	// BuildID are copies owned by the PerfTrace.
 	Sideband []PerfRecord
-	// Truncated is set when an unterminated file ended inside a record;
-	// everything before it was loaded.
+	// Truncated is set when a file cut short (see PerfRecordReader.Next)
+	// ended inside a record; everything before it was loaded, and the
+	// trace bytes of a cut AUXTRACE buffer up to the cut.
 	Truncated bool
 }
 

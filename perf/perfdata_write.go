@@ -23,6 +23,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"sort"
@@ -103,6 +104,32 @@ type PerfDataWriter struct {
 	lastTSC  uint64 // latest TSC passed to any method
 	auxIndex []PerfAuxIndexEntry
 	closed   bool
+	onErr    func(error) // SetOnError
+}
+
+// SetOnError makes the writer call fn once, at its first error, so that a
+// failed write (disk full, I/O error) is reported when it happens rather
+// than at Close.
+func (w *PerfDataWriter) SetOnError(fn func(error)) { w.onErr = fn }
+
+// pathErr names the file in err, once.
+func (w *PerfDataWriter) pathErr(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", w.path, err)
+}
+
+// fail records the writer's first error.
+func (w *PerfDataWriter) fail(err error) {
+	if w.err != nil {
+		return
+	}
+	w.err = err
+	if w.onErr != nil {
+		w.onErr(err)
+	}
 }
 
 type perfWQueue struct {
@@ -156,7 +183,7 @@ func (w *PerfDataWriter) write(b []byte) {
 		return
 	}
 	if _, err := w.bw.Write(b); err != nil {
-		w.err = fmt.Errorf("%s: %w", w.path, err)
+		w.fail(w.pathErr(err))
 		return
 	}
 	w.off += int64(len(b))
@@ -279,9 +306,7 @@ func (w *PerfDataWriter) record(typ PerfRecordType, misc uint16, pl []byte, sid 
 		n += trailerSize(w.sampleTy)
 	}
 	if n > perfMaxRecordSize {
-		if w.err == nil {
-			w.err = fmt.Errorf("%s: %v record of %d bytes exceeds the 64 KiB record limit", w.path, typ, n)
-		}
+		w.fail(fmt.Errorf("%s: %v record of %d bytes exceeds the 64 KiB record limit", w.path, typ, n))
 		return
 	}
 	var h [8]byte
@@ -527,14 +552,14 @@ func (w *PerfDataWriter) FinishedRound() { w.record(RecFinishedRound, 0, nil, ni
 func (w *PerfDataWriter) Flush() error {
 	if w.err == nil {
 		if err := w.bw.Flush(); err != nil {
-			w.err = fmt.Errorf("%s: %w", w.path, err)
+			w.fail(w.pathErr(err))
 		}
 	}
 	if w.err == nil && !w.closed {
 		var b [8]byte
 		binary.LittleEndian.PutUint64(b[:], uint64(w.off-perfDataStart))
 		if _, err := w.f.WriteAt(b[:], 48); err != nil {
-			w.err = fmt.Errorf("%s: %w", w.path, err)
+			w.fail(w.pathErr(err))
 		}
 	}
 	return w.err
@@ -552,6 +577,11 @@ func (w *PerfDataWriter) Close() error {
 	w.FinishedRound()
 	w.closed = true
 	dataSize := uint64(w.off - perfDataStart)
+	if w.err != nil {
+		w.salvage(dataSize)
+		w.f.Close()
+		return w.err
+	}
 	feats := map[PerfFeature][]byte{}
 	var uts unix.Utsname
 	if unix.Uname(&uts) == nil {
@@ -581,10 +611,29 @@ func (w *PerfDataWriter) Close() error {
 		w.writeHeader(dataSize, bitmap, perfHeaderSize)
 		w.Flush()
 	}
-	if err := w.f.Close(); err != nil && w.err == nil {
-		w.err = fmt.Errorf("%s: %w", w.path, err)
+	if w.err != nil {
+		w.salvage(dataSize)
+	}
+	if err := w.f.Close(); err != nil {
+		w.fail(w.pathErr(err))
 	}
 	return w.err
+}
+
+// salvage makes a file whose writing failed readable up to the failure:
+// the header's data size is set to cover what reached the file (the
+// header lies in blocks already written, so this needs no new space on a
+// full disk), at most dataSize (the feature sections after the data may
+// be cut short too). The last record may be cut short; readers stop
+// before it.
+func (w *PerfDataWriter) salvage(dataSize uint64) {
+	pos, err := w.f.Seek(0, io.SeekCurrent)
+	if err != nil || pos <= perfDataStart {
+		return
+	}
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], min(uint64(pos-perfDataStart), dataSize))
+	w.f.WriteAt(b[:], 48)
 }
 
 // writeFeatures writes the feature table and sections at the current

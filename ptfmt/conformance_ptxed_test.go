@@ -74,10 +74,11 @@ func TestConformancePtxed(t *testing.T) {
 	if len(rows) != 432 {
 		t.Errorf("INDEX.tsv has %d rows with ptxed expectations, want 432 (430 libipt tests + synthetic small and mid)", len(rows))
 	}
-	pass := map[string]int{}
+	pass, exact := map[string]int{}, map[string]int{}
 	var failed []string
 	for _, row := range rows {
-		want := diffBLines(testenv.ReadExpected(t, filepath.Join(dir, row.exp)))
+		wantRaw := testenv.ReadExpected(t, filepath.Join(dir, row.exp))
+		want := diffBLines(wantRaw)
 		for _, dec := range []string{"--insn-decoder", "--block-decoder"} {
 			out, err := runPtxedRow(dir, row, dec)
 			if err != nil {
@@ -89,10 +90,13 @@ func TestConformancePtxed(t *testing.T) {
 				continue
 			}
 			pass[dec]++
+			if bytes.Equal(out, wantRaw) {
+				exact[dec]++
+			}
 		}
 	}
-	t.Logf("ptxed conformance: insn decoder %d/%d, block decoder %d/%d",
-		pass["--insn-decoder"], len(rows), pass["--block-decoder"], len(rows))
+	t.Logf("ptxed conformance (diff -ub): insn decoder %d/%d, block decoder %d/%d; byte-identical: %d and %d",
+		pass["--insn-decoder"], len(rows), pass["--block-decoder"], len(rows), exact["--insn-decoder"], exact["--block-decoder"])
 	for _, f := range failed {
 		t.Error(f)
 	}

@@ -32,3 +32,6 @@
 // when ptjit did; other signals ptjit's Go runtime handles (so an inherited
 // SIG_IGN for, say, SIGTERM is lost), as for any Go program's children.
 package ptrun
+
+// Building for any platform but linux/amd64 fails in internal/platform.
+import _ "github.com/ptjit/ptjit/internal/platform"

@@ -110,7 +110,7 @@ func Launcher(path string, argv []string, stdio []uintptr) tracker.Launch {
 			return 0, nil, fmt.Errorf("socketpair: %w", err)
 		}
 		unix.CloseOnExec(sp[0])
-		args := append([]string{"ptjit", HelperArg, strconv.Itoa(sp[1]), path}, argv...)
+		args := helperArgs("ptjit", sp[1], path, argv)
 		pid, err := syscall.ForkExec(self, args, &syscall.ProcAttr{
 			Env:   os.Environ(),
 			Files: stdio,
@@ -139,20 +139,69 @@ func Launcher(path string, argv []string, stdio []uintptr) tracker.Launch {
 	}
 }
 
+// helperArgs is the command line that makes the ptjit binary (self) act as
+// the launcher helper: the hand-shake fd, the standard fds to close before
+// the exec ("-" for none; see closedStdio), the resolved path and argv.
+func helperArgs(self string, fd int, path string, argv []string) []string {
+	return append([]string{self, HelperArg, strconv.Itoa(fd), closedStdio(), path}, argv...)
+}
+
+// closedStdio lists the standard fds (0-2) that were closed when ptjit
+// started, comma-separated ("-": none). Go's runtime opens /dev/null
+// read-write on any of them it finds closed, before main runs; a shell
+// redirection opens /dev/null read-only (<) or write-only (>), so an fd
+// 0-2 on /dev/null opened O_RDWR is one the runtime filled in. The helper
+// closes those again right before the exec, so the program sees its
+// standard streams as they were: `seq 3 >&-` fails under ptjit as alone.
+// (A program started with <>/dev/null on a standard fd is the one case
+// this reads as closed.)
+func closedStdio() string {
+	var null unix.Stat_t
+	if unix.Stat("/dev/null", &null) != nil {
+		return "-"
+	}
+	var closed []string
+	for fd := 0; fd <= 2; fd++ {
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR || st.Rdev != null.Rdev {
+			continue
+		}
+		fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+		if err == nil && fl&unix.O_ACCMODE == unix.O_RDWR {
+			closed = append(closed, strconv.Itoa(fd))
+		}
+	}
+	if len(closed) == 0 {
+		return "-"
+	}
+	return strings.Join(closed, ",")
+}
+
 // Helper is the launcher helper's whole life (see doc.go): args are the
-// pipe fd, the resolved path and argv. It never returns.
+// pipe fd, the standard fds to close, the resolved path and argv. It never
+// returns.
 //
 // Precondition: called from an init function of package main after
 // runtime.LockOSThread, so this is the process's main thread.
 func Helper(args []string) {
-	if len(args) < 3 {
+	if len(args) < 4 {
 		helperFail(127, "launcher: bad arguments")
 	}
 	fd, err := strconv.Atoi(args[0])
 	if err != nil {
 		helperFail(127, "launcher: bad pipe fd")
 	}
-	path, argv := args[1], args[2:]
+	var closeFDs []int
+	if args[1] != "-" {
+		for _, f := range strings.Split(args[1], ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil || n < 0 || n > 2 {
+				helperFail(127, "launcher: bad fd list "+args[1])
+			}
+			closeFDs = append(closeFDs, n)
+		}
+	}
+	path, argv := args[2], args[3:]
 	var b [1]byte
 	if _, err := unix.Write(fd, []byte{1}); err != nil {
 		os.Exit(127)
@@ -165,6 +214,9 @@ func Helper(args []string) {
 	unix.Close(fd)
 	if err := tracker.InstallFilter(); err != nil {
 		helperFail(126, err.Error())
+	}
+	for _, f := range closeFDs {
+		unix.Close(f)
 	}
 	err = unix.Exec(path, argv, os.Environ())
 	code := 126

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -74,7 +73,7 @@ func (r *perfRecord) launcher(path string, argv []string) tracker.Launch {
 			unix.Close(sp[1])
 			return 0, nil, fmt.Errorf("SO_PASSCRED: %w", err)
 		}
-		workload := append([]string{self, HelperArg, strconv.Itoa(sp[1]), path}, argv...)
+		workload := helperArgs(self, sp[1], path, argv)
 		r.cmd = exec.Command(r.perf, PerfArgs(r.out, workload)...)
 		r.cmd.Stdin, r.cmd.Stdout = os.Stdin, os.Stdout
 		r.cmd.Stderr = &teeWriter{w: os.Stderr, copy: &r.stderr}

@@ -33,7 +33,7 @@ func ParsePT(s string) (PTMode, error) {
 }
 
 // ErrNoIntelPT reports a machine on which --pt=intel cannot record.
-var ErrNoIntelPT = errors.New("Intel PT is not available")
+var ErrNoIntelPT = errors.New("no Intel PT on this machine")
 
 // PTError explains why a PT backend cannot record. Is(ErrNoIntelPT) holds
 // for every reason the hardware path is unavailable. ptjit exits with
@@ -94,7 +94,7 @@ type ptBackend struct {
 // startPT prepares the trace backend: it decides auto, and opens the soft
 // session's files. A stale perf.data of an earlier recording is removed
 // when this one records no trace.
-func startPT(cfg Config, warnf func(string, ...any)) (*ptBackend, error) {
+func startPT(cfg Config, warnf func(string, ...any), onWriteErr func(error)) (*ptBackend, error) {
 	mode := cfg.PT
 	if mode == "" {
 		mode = PTOff
@@ -116,7 +116,7 @@ func startPT(cfg Config, warnf func(string, ...any)) (*ptBackend, error) {
 			return nil, err
 		}
 	case PTSoft:
-		s, err := softpt.NewSession(softpt.DefaultConfig, softpt.Options{PerfData: perfData, GroundTruth: cfg.GroundTruth, Cmdline: cfg.Argv})
+		s, err := softpt.NewSession(softpt.DefaultConfig, softpt.Options{PerfData: perfData, GroundTruth: cfg.GroundTruth, Cmdline: cfg.Argv, OnError: onWriteErr})
 		if err != nil {
 			return nil, err
 		}
@@ -169,7 +169,7 @@ func (b *ptBackend) summary() string {
 		steps, bytes, mtc := b.soft.Stats()
 		per, perNoMTC := 0.0, 0.0
 		if steps > 0 {
-			per, perNoMTC = float64(bytes)/float64(steps), float64(bytes-mtc)/float64(steps)
+			per, perNoMTC = float64(bytes)/float64(steps), float64(bytes-min(mtc, bytes))/float64(steps)
 		}
 		return fmt.Sprintf("soft PT: %d instructions, %d trace bytes (%.2f B/insn, %.2f B/insn without MTC)", steps, bytes, per, perNoMTC)
 	}

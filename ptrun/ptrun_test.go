@@ -2,8 +2,10 @@ package ptrun_test
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,38 +64,96 @@ func TestResolve(t *testing.T) {
 func TestPrepareOutDir(t *testing.T) {
 	tmp := t.TempDir()
 	// absent: created
-	if err := ptrun.PrepareOutDir(filepath.Join(tmp, "new", "rec")); err != nil {
+	od, err := ptrun.PrepareOutDir(filepath.Join(tmp, "new", "rec"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	// an old recording: accepted, left for db.Create to replace
+	od.Release()
+	// an old ptjit recording (a real code.db, its WAL, a perf.data):
+	// accepted, left for db.Create to replace
 	old := filepath.Join(tmp, "old")
 	os.Mkdir(old, 0o755)
-	for _, f := range []string{"code.db", "code.db-wal", "perf.data"} {
-		os.WriteFile(filepath.Join(old, f), []byte("x"), 0o644)
-	}
-	if err := ptrun.PrepareOutDir(old); err != nil {
+	rec, err := db.Create(filepath.Join(old, "code.db"), db.Meta{Command: []string{"x"}})
+	if err != nil {
 		t.Fatal(err)
 	}
-	// a regular file, a directory with other files: refused, untouched
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"code.db-wal", "perf.data"} {
+		os.WriteFile(filepath.Join(old, f), []byte("x"), 0o644)
+	}
+	od, err = ptrun.PrepareOutDir(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a second run into the same directory fails at once while the first
+	// holds it
+	if _, err := ptrun.PrepareOutDir(old); err == nil || !strings.Contains(err.Error(), "another ptjit run") {
+		t.Errorf("second run into a locked dir: %v, want refused", err)
+	}
+	od.Release()
+	if od, err := ptrun.PrepareOutDir(old); err != nil {
+		t.Errorf("after release: %v", err)
+	} else {
+		od.Release()
+	}
+
+	// Refused, untouched: a regular file; other files beside a code.db;
+	// another program's SQLite database named code.db; a text file named
+	// code.db; perf record's perf.data alone.
+	mkdir := func(name string, files map[string][]byte) string {
+		d := filepath.Join(tmp, name)
+		os.Mkdir(d, 0o755)
+		for f, b := range files {
+			os.WriteFile(filepath.Join(d, f), b, 0o644)
+		}
+		return d
+	}
 	file := filepath.Join(tmp, "file")
 	os.WriteFile(file, []byte("keep"), 0o644)
-	other := filepath.Join(tmp, "other")
-	os.Mkdir(other, 0o755)
-	os.WriteFile(filepath.Join(other, "code.db"), []byte("x"), 0o644)
-	os.WriteFile(filepath.Join(other, "notes.txt"), []byte("x"), 0o644)
-	for _, d := range []string{file, other} {
-		err := ptrun.PrepareOutDir(d)
+	sqliteDir := mkdir("sqlite", nil)
+	if out, err := exec.Command("sqlite3", filepath.Join(sqliteDir, "code.db"), "create table mine(x); insert into mine values (1);").CombinedOutput(); err != nil {
+		t.Fatalf("sqlite3 (.ci/run installs it): %v\n%s", err, out)
+	}
+	cases := []struct{ dir, want string }{
+		{file, "not a directory"},
+		{mkdir("other", map[string][]byte{"code.db": []byte("x"), "notes.txt": []byte("x")}), "notes.txt"},
+		{sqliteDir, "code.db is not a ptjit code.db"},
+		{mkdir("text", map[string][]byte{"code.db": []byte("my notes\n")}), "code.db is not a ptjit code.db"},
+		{mkdir("perfonly", map[string][]byte{"perf.data": []byte("PERFILE2...")}), "perf.data but no ptjit code.db"},
+	}
+	for _, c := range cases {
+		before := snapshotDir(t, c.dir)
+		_, err := ptrun.PrepareOutDir(c.dir)
 		var oe *ptrun.OutDirError
-		if !errors.As(err, &oe) || !strings.Contains(err.Error(), d) {
-			t.Errorf("%s: %v, want an OutDirError naming it", d, err)
+		if !errors.As(err, &oe) || !strings.Contains(err.Error(), c.dir) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an OutDirError naming it and saying %q", c.dir, err, c.want)
+		}
+		if after := snapshotDir(t, c.dir); after != before {
+			t.Errorf("%s changed:\n%s\nwas\n%s", c.dir, after, before)
 		}
 	}
-	if b, _ := os.ReadFile(file); string(b) != "keep" {
-		t.Errorf("file changed")
-	}
-	if ents, _ := os.ReadDir(other); len(ents) != 2 {
-		t.Errorf("other dir changed: %d entries", len(ents))
-	}
+}
+
+// snapshotDir describes a file or directory (names, sizes, contents) so a
+// test can check that nothing changed.
+func snapshotDir(t *testing.T, path string) string {
+	t.Helper()
+	var b strings.Builder
+	filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			data, _ := os.ReadFile(p)
+			fmt.Fprintf(&b, "%s %x\n", p, sha256.Sum256(data))
+		} else {
+			fmt.Fprintf(&b, "%s/\n", p)
+		}
+		return nil
+	})
+	return b.String()
 }
 
 // TestRunStatusAndOutput runs the real launch path (helper, seccomp,

@@ -4,13 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -18,6 +15,7 @@ import (
 	"github.com/ptjit/ptjit/clock"
 	"github.com/ptjit/ptjit/db"
 	"github.com/ptjit/ptjit/tracker"
+	"golang.org/x/sys/unix"
 )
 
 // Config is one `ptjit run`.
@@ -36,62 +34,6 @@ type Config struct {
 	Stderr     io.Writer // ptjit's messages; nil: os.Stderr
 }
 
-// OutDirError is a recording directory ptjit refuses to use.
-type OutDirError struct {
-	Dir    string
-	Reason string
-}
-
-func (e *OutDirError) Error() string { return e.Dir + ": " + e.Reason }
-
-// recordingFiles are the names a ptjit recording directory may hold.
-var recordingFiles = map[string]bool{
-	"code.db": true, "code.db-wal": true, "code.db-shm": true, "code.db-journal": true,
-	"perf.data": true, "perf.data.old": true,
-}
-
-// PrepareOutDir checks that dir is absent, empty or an old ptjit
-// recording, and creates it. It changes nothing when it refuses.
-func PrepareOutDir(dir string) error {
-	st, err := os.Stat(dir)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return &OutDirError{dir, unwrapPath(err).Error()}
-		}
-		return nil
-	case err != nil:
-		return &OutDirError{dir, unwrapPath(err).Error()}
-	case !st.IsDir():
-		return &OutDirError{dir, "not a directory (-o names the recording directory)"}
-	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return &OutDirError{dir, unwrapPath(err).Error()}
-	}
-	var other []string
-	for _, e := range ents {
-		if !recordingFiles[e.Name()] || !e.Type().IsRegular() {
-			other = append(other, e.Name())
-		}
-	}
-	if len(other) > 0 {
-		sort.Strings(other)
-		if len(other) > 3 {
-			other = append(other[:3], "...")
-		}
-		return &OutDirError{dir, "holds files that are not a ptjit recording (" + strings.Join(other, ", ") + "); refusing to replace it"}
-	}
-	return nil
-}
-
-// removeRecording deletes the files of a recording that did not happen.
-func removeRecording(dir string) {
-	for name := range recordingFiles {
-		os.Remove(filepath.Join(dir, name))
-	}
-}
-
 // KilledError says ptjit was stopped by a signal; the program was killed
 // and the recording flushed.
 type KilledError struct{ Sig syscall.Signal }
@@ -101,13 +43,8 @@ func (e *KilledError) Error() string {
 }
 
 func sigName(s syscall.Signal) string {
-	switch s {
-	case syscall.SIGINT:
-		return "SIGINT"
-	case syscall.SIGTERM:
-		return "SIGTERM"
-	case syscall.SIGHUP:
-		return "SIGHUP"
+	if name := unix.SignalName(s); name != "" {
+		return name
 	}
 	return "signal " + strconv.Itoa(int(s))
 }
@@ -138,9 +75,11 @@ func Run(cfg Config) (status int, err error) {
 		errors.As(err, &se)
 		return se.Code, err
 	}
-	if err := PrepareOutDir(cfg.OutDir); err != nil {
+	out, err := PrepareOutDir(cfg.OutDir)
+	if err != nil {
 		return 1, err
 	}
+	defer out.Release()
 	cwd, _ := os.Getwd()
 	hz := clock.TSCHz(10 * time.Millisecond)
 	dbPath := filepath.Join(cfg.OutDir, "code.db")
@@ -153,7 +92,17 @@ func Run(cfg Config) (status int, err error) {
 			fmt.Fprintf(stderr, "ptjit: "+format+"\n", args...)
 		}
 	}
-	pt, err := startPT(cfg, warnf)
+	// A write error on code.db or perf.data (disk full, I/O error) is told
+	// at once, -q or not: the program keeps running, that file's recording
+	// stops at its last complete write, and ptjit exits non-zero.
+	var errMu sync.Mutex
+	onWriteErr := func(err error) {
+		errMu.Lock()
+		defer errMu.Unlock()
+		fmt.Fprintf(stderr, "ptjit: %v; recording stopped there, the program keeps running\n", err)
+	}
+	rec.SetOnError(onWriteErr)
+	pt, err := startPT(cfg, warnf, onWriteErr)
 	if err != nil {
 		// Nothing half-recorded: the code.db just created goes too.
 		rec.Close()
@@ -223,7 +172,14 @@ func Run(cfg Config) (status int, err error) {
 	}
 	cerr := rec.Close()
 	if !cfg.Quiet {
-		fmt.Fprintf(stderr, "ptjit: %s\n", Summary(st))
+		s := Summary(st)
+		if cerr != nil {
+			// What code.db really holds, not what was recorded.
+			saved := rec.Saved()
+			s = fmt.Sprintf("code.db holds %d of %d versions and %d of %d writes (it stopped at a write error); %s",
+				saved.Versions, st.Versions, saved.Writes, st.Writes, s)
+		}
+		fmt.Fprintf(stderr, "ptjit: %s\n", s)
 		if s := pt.summary(); s != "" {
 			fmt.Fprintf(stderr, "ptjit: %s\n", s)
 		}
@@ -235,7 +191,7 @@ func Run(cfg Config) (status int, err error) {
 	case werr != nil:
 		return 1, werr
 	case cerr != nil:
-		return 1, fmt.Errorf("%s: %w", dbPath, cerr)
+		return 1, cerr // it names code.db
 	case perr != nil:
 		return 1, perr
 	case sig != 0:

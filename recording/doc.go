@@ -5,7 +5,11 @@
 // Opening. Open reads perf.data's AUXTRACE queues (lazily: the PT bytes
 // are read from the file as a decoder asks for them) and code.db's thread
 // table. Threads lists the queues that hold data, each with the thread it
-// traced and that thread's process (0 when code.db does not know it).
+// traced and that thread's process (0 when code.db does not know it);
+// Traces adds each process's image. A perf.data cut short (its writer was
+// killed or met a write error) is decoded up to the cut, with a warning; a
+// code.db whose run did not complete it is read with one warning
+// (db.OpenChecked, Options.Incomplete).
 //
 // Images, by time. Image(pid) builds, on first use, the memory image of a
 // process (BuildImage): each file-backed mapping is a section holding the
@@ -28,6 +32,9 @@
 // perf.data's AUXTRACE_INFO and PT event, by one rule
 // (perf.PerfTrace.PTConfig) that ptjit decode and ptjit dump share; an
 // option given on the command line wins.
+//
+// Export. ExportJitdump writes the code versions as jitdump files for
+// perf inject --jit (perf.ExportJit).
 //
 // Symbols. Symbolizer names addresses in file sections from the files'
 // ELF symbol tables (ReadELFSymbols), and code versions by region and

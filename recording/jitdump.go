@@ -14,10 +14,11 @@ import (
 // JIT_CODE_LOAD of OUTDIR/jit-PID.dump, named ptjit_rREGION_vVERSION_ADDR
 // and timed by the TSC at which the version became executable, and, unless
 // noPerf, OUTDIR/perf.data: DIR/perf.data with the jitdump markers that
-// perf inject --jit looks for (perf.ExportJit).
-func ExportJitdump(dir, outDir string, noPerf bool) (*perf.JitExport, error) {
+// perf inject --jit looks for (perf.ExportJit). warn is told when code.db
+// is incomplete (db.OpenChecked).
+func ExportJitdump(dir, outDir string, noPerf bool, warn func(msg string)) (*perf.JitExport, error) {
 	codeDB := filepath.Join(dir, "code.db")
-	d, err := db.Open(codeDB)
+	d, err := db.OpenChecked(codeDB, warn)
 	if err != nil {
 		return nil, err
 	}

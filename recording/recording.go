@@ -19,6 +19,9 @@ type Options struct {
 	// vanished or changed since the recording), one message at a time,
 	// without a trailing newline. Nil drops them.
 	Warn func(msg string)
+	// Incomplete receives the one warning that code.db may not hold all
+	// the run did (db.OpenChecked); nil sends it to Warn.
+	Incomplete func(msg string)
 }
 
 // Recording is an opened recording: the PT streams of DIR/perf.data and
@@ -61,7 +64,14 @@ func Open(dir string, opts Options) (*Recording, error) {
 		r.pd.Close()
 		return nil, fmt.Errorf("%s: %v", r.PerfPath, err)
 	}
-	if r.DB, err = db.Open(filepath.Join(dir, "code.db")); err != nil {
+	if r.Trace.Truncated {
+		r.warn(r.PerfPath + " is cut short (its writer was killed or met a write error): decoding up to the cut")
+	}
+	incomplete := opts.Incomplete
+	if incomplete == nil {
+		incomplete = r.warn
+	}
+	if r.DB, err = db.OpenChecked(filepath.Join(dir, "code.db"), incomplete); err != nil {
 		r.pd.Close()
 		return nil, err
 	}

@@ -17,3 +17,6 @@
 // Nothing here keeps state across calls except the build-ID cache, which is
 // safe for concurrent use.
 package snapshot
+
+// Building for any platform but linux/amd64 fails in internal/platform.
+import _ "github.com/ptjit/ptjit/internal/platform"

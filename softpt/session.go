@@ -31,6 +31,9 @@ type Session struct {
 	lastTSC uint64 // latest time any call carried
 	bytes   uint64
 	closed  bool
+	gtPath  string
+	onErr   func(error) // Options.OnError
+	gtErr   error       // the ground truth's first write error
 }
 
 type sessionThread struct {
@@ -43,6 +46,10 @@ type Options struct {
 	PerfData    string   // path of the perf.data to write
 	GroundTruth string   // path of the ground-truth file, or ""
 	Cmdline     []string // the traced command, for perf.data's cmdline feature
+	// OnError, when set, is called once per file at its first write error
+	// (disk full, I/O error), when it happens; the session then writes
+	// nothing more to that file and Close returns the error.
+	OnError func(error)
 }
 
 // PerfConfig returns the perf.data configuration that describes traces
@@ -70,7 +77,8 @@ func NewSession(cfg Config, opts Options) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Session{cfg: cfg, w: w, threads: make(map[int]*sessionThread)}
+	w.SetOnError(opts.OnError)
+	s := &Session{cfg: cfg, w: w, threads: make(map[int]*sessionThread), gtPath: opts.GroundTruth, onErr: opts.OnError}
 	if opts.GroundTruth != "" {
 		f, err := os.Create(opts.GroundTruth)
 		if err != nil {
@@ -188,7 +196,12 @@ func (s *Session) truth(tid int, ip uint64) {
 	b = append(b, " 0x"...)
 	b = strconv.AppendUint(b, ip, 16)
 	b = append(b, '\n')
-	s.gt.Write(b)
+	if _, err := s.gt.Write(b); err != nil && s.gtErr == nil {
+		s.gtErr = fmt.Errorf("%s: %w", s.gtPath, err)
+		if s.onErr != nil {
+			s.onErr(s.gtErr)
+		}
+	}
 }
 
 func (s *Session) maybeFlush(tid int, th *Thread) {
@@ -202,8 +215,10 @@ func (s *Session) flushThread(tid int, th *Thread) {
 	if len(b) == 0 {
 		return
 	}
-	s.bytes += uint64(len(b))
 	s.w.AuxTrace(tid, -1, s.lastTSC, b)
+	if s.w.Err() == nil {
+		s.bytes += uint64(len(b)) // what the file holds, or its buffer
+	}
 }
 
 // EndThread ends a thread whose parent is not known to the caller (an

@@ -22,8 +22,9 @@
 // Tracer.handle dispatches on it. From the wait status (classifyStatus):
 // exited, killed, a signal-delivery-stop, a group-stop (PTRACE_LISTEN, so
 // SIGSTOP and SIGCONT keep their meaning for the program and its parent),
-// the trap stop of a new tracee, a seccomp stop (syscall entry), a
-// syscall-exit-stop, a clone/fork/vfork/exec event and PTRACE_EVENT_EXIT
+// the trap stop of a new tracee, a seccomp stop (syscall entry; ptjit's,
+// or a RET_TRACE of the program's own filter, told apart by the event
+// message: classifySeccomp), a syscall-exit-stop, a clone/fork/vfork/exec event and PTRACE_EVENT_EXIT
 // (the thread's final name is read there). A signal-delivery-stop is then
 // classified by whose it is (classifySignal), from the signal, its siginfo
 // and RIP and the tracer's state, in this order of precedence: the trap
@@ -50,7 +51,8 @@
 // each rule cannot miss a transition) stops only mmap with PROT_EXEC or
 // MAP_FIXED, mprotect, pkey_mprotect, munmap, mremap, brk, madvise with
 // advice that can drop pages, shmat with SHM_EXEC or SHM_REMAP, shmdt,
-// remap_file_pages and process_vm_writev. At the seccomp stop the tracker
+// remap_file_pages and process_vm_writev (and, not for memory, ptrace
+// requests that make a tracer: see below). At the seccomp stop the tracker
 // looks at the arguments and its address map (needExit): only a call that can
 // change tracked memory is resumed with PTRACE_SYSCALL, and its effect is
 // applied at the syscall-exit stop if it succeeded; every other call is
@@ -76,6 +78,78 @@
 // pages an mremap moved are protected at their new place (after the
 // Space moved them); last, the soft filter hides or shows what the others
 // left. No step depends on a defer.
+//
+// # The program's own seccomp filters
+//
+// A program may install seccomp filters of its own (sandboxes, browsers,
+// service managers). They stack on ptjit's, which is installed before the
+// program's execve and so is always the oldest. The kernel runs every
+// filter, newest first, and takes the action of highest precedence
+// (KILL_PROCESS, KILL_THREAD, TRAP, ERRNO, USER_NOTIF, TRACE, LOG, ALLOW),
+// with the data of the first filter that returned it, that is the newest
+// (seccomp(2); kernel/seccomp.c, seccomp_run_filters). What each action of
+// the program's filter does under ptjit (testdata/seccomp-own checks each,
+// alone and under ptjit, on calls ptjit's filter also stops and on calls
+// it does not):
+//
+//   - RET_KILL_*, RET_TRAP, RET_ERRNO win over ptjit's RET_TRACE: ptjit
+//     never sees the call, which is not executed, as alone (SIGSYS with
+//     si_syscall, si_arch and the data in si_errno, and the result the
+//     handler leaves in RAX; the errno). Nothing ran, nothing to record.
+//   - RET_TRACE: alone there is no tracer, and the kernel fails the call
+//     with ENOSYS without executing it. Under ptjit the kernel stops it for
+//     ptjit instead. Every RET_TRACE of ptjit's filters carries TraceData
+//     (0x5054) in SECCOMP_RET_DATA; classify reads the event message
+//     (PTRACE_GETEVENTMSG) and a stop with any other data is the
+//     program's (stopProgramTrace): programTrace skips the call (syscall
+//     number -1) and returns -ENOSYS, as alone. When ptjit's filter stops
+//     the same call (an mprotect), the program's newer filter's data is
+//     the one reported, so the call fails as alone and, never executed,
+//     needs no recording. A program whose filter returns RET_TRACE|0x5054
+//     is taken for ptjit and its call runs.
+//   - RET_USER_NOTIF wins over RET_TRACE: the program's listener answers
+//     as alone. Two differences. A call the listener lets continue
+//     (SECCOMP_USER_NOTIF_FLAG_CONTINUE) runs without a ptjit stop: an
+//     mprotect or mmap continued that way is a blind spot. And a thread
+//     waiting for its answer is woken by any signal, also one that alone
+//     is ignored (SIGCHLD, SIGURG, SIGWINCH by default, or SIG_IGN: the
+//     kernel does not discard signals sent to a traced thread, it reports
+//     them to the tracer), and by ptjit's PTRACE_INTERRUPT
+//     (--soft-filter=jit): the kernel withdraws the notification (the
+//     listener's SEND and ID_VALID fail with ENOENT) and restarts the call,
+//     which is notified again with a new id. A listener that does what
+//     seccomp_unotify(2) asks (on ENOENT, receive the next one) gives the
+//     caller the same result as alone — seccomp-own sends itself SIGURG
+//     while waiting and checks it; one that counts notifications, or
+//     takes ENOENT as fatal, can see the difference. A tracer cannot
+//     prevent it; SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (Linux 5.19)
+//     narrows it to the time before the listener received the call.
+//   - RET_LOG, RET_ALLOW lose to ptjit's RET_TRACE: ptjit stops the call
+//     as without them; once resumed, the kernel runs the filters again
+//     and lets the call run.
+//
+// Not handled: the write filter ptjit injects for a /proc/PID/mem
+// descriptor (procmem_linux_amd64.go) is newer than the program's filters,
+// so a write there that the program's own filter traces reports
+// TraceData and runs, where alone it fails with ENOSYS. The syscalls ptjit
+// injects (mprotect, seccomp) pass through the program's filters too: one
+// the program's filter kills, traps or fails makes the injection fail.
+//
+// # Debuggers and tracers
+//
+// A thread has one tracer, and under ptjit it is ptjit: PTRACE_TRACEME
+// (gdb's and older strace's child), and PTRACE_ATTACH or PTRACE_SEIZE of
+// a process ptjit traces (strace's child, gdb -p of a sibling), fail with
+// EPERM, as the kernel makes them. ptjit's filter stops ptrace with those
+// three requests only (other requests concern the program's own tracees,
+// which cannot exist under ptjit except in processes ptjit does not
+// trace), and the first call that collides prints one line per run
+// (ptraceWarning; not with -q):
+//
+//	ptjit: pid N: ptrace(PTRACE_TRACEME) fails with EPERM: the program is already traced by ptjit and ...
+//
+// The call itself runs unchanged. Attaching to a process ptjit does not
+// trace is left alone and may work.
 //
 // # Regions and versions
 //
@@ -254,7 +328,9 @@
 // # Software PT and its JIT filter
 //
 // With Options.SoftPT every thread is single-stepped and each instruction
-// reported to the packet generator (softpt_linux_amd64.go). With
+// reported to the packet generator (softpt_linux_amd64.go; it also
+// explains a step that stopped late because a hypervisor lost the trap
+// after an instruction it emulates, CPUID). With
 // Options.SoftFilter only JIT code is stepped: its pages lose PROT_EXEC
 // while no thread is in them, entering faults, and while any thread of the
 // address space is in JIT code every thread of it is stepped; the state
@@ -263,3 +339,6 @@
 // file) is hidden only at the syscall's exit, so another thread running
 // free may execute it in between unseen.
 package tracker
+
+// Building for any platform but linux/amd64 fails in internal/platform.
+import _ "github.com/ptjit/ptjit/internal/platform"

@@ -55,6 +55,12 @@ func TestFilterEval(t *testing.T) {
 		{"open O_RDWR", x86, unix.SYS_OPEN, [6]uint64{0, unix.O_RDWR}, true},
 		{"openat2 (flags in a struct)", x86, unix.SYS_OPENAT2, [6]uint64{}, true},
 		{"write (no mem filter here)", x86, unix.SYS_WRITE, [6]uint64{1}, false},
+		{"ptrace TRACEME (a debugger's child)", x86, unix.SYS_PTRACE, [6]uint64{unix.PTRACE_TRACEME}, true},
+		{"ptrace ATTACH", x86, unix.SYS_PTRACE, [6]uint64{unix.PTRACE_ATTACH, 1234}, true},
+		{"ptrace SEIZE", x86, unix.SYS_PTRACE, [6]uint64{unix.PTRACE_SEIZE, 1234}, true},
+		{"ptrace PEEKDATA (the program's own tracee)", x86, unix.SYS_PTRACE, [6]uint64{unix.PTRACE_PEEKDATA, 1234}, false},
+		{"ptrace CONT", x86, unix.SYS_PTRACE, [6]uint64{unix.PTRACE_CONT, 1234}, false},
+		{"ptrace GETREGS", x86, unix.SYS_PTRACE, [6]uint64{unix.PTRACE_GETREGS, 1234}, false},
 		{"i386 int 0x80", 0x40000003, 1, [6]uint64{}, true},
 		{"x32 mmap", x86, 0x40000000 | 9, [6]uint64{}, true},
 	}
@@ -63,8 +69,8 @@ func TestFilterEval(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		if got := ret == unix.SECCOMP_RET_TRACE; got != c.stop || (!got && ret != unix.SECCOMP_RET_ALLOW) {
-			t.Errorf("%s: filter returns %#x, want stop=%v", c.name, ret, c.stop)
+		if got := ret == unix.SECCOMP_RET_TRACE|TraceData; got != c.stop || (!got && ret != unix.SECCOMP_RET_ALLOW) {
+			t.Errorf("%s: filter returns %#x, want stop=%v (RET_TRACE|%#x)", c.name, ret, c.stop, TraceData)
 		}
 	}
 }
@@ -91,8 +97,28 @@ func TestMemFilter(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if (ret == unix.SECCOMP_RET_TRACE) != c.stop {
+		if (ret == unix.SECCOMP_RET_TRACE|TraceData) != c.stop || !c.stop && ret != unix.SECCOMP_RET_ALLOW {
 			t.Errorf("nr %d fd %d: ret %#x, stop %v", c.nr, c.fd, ret, c.stop)
+		}
+	}
+}
+
+// TestFilterTraceData: every RET_TRACE ptjit's filters can return carries
+// TraceData in SECCOMP_RET_DATA (the event message classifySeccomp reads),
+// and nothing else is returned but RET_ALLOW.
+func TestFilterTraceData(t *testing.T) {
+	if TraceData&^unix.SECCOMP_RET_DATA != 0 || TraceData == 0 {
+		t.Fatalf("TraceData %#x: must be a non-zero SECCOMP_RET_DATA value (0 is what programs use)", TraceData)
+	}
+	for name, rules := range map[string][]Rule{"Rules": Rules, "MemFilterRules": MemFilterRules(3)} {
+		prog, err := Compile(rules)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for pc, in := range prog {
+			if in.Code == retK && in.K != unix.SECCOMP_RET_ALLOW && in.K != unix.SECCOMP_RET_TRACE|TraceData {
+				t.Errorf("%s: pc %d returns %#x", name, pc, in.K)
+			}
 		}
 	}
 }

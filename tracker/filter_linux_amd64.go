@@ -88,7 +88,26 @@ var Rules = []Rule{
 			"(see procmem_linux_amd64.go); a read-only open cannot write"},
 	{"openat", unix.SYS_OPENAT, []Cond{{Arg: 2, AnyBit: unix.O_WRONLY | unix.O_RDWR}}, "as open"},
 	{"openat2", unix.SYS_OPENAT2, nil, "always: its flags are in a struct the filter cannot read"},
+	{"ptrace", unix.SYS_PTRACE, []Cond{{Arg: 0, Equal: []uint32{unix.PTRACE_TRACEME, unix.PTRACE_ATTACH, unix.PTRACE_SEIZE}}},
+		"not for memory: a program becoming a tracer fails (a process has one tracer, and ptjit is it); " +
+			"ptjit says why once (ptraceEntry). Other requests need a tracee of the program's, so they cannot concern ptjit's"},
 }
+
+// TraceData is the SECCOMP_RET_DATA of every RET_TRACE in ptjit's filters;
+// the kernel hands it to the tracer as the PTRACE_EVENT_SECCOMP event
+// message. A seccomp stop with any other message came from a filter the
+// program installed itself, which, alone, would have failed the call with
+// ENOSYS (no tracer): the tracker does exactly that (classifySeccomp,
+// programTrace). When several filters return the same action the most
+// recently installed one's data wins (seccomp(2)): a program's filter is
+// always newer than ptjit's (installed before the program's execve), so a
+// call both trace reports the program's data and fails as alone. The
+// value spells "PT" and is one of 65536: a program whose own filter
+// returns RET_TRACE|0x5054 is taken for ptjit's and its call runs.
+const TraceData = 0x5054
+
+// retTrace is what ptjit's filters return to stop the tracee.
+const retTrace = unix.SECCOMP_RET_TRACE | TraceData
 
 // RuleByNr returns the rule for syscall nr.
 func RuleByNr(nr int) (Rule, bool) {
@@ -122,7 +141,6 @@ func jump(code uint16, k uint32, jt, jf uint8) unix.SockFilter {
 
 const (
 	retAllow = unix.SECCOMP_RET_ALLOW
-	retTrace = unix.SECCOMP_RET_TRACE
 	ldW      = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
 	jeqK     = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
 	jgeK     = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K

@@ -39,6 +39,17 @@ import (
 // A rep-prefixed string instruction traps after each iteration with the IP
 // unchanged: a non-branch instruction that traps at its own IP has not
 // retired yet and is stepped again.
+//
+// A step can also run past its instruction. The SDM (Vol. 3B, 17.3.1.4)
+// makes the single-step #DB a trap after every instruction that starts with
+// TF set, but a hypervisor that intercepts an instruction and emulates it
+// must raise that trap itself, and some do not: on PVM guests (and other
+// VMMs with the same omission) the trap after CPUID is lost, and the thread
+// stops only after the next instruction. A step that ends where its
+// instruction cannot lead is explained by lostTrapPath (the instructions
+// between are read from the tracee); one that cannot be explained becomes
+// a gap in the trace (FUP, TIP.PGD, TIP.PGE), never a flow that decodes
+// wrongly.
 
 type softState struct {
 	s     *softpt.Session
@@ -48,6 +59,10 @@ type softState struct {
 	// whose bytes cannot change while mapped; any file mapping change
 	// clears it. Other code is read from the tracee at every step.
 	code map[*space]map[uint64]x86.Insn
+	// path is lostTrapPath's buffer; lostWarned: the one warning about a
+	// step that could not be explained was given.
+	path       []x86.Insn
+	lostWarned bool
 }
 
 type stepState struct {
@@ -113,7 +128,9 @@ func (t *Tracer) softSyscallExit(th *thread) {
 	if t.soft == nil || !t.softEligible(th) {
 		return
 	}
-	if st := t.stepOf(th); st.active && st.valid && st.insn.Class == x86.ClassSyscall {
+	if st := t.stepOf(th); st.active && st.valid && (st.insn.Class == x86.ClassSyscall || !st.insn.Class.IsBranch()) {
+		// A stepped non-branch lost its trap and the syscall after it
+		// ran (lostTrapPath).
 		st.exited = true
 	}
 }
@@ -177,11 +194,97 @@ func (t *Tracer) softComplete(th *thread, st *stepState) {
 	if regs.Rip == st.insn.IP && !st.insn.Class.IsBranch() {
 		return // a rep iteration, or a report before anything ran
 	}
-	if filter && !th.inJIT {
-		t.soft.s.Leave(th.tid, &st.insn, regs.Rip, tsc) // nothing when not traced
+	if !follows(&st.insn, regs.Rip) {
+		t.softLostTrap(th, &st.insn, regs.Rip, tsc)
 		return
 	}
-	t.soft.s.Step(th.tid, &st.insn, regs.Rip, tsc)
+	t.softRetire(th, &st.insn, regs.Rip, tsc)
+}
+
+// softRetire reports that in retired on th and execution went on at next:
+// with --soft-filter, a next outside JIT code leaves the traced range.
+func (t *Tracer) softRetire(th *thread, in *x86.Insn, next, tsc uint64) {
+	if sp := th.proc.space; sp.filterOn() && !sp.inJIT(next) {
+		t.soft.s.Leave(th.tid, in, next, tsc) // nothing when not traced
+		return
+	}
+	t.soft.s.Step(th.tid, in, next, tsc)
+}
+
+// softLostTrap handles a step of in that ended at rip, where in cannot
+// lead: the step's trap was lost and more instructions ran (see the
+// comment at the top of the file).
+func (t *Tracer) softLostTrap(th *thread, in *x86.Insn, rip, tsc uint64) {
+	fetch := func(ip uint64, x *x86.Insn) error { return t.softInsn(th, ip, x) }
+	path, ok := lostTrapPath(in, rip, fetch, t.soft.path[:0])
+	t.soft.path = path[:0]
+	if !ok {
+		if !t.soft.lostWarned {
+			t.soft.lostWarned = true
+			t.warnf("soft PT: tid %d: the step of %s at %#x ended at %#x, where it cannot lead; the trace has a gap there (further cases are not reported)",
+				th.tid, in.Class, in.IP, rip)
+		}
+		// The thread resumes with TIP.PGE at rip (softResume).
+		t.soft.s.Interrupt(th.tid, in.IP, tsc)
+		return
+	}
+	for i := range path {
+		t.softRetire(th, in, path[i].IP, tsc)
+		in = &path[i]
+	}
+	t.softRetire(th, in, rip, tsc)
+}
+
+// maxLostTraps bounds the instructions in a row whose step trap may have
+// been lost (CPUID; CPUID), in lostTrapPath.
+const maxLostTraps = 4
+
+// follows reports whether execution can go on at next right after in
+// retired, without an exception: its fall-through for a non-branch, the
+// fall-through or the target of a conditional branch, the target of a
+// direct jump or call, anywhere for an indirect or far branch.
+func follows(in *x86.Insn, next uint64) bool {
+	switch {
+	case !in.Class.IsBranch():
+		return next == in.Next()
+	case in.Class == x86.ClassCondJump:
+		return next == in.Next() || next == in.Target
+	case in.Class.IsDirect():
+		return next == in.Target
+	}
+	return true
+}
+
+// lostTrapPath explains a step of in that ended at rip although in cannot
+// lead there (follows is false): the trap after in was lost, in retired at
+// its fall-through and the thread ran on to the trap of a later
+// instruction. Only a non-branch can lose its trap this way (the
+// hypervisor emulates it and moves the IP past it), so in and every
+// instruction of the path but the last are non-branches, each continuing
+// at its fall-through; the last is the first one, at most maxLostTraps
+// after in, that can lead to rip. fetch reads the instruction at an
+// address. lostTrapPath appends the instructions that retired after in,
+// in order, to path and returns it; false when no such path exists.
+func lostTrapPath(in *x86.Insn, rip uint64, fetch func(uint64, *x86.Insn) error, path []x86.Insn) ([]x86.Insn, bool) {
+	if in.Class.IsBranch() {
+		return path, false
+	}
+	ip := in.Next()
+	for range maxLostTraps {
+		path = append(path, x86.Insn{})
+		x := &path[len(path)-1]
+		if fetch(ip, x) != nil {
+			return path, false
+		}
+		if follows(x, rip) {
+			return path, true
+		}
+		if x.Class.IsBranch() {
+			return path, false
+		}
+		ip = x.Next()
+	}
+	return path, false
 }
 
 // softNotRetired handles a stop (a signal) that came while a step was in
@@ -190,11 +293,21 @@ func (t *Tracer) softComplete(th *thread, st *stepState) {
 func (t *Tracer) softNotRetired(th *thread, st *stepState) {
 	st.haveIP = false
 	regs, err := getRegs(th.tid)
-	if err != nil || !st.valid || regs.Rip != st.insn.IP {
+	if err != nil || !st.valid {
+		return
+	}
+	tsc := clock.RDTSC()
+	switch {
+	case regs.Rip == st.insn.IP:
+	case !st.insn.Class.IsBranch() && regs.Rip == st.insn.Next():
+		// The instruction retired and its trap was lost (see the top
+		// of the file): the stop came at the next one.
+		t.softRetire(th, &st.insn, regs.Rip, tsc)
+	default:
 		return
 	}
 	st.active = false
-	t.soft.s.Interrupt(th.tid, regs.Rip, clock.RDTSC())
+	t.soft.s.Interrupt(th.tid, regs.Rip, tsc)
 }
 
 // softResume resumes th with one PTRACE_SINGLESTEP, delivering sig.

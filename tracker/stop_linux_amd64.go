@@ -16,27 +16,28 @@ import (
 type stopKind uint8
 
 const (
-	stopExited      stopKind = iota // the thread exited (WIFEXITED)
-	stopKilled                      // the thread was killed by a signal (WIFSIGNALED)
-	stopSignal                      // signal-delivery-stop of the program's own signal: delivered unchanged
-	stopStepTrap                    // --pt=soft: the trap that ends a single-step; consumed
-	stopFilterFault                 // --soft-filter=jit: SIGSEGV fetching hidden code; consumed
-	stopWXFault                     // W^X: SIGSEGV on memory the program has writable and executable; consumed
-	stopAliasFault                  // W^X: SIGSEGV storing through a write-protected alias (or one made writable again meanwhile); consumed
-	stopGroup                       // group-stop (PTRACE_EVENT_STOP, stop signal): PTRACE_LISTEN
-	stopTrap                        // PTRACE_EVENT_STOP with SIGTRAP: attach stop of a new tracee, or the wake-up after LISTEN
-	stopSeccomp                     // PTRACE_EVENT_SECCOMP: a filtered syscall's entry
-	stopSyscallExit                 // syscall-exit-stop (SIGTRAP|0x80, TRACESYSGOOD)
-	stopClone                       // PTRACE_EVENT_CLONE
-	stopFork                        // PTRACE_EVENT_FORK
-	stopVfork                       // PTRACE_EVENT_VFORK
-	stopExec                        // PTRACE_EVENT_EXEC
-	stopExit                        // PTRACE_EVENT_EXIT: about to exit, still inspectable
-	stopOther                       // an event we did not ask for; resume it
+	stopExited       stopKind = iota // the thread exited (WIFEXITED)
+	stopKilled                       // the thread was killed by a signal (WIFSIGNALED)
+	stopSignal                       // signal-delivery-stop of the program's own signal: delivered unchanged
+	stopStepTrap                     // --pt=soft: the trap that ends a single-step; consumed
+	stopFilterFault                  // --soft-filter=jit: SIGSEGV fetching hidden code; consumed
+	stopWXFault                      // W^X: SIGSEGV on memory the program has writable and executable; consumed
+	stopAliasFault                   // W^X: SIGSEGV storing through a write-protected alias (or one made writable again meanwhile); consumed
+	stopGroup                        // group-stop (PTRACE_EVENT_STOP, stop signal): PTRACE_LISTEN
+	stopTrap                         // PTRACE_EVENT_STOP with SIGTRAP: attach stop of a new tracee, or the wake-up after LISTEN
+	stopSeccomp                      // PTRACE_EVENT_SECCOMP from ptjit's filter: a filtered syscall's entry
+	stopProgramTrace                 // PTRACE_EVENT_SECCOMP from the program's own filter (RET_TRACE): fails with ENOSYS as with no tracer
+	stopSyscallExit                  // syscall-exit-stop (SIGTRAP|0x80, TRACESYSGOOD)
+	stopClone                        // PTRACE_EVENT_CLONE
+	stopFork                         // PTRACE_EVENT_FORK
+	stopVfork                        // PTRACE_EVENT_VFORK
+	stopExec                         // PTRACE_EVENT_EXEC
+	stopExit                         // PTRACE_EVENT_EXIT: about to exit, still inspectable
+	stopOther                        // an event we did not ask for; resume it
 )
 
 var stopNames = [...]string{"exited", "killed", "signal", "step-trap", "filter-fault", "wx-fault", "alias-fault",
-	"group-stop", "trap", "seccomp", "syscall-exit", "clone", "fork", "vfork", "exec", "exit", "other"}
+	"group-stop", "trap", "seccomp", "program-trace", "syscall-exit", "clone", "fork", "vfork", "exec", "exit", "other"}
 
 func (k stopKind) String() string {
 	if int(k) < len(stopNames) {
@@ -95,6 +96,18 @@ func classifyStatus(ws unix.WaitStatus) (kind stopKind, sig int) {
 	return stopOther, 0
 }
 
+// classifySeccomp says whose filter made a PTRACE_EVENT_SECCOMP stop, from
+// its event message (the filter's SECCOMP_RET_DATA): ptjit's filters all
+// return TraceData; any other value is a RET_TRACE of a filter the program
+// installed itself. ok false (the message could not be read: the thread
+// died) counts as ptjit's, whose handling copes with a vanished thread.
+func classifySeccomp(msg uint, ok bool) stopKind {
+	if ok && msg != TraceData {
+		return stopProgramTrace
+	}
+	return stopSeccomp
+}
+
 // signalStop is what classifySignal looks at: a signal-delivery-stop's
 // signal, its siginfo and RIP where they were needed and could be read,
 // and the tracer's state for the thread.
@@ -146,7 +159,8 @@ func classifySignal(s signalStop) stopKind {
 	return stopSignal
 }
 
-// classify says what th's stop is. For a signal-delivery-stop it reads
+// classify says what th's stop is. For a seccomp stop it reads the event
+// message (classifySeccomp). For a signal-delivery-stop it reads
 // what classifySignal needs, and only that: the siginfo of a SIGTRAP while
 // a step is in flight or of a SIGSEGV a feature may own, and RIP for the
 // soft filter's fetch test.
@@ -154,6 +168,10 @@ func classifySignal(s signalStop) stopKind {
 // Precondition: on the locked tracer thread; th is stopped (or gone).
 func (t *Tracer) classify(th *thread, ws unix.WaitStatus) (stopKind, int, signalStop) {
 	kind, sig := classifyStatus(ws)
+	if kind == stopSeccomp {
+		msg, err := unix.PtraceGetEventMsg(th.tid)
+		return classifySeccomp(msg, err == nil), 0, signalStop{}
+	}
 	if kind != stopSignal {
 		return kind, sig, signalStop{}
 	}

@@ -39,6 +39,53 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+// TestClassifySeccomp: a seccomp stop is ptjit's when its event message is
+// TraceData; any other is a RET_TRACE of the program's own filter, which
+// fails with ENOSYS as with no tracer.
+func TestClassifySeccomp(t *testing.T) {
+	for _, c := range []struct {
+		msg  uint
+		ok   bool
+		want stopKind
+	}{
+		{TraceData, true, stopSeccomp},
+		{0, true, stopProgramTrace},  // RET_TRACE|0, libseccomp's SCMP_ACT_TRACE(0)
+		{42, true, stopProgramTrace}, // the program's own data
+		{0xffff, true, stopProgramTrace},
+		{TraceData | 1, true, stopProgramTrace},
+		{0, false, stopSeccomp}, // unreadable (thread gone): ptjit's path copes
+	} {
+		if got := classifySeccomp(c.msg, c.ok); got != c.want {
+			t.Errorf("event message %#x (read %v): %v, want %v", c.msg, c.ok, got, c.want)
+		}
+	}
+}
+
+// TestPtraceWarning: which ptrace calls of the program get ptjit's warning.
+func TestPtraceWarning(t *testing.T) {
+	traced := func(tid int) bool { return tid == 200 || tid == 201 }
+	for _, c := range []struct {
+		req, target uint64
+		want        string // a substring; "" for no warning
+	}{
+		{unix.PTRACE_TRACEME, 0, "ptrace(PTRACE_TRACEME) fails with EPERM"},
+		{unix.PTRACE_ATTACH, 201, "ptrace(PTRACE_ATTACH, 201) fails with EPERM"},
+		{unix.PTRACE_SEIZE, 200, "ptrace(PTRACE_SEIZE, 200) fails with EPERM"},
+		{unix.PTRACE_SEIZE, 300, ""}, // a process ptjit does not trace: may work
+		{unix.PTRACE_ATTACH, 300, ""},
+		{unix.PTRACE_PEEKDATA, 200, ""},
+		{unix.PTRACE_SEIZE, 200 | 1<<40, "PTRACE_SEIZE, 200)"}, // pid_t is 32 bits
+	} {
+		got := ptraceWarning(100, c.req, c.target, traced)
+		if c.want == "" && got != "" || c.want != "" && !strings.Contains(got, c.want) {
+			t.Errorf("ptrace(%#x, %d): %q, want %q", c.req, c.target, got, c.want)
+		}
+		if got != "" && !strings.Contains(got, "already traced by ptjit") {
+			t.Errorf("ptrace(%#x, %d): %q does not say why", c.req, c.target, got)
+		}
+	}
+}
+
 // TestClassifySignal: whose a signal-delivery-stop is, from the signal, its
 // siginfo, the thread's RIP and the tracer's state — no process needed.
 func TestClassifySignal(t *testing.T) {

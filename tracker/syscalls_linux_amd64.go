@@ -2,6 +2,7 @@ package tracker
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/ptjit/ptjit/clock"
 	"github.com/ptjit/ptjit/db"
@@ -63,6 +64,11 @@ func (t *Tracer) seccompEntry(th *thread) {
 	if t.opts.OnSeccomp != nil {
 		t.opts.OnSeccomp(StopInfo{PID: th.proc.pid, TID: th.tid, Nr: op.nr, Args: op.args, IP: op.ip})
 	}
+	if op.nr == unix.SYS_PTRACE {
+		t.ptraceEntry(th, op)
+		t.resume(th.tid, 0)
+		return
+	}
 	if th.proc.helper || th.proc.space == nil || !t.needExit(th, op) {
 		t.resume(th.tid, 0)
 		return
@@ -87,6 +93,78 @@ func (t *Tracer) seccompEntry(th *thread) {
 	}
 	if err := unix.PtraceSyscall(th.tid, 0); err != nil && !errors.Is(err, unix.ESRCH) {
 		t.warnf("PTRACE_SYSCALL %d: %v", th.tid, err)
+	}
+}
+
+// programTrace handles a seccomp stop that a filter the program installed
+// itself asked for (SECCOMP_RET_TRACE with data other than TraceData; see
+// classifySeccomp). Alone the program has no tracer, and the kernel then
+// fails the call with ENOSYS without executing it; so does ptjit: the
+// syscall number becomes -1, which makes the kernel skip the call, and the
+// return value -ENOSYS. Nothing ran, so nothing is recorded — also when
+// ptjit's filter traces the same call (the program's newer filter's data
+// wins, see TraceData).
+//
+// Precondition: on the locked tracer thread; th is in a seccomp stop.
+func (t *Tracer) programTrace(th *thread) {
+	regs, err := getRegs(th.tid)
+	if err == nil {
+		regs.Orig_rax = ^uint64(0)
+		enosys := -int64(unix.ENOSYS)
+		regs.Rax = uint64(enosys)
+		err = unix.PtraceSetRegs(th.tid, &regs)
+	}
+	if err != nil && !errors.Is(err, unix.ESRCH) {
+		t.warnf("tid %d: failing a syscall the program's seccomp filter traces: %v", th.tid, err)
+	}
+	t.resume(th.tid, 0)
+}
+
+// ptraceRequests names the requests the filter stops ptrace on.
+var ptraceRequests = map[uint64]string{
+	unix.PTRACE_TRACEME: "PTRACE_TRACEME", unix.PTRACE_ATTACH: "PTRACE_ATTACH", unix.PTRACE_SEIZE: "PTRACE_SEIZE",
+}
+
+// ptraceWarning returns the warning for a ptrace call of the program, or
+// "" when the call does not collide with ptjit: PTRACE_TRACEME always does
+// (the caller is ptjit's tracee), PTRACE_ATTACH/SEIZE when the target is a
+// thread ptjit traces (traced). Either fails with EPERM, as the kernel
+// makes it: a thread has one tracer. Attaching to a process ptjit does not
+// trace is the program's business and may work.
+func ptraceWarning(pid int, req, target uint64, traced func(int) bool) string {
+	name, ok := ptraceRequests[req]
+	if !ok {
+		return ""
+	}
+	call := name
+	if req != unix.PTRACE_TRACEME {
+		if !traced(int(int32(target))) {
+			return ""
+		}
+		call = fmt.Sprintf("%s, %d", name, int32(target))
+	}
+	return fmt.Sprintf("pid %d: ptrace(%s) fails with EPERM: the program is already traced by ptjit and a process "+
+		"has only one tracer, so debuggers and tracers (gdb, strace) cannot run under ptjit (reported once)", pid, call)
+}
+
+// ptraceEntry handles the seccomp stop of a ptrace call: the first call
+// that collides with ptjit gets one warning per run (a debugger retries,
+// strace probes with several children). The call itself runs unchanged.
+//
+// Precondition: on the locked tracer thread; th is in its seccomp stop.
+func (t *Tracer) ptraceEntry(th *thread, op *pendingOp) {
+	if t.ptraceWarned {
+		return
+	}
+	traced := func(tid int) bool {
+		_, known := t.threads[tid]
+		_, held := t.pending[tid]
+		_, born := t.newborn[tid]
+		return known || held || born
+	}
+	if w := ptraceWarning(th.proc.pid, op.args[0], op.args[1], traced); w != "" {
+		t.ptraceWarned = true
+		t.warnf("%s", w)
 	}
 }
 

@@ -122,6 +122,9 @@ type Tracer struct {
 	rootDone bool
 	result   Result
 	selfPID  int
+	// ptraceWarned: the program was told once that it cannot ptrace
+	// (ptraceEntry).
+	ptraceWarned bool
 
 	// cur is the context of the stop being handled; the sink stamps
 	// every record with it.
@@ -446,6 +449,8 @@ func (t *Tracer) dispatch(th *thread, kind stopKind, sig int, s signalStop) {
 		t.resume(tid, 0)
 	case stopSeccomp:
 		t.seccompEntry(th)
+	case stopProgramTrace:
+		t.programTrace(th)
 	case stopSyscallExit:
 		t.softSyscallExit(th)
 		t.syscallExit(th)

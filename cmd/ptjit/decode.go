@@ -310,9 +310,10 @@ func flowConfig(o *ptfmt.PtxedOptions) *decode.FlowConfig {
 // with its process's image and the recorded PT configuration. The caller
 // closes the recording when done with the traces.
 func loadRecording(a *decodeArgs) (*recording.Recording, []decodeTrace, error) {
-	rec, err := recording.Open(a.dir, recording.Options{Warn: func(msg string) {
-		fmt.Fprintf(os.Stderr, "ptjit: decode: warning: %s\n", msg)
-	}})
+	rec, err := recording.Open(a.dir, recording.Options{
+		Warn:       func(msg string) { fmt.Fprintf(os.Stderr, "ptjit: decode: warning: %s\n", msg) },
+		Incomplete: func(msg string) { fmt.Fprintf(os.Stderr, "ptjit: warning: %s\n", msg) },
+	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("decode: %v", err)
 	}

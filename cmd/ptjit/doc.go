@@ -6,3 +6,6 @@
 // single line prefixed "ptjit: "; a command that must exit with a specific
 // status returns an *exitError.
 package main
+
+// Building for any platform but linux/amd64 fails in internal/platform.
+import _ "github.com/ptjit/ptjit/internal/platform"

@@ -35,7 +35,6 @@ var e2e struct {
 	tmp     string // removed by TestMain
 	ptjit   string // the ptjit binary under test
 	bin     string // testdata/bin
-	hasWX   bool   // ptjit run advertises --wx
 	initErr error
 }
 
@@ -80,8 +79,6 @@ func e2eSetup(t *testing.T) {
 				return
 			}
 		}
-		help, _ := exec.Command(e2e.ptjit, "run", "--help").CombinedOutput()
-		e2e.hasWX = bytes.Contains(help, []byte("--wx"))
 	})
 	if e2e.initErr != nil {
 		t.Fatal(e2e.initErr)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -86,7 +87,7 @@ func TestE2ERunPrograms(t *testing.T) {
 		p := p
 		t.Run(strings.Join(append([]string{p.name}, p.args...), "_"), func(t *testing.T) {
 			var flags []string
-			if p.rwx && e2e.hasWX {
+			if p.rwx {
 				flags = append(flags, "--wx=off")
 			}
 			ms, dir := e2eRecord(t, p, flags...)
@@ -103,13 +104,9 @@ func TestE2ERunPrograms(t *testing.T) {
 
 // TestE2EWX runs the programs that patch RWX pages under W^X enforcement:
 // every store becomes a version, so the whole manifest must match, and the
-// write log must hold each static-key toggle (modes precise, batch, auto). Skipped only while ptjit run
-// does not offer --wx at all; once it does, failures are failures.
+// write log must hold each static-key toggle (modes precise, batch, auto).
 func TestE2EWX(t *testing.T) {
 	e2eSetup(t)
-	if !e2e.hasWX {
-		t.Skip("ptjit run has no --wx option yet")
-	}
 	for _, mode := range []string{"precise", "batch", "auto"} {
 		for _, p := range e2ePrograms {
 			if !p.rwx && p.name != "sigsegv-handler" {
@@ -361,6 +358,68 @@ func TestE2EOutputDir(t *testing.T) {
 			t.Errorf("-o DIR was changed: %d entries, notes.txt %q", len(ents), b)
 		}
 	})
+	t.Run("a user's files are never replaced", func(t *testing.T) {
+		// another program's SQLite database named code.db, a text file
+		// named code.db, perf record's perf.data alone: refused with one
+		// line naming the directory, nothing changed
+		sqliteDir := t.TempDir()
+		if out, err := exec.Command("sqlite3", filepath.Join(sqliteDir, "code.db"), "create table mine(x)").CombinedOutput(); err != nil {
+			t.Fatalf("sqlite3: %v\n%s", err, out)
+		}
+		textDir := t.TempDir()
+		os.WriteFile(filepath.Join(textDir, "code.db"), []byte("my notes\n"), 0o644)
+		perfDir := t.TempDir()
+		if out, err := exec.Command("perf", "record", "-q", "-e", "task-clock", "-o", filepath.Join(perfDir, "perf.data"), "--", "true").CombinedOutput(); err != nil {
+			t.Fatalf("perf record: %v\n%s", err, out)
+		}
+		for _, d := range []string{sqliteDir, textDir, perfDir} {
+			before := dirDigest(t, d)
+			r := e2ePtjit(t, nil, "run", "-o", d, "--", e2eProg("exitcode"), "0")
+			if r.code == 0 || strings.Contains(r.stdout, "exiting") {
+				t.Errorf("-o %s: status %d, stdout %q: want refusal before running", d, r.code, r.stdout)
+			}
+			e2eOneLineError(t, r.stderr, d)
+			if after := dirDigest(t, d); after != before {
+				t.Errorf("-o %s changed the directory:\n%s\nwas\n%s", d, after, before)
+			}
+		}
+	})
+	t.Run("two runs into one directory", func(t *testing.T) {
+		// the first holds DIR (a program that waits for its stdin to
+		// close); the second fails at once; the first's recording decodes
+		dir := filepath.Join(t.TempDir(), "rec")
+		first := exec.Command(e2e.ptjit, "run", "-q", "-o", dir, "--", "cat")
+		stdin, err := first.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := first.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer first.Process.Kill()
+		deadline := time.Now().Add(e2eTimeout)
+		for {
+			if _, err := os.Stat(filepath.Join(dir, "code.db")); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the first run never created its code.db")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		r := e2ePtjit(t, nil, "run", "-q", "-o", dir, "--", e2eProg("exitcode"), "0")
+		if r.code == 0 || !strings.Contains(r.stderr, "another ptjit run") {
+			t.Errorf("second run: status %d, stderr %q: want refused at once", r.code, r.stderr)
+		}
+		e2eOneLineError(t, r.stderr, dir)
+		stdin.Close()
+		if err := first.Wait(); err != nil {
+			t.Fatalf("first run: %v", err)
+		}
+		if r := e2ePtjit(t, nil, "history", "-i", dir); r.code != 0 {
+			t.Errorf("history of the first run: status %d\n%s", r.code, r.stderr)
+		}
+	})
 	t.Run("old recording replaced", func(t *testing.T) {
 		tmp := t.TempDir()
 		dir := filepath.Join(tmp, "rec")
@@ -468,6 +527,33 @@ func TestE2EPassThrough(t *testing.T) {
 			t.Errorf("got stdout %q stderr %q status %d", r.stdout, r.stderr, r.code)
 		}
 	})
+	t.Run("closed standard streams", func(t *testing.T) {
+		// ptjit itself is started with the fd closed (Go's runtime then
+		// opens /dev/null there); the program must find it closed, as it
+		// does alone: seq fails writing to a closed stdout, a shell sees
+		// no stdin, nothing on a closed stderr. A /dev/null redirection
+		// stays /dev/null.
+		for _, c := range []struct {
+			redir string
+			argv  []string
+		}{
+			{">&-", []string{"seq", "3"}},
+			{"<&-", []string{"sh", "-c", "ls /proc/self/fd/0 2>/dev/null; echo status $?"}},
+			{"2>&-", []string{"sh", "-c", "ls /proc/self/fd/2 >/dev/null 2>&1; echo status $?"}},
+			{">/dev/null", []string{"seq", "3"}},
+			{"</dev/null", []string{"sh", "-c", "cat; echo status $?"}},
+		} {
+			wrap := func(argv ...string) []string {
+				return append([]string{"sh", "-c", `exec "$@" ` + c.redir, "sh"}, argv...)
+			}
+			alone := e2eRun(t, wrap(c.argv...), nil, "", "")
+			traced := e2eRun(t, wrap(append([]string{e2e.ptjit, "run", "-q", "-o", filepath.Join(t.TempDir(), "rec"), "--"}, c.argv...)...), nil, "", "")
+			if traced.code != alone.code || traced.stdout != alone.stdout || traced.stderr != alone.stderr {
+				t.Errorf("%s %v: under ptjit status %d stdout %q stderr %q; alone %d %q %q", c.redir, c.argv,
+					traced.code, traced.stdout, traced.stderr, alone.code, alone.stdout, alone.stderr)
+			}
+		}
+	})
 	t.Run("summary", func(t *testing.T) {
 		_, r := run(t, false, []string{e2eProg("ubpf-test")}, nil, "", "")
 		e2eCheckMessages(t, r.stderr)
@@ -542,4 +628,20 @@ func TestE2EHistoryErrors(t *testing.T) {
 func e2eHexOK(s string) bool {
 	_, err := hex.DecodeString(s)
 	return err == nil && strings.ToLower(s) == s
+}
+
+// dirDigest describes a directory's files (names and content hashes), to
+// check that a refused run changed nothing.
+func dirDigest(t *testing.T, dir string) string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, e := range ents {
+		data, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+		fmt.Fprintf(&b, "%s %x\n", e.Name(), sha256.Sum256(data))
+	}
+	return b.String()
 }

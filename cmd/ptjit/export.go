@@ -52,7 +52,9 @@ to the jitdumps, in OUTDIR.`,
 }
 
 func exportJitdump(cmd *cobra.Command, dir, out string, noPerf bool) error {
-	res, err := recording.ExportJitdump(dir, out, noPerf)
+	res, err := recording.ExportJitdump(dir, out, noPerf, func(msg string) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "ptjit: warning: %s\n", msg)
+	})
 	if err != nil {
 		return err
 	}

@@ -20,9 +20,11 @@ import (
 type recordingFlags struct {
 	dir string
 	pid int
+	cmd *cobra.Command // for its stderr
 }
 
 func (f *recordingFlags) register(cmd *cobra.Command) {
+	f.cmd = cmd
 	cmd.Flags().StringVarP(&f.dir, "input", "i", "ptjit.out", "recording directory (or a code.db file)")
 	cmd.Flags().IntVar(&f.pid, "pid", 0, "only this process")
 }
@@ -37,7 +39,13 @@ func codeDBPath(dir string) string {
 }
 
 func (f *recordingFlags) open() (*db.DB, error) {
-	return db.Open(codeDBPath(f.dir))
+	return openCodeDB(codeDBPath(f.dir), f.cmd.ErrOrStderr())
+}
+
+// openCodeDB opens a code.db for a query and prints one warning line on w
+// when the recording is incomplete (db.OpenChecked).
+func openCodeDB(path string, w io.Writer) (*db.DB, error) {
+	return db.OpenChecked(path, func(msg string) { fmt.Fprintf(w, "ptjit: warning: %s\n", msg) })
 }
 
 // parseAddr reads an address in hex (0x...) or decimal.

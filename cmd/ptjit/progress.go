@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 )
 
 // progress shows how far a long decode has come, on stderr, when stderr is
@@ -31,7 +31,7 @@ func startProgress(total uint64) *progress {
 	if total < progressMin {
 		return nil
 	}
-	if _, err := unix.IoctlGetTermios(int(os.Stderr.Fd()), unix.TCGETS); err != nil {
+	if !term.IsTerminal(int(os.Stderr.Fd())) {
 		return nil
 	}
 	p := &progress{w: os.Stderr, total: total, stop: make(chan struct{})}

@@ -43,14 +43,6 @@ func pickVersion(r *db.Region, at string, vno int) (*db.VersionInfo, error) {
 	return r.Latest(), nil
 }
 
-func describeVersion(v *db.VersionInfo) string {
-	s := fmt.Sprintf("region %d version %d [%#x-%#x] pid %d tid %d, %s at ip %#x, valid from tsc %d", v.Region, v.Vno, v.Addr, v.Addr+v.Size, v.PID, v.TID, v.Cause, v.IP, v.Valid.TSC)
-	if v.HasEnd {
-		s += fmt.Sprintf(" to %d", v.End.TSC)
-	}
-	return s
-}
-
 func init() {
 	var (
 		rf     recordingFlags
@@ -84,7 +76,7 @@ region and version. --raw prints the bytes as hex instead.`,
 			}
 			out := bufio.NewWriter(cmd.OutOrStdout())
 			defer out.Flush()
-			fmt.Fprintln(out, describeVersion(v))
+			fmt.Fprintln(out, v)
 			code := data[addr-v.Addr:]
 			if length != 0 && length < uint64(len(code)) {
 				code = code[:length]

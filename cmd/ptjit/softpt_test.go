@@ -106,10 +106,11 @@ func checkFlows(t *testing.T, dir string, truth map[int][]uint64) (tids []int, t
 // TestSoftPTEndToEnd records every test program with the software PT
 // backend and checks that ptjit decode reproduces, per thread and in order,
 // exactly the instructions the program executed — through JIT code, code
-// versions that were replaced later, and instructions right after a patch.
+// versions that were replaced later, instructions right after a patch, and
+// after a CPUID (cpuid-step: some hypervisors lose the step trap after it).
 func TestSoftPTEndToEnd(t *testing.T) {
 	e2eSetup(t)
-	for _, prog := range []string{"ubpf-test", "jit-threads", "forker", "static-keys", "smc", "rwx-threads", "sigsegv-handler"} {
+	for _, prog := range []string{"ubpf-test", "jit-threads", "forker", "static-keys", "smc", "rwx-threads", "sigsegv-handler", "cpuid-step"} {
 		t.Run(prog, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "rec")
 			gt := filepath.Join(t.TempDir(), "truth")

@@ -1,3 +1,5 @@
+//go:build linux && amd64
+
 package tracker
 
 import (
@@ -14,7 +16,7 @@ import (
 // kernel wakes on its own. SA_NOCLDSTOP on the handler the runtime
 // installed stops those signals and keeps the ones for exits, so nothing
 // else changes (exec.Cmd waits with wait4 too). Measured on stepbench under
-// --pt=soft, one stop per instruction: see doc.go, "Pinning".
+// --pt=soft, one stop per instruction: see BENCHMARKS.md.
 
 // kernelSigaction is struct sigaction as rt_sigaction(2) takes it on
 // x86-64.

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSeccompOwnFilter runs testdata/seccomp-own, whose own seccomp filter
+// returns RET_TRACE, RET_ERRNO, RET_TRAP and RET_USER_NOTIF, alone and
+// under ptjit run: the same output and exit status (issue 11 item 8). Alone
+// its RET_TRACE calls fail with ENOSYS (no tracer); ptjit, the tracer,
+// must make them fail the same way, and record nothing for the mprotect
+// that never ran.
+func TestSeccompOwnFilter(t *testing.T) {
+	e2eSetup(t)
+	argv := []string{e2eProg("seccomp-own")}
+	native := e2eRun(t, argv, nil, "", "")
+	if native.code != 0 {
+		t.Fatalf("seccomp-own alone: status %d\n%s%s", native.code, native.stdout, native.stderr)
+	}
+	for _, flags := range [][]string{nil, {"--wx=precise"}, {"--pt=soft"}} {
+		flags := flags
+		t.Run(strings.Join(append([]string{"default"}, flags...), "_"), func(t *testing.T) {
+			if len(flags) > 0 && flags[0] == "--pt=soft" && testing.Short() {
+				t.Skip("--pt=soft steps every instruction: about 30 s")
+			}
+			dir := filepath.Join(t.TempDir(), "rec")
+			args := append(append([]string{"run", "-o", dir}, flags...), "--")
+			traced := e2ePtjit(t, nil, append(args, argv...)...)
+			e2eCheckMessages(t, traced.stderr)
+			if traced.code != native.code || traced.stdout != native.stdout {
+				t.Fatalf("under ptjit %v: status %d, alone %d\n--- alone:\n%s--- under ptjit:\n%s--- ptjit stderr:\n%s",
+					flags, traced.code, native.code, native.stdout, traced.stdout, traced.stderr)
+			}
+			// The program makes nothing executable that ptjit can see:
+			// its RET_TRACE/RET_ERRNO mprotect calls never run, the one its
+			// listener continues makes no stop.
+			for _, h := range e2eHistory(t, dir) {
+				if h.Cause == "mprotect" {
+					t.Errorf("recorded %v: an mprotect the program's filter failed", h)
+				}
+			}
+		})
+	}
+}
+
+// TestPtraceUnderPtjit: a program that tries to become a tracer under
+// ptjit gets EPERM from the kernel, as before, and ptjit prints one line
+// saying why (once per run, none with -q).
+func TestPtraceUnderPtjit(t *testing.T) {
+	e2eSetup(t)
+	const why = "already traced by ptjit"
+	count := func(stderr string) int {
+		n := 0
+		for _, l := range strings.Split(stderr, "\n") {
+			if strings.Contains(l, why) {
+				n++
+				if !strings.HasPrefix(l, "ptjit: ") {
+					t.Errorf("warning without the ptjit: prefix: %q", l)
+				}
+			}
+		}
+		return n
+	}
+	t.Run("seccomp-own", func(t *testing.T) {
+		// two calls, TRACEME in one child and SEIZE of another: one line
+		r := e2ePtjit(t, nil, "run", "-o", filepath.Join(t.TempDir(), "rec"), "--", e2eProg("seccomp-own"), "ptrace")
+		e2eCheckMessages(t, r.stderr)
+		for _, want := range []string{"PTRACE_TRACEME:", "PTRACE_SEIZE child:"} {
+			ok := false
+			for _, l := range strings.Split(r.stdout, "\n") {
+				ok = ok || strings.HasPrefix(l, want) && strings.HasSuffix(l, "ret=-1 errno=EPERM")
+			}
+			if !ok {
+				t.Errorf("%s: want ret=-1 errno=EPERM in\n%s", want, r.stdout)
+			}
+		}
+		if n := count(r.stderr); n != 1 || r.code != 0 {
+			t.Errorf("status %d, %d lines saying %q, want 0 and 1:\n%s", r.code, n, why, r.stderr)
+		}
+		q := e2ePtjit(t, nil, "run", "-q", "-o", filepath.Join(t.TempDir(), "rec"), "--", e2eProg("seccomp-own"), "ptrace")
+		if q.stderr != "" || q.stdout != r.stdout {
+			t.Errorf("with -q: stderr %q, stdout\n%s", q.stderr, q.stdout)
+		}
+	})
+	t.Run("strace", func(t *testing.T) {
+		strace, err := exec.LookPath("strace")
+		if err != nil {
+			t.Skip("strace is not installed (.ci/run installs it)")
+		}
+		r := e2ePtjit(t, nil, "run", "-o", filepath.Join(t.TempDir(), "rec"), "--", strace, "-o", "/dev/null", "true")
+		if n := count(r.stderr); n != 1 {
+			t.Errorf("%d lines saying %q, want 1:\n%s", n, why, r.stderr)
+		}
+		if r.code == 0 {
+			t.Errorf("strace under ptjit exited 0: it cannot trace there\n%s", r.stderr)
+		}
+	})
+}

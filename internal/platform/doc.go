@@ -1,0 +1,11 @@
+// Package platform makes the build fail, with one clear message, on every
+// platform but linux/amd64.
+//
+// ptjit traces with ptrace, seccomp and userfaultfd, reads x86-64
+// registers, and records Intel PT: it runs on Linux on x86-64 only. The
+// packages that hold such code (clock, snapshot, perf, tracker, ptrun and
+// the ptjit command) import this package, so that building them for
+// another platform stops here, with the message below, instead of with
+// dozens of unrelated undefined names. The portable packages (ptpkt, x86,
+// decode, ptfmt, db, softpt) do not import it and build anywhere.
+package platform

@@ -1,0 +1,4 @@
+package platform
+
+// Supported reports that this build is for linux/amd64.
+const Supported = true
