@@ -78,19 +78,25 @@ func DumpPerfData(w io.Writer, format, path string, s *PtdumpSettings, given fun
 	if err != nil {
 		return err
 	}
-	if len(tr.Queues) == 0 {
-		return fmt.Errorf("%s: no Intel PT data (no AUXTRACE records)", path)
+	if err := tr.CheckIntelPT(pd); err != nil {
+		return err
 	}
+	return DumpPerfTrace(w, format, path, tr, s, given)
+}
+
+// DumpPerfTrace is DumpPerfData of a loaded trace (with its bytes: see
+// perf.LoadPerfTrace); name labels the "# ..." lines.
+func DumpPerfTrace(w io.Writer, format, name string, tr *perf.PerfTrace, s *PtdumpSettings, given func(option string) bool) error {
 	tr.PTConfig(&s.Config, given)
 	for _, q := range tr.Queues {
 		fmt.Fprintf(w, "# %s: queue %d (cpu %d, tid %d): %d bytes in %d AUXTRACE buffers\n",
-			path, q.Idx, q.CPU, q.Tid, len(q.Data), len(q.Buffers))
+			name, q.Idx, q.CPU, q.Tid, len(q.Data), len(q.Buffers))
 		if err := Dump(w, format, q.Data, s); err != nil {
 			return err
 		}
 	}
 	if tr.Truncated {
-		fmt.Fprintf(w, "# %s: file ends inside a record; dumped everything before it\n", path)
+		fmt.Fprintf(w, "# %s: file ends inside a record; dumped everything before it\n", name)
 	}
 	return nil
 }

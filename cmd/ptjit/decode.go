@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/ptjit/ptjit/decode"
+	"github.com/ptjit/ptjit/perf"
 	"github.com/ptjit/ptjit/ptfmt"
 	"github.com/ptjit/ptjit/recording"
 	"github.com/spf13/cobra"
@@ -29,7 +30,10 @@ Sources:
   -i DIR            a recording (default ./ptjit.out): PT from DIR/perf.data,
                     code versions from DIR/code.db, file mappings from code.db
   --tid T           only the trace of thread T (recording mode)
-  --pt, --raw       raw mode, as libipt's ptxed
+  --pt, --raw       raw mode, as libipt's ptxed; --pt FILE may also be a
+                    perf.data (file or pipe mode, recognised by content):
+                    each AUX queue is decoded through the --raw image with
+                    the recorded PT configuration; --pt - reads stdin
 
 Formats (one of):
   (default)         instruction trace: time, address, symbol+offset or code
@@ -212,12 +216,18 @@ func runDecode(a *decodeArgs, stdout io.Writer) error {
 	if a.rawMode && o.PT == "" {
 		return fmt.Errorf("decode: no pt file")
 	}
-	if a.format == "ptxed" && a.rawMode {
+	perfInput := a.rawMode && isPerfInput(o.PT)
+	if a.format == "ptxed" && a.rawMode && !perfInput {
 		return ptfmt.Ptxed(o, stdout)
 	}
 	var traces []decodeTrace
 	var err error
-	if a.rawMode {
+	if perfInput {
+		var in *ptfmt.TraceInput
+		if in, traces, err = loadPerfInput(a); err == nil {
+			defer in.Close()
+		}
+	} else if a.rawMode {
 		traces, err = loadRawTrace(o)
 	} else {
 		var rec *recording.Recording
@@ -294,6 +304,59 @@ func loadRawTrace(o *ptfmt.PtxedOptions) ([]decodeTrace, error) {
 		return nil, fmt.Errorf("decode: %v", err)
 	}
 	return []decodeTrace{{label: o.PT, src: decode.BytesTrace(pt), img: img, cfg: flowConfig(o), syms: recording.NewSymbolizer()}}, nil
+}
+
+// isPerfInput reports whether --pt FILE is read by content (ptfmt.
+// OpenTraceInput): stdin, or a perf.data. Any other file takes raw mode's
+// path unchanged, as libipt's ptxed reads it.
+func isPerfInput(arg string) bool {
+	name, _, _, err := ptfmt.ParseFileRange(arg)
+	if err != nil {
+		return false
+	}
+	if name == "-" {
+		return true
+	}
+	k, err := perf.SniffFile(name)
+	return err == nil && k.IsPerfData()
+}
+
+// loadPerfInput reads raw mode's --pt FILE that is a perf.data (or stdin):
+// a trace per AUX queue, each through the --raw image, with the PT
+// configuration recorded in the perf.data unless given as an option. The
+// caller closes the input when done with the traces.
+func loadPerfInput(a *decodeArgs) (*ptfmt.TraceInput, []decodeTrace, error) {
+	o := a.ptxed
+	if len(o.Raw) == 0 {
+		return nil, nil, fmt.Errorf("decode: raw mode needs at least one --raw FILE[:FROM[-TO]]:BASE")
+	}
+	img, err := o.RawImage()
+	if err != nil {
+		return nil, nil, fmt.Errorf("decode: %v", err)
+	}
+	in, err := ptfmt.OpenTraceInput(o.PT, true, ptfmt.LoadPT)
+	if err != nil {
+		return nil, nil, fmt.Errorf("decode: %v", err)
+	}
+	base := flowConfig(o)
+	if in.Trace == nil { // a raw trace on stdin
+		return in, []decodeTrace{{label: in.Name, src: decode.BytesTrace(in.Raw), img: img, cfg: base, syms: recording.NewSymbolizer()}}, nil
+	}
+	in.Trace.PTConfig(&base.Packet, func(opt string) bool { return a.given[opt] })
+	var out []decodeTrace
+	for _, q := range in.Trace.Queues {
+		if a.tid != 0 && int(q.Tid) != a.tid {
+			continue
+		}
+		cfg := *base
+		out = append(out, decodeTrace{label: fmt.Sprintf("%s %v", in.Name, q), tid: int(q.Tid),
+			src: q.Reader(in.Perf), img: img, cfg: &cfg, syms: recording.NewSymbolizer()})
+	}
+	if len(out) == 0 {
+		in.Close()
+		return nil, nil, fmt.Errorf("decode: %s: no AUX queue of thread %d", in.Name, a.tid)
+	}
+	return in, out, nil
 }
 
 // flowConfig is the decoder configuration of the options; as ptxed, an

@@ -16,11 +16,17 @@ func init() {
 		values = map[string]*string{}
 	)
 	cmd := &cobra.Command{
-		Use:   "dump [FILE[:FROM[-TO]]]",
+		Use:   "dump [FILE[:FROM[-TO]] | -]",
 		Short: "Print the Intel PT packets of a raw trace or of a recording",
 		Long: `dump prints the Intel PT packets of FILE, a raw trace (.pt), optionally
 restricted to the byte range FROM-TO (or from FROM to the end). Without FILE it
 prints the PT data of every AUXTRACE queue of DIR/perf.data.
+
+FILE is recognised by its content: a perf.data (perf record -o FILE, or
+pipe mode: perf record -o -) is dumped queue by queue as DIR/perf.data is;
+one without Intel PT is an error naming its events. FILE - reads standard
+input (perf record -o - ... | ptjit dump -); a pipe is first copied to an
+unlinked temporary file.
 
 --format=ptdump prints exactly what libipt's ptdump prints, and accepts
 ptdump's options (--lastip, --time, --cpu f/m[/s], --mtc-freq N, ...);
@@ -53,14 +59,19 @@ unless given as an option, and each queue is preceded by a "# ..." line.`,
 				return fmt.Errorf("--format %q: must be text or ptdump", format)
 			}
 			out := cmd.OutOrStdout()
+			given := func(o string) bool { return changed[o] }
 			if len(args) == 1 {
-				buf, err := ptfmt.ReadTraceFile(args[0])
+				in, err := ptfmt.OpenTraceInput(args[0], false, ptfmt.ReadTraceFile)
 				if err != nil {
 					return err
 				}
-				return ptfmt.Dump(out, format, buf, s)
+				defer in.Close()
+				if in.Trace != nil {
+					return ptfmt.DumpPerfTrace(out, format, in.Name, in.Trace, s, given)
+				}
+				return ptfmt.Dump(out, format, in.Raw, s)
 			}
-			return ptfmt.DumpPerfData(out, format, filepath.Join(dir, "perf.data"), s, func(o string) bool { return changed[o] })
+			return ptfmt.DumpPerfData(out, format, filepath.Join(dir, "perf.data"), s, given)
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or ptdump (libipt's ptdump, byte for byte)")
