@@ -33,8 +33,10 @@ type TraceInput struct {
 // readRaw(arg), ReadTraceFile or LoadPT, so that raw files behave exactly
 // as before; a perf.data is loaded with its trace bytes (lazy: read from
 // the file as decoded, else in memory), and one without Intel PT is an
-// error naming the file and its events. A byte range on a perf.data is an
-// error: it applies to a raw trace. The caller closes the input.
+// error naming the file and its events. FILE:FROM[-TO], with a byte range,
+// is always read as raw trace, whatever the file holds: the way to look at
+// the bytes of one AUXTRACE record of a perf.data. The caller closes the
+// input.
 func OpenTraceInput(arg string, lazy bool, readRaw func(arg string) ([]byte, error)) (*TraceInput, error) {
 	name, _, _, err := ParseFileRange(arg)
 	if err != nil {
@@ -43,6 +45,15 @@ func OpenTraceInput(arg string, lazy bool, readRaw func(arg string) ([]byte, err
 		return &TraceInput{Name: arg, Raw: raw}, err
 	}
 	in := &TraceInput{Name: name}
+	if arg != name && name != "-" {
+		// A byte range always means raw bytes of the file, a perf.data
+		// too (the trace bytes of one AUXTRACE record, say).
+		in.Raw, err = readRaw(arg)
+		if err != nil {
+			return nil, err
+		}
+		return in, nil
+	}
 	path := name
 	if name == "-" {
 		if arg != name {
@@ -72,9 +83,6 @@ func OpenTraceInput(arg string, lazy bool, readRaw func(arg string) ([]byte, err
 			return nil, err
 		}
 		return in, nil
-	}
-	if arg != name {
-		return nil, fmt.Errorf("%s: %s is a %v: a byte range applies to a raw trace only", arg, name, kind)
 	}
 	if err := in.openPerf(path, lazy); err != nil {
 		in.Close()

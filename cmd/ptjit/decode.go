@@ -29,11 +29,13 @@ code version valid when it ran.
 Sources:
   -i DIR            a recording (default ./ptjit.out): PT from DIR/perf.data,
                     code versions from DIR/code.db, file mappings from code.db
-  --tid T           only the trace of thread T (recording mode)
+  --tid T           only the trace of thread T (a recording, or the queue of
+                    tid T of a --pt perf.data)
   --pt, --raw       raw mode, as libipt's ptxed; --pt FILE may also be a
                     perf.data (file or pipe mode, recognised by content):
                     each AUX queue is decoded through the --raw image with
-                    the recorded PT configuration; --pt - reads stdin
+                    the recorded PT configuration; --pt - reads stdin;
+                    with a byte range FILE is always raw trace
 
 Formats (one of):
   (default)         instruction trace: time, address, symbol+offset or code
@@ -307,8 +309,9 @@ func loadRawTrace(o *ptfmt.PtxedOptions) ([]decodeTrace, error) {
 }
 
 // isPerfInput reports whether --pt FILE is read by content (ptfmt.
-// OpenTraceInput): stdin, or a perf.data. Any other file takes raw mode's
-// path unchanged, as libipt's ptxed reads it.
+// OpenTraceInput): stdin, or a perf.data without a byte range. Any other
+// file, and a byte range of any file, takes raw mode's path unchanged, as
+// libipt's ptxed reads it.
 func isPerfInput(arg string) bool {
 	name, _, _, err := ptfmt.ParseFileRange(arg)
 	if err != nil {
@@ -316,6 +319,9 @@ func isPerfInput(arg string) bool {
 	}
 	if name == "-" {
 		return true
+	}
+	if name != arg {
+		return false
 	}
 	k, err := perf.SniffFile(name)
 	return err == nil && k.IsPerfData()

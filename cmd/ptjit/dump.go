@@ -24,9 +24,10 @@ prints the PT data of every AUXTRACE queue of DIR/perf.data.
 
 FILE is recognised by its content: a perf.data (perf record -o FILE, or
 pipe mode: perf record -o -) is dumped queue by queue as DIR/perf.data is;
-one without Intel PT is an error naming its events. FILE - reads standard
-input (perf record -o - ... | ptjit dump -); a pipe is first copied to an
-unlinked temporary file.
+one without Intel PT is an error naming its events. With a byte range, FILE
+is always read as raw trace (a perf.data's AUXTRACE bytes at FROM-TO, say).
+FILE - reads standard input (perf record -o - ... | ptjit dump -); a pipe is
+first copied to an unlinked temporary file.
 
 --format=ptdump prints exactly what libipt's ptdump prints, and accepts
 ptdump's options (--lastip, --time, --cpu f/m[/s], --mtc-freq N, ...);
