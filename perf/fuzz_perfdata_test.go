@@ -68,6 +68,7 @@ func FuzzPerfDataReader(f *testing.F) {
 		if err != nil {
 			return
 		}
+		_ = tr.CheckIntelPT(p) // names the events: event-desc, EVENT_UPDATE
 		total := 0
 		for _, q := range tr.Queues {
 			total += len(q.Data)

@@ -418,6 +418,9 @@ func (t *PerfTrace) CheckIntelPT(p *PerfData) error {
 	ev := make([]string, len(p.Attrs))
 	for i := range p.Attrs {
 		ev[i] = p.EventName(i)
+		if t.Info != nil && t.Info.Type == AuxtraceIntelPT && p.Attrs[i].Type == t.Info.IntelPT.PMUType && !strings.Contains(ev[i], "intel_pt") {
+			ev[i] = "intel_pt//" // perf's name for the PT event without an event-desc
+		}
 	}
 	return &NoPTTraceError{File: p.Name, Events: ev, Reason: reason}
 }

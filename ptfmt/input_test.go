@@ -57,6 +57,20 @@ func TestOpenTraceInput(t *testing.T) {
 	if _, err := OpenTraceInput(filepath.Join(dir, "none"), false, ReadTraceFile); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("missing file: %v", err)
 	}
+	// The PT event with no AUXTRACE record: no trace, named so.
+	noAux := filepath.Join(dir, "noaux.data")
+	w, err = perf.CreatePerfData(noAux, perf.PerfDataConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Comm(100, 100, "main", true, 10)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := "no Intel PT trace in " + noAux + " (events: intel_pt//): no AUXTRACE records"
+	if _, err := OpenTraceInput(noAux, false, ReadTraceFile); err == nil || err.Error() != want {
+		t.Errorf("perf.data without AUXTRACE: %v, want %q", err, want)
+	}
 	// A perf.data cut inside its header: an error naming file and offset.
 	b, _ := os.ReadFile(pdPath)
 	cut := filepath.Join(dir, "cut.data")
