@@ -16,7 +16,9 @@
 // byte offset (PerfDataError).
 //
 // perf sits at the bottom of ptjit with ptpkt and x86: it imports neither
-// the decoder, nor the recorder, nor anything above them. A queue's
+// the decoder, nor the recorder, nor anything above them; of its
+// neighbours only ptpkt, for the type of the PT configuration that
+// PerfTrace.PTConfig derives from AUXTRACE_INFO. A queue's
 // stream is handed to the decoder as a QueueReader (io.ReaderAt with a
 // Size), which decode's windows read without knowing perf.data.
 package perf

@@ -377,7 +377,9 @@ func readAllPerfData(data []byte, name string) error {
 // PERF_SAMPLE_IDENTIFIER).
 func TestPerfDataReadsPerfRecord(t *testing.T) {
 	skipIfNoPerf(t)
-	workload := []string{"--", "/bin/sh", "-c", "i=0; while [ $i -lt 2000 ]; do i=$((i+1)); done"}
+	// A sample every 1 ms of CPU time: a 10 µs period (-c 10000) made
+	// the hrtimer interrupts of this VM stretch the run to minutes.
+	workload := []string{"--", "/bin/sh", "-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done"}
 	for _, c := range []struct {
 		name   string
 		events []string
@@ -388,7 +390,7 @@ func TestPerfDataReadsPerfRecord(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "perf.data")
-			args := append(append([]string{"record", "-q", "-c", "10000", "-o", path}, c.events...), workload...)
+			args := append(append([]string{"record", "-q", "-c", "1000000", "-o", path}, c.events...), workload...)
 			out, err := exec.Command("perf", args...).CombinedOutput()
 			if err != nil {
 				// perf is installed (skipIfNoPerf): a failing perf record
