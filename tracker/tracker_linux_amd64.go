@@ -785,12 +785,20 @@ func (t *Tracer) syncSpace(p *process, cause string) {
 // syncSpaceView is syncSpace where view holds the program's view of the
 // protections ptjit changed (a fork child's is its parent's).
 func (t *Tracer) syncSpaceView(p *process, view *space, cause string) {
+	if maps, ok := t.readView(p, view); ok {
+		p.space.Sync(maps, fileReadable, cause)
+	}
+}
+
+// readView reads p's /proc/PID/maps and translates it into the program's
+// view (see syncSpaceView); false when the process is gone.
+func (t *Tracer) readView(p *process, view *space) ([]snapshot.Mapping, bool) {
 	maps, err := snapshot.ReadMaps(p.pid)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
 			t.warnf("pid %d: %v", p.pid, err)
 		}
-		return
+		return nil, false
 	}
 	for _, m := range maps {
 		if m.Path == "[vdso]" {
@@ -800,7 +808,7 @@ func (t *Tracer) syncSpaceView(p *process, view *space, cause string) {
 	if view != nil && (t.wxOn() || view.filter.on) {
 		maps = view.viewMaps(maps)
 	}
-	p.space.Sync(maps, fileReadable, cause)
+	return maps, true
 }
 
 // viewMaps translates /proc/PID/maps, which shows what ptjit enforces,
