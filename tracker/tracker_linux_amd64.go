@@ -159,8 +159,10 @@ type thread struct {
 	helper   bool  // a thread of the launcher's Go runtime: dies in the exec
 	held     []int // signals that arrived while ptjit ran an injected syscall or a step
 	// lastStale is the (RIP, address) of the last W^X fault retried as
-	// stale, so the same fault twice is handled for real.
-	lastStale [2]uint64
+	// stale, so the same fault twice is handled for real; staleFetches
+	// counts the fetch faults retried again at that key (wxFault).
+	lastStale    [2]uint64
+	staleFetches int
 	// --soft-filter: resumed with PTRACE_CONT (not stepped) since its
 	// last stop; at JIT code when last seen
 	free  bool
