@@ -197,6 +197,30 @@ type FlowOptions struct {
 	Progress func(done uint64)
 	// Stat, with Format "stat", receives the counts (nothing is written).
 	Stat *StatSink
+	// Counts, if not nil, receives the instructions decoded and the
+	// errors met, whatever the format.
+	Counts *FlowCounts
+}
+
+// FlowCounts is what a decode produced: instructions and errors.
+type FlowCounts struct {
+	Insns, Errors uint64
+}
+
+// countSink counts what passes through it to next.
+type countSink struct {
+	next decode.FlowSink
+	n    FlowCounts
+}
+
+func (c *countSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
+	c.n.Insns++
+	c.next.Insn(in, off, tsc)
+}
+func (c *countSink) Event(ev *decode.Event, off uint64) { c.next.Event(ev, off) }
+func (c *countSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
+	c.n.Errors++
+	c.next.Error(e, kind)
 }
 
 // WriteFlow decodes the trace src through img and writes its flow to w in
@@ -210,9 +234,15 @@ func WriteFlow(w *bufio.Writer, src decode.TraceReader, img *decode.Image, cfg *
 	if progress == nil {
 		progress = func(uint64) {}
 	}
-	var calls decode.FlowSink
+	var calls *countSink
 	if o.Format == "calls" {
-		calls = NewFlowSink(o.Format, w, o.Where)
+		calls = &countSink{next: NewFlowSink(o.Format, w, o.Where)}
+		if o.Counts != nil {
+			defer func() {
+				o.Counts.Insns += calls.n.Insns
+				o.Counts.Errors += calls.n.Errors
+			}()
+		}
 	}
 	return decode.ForEachWindow(src, o.Window, func(pt []byte, stop, base uint64) {
 		if calls != nil {
@@ -225,7 +255,8 @@ func WriteFlow(w *bufio.Writer, src decode.TraceReader, img *decode.Image, cfg *
 				c := &chunkOut{}
 				c.w = bufio.NewWriterSize(&c.buf, 1<<16)
 				c.inner = NewFlowSink(o.Format, c.w, o.Where)
-				c.sink = &decode.OffsetSink{Next: c.inner, Base: base}
+				c.sink = &decode.OffsetSink{Next: &c.count, Base: base}
+				c.count.next = c.inner
 				return c
 			},
 			func(s decode.FlowSink) {
@@ -236,6 +267,10 @@ func WriteFlow(w *bufio.Writer, src decode.TraceReader, img *decode.Image, cfg *
 				if ss, ok := c.inner.(*StatSink); ok && o.Stat != nil {
 					o.Stat.Add(ss)
 				}
+				if o.Counts != nil {
+					o.Counts.Insns += c.count.n.Insns
+					o.Counts.Errors += c.count.n.Errors
+				}
 			})
 	})
 }
@@ -245,7 +280,8 @@ type chunkOut struct {
 	buf   bytes.Buffer
 	w     *bufio.Writer
 	inner decode.FlowSink // the format's sink
-	sink  decode.FlowSink // inner, with offsets in the whole trace
+	count countSink       // counts, then inner
+	sink  decode.FlowSink // count, with offsets in the whole trace
 	last  uint64          // the last trace offset seen, for progress
 }
 

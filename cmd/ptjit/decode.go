@@ -243,7 +243,8 @@ func runDecode(a *decodeArgs, stdout io.Writer) error {
 	}
 	w := bufio.NewWriterSize(stdout, 1<<16)
 	defer w.Flush()
-	fo := ptfmt.FlowOptions{Format: a.format, Window: a.window, Jobs: a.jobs, Resync: o.Resync, Stat: &ptfmt.StatSink{}}
+	var counts ptfmt.FlowCounts
+	fo := ptfmt.FlowOptions{Format: a.format, Window: a.window, Jobs: a.jobs, Resync: o.Resync, Stat: &ptfmt.StatSink{}, Counts: &counts}
 	var size, done uint64
 	for _, t := range traces {
 		size += uint64(t.src.Size())
@@ -267,7 +268,15 @@ func runDecode(a *decodeArgs, stdout io.Writer) error {
 	if a.format == "stat" {
 		fo.Stat.Print(w)
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if counts.Insns == 0 && counts.Errors > 0 {
+		// Only errors: say so in the exit status too (the errors are in
+		// the output).
+		return fmt.Errorf("decode: no instruction decoded, %d decode errors (see the output)", counts.Errors)
+	}
+	return nil
 }
 
 // decodeTrace is one PT stream with the image to decode it through.
