@@ -28,6 +28,10 @@ package softpt
 // thread's last instructions keep timestamps before the switch, and the
 // PSB+'s TSC equals the switch time.
 //
+// Precondition (the tracker's rdtsc at each stop gives it): times
+// strictly increase from one call to the next that concerns another thread,
+// so a switch's time is after every timing packet of the leaving thread.
+//
 // A thread that moves to another CPU is switched out of the old one (to
 // the idle task, pid 0) and in on the new one. An exiting thread is
 // switched out after its EXIT record.
@@ -107,7 +111,7 @@ func (s *Session) cpuFor(tid int, st *sessionThread) int {
 			return c
 		}
 	}
-	return (st.ord + int(s.steps/placeQuantum)) % n
+	return (st.ord + int(s.steps/s.quantum)) % n
 }
 
 // takeInto moves th's pending bytes to CPU c's queue.

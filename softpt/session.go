@@ -42,6 +42,7 @@ type Session struct {
 	cpuRd    *cpuReader // real placement; nil for the deterministic one
 	workload int        // the first thread's pid: every AUXTRACE record's tid, as perf writes it
 	nthreads int        // threads started so far (placement order)
+	quantum  uint64     // placeQuantum (tests make it small)
 }
 
 type sessionThread struct {
@@ -149,7 +150,7 @@ func NewSession(cfg Config, opts Options) (*Session, error) {
 	}
 	w.SetOnError(opts.OnError)
 	s := &Session{cfg: cfg, w: w, threads: make(map[int]*sessionThread), gtPath: opts.GroundTruth, onErr: opts.OnError,
-		perCPU: perCPU, cpuRd: cpus}
+		perCPU: perCPU, cpuRd: cpus, quantum: placeQuantum}
 	if perCPU {
 		for range opts.CPUs {
 			s.cpus = append(s.cpus, &vcpu{})
