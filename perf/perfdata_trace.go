@@ -371,8 +371,11 @@ func (r *QueueReader) ReadAt(b []byte, off int64) (int, error) {
 
 // String describes a queue for messages.
 func (q *PerfAuxQueue) String() string {
-	if q.CPU >= 0 && q.Tid == -1 {
+	switch {
+	case q.CPU >= 0 && q.Tid == -1:
 		return fmt.Sprintf("queue %d (cpu %d)", q.Idx, q.CPU)
+	case q.CPU >= 0:
+		return fmt.Sprintf("queue %d (cpu %d, tid %d)", q.Idx, q.CPU, q.Tid)
 	}
 	return fmt.Sprintf("queue %d (tid %d)", q.Idx, q.Tid)
 }

@@ -2,6 +2,7 @@ package recording
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -109,6 +110,14 @@ func (r *Recording) Threads() []Thread {
 	return out
 }
 
+// ErrPerCPU: the recording's trace is per CPU (perf record -e intel_pt//u on
+// hardware, ptjit run --pt=soft --soft-layout=per-cpu): a CPU's queue holds
+// every thread that ran there, told apart only by the sideband. Decoding a
+// queue as one thread would attribute instructions to the wrong thread and
+// process, so the decoder refuses it until it demultiplexes by the
+// sideband (issue 10 item 1).
+var ErrPerCPU = errors.New("a per-CPU trace (every thread that ran on a CPU shares its queue): ptjit decode cannot split it by thread yet; decode it with perf script --itrace=i0ns, or record with --soft-layout=per-thread")
+
 // ThreadTrace is a Thread with the image of its process.
 type ThreadTrace struct {
 	Thread
@@ -120,7 +129,13 @@ type ThreadTrace struct {
 // error.
 func (r *Recording) Traces(tid int) ([]ThreadTrace, error) {
 	var out []ThreadTrace
-	for _, t := range r.Threads() {
+	threads := r.Threads()
+	for _, t := range threads {
+		if t.Queue.CPU >= 0 {
+			return nil, fmt.Errorf("%s: %s: %w", r.PerfPath, t.Queue, ErrPerCPU)
+		}
+	}
+	for _, t := range threads {
 		if tid > 0 && t.TID != tid {
 			continue
 		}
