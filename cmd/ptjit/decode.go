@@ -13,7 +13,6 @@ import (
 	"strings"
 
 	"github.com/ptjit/ptjit/decode"
-	"github.com/ptjit/ptjit/perf"
 	"github.com/ptjit/ptjit/ptfmt"
 	"github.com/ptjit/ptjit/recording"
 	"github.com/spf13/cobra"
@@ -218,36 +217,40 @@ func runDecode(a *decodeArgs, stdout io.Writer) error {
 	if a.rawMode && o.PT == "" {
 		return fmt.Errorf("decode: no pt file")
 	}
-	perfInput := a.rawMode && isPerfInput(o.PT)
-	if a.format == "ptxed" && a.rawMode && !perfInput {
+	if a.format == "ptxed" && a.rawMode && !recording.IsPerfInput(o.PT) {
 		return ptfmt.Ptxed(o, stdout)
 	}
-	var traces []decodeTrace
+	given := func(opt string) bool { return a.given[opt] }
+	var traces []recording.Source
+	var closer io.Closer
 	var err error
-	if perfInput {
-		var in *ptfmt.TraceInput
-		if in, traces, err = loadPerfInput(a); err == nil {
-			defer in.Close()
-		}
-	} else if a.rawMode {
-		traces, err = loadRawTrace(o)
+	if a.rawMode {
+		closer, traces, err = recording.OpenRaw(o, flowConfig(o), a.tid, given)
 	} else {
 		var rec *recording.Recording
-		if rec, traces, err = loadRecording(a); err == nil {
-			defer rec.Close()
+		rec, err = recording.Open(a.dir, recording.Options{
+			Warn:       func(msg string) { fmt.Fprintf(os.Stderr, "ptjit: decode: warning: %s\n", msg) },
+			Incomplete: func(msg string) { fmt.Fprintf(os.Stderr, "ptjit: warning: %s\n", msg) },
+		})
+		if err == nil {
+			closer = rec
+			traces, err = rec.Sources(a.tid, flowConfig(o), given)
 		}
 	}
+	if closer != nil {
+		defer closer.Close()
+	}
 	if err != nil {
-		return err
+		return fmt.Errorf("decode: %v", err)
 	}
 	if a.format == "ptxed" {
 		// A recording: each thread's flow as ptxed prints it, through the
 		// recorded code versions.
 		for _, t := range traces {
 			if len(traces) > 1 {
-				fmt.Fprintf(stdout, "== %s\n", t.label)
+				fmt.Fprintf(stdout, "== %s\n", t.Label)
 			}
-			if err := ptfmt.PtxedTrace(o, t.src, t.img, t.cfg, nil, stdout); err != nil {
+			if err := ptfmt.PtxedTrace(o, t.Trace, t.Image, t.Config, nil, stdout); err != nil {
 				return err
 			}
 		}
@@ -259,23 +262,23 @@ func runDecode(a *decodeArgs, stdout io.Writer) error {
 	fo := ptfmt.FlowOptions{Format: a.format, Window: a.window, Jobs: a.jobs, Resync: o.Resync, Stat: &ptfmt.StatSink{}, Counts: &counts}
 	var size, done uint64
 	for _, t := range traces {
-		size += uint64(t.src.Size())
+		size += uint64(t.Trace.Size())
 	}
 	prog := startProgress(size)
 	defer prog.finish()
 	fo.Progress = func(n uint64) { prog.set(done + n) }
 	for _, t := range traces {
 		if len(traces) > 1 && a.format != "json" && a.format != "stat" {
-			fmt.Fprintf(w, "== %s\n", t.label)
+			fmt.Fprintf(w, "== %s\n", t.Label)
 		}
 		if a.format == "json" {
-			json.NewEncoder(w).Encode(map[string]any{"kind": "trace", "tid": t.tid, "pid": t.pid, "label": t.label})
+			json.NewEncoder(w).Encode(map[string]any{"kind": "trace", "tid": t.TID, "pid": t.PID, "label": t.Label})
 		}
-		fo.Where = t.syms.Where
-		if err := ptfmt.WriteFlow(w, t.src, t.img, t.cfg, &fo); err != nil {
-			return fmt.Errorf("decode: %s: %v", t.label, err)
+		fo.Where = t.Symbols.Where
+		if err := ptfmt.WriteFlow(w, t.Trace, t.Image, t.Config, &fo); err != nil {
+			return fmt.Errorf("decode: %s: %v", t.Label, err)
 		}
-		done += uint64(t.src.Size())
+		done += uint64(t.Trace.Size())
 	}
 	if a.format == "stat" {
 		fo.Stat.Print(w)
@@ -291,89 +294,6 @@ func runDecode(a *decodeArgs, stdout io.Writer) error {
 	return nil
 }
 
-// decodeTrace is one PT stream with the image to decode it through.
-type decodeTrace struct {
-	label    string
-	tid, pid int
-	src      decode.TraceReader
-	img      *decode.Image
-	cfg      *decode.FlowConfig
-	syms     *recording.Symbolizer
-}
-
-// loadRawTrace reads the trace and the image of raw mode (--pt, --raw).
-func loadRawTrace(o *ptfmt.PtxedOptions) ([]decodeTrace, error) {
-	if len(o.Raw) == 0 {
-		return nil, fmt.Errorf("decode: raw mode needs at least one --raw FILE[:FROM[-TO]]:BASE")
-	}
-	img, err := o.RawImage()
-	if err != nil {
-		return nil, fmt.Errorf("decode: %v", err)
-	}
-	pt, err := ptfmt.LoadPT(o.PT)
-	if err != nil {
-		return nil, fmt.Errorf("decode: %v", err)
-	}
-	return []decodeTrace{{label: o.PT, src: decode.BytesTrace(pt), img: img, cfg: flowConfig(o), syms: recording.NewSymbolizer()}}, nil
-}
-
-// isPerfInput reports whether --pt FILE is read by content (ptfmt.
-// OpenTraceInput): stdin, or a perf.data without a byte range. Any other
-// file, and a byte range of any file, takes raw mode's path unchanged, as
-// libipt's ptxed reads it.
-func isPerfInput(arg string) bool {
-	name, _, _, err := ptfmt.ParseFileRange(arg)
-	if err != nil {
-		return false
-	}
-	if name == "-" {
-		return true
-	}
-	if name != arg {
-		return false
-	}
-	k, err := perf.SniffFile(name)
-	return err == nil && k.IsPerfData()
-}
-
-// loadPerfInput reads raw mode's --pt FILE that is a perf.data (or stdin):
-// a trace per AUX queue, each through the --raw image, with the PT
-// configuration recorded in the perf.data unless given as an option. The
-// caller closes the input when done with the traces.
-func loadPerfInput(a *decodeArgs) (*ptfmt.TraceInput, []decodeTrace, error) {
-	o := a.ptxed
-	if len(o.Raw) == 0 {
-		return nil, nil, fmt.Errorf("decode: raw mode needs at least one --raw FILE[:FROM[-TO]]:BASE")
-	}
-	img, err := o.RawImage()
-	if err != nil {
-		return nil, nil, fmt.Errorf("decode: %v", err)
-	}
-	in, err := ptfmt.OpenTraceInput(o.PT, true, ptfmt.LoadPT)
-	if err != nil {
-		return nil, nil, fmt.Errorf("decode: %v", err)
-	}
-	base := flowConfig(o)
-	if in.Trace == nil { // a raw trace on stdin
-		return in, []decodeTrace{{label: in.Name, src: decode.BytesTrace(in.Raw), img: img, cfg: base, syms: recording.NewSymbolizer()}}, nil
-	}
-	in.Trace.PTConfig(&base.Packet, func(opt string) bool { return a.given[opt] })
-	var out []decodeTrace
-	for _, q := range in.Trace.Queues {
-		if a.tid != 0 && int(q.Tid) != a.tid {
-			continue
-		}
-		cfg := *base
-		out = append(out, decodeTrace{label: fmt.Sprintf("%s %v", in.Name, q), tid: int(q.Tid),
-			src: q.Reader(in.Perf), img: img, cfg: &cfg, syms: recording.NewSymbolizer()})
-	}
-	if len(out) == 0 {
-		in.Close()
-		return nil, nil, fmt.Errorf("decode: %s: no AUX queue of thread %d", in.Name, a.tid)
-	}
-	return in, out, nil
-}
-
 // flowConfig is the decoder configuration of the options; as ptxed, an
 // unknown cpu means decoding by the spec.
 func flowConfig(o *ptfmt.PtxedOptions) *decode.FlowConfig {
@@ -382,30 +302,4 @@ func flowConfig(o *ptfmt.PtxedOptions) *decode.FlowConfig {
 		fmt.Fprintf(os.Stderr, "ptjit: decode: warning: %v: decoding without errata\n", err)
 	}
 	return cfg
-}
-
-// loadRecording opens the recording in a.dir: a PT stream per thread, each
-// with its process's image and the recorded PT configuration. The caller
-// closes the recording when done with the traces.
-func loadRecording(a *decodeArgs) (*recording.Recording, []decodeTrace, error) {
-	rec, err := recording.Open(a.dir, recording.Options{
-		Warn:       func(msg string) { fmt.Fprintf(os.Stderr, "ptjit: decode: warning: %s\n", msg) },
-		Incomplete: func(msg string) { fmt.Fprintf(os.Stderr, "ptjit: warning: %s\n", msg) },
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("decode: %v", err)
-	}
-	baseCfg := flowConfig(a.ptxed)
-	rec.PTConfig(&baseCfg.Packet, func(opt string) bool { return a.given[opt] })
-	ts, err := rec.Traces(a.tid)
-	if err != nil {
-		rec.Close()
-		return nil, nil, fmt.Errorf("decode: %v", err)
-	}
-	var out []decodeTrace
-	for _, t := range ts {
-		cfg := *baseCfg
-		out = append(out, decodeTrace{label: t.String(), tid: t.TID, pid: t.PID, src: t.Trace, img: t.Image, cfg: &cfg, syms: rec.Symbolizer()})
-	}
-	return rec, out, nil
 }
