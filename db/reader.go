@@ -298,10 +298,23 @@ func (d *DB) Version(id int64) (*VersionInfo, error) {
 // be whole: 32 bytes per page of the version.
 func (d *DB) pageHashes(v *VersionInfo) ([]byte, error) {
 	var hashes []byte
-	if err := d.sql.QueryRow(`SELECT pages FROM versions WHERE id = ?`, v.ID).Scan(&hashes); err != nil {
+	var base, basePage sql.NullInt64
+	if err := d.sql.QueryRow(`SELECT pages, base_id, base_page FROM versions WHERE id = ?`, v.ID).Scan(&hashes, &base, &basePage); err != nil {
 		return nil, d.wrap(err)
 	}
-	if n := (v.Size + PageSize - 1) / PageSize; uint64(len(hashes)) != 32*n {
+	n := (v.Size + PageSize - 1) / PageSize
+	if base.Valid {
+		// a split version: its pages are base's, from basePage on
+		err := d.sql.QueryRow(`SELECT substr(pages, ?, ?) FROM versions WHERE id = ? AND base_id IS NULL`,
+			32*basePage.Int64+1, 32*n, base.Int64).Scan(&hashes)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, &FormatError{d.path, fmt.Sprintf("version %d: split off version %d, which has no pages of its own", v.ID, base.Int64)}
+		}
+		if err != nil {
+			return nil, d.wrap(err)
+		}
+	}
+	if uint64(len(hashes)) != 32*n {
 		return nil, &FormatError{d.path, fmt.Sprintf("version %d: %d bytes of page hashes for %d pages", v.ID, len(hashes), n)}
 	}
 	return hashes, nil
@@ -315,8 +328,15 @@ func (d *DB) VersionData(v *VersionInfo) ([]byte, error) {
 		return nil, err
 	}
 	buf := make([]byte, 0, v.Size)
+	// A page repeated in a version (the zero pages of a large fresh
+	// mapping) is read and checked once.
+	var seen map[string][]byte
 	for idx := 0; idx*32 < len(hashes); idx++ {
 		hash := hashes[32*idx : 32*idx+32]
+		if page, ok := seen[string(hash)]; ok {
+			buf = append(buf, page...)
+			continue
+		}
 		var page []byte
 		err := d.sql.QueryRow(`SELECT data FROM pages WHERE sha256 = ?`, hash).Scan(&page)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -327,6 +347,12 @@ func (d *DB) VersionData(v *VersionInfo) ([]byte, error) {
 		}
 		if sum := sha256Sum(page); string(sum[:]) != string(hash) {
 			return nil, &FormatError{d.path, fmt.Sprintf("version %d: page %d does not match its sha256", v.ID, idx)}
+		}
+		if seen == nil {
+			seen = make(map[string][]byte)
+		}
+		if len(seen) < 256 {
+			seen[string(hash)] = page
 		}
 		buf = append(buf, page...)
 	}
