@@ -340,11 +340,9 @@ func (t *Tracer) newSpace(owner int) *space {
 	sp.sink = &sink{t: t, sp: sp}
 	sp.Space = NewSpace(sp.sink)
 	sp.filter.on = t.soft != nil && t.opts.SoftFilter
-	if t.wxOn() {
-		// W^X memory is versioned page by page: a store re-records one
-		// page, not the whole mapping.
-		sp.Space.PageGranular = isWX
-	}
+	// Under W^X every store into code is seen: a store re-records the
+	// pages it changed, and the rest of a large mapping keeps its bytes.
+	sp.Space.WritesSeen = t.wxOn()
 	return sp
 }
 
@@ -874,20 +872,39 @@ func (s *sink) EndRegion(id int64) { s.t.rec.EndRegion(id, s.t.cur.at) }
 
 func (s *sink) AddVersion(region int64, start, end uint64, prot int, cause string) int64 {
 	t := s.t
-	data := db.Buffer(int(end - start))
 	// Read through a stopped thread of the space when there is one.
 	pid := s.sp.owner
 	if t.cur.th != nil && t.cur.th.proc != nil && t.cur.th.proc.space == s.sp {
 		pid = t.cur.th.tid
 	}
-	if err := snapshot.ReadMem(pid, start, data); err != nil {
+	t.result.Stats.Versions++
+	t.result.Stats.Bytes += int64(end - start)
+	v := db.Version{Region: region, PID: s.sp.owner, TID: t.curTID(), Addr: start, Size: end - start,
+		At: t.cur.at, Cause: cause, IP: t.cur.ip, ByPtjit: false}
+	if end-start > db.ChunkSize {
+		// a large mapping is read and queued a chunk at a time, never
+		// held whole
+		id, _, err := t.rec.AddVersionRead(v, func(addr uint64, b []byte) error { return snapshot.ReadMem(pid, addr, b) })
+		if err != nil {
+			t.result.Stats.ReadErrors++
+			t.warnf("%v (recorded as zeros)", err)
+		}
+		return id
+	}
+	v.Data = db.Buffer(int(end - start))
+	if err := snapshot.ReadMem(pid, start, v.Data); err != nil {
 		t.result.Stats.ReadErrors++
 		t.warnf("%v (recorded as zeros)", err)
 	}
+	id, _ := t.rec.AddVersion(v)
+	return id
+}
+
+func (s *sink) SplitVersion(region, from int64, fromStart, start, end uint64, prot int, cause string) int64 {
+	t := s.t
 	t.result.Stats.Versions++
-	t.result.Stats.Bytes += int64(len(data))
-	id, _ := t.rec.AddVersion(db.Version{Region: region, PID: s.sp.owner, TID: t.curTID(), Addr: start, Size: end - start,
-		Data: data, At: t.cur.at, Cause: cause, IP: t.cur.ip, ByPtjit: false})
+	id, _ := t.rec.SplitVersion(db.Version{Region: region, PID: s.sp.owner, TID: t.curTID(), Addr: start, Size: end - start,
+		At: t.cur.at, Cause: cause, IP: t.cur.ip, ByPtjit: false}, from, fromStart)
 	return id
 }
 
