@@ -551,11 +551,13 @@ func (s *Space) Sync(maps []snapshot.Mapping, fileOK func(snapshot.Mapping) bool
 		}
 	}
 	// Pass 1: end what is no longer executable (or changed protection).
+	// exec is sorted (as /proc/PID/maps is): each piece looks up the
+	// mappings it overlaps.
 	for _, p := range s.Pieces() {
 		at := p.Start
-		for _, m := range exec {
-			if m.End <= at || m.Start >= p.End {
-				continue
+		for _, m := range exec[sort.Search(len(exec), func(i int) bool { return exec[i].End > p.Start }):] {
+			if m.Start >= p.End {
+				break
 			}
 			if m.Start > at {
 				s.cut(at, m.Start, cause)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -804,40 +803,47 @@ func (t *Tracer) syncSpaceView(p *process, view *space, cause string) {
 // viewMaps translates /proc/PID/maps, which shows what ptjit enforces,
 // into the program's view: W^X pages the kernel has RX (or RW in batch
 // mode) are RWX to the program; JIT code the soft filter hides is
-// executable to it.
+// executable to it. Each mapping is walked with the pieces it overlaps
+// (found by binary search), and neighbouring parts with one protection
+// stay one entry: the cost is in the mappings and pieces, never their
+// product (a large mapping split into many versions).
 func (sp *space) viewMaps(maps []snapshot.Mapping) []snapshot.Mapping {
 	var out []snapshot.Mapping
 	changed := func(p Piece) bool { return isWX(p.Prot) || sp.filter.on && sp.jitPiece(p) }
 	for _, m := range maps {
-		cuts := []uint64{m.Start, m.End}
-		for _, p := range sp.pieces {
-			if changed(p) && p.End > m.Start && p.Start < m.End {
-				cuts = append(cuts, max(p.Start, m.Start), min(p.End, m.End))
-			}
-		}
-		if len(cuts) == 2 {
-			out = append(out, m)
-			continue
-		}
-		sort.Slice(cuts, func(i, j int) bool { return cuts[i] < cuts[j] })
-		for i := 0; i+1 < len(cuts); i++ {
-			s, e := cuts[i], cuts[i+1]
-			if s == e {
-				continue
+		n := len(out)
+		emit := func(s, e uint64, prot int) {
+			if k := len(out) - 1; k >= n && out[k].End == s && out[k].Prot == prot {
+				out[k].End = e
+				return
 			}
 			seg := m
-			seg.Start, seg.End = s, e
+			seg.Start, seg.End, seg.Prot = s, e, prot
 			if m.Inode != 0 {
 				seg.Offset = m.Offset + (s - m.Start)
 			}
-			if p, ok := sp.PieceAt(s); ok && changed(p) {
+			out = append(out, seg)
+		}
+		at := m.Start
+		for k := sp.first(m.Start); k < len(sp.pieces) && sp.pieces[k].Start < m.End; k++ {
+			p := sp.pieces[k]
+			s, e := max(p.Start, m.Start), min(p.End, m.End)
+			if at < s {
+				emit(at, s, m.Prot)
+			}
+			prot := m.Prot
+			if changed(p) {
 				_, batch := sp.wx.batch[s&^(pageSize-1)]
 				hid := sp.filter.on && m.Prot == actualProt(p.Prot)&^unix.PROT_EXEC
 				if m.Prot == actualProt(p.Prot) || hid || batch && m.Prot == p.Prot&^unix.PROT_EXEC {
-					seg.Prot = p.Prot
+					prot = p.Prot
 				}
 			}
-			out = append(out, seg)
+			emit(s, e, prot)
+			at = e
+		}
+		if at < m.End {
+			emit(at, m.End, m.Prot)
 		}
 	}
 	return out
