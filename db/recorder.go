@@ -600,8 +600,9 @@ type writer struct {
 	partial map[int64][]byte
 }
 
-// maxMemo bounds writer.last: 16 MiB of page copies.
-const maxMemo = 4096
+// maxMemo bounds writer.last: 8 MiB of page copies (a JIT toggling a
+// 64 KiB area needs 16 pages).
+const maxMemo = 2048
 
 // zeroPage and zeroHash: untouched anonymous memory, the bulk of a large
 // fresh mapping, costs a comparison, not a hash.
