@@ -84,7 +84,7 @@ func TestRecordAndRead(t *testing.T) {
 	if npages != 3 {
 		t.Errorf("stored %d distinct pages, want 3 (dedup)", npages)
 	}
-	at, err := d.Versions(VersionFilter{Addr: 0x7000 + 2*PageSize + 5, HasAdr: true})
+	at, err := d.Versions(VersionFilter{Addr: 0x7000 + 2*PageSize + 5, HasAddr: true})
 	if err != nil || len(at) != 2 {
 		t.Errorf("address filter: %v %d", err, len(at))
 	}

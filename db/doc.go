@@ -18,9 +18,10 @@
 // the work of a stop and the memory the Recorder holds follow the pages
 // that changed, not the size of the mapping. The
 // writer takes queued rows at least every 10 ms and commits at least every
-// 50 ms, on Flush, and on Close, so a ptjit killed with SIGKILL loses at
-// most the last 60 ms, and one stopped with SIGTERM/SIGINT (which flushes)
-// loses nothing. The database is in WAL mode with synchronous=OFF while
+// 50 ms, on Flush, and on Close, so a ptjit killed with SIGKILL loses
+// about the last 60 ms when the writer goroutine gets the CPU on time (a
+// loaded machine delays it: ptjit-bench's killloss row measures it), and
+// one stopped with SIGTERM/SIGINT (which flushes) loses nothing. The database is in WAL mode with synchronous=OFF while
 // recording: a committed transaction is in the kernel's page cache, which
 // survives any crash or kill of ptjit or of the program; only a crash of
 // the machine itself can lose the recording's tail (a checkpoint's fsync

@@ -134,6 +134,26 @@ func (d *DB) Incomplete() (string, error) {
 	return fmt.Sprintf("its state is %q, not complete", state), nil
 }
 
+// OpenChecked opens the code.db at path as Open does and, when the
+// recording is incomplete (Incomplete), tells warn so once, as
+// "PATH is incomplete: WHY": the answers are still right for what it
+// holds.
+func OpenChecked(path string, warn func(msg string)) (*DB, error) {
+	d, err := Open(path)
+	if err != nil {
+		return nil, err
+	}
+	why, err := d.Incomplete()
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	if why != "" {
+		warn(fmt.Sprintf("%s is incomplete: %s", path, why))
+	}
+	return d, nil
+}
+
 // Path returns the file the DB was opened from.
 func (d *DB) Path() string { return d.path }
 
@@ -202,6 +222,16 @@ type VersionInfo struct {
 	base, basePage int64
 }
 
+// String describes v in one line: "region R version V [START-END] pid P
+// tid T, CAUSE at ip IP, valid from tsc FROM[ to TO]" (ptjit show).
+func (v *VersionInfo) String() string {
+	s := fmt.Sprintf("region %d version %d [%#x-%#x] pid %d tid %d, %s at ip %#x, valid from tsc %d", v.Region, v.Vno, v.Addr, v.Addr+v.Size, v.PID, v.TID, v.Cause, v.IP, v.Valid.TSC)
+	if v.HasEnd {
+		s += fmt.Sprintf(" to %d", v.End.TSC)
+	}
+	return s
+}
+
 // Contains reports whether addr lies in the version's range.
 func (v *VersionInfo) Contains(addr uint64) bool {
 	return addr >= v.Addr && addr-v.Addr < v.Size
@@ -214,10 +244,10 @@ func (v *VersionInfo) ValidAt(t uint64) bool {
 
 // VersionFilter selects versions; zero fields match everything.
 type VersionFilter struct {
-	PID    int
-	Addr   uint64 // versions whose range contains Addr
-	HasAdr bool
-	Region int64
+	PID     int
+	Addr    uint64 // versions whose range contains Addr
+	HasAddr bool
+	Region  int64
 }
 
 const versionCols = `id, region_id, vno, pid, tid, addr, size, sha256, cause, ip, by_ptjit, valid_tsc, valid_ns, end_tsc, end_ns, base_id, base_page`
@@ -243,7 +273,7 @@ func (d *DB) Versions(f VersionFilter) ([]VersionInfo, error) {
 		q += ` AND pid = ?`
 		args = append(args, f.PID)
 	}
-	if f.HasAdr {
+	if f.HasAddr {
 		q += ` AND addr <= ? AND ? < addr + size`
 		args = append(args, u(f.Addr), u(f.Addr))
 	}

@@ -34,10 +34,10 @@ func (b BytesTrace) ReadAt(p []byte, off int64) (int, error) {
 // Size returns the length of the trace.
 func (b BytesTrace) Size() int64 { return int64(len(b)) }
 
-// DefaultWindow is the most trace bytes ptjit decode holds at once per
-// stream: decoding memory stays bounded whatever the trace size. (A
-// variable so that tests can make windows small.)
-var DefaultWindow = 64 << 20
+// DefaultWindow is the window size ptjit decode uses unless told otherwise
+// (--window): the most trace bytes it holds at once per stream, so that
+// decoding memory stays bounded whatever the trace size.
+const DefaultWindow = 64 << 20
 
 // ForEachWindow calls fn for consecutive windows of the trace, each at most
 // max bytes, with the window's offset in the trace. A window is decoded up

@@ -11,7 +11,7 @@ import (
 // FuzzPerfDataReader feeds arbitrary bytes to the perf.data reader: it must
 // return an error or a result, never panic, and never allocate more than a
 // small multiple of the input (every size is checked against the file
-// before allocation). Seeds are files the writer produces.
+// before allocation). Seeds are files the writer produces, in file and in pipe mode.
 func FuzzPerfDataReader(f *testing.F) {
 	dir := f.TempDir()
 	seeds := []struct {
@@ -36,6 +36,9 @@ func FuzzPerfDataReader(f *testing.F) {
 			u[i] = 0
 		}
 		f.Add(u[:len(u)-37])
+		// The same file in pipe mode (HEADER_ATTR records, data to the
+		// end of the file: the pipe reader's parse path).
+		f.Add(toPipeMode(f, b))
 	}
 	f.Add([]byte("PERFILE2"))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -65,6 +68,7 @@ func FuzzPerfDataReader(f *testing.F) {
 		if err != nil {
 			return
 		}
+		_ = tr.CheckIntelPT(p) // names the events: event-desc, EVENT_UPDATE
 		total := 0
 		for _, q := range tr.Queues {
 			total += len(q.Data)

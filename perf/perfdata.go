@@ -5,8 +5,9 @@ package perf
 // PT streams and sideband of a recording are assembled by LoadPerfTrace
 // (perfdata_trace.go). The layout is perf's tools/perf/Documentation/
 // perf.data-file-format.txt; every struct mirrored here says which kernel
-// or perf struct it must match. Only little-endian, file-mode (not pipe
-// mode) PERFILE2 files are read.
+// or perf struct it must match. Little-endian PERFILE2 files are read, in
+// file mode (a 104-byte header locating attrs, data and features) and in
+// pipe mode (perf record -o -, saved to a file; perfdata_pipe.go).
 //
 // Every size or count read from the file is checked against the file size
 // (or the enclosing section) before anything is allocated, so a corrupt or
@@ -33,6 +34,7 @@ import (
 	"io"
 	"math/bits"
 	"os"
+	"slices"
 )
 
 // perfMagic is "PERFILE2" read as a little-endian u64.
@@ -163,6 +165,7 @@ const (
 	FeatCPUID       PerfFeature = 9
 	FeatTotalMem    PerfFeature = 10
 	FeatCmdline     PerfFeature = 11
+	FeatEventDesc   PerfFeature = 12
 	FeatAuxtrace    PerfFeature = 18
 	FeatClockID     PerfFeature = 23
 )
@@ -198,6 +201,16 @@ type PerfFeatures struct {
 	Cmdline                   []string
 	AuxIndex                  []PerfAuxIndexEntry
 	ClockID                   uint64
+	// EventDesc is the event-desc feature (in a pipe-mode file, also the
+	// EVENT_UPDATE records that name an event): each event's name and ids.
+	EventDesc []PerfEventDesc
+}
+
+// PerfEventDesc names the event whose ids are IDs (an entry of the
+// event-desc feature).
+type PerfEventDesc struct {
+	Name string
+	IDs  []uint64
 }
 
 // PerfData is an open perf.data file. Its methods may be used from one
@@ -216,6 +229,12 @@ type PerfData struct {
 	// ErrPerfDataTruncated.
 	DataStart, DataEnd int64
 	Unterminated       bool
+	// Pipe is true for a pipe-mode file (perf record -o -): a 16-byte
+	// header, then records to the end of the file. Its attrs, features and
+	// build ids come from HEADER_ATTR, HEADER_FEATURE and HEADER_BUILD_ID
+	// records (Header holds only Magic and Size); a record cut short at the
+	// end of the file ends the stream with ErrPerfDataTruncated.
+	Pipe bool
 
 	r      io.ReaderAt
 	size   int64
@@ -267,6 +286,12 @@ func NewPerfData(r io.ReaderAt, size int64, name string) (*PerfData, error) {
 	p := &PerfData{Name: name, r: r, size: size}
 	if err := p.readHeader(); err != nil {
 		return nil, err
+	}
+	if p.Pipe {
+		if err := p.readPipeHeaders(); err != nil {
+			return nil, err
+		}
+		return p, nil
 	}
 	if err := p.readAttrs(); err != nil {
 		return nil, err
@@ -322,7 +347,9 @@ func (p *PerfData) readHeader() error {
 		return p.errf("header", 0, "bad magic %q (not a perf.data file)", b[:8])
 	}
 	if h.Size == perfPipeHeaderSize {
-		return p.errf("header", 0, "pipe-mode perf.data is not supported (record to a file)")
+		p.Pipe = true
+		p.DataStart, p.DataEnd = perfPipeHeaderSize, p.size
+		return nil
 	}
 	if h.Size != perfHeaderSize {
 		return p.errf("header", 8, "header size %d, want %d", h.Size, perfHeaderSize)
@@ -379,21 +406,8 @@ func (p *PerfData) readAttrs() error {
 	for i := range p.Attrs {
 		off := int64(h.Attrs.Offset) + int64(uint64(i)*h.AttrSize)
 		e := raw[uint64(i)*h.AttrSize : uint64(i+1)*h.AttrSize]
-		ab := e[:len(e)-16]
-		// Zero-extend an attr smaller than ours so every field reads.
-		var full [perfAttrSize]byte
-		copy(full[:], ab)
 		a := &p.Attrs[i]
-		a.Raw = ab
-		a.Type = le.Uint32(full[0:])
-		a.Size = le.Uint32(full[4:])
-		a.Config = le.Uint64(full[8:])
-		a.SamplePeriod = le.Uint64(full[16:])
-		a.SampleType = le.Uint64(full[24:])
-		a.ReadFormat = le.Uint64(full[32:])
-		a.Flags = le.Uint64(full[40:])
-		a.Config1 = le.Uint64(full[56:])
-		a.Config2 = le.Uint64(full[64:])
+		a.parse(e[:len(e)-16])
 		ids := PerfSection{le.Uint64(e[len(e)-16:]), le.Uint64(e[len(e)-8:])}
 		if ids.Size%8 != 0 || !p.inFile(ids) {
 			return p.errf("attrs", off, "ids section %#x+%#x of attr %d is invalid for file size %#x", ids.Offset, ids.Size, i, p.size)
@@ -409,6 +423,32 @@ func (p *PerfData) readAttrs() error {
 			}
 		}
 	}
+	return p.indexAttrs(func(i int) int64 { return int64(h.Attrs.Offset) + int64(uint64(i)*h.AttrSize) })
+}
+
+// parse fills a from the attr bytes ab (struct perf_event_attr as stored,
+// of any size: one smaller than ours is zero-extended so every field
+// reads). Raw aliases ab.
+func (a *PerfAttr) parse(ab []byte) {
+	le := binary.LittleEndian
+	var full [perfAttrSize]byte
+	copy(full[:], ab)
+	a.Raw = ab
+	a.Type = le.Uint32(full[0:])
+	a.Size = le.Uint32(full[4:])
+	a.Config = le.Uint64(full[8:])
+	a.SamplePeriod = le.Uint64(full[16:])
+	a.SampleType = le.Uint64(full[24:])
+	a.ReadFormat = le.Uint64(full[32:])
+	a.Flags = le.Uint64(full[40:])
+	a.Config1 = le.Uint64(full[56:])
+	a.Config2 = le.Uint64(full[64:])
+}
+
+// indexAttrs decides how records find their attr: all attrs share a
+// sample_type (p.common), or each must sample IDENTIFIER so that its ids
+// name it (p.idAttr). attrOff gives the file offset of attr i for errors.
+func (p *PerfData) indexAttrs(attrOff func(i int) int64) error {
 	p.common = &p.Attrs[0]
 	for i := range p.Attrs {
 		if p.Attrs[i].SampleType != p.common.SampleType || p.Attrs[i].SampleIDAll() != p.common.SampleIDAll() {
@@ -421,8 +461,7 @@ func (p *PerfData) readAttrs() error {
 		for i := range p.Attrs {
 			a := &p.Attrs[i]
 			if a.SampleType&SampleIdentifier == 0 {
-				return p.errf("attrs", int64(h.Attrs.Offset)+int64(uint64(i)*h.AttrSize),
-					"events differ in sample_type and attr %d lacks PERF_SAMPLE_IDENTIFIER", i)
+				return p.errf("attrs", attrOff(i), "events differ in sample_type and attr %d lacks PERF_SAMPLE_IDENTIFIER", i)
 			}
 			for _, id := range a.IDs {
 				p.idAttr[id] = a
@@ -499,7 +538,7 @@ func (p *PerfData) readFeatures() error {
 func featureParsed(f PerfFeature) bool {
 	switch f {
 	case FeatBuildID, FeatHostname, FeatOSRelease, FeatVersion, FeatArch, FeatNrCPUs,
-		FeatCPUDesc, FeatCPUID, FeatTotalMem, FeatCmdline, FeatAuxtrace, FeatClockID:
+		FeatCPUDesc, FeatCPUID, FeatTotalMem, FeatCmdline, FeatAuxtrace, FeatClockID, FeatEventDesc:
 		return true
 	}
 	return false
@@ -604,6 +643,8 @@ func (p *PerfData) parseFeature(feat PerfFeature, off int64, b []byte) error {
 			}
 			f.Cmdline = append(f.Cmdline, s)
 		}
+	case FeatEventDesc:
+		return p.parseEventDesc(c)
 	case FeatAuxtrace:
 		var n uint64
 		if n, err = c.u64(); err != nil {
@@ -637,20 +678,25 @@ func (p *PerfData) parseBuildIDs(c *featCursor) error {
 		if size < 36 || size > len(rest) {
 			return c.fail("build-id record size %d invalid (%d bytes left)", size, len(rest))
 		}
-		r := rest[:size]
-		n := 20
-		if misc&perfRecordMiscBuildIDSize != 0 && int(r[32]) <= 20 {
-			n = int(r[32])
-		}
-		p.Features.BuildIDs = append(p.Features.BuildIDs, PerfBuildID{
-			Misc:     misc,
-			Pid:      int32(le.Uint32(r[8:])),
-			ID:       append([]byte(nil), r[12:12+n]...),
-			Filename: cString(r[36:]),
-		})
+		p.Features.BuildIDs = append(p.Features.BuildIDs, parseBuildID(misc, rest[:size]))
 		c.off += size
 	}
 	return nil
+}
+
+// parseBuildID parses one struct perf_record_header_build_id of at least
+// 36 bytes (header included).
+func parseBuildID(misc uint16, r []byte) PerfBuildID {
+	n := 20
+	if misc&perfRecordMiscBuildIDSize != 0 && int(r[32]) <= 20 {
+		n = int(r[32])
+	}
+	return PerfBuildID{
+		Misc:     misc,
+		Pid:      int32(binary.LittleEndian.Uint32(r[8:])),
+		ID:       append([]byte(nil), r[12:12+n]...),
+		Filename: cString(r[36:]),
+	}
 }
 
 func featureName(f PerfFeature) string {
@@ -679,6 +725,82 @@ func featureName(f PerfFeature) string {
 		return "feature auxtrace"
 	case FeatClockID:
 		return "feature clockid"
+	case FeatEventDesc:
+		return "feature event-desc"
 	}
 	return fmt.Sprintf("feature %d", f)
+}
+
+// parseEventDesc parses the event-desc feature (perf's write_event_desc):
+// u32 count, u32 attr size, then per event the attr, u32 id count, the
+// name (a header string) and the ids.
+func (p *PerfData) parseEventDesc(c *featCursor) error {
+	n, err := c.u32()
+	if err != nil {
+		return err
+	}
+	sz, err := c.u32()
+	if err != nil {
+		return err
+	}
+	// Each event takes at least its attr, its id count and a string length.
+	if n > 0 && uint64(n) > uint64(len(c.b)-c.off)/(uint64(sz)+8) {
+		return c.fail("event-desc count %d with attr size %d exceeds section", n, sz)
+	}
+	descs := make([]PerfEventDesc, 0, n)
+	for i := uint32(0); i < n; i++ {
+		c.off += int(sz) // checked above
+		nids, err := c.u32()
+		if err != nil {
+			return err
+		}
+		name, err := c.str()
+		if err != nil {
+			return err
+		}
+		if uint64(nids) > uint64(len(c.b)-c.off)/8 {
+			return c.fail("event-desc id count %d exceeds section", nids)
+		}
+		d := PerfEventDesc{Name: name, IDs: make([]uint64, nids)}
+		for j := range d.IDs {
+			d.IDs[j], _ = c.u64()
+		}
+		descs = append(descs, d)
+	}
+	p.Features.EventDesc = descs
+	return nil
+}
+
+// Generic event names (perf's event_symbols_hw and event_symbols_sw).
+var (
+	hwEventNames = []string{"cycles", "instructions", "cache-references", "cache-misses",
+		"branch-instructions", "branch-misses", "bus-cycles", "stalled-cycles-frontend",
+		"stalled-cycles-backend", "ref-cycles"}
+	swEventNames = []string{"cpu-clock", "task-clock", "page-faults", "context-switches",
+		"cpu-migrations", "minor-faults", "major-faults", "alignment-faults", "emulation-faults",
+		"dummy", "bpf-output", "cgroup-switches"}
+)
+
+// EventName names attr i as perf does: its name in the event-desc feature
+// (or a pipe-mode EVENT_UPDATE record), else the generic name of a
+// hardware or software event, else its type and config.
+func (p *PerfData) EventName(i int) string {
+	a := &p.Attrs[i]
+	for _, d := range p.Features.EventDesc {
+		for _, id := range d.IDs {
+			if slices.Contains(a.IDs, id) && d.Name != "" {
+				return d.Name
+			}
+		}
+	}
+	if len(p.Features.EventDesc) == len(p.Attrs) && p.Features.EventDesc[i].Name != "" {
+		return p.Features.EventDesc[i].Name
+	}
+	switch {
+	case a.Type == 0 && a.Config < uint64(len(hwEventNames)):
+		return hwEventNames[a.Config]
+	case a.Type == 1 && a.Config < uint64(len(swEventNames)):
+		return swEventNames[a.Config]
+	}
+	return fmt.Sprintf("type %d config %#x", a.Type, a.Config)
 }

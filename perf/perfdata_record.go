@@ -33,24 +33,26 @@ const (
 	RecTextPoke      PerfRecordType = 20
 	RecAuxOutputHwID PerfRecordType = 21
 
-	RecHeaderAttr      PerfRecordType = 64
-	RecHeaderBuildID   PerfRecordType = 67
-	RecFinishedRound   PerfRecordType = 68
-	RecIDIndex         PerfRecordType = 69
-	RecAuxtraceInfo    PerfRecordType = 70
-	RecAuxtrace        PerfRecordType = 71
-	RecAuxtraceError   PerfRecordType = 72
-	RecThreadMap       PerfRecordType = 73
-	RecCPUMap          PerfRecordType = 74
-	RecStatConfig      PerfRecordType = 75
-	RecStat            PerfRecordType = 76
-	RecStatRound       PerfRecordType = 77
-	RecEventUpdate     PerfRecordType = 78
-	RecTimeConv        PerfRecordType = 79
-	RecHeaderFeature   PerfRecordType = 80
-	RecCompressed      PerfRecordType = 81
-	RecFinishedInit    PerfRecordType = 82
-	perfRecordUserBase PerfRecordType = 64
+	RecHeaderAttr        PerfRecordType = 64
+	RecHeaderEventType   PerfRecordType = 65
+	RecHeaderTracingData PerfRecordType = 66
+	RecHeaderBuildID     PerfRecordType = 67
+	RecFinishedRound     PerfRecordType = 68
+	RecIDIndex           PerfRecordType = 69
+	RecAuxtraceInfo      PerfRecordType = 70
+	RecAuxtrace          PerfRecordType = 71
+	RecAuxtraceError     PerfRecordType = 72
+	RecThreadMap         PerfRecordType = 73
+	RecCPUMap            PerfRecordType = 74
+	RecStatConfig        PerfRecordType = 75
+	RecStat              PerfRecordType = 76
+	RecStatRound         PerfRecordType = 77
+	RecEventUpdate       PerfRecordType = 78
+	RecTimeConv          PerfRecordType = 79
+	RecHeaderFeature     PerfRecordType = 80
+	RecCompressed        PerfRecordType = 81
+	RecFinishedInit      PerfRecordType = 82
+	perfRecordUserBase   PerfRecordType = 64
 )
 
 var perfRecordNames = map[PerfRecordType]string{
@@ -59,7 +61,8 @@ var perfRecordNames = map[PerfRecordType]string{
 	RecMmap2: "MMAP2", RecAux: "AUX", RecItraceStart: "ITRACE_START", RecLostSamples: "LOST_SAMPLES",
 	RecSwitch: "SWITCH", RecSwitchCPUWide: "SWITCH_CPU_WIDE", RecNamespaces: "NAMESPACES",
 	RecKsymbol: "KSYMBOL", RecBPFEvent: "BPF_EVENT", RecCgroup: "CGROUP", RecTextPoke: "TEXT_POKE",
-	RecAuxOutputHwID: "AUX_OUTPUT_HW_ID", RecHeaderAttr: "HEADER_ATTR", RecHeaderBuildID: "HEADER_BUILD_ID",
+	RecAuxOutputHwID: "AUX_OUTPUT_HW_ID", RecHeaderAttr: "HEADER_ATTR", RecHeaderEventType: "HEADER_EVENT_TYPE",
+	RecHeaderTracingData: "HEADER_TRACING_DATA", RecHeaderBuildID: "HEADER_BUILD_ID",
 	RecFinishedRound: "FINISHED_ROUND", RecIDIndex: "ID_INDEX", RecAuxtraceInfo: "AUXTRACE_INFO",
 	RecAuxtrace: "AUXTRACE", RecAuxtraceError: "AUXTRACE_ERROR", RecThreadMap: "THREAD_MAP",
 	RecCPUMap: "CPU_MAP", RecStatConfig: "STAT_CONFIG", RecStat: "STAT", RecStatRound: "STAT_ROUND",
@@ -200,6 +203,11 @@ type PerfRecordReader struct {
 	buf    []byte // the current record (copy, stable until the next call)
 	err    error
 	after  error // returned by the Next after the current record (a cut AUXTRACE)
+
+	// headersOnly: walk records without parsing them (a pipe-mode file's
+	// first pass, which looks for its attrs before any record can be
+	// parsed).
+	headersOnly bool
 }
 
 // perfReadWindow is how much the reader fetches from the file at once.
@@ -273,7 +281,8 @@ func (rr *PerfRecordReader) next(rec *PerfRecord) error {
 	// The file may be cut short where its data runs to the end of the
 	// file: a header never fixed up (data size 0), or one a writer that
 	// met a write error fixed up to what reached the file (nothing, not
-	// even the feature sections, follows the data).
+	// even the feature sections, follows the data). A pipe-mode stream
+	// always runs to the end of the file.
 	var trunc error
 	if rr.p.Unterminated || rr.end == rr.p.size {
 		trunc = ErrPerfDataTruncated
@@ -333,10 +342,24 @@ func (rr *PerfRecordReader) next(rec *PerfRecord) error {
 			rr.after = err
 		}
 		next += int64(a.Size)
+	} else if typ == RecHeaderTracingData {
+		// struct perf_record_header_tracing_data: u32 size, u32 pad; the
+		// tracing data follows, padded to 8 bytes, not counted in
+		// header.size (perf's perf_event__process_tracing_data).
+		if len(rec.Raw) < 8 {
+			return rr.fail(off, nil, "HEADER_TRACING_DATA size %d is smaller than 16", size)
+		}
+		n := (uint64(le.Uint32(rec.Raw)) + 7) &^ 7
+		if n > uint64(rr.end-next) {
+			return rr.fail(off, trunc, "HEADER_TRACING_DATA size %#x exceeds data end %#x", n, rr.end)
+		}
+		next += int64(n)
 	} else if typ == RecCompressed {
 		return rr.fail(off, nil, "compressed perf.data (perf record -z) is not supported")
-	} else if typ == RecHeaderAttr {
-		return rr.fail(off, nil, "pipe-mode HEADER_ATTR record is not supported")
+	} else if typ == RecHeaderAttr && !rr.p.Pipe {
+		return rr.fail(off, nil, "HEADER_ATTR record in a file-mode perf.data is not supported")
+	} else if rr.headersOnly {
+		// Parsed by the caller.
 	} else if err := rr.parse(rec); err != nil {
 		return err
 	}

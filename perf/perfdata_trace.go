@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 )
 
 // Auxtrace types (enum auxtrace_type).
@@ -370,8 +371,59 @@ func (r *QueueReader) ReadAt(b []byte, off int64) (int, error) {
 
 // String describes a queue for messages.
 func (q *PerfAuxQueue) String() string {
-	if q.CPU >= 0 && q.Tid == -1 {
+	switch {
+	case q.CPU >= 0 && q.Tid == -1:
 		return fmt.Sprintf("queue %d (cpu %d)", q.Idx, q.CPU)
+	case q.CPU >= 0:
+		return fmt.Sprintf("queue %d (cpu %d, tid %d)", q.Idx, q.CPU, q.Tid)
 	}
 	return fmt.Sprintf("queue %d (tid %d)", q.Idx, q.Tid)
+}
+
+// ErrNoPTTrace is matched (errors.Is) by the error of CheckIntelPT: the
+// perf.data holds no Intel PT trace.
+var ErrNoPTTrace = errors.New("no Intel PT trace")
+
+// NoPTTraceError is a perf.data without an Intel PT trace: no Intel PT
+// AUXTRACE_INFO record (a recording of other events), or no AUXTRACE data.
+type NoPTTraceError struct {
+	File   string
+	Events []string // the recorded events, as perf names them (EventName)
+	Reason string   // why, when the file has an AUXTRACE_INFO
+}
+
+func (e *NoPTTraceError) Error() string {
+	s := fmt.Sprintf("no Intel PT trace in %s (events: %s)", e.File, strings.Join(e.Events, ", "))
+	if e.Reason != "" {
+		s += ": " + e.Reason
+	}
+	return s
+}
+
+func (e *NoPTTraceError) Is(target error) bool { return target == ErrNoPTTrace }
+
+// CheckIntelPT reports, as a *NoPTTraceError, a trace loaded from p that
+// has nothing for a PT decoder: no AUXTRACE_INFO (perf record without
+// -e intel_pt//), one of another auxtrace type (Intel BTS, Arm CoreSight,
+// ...), or no AUXTRACE record. LoadPerfTrace itself accepts such files,
+// whose sideband may still be of use.
+func (t *PerfTrace) CheckIntelPT(p *PerfData) error {
+	reason := ""
+	switch {
+	case t.Info == nil:
+	case t.Info.Type != AuxtraceIntelPT:
+		reason = fmt.Sprintf("its AUXTRACE_INFO is of auxtrace type %d, not Intel PT (%d)", t.Info.Type, AuxtraceIntelPT)
+	case len(t.Queues) == 0:
+		reason = "no AUXTRACE records"
+	default:
+		return nil
+	}
+	ev := make([]string, len(p.Attrs))
+	for i := range p.Attrs {
+		ev[i] = p.EventName(i)
+		if t.Info != nil && t.Info.Type == AuxtraceIntelPT && p.Attrs[i].Type == t.Info.IntelPT.PMUType && !strings.Contains(ev[i], "intel_pt") {
+			ev[i] = "intel_pt//" // perf's name for the PT event without an event-desc
+		}
+	}
+	return &NoPTTraceError{File: p.Name, Events: ev, Reason: reason}
 }

@@ -48,20 +48,53 @@ const (
 // AUXTRACE_INFO PMU type).
 const DefaultPTPMUType = 10
 
-// perfDataStart is where the writer's records begin.
+// perfDataStart is where the records of a per-thread recording begin (one
+// attr, one id).
 const perfDataStart = perfHeaderSize + perfAttrSize + 16 + 8
+
+// Software event attrs of the dummy events perf adds to an intel_pt
+// recording (PERF_TYPE_SOFTWARE, PERF_COUNT_SW_DUMMY), and the attr flag
+// bits they use (struct perf_event_attr's bit field, from bit 0).
+const (
+	perfTypeSoftware = 1
+	perfCountSWDummy = 9
+
+	attrFlagInherit       = 1 << 1
+	attrFlagExcludeKernel = 1 << 5
+	attrFlagExcludeHV     = 1 << 6
+	attrFlagMmap          = 1 << 8
+	attrFlagComm          = 1 << 9
+	attrFlagEnableOnExec  = 1 << 12
+	attrFlagTask          = 1 << 13
+	attrFlagCommExec      = 1 << 24
+)
+
+// The events of a per-cpu recording, in attr order: what perf record -e
+// intel_pt//u -- PROGRAM opens (see perf-percpu-layout.md in the notes).
+const (
+	evPT     = iota // intel_pt//u: the AUX area; ITRACE_START and AUX records
+	evSwitch        // dummy:u with context_switch=1: SWITCH_CPU_WIDE records
+	evTrack         // dummy:u with mmap/mmap2/comm/comm_exec/task: MMAP2, COMM, FORK, EXIT
+	nEvents
+)
 
 // PerfDataConfig describes the Intel PT recording a PerfDataWriter writes.
 type PerfDataConfig struct {
-	// PerCPU selects a per-cpu recording: one AUXTRACE queue per CPU, tid
-	// -1, ITRACE_START/SWITCH records saying which thread runs. Otherwise
-	// the recording is per-thread: one queue per thread, cpu -1.
+	// PerCPU selects a per-cpu recording, as perf record -e intel_pt//u
+	// -- PROGRAM writes it: one AUXTRACE queue per CPU (AuxTrace's tid is
+	// written as given: perf writes the workload's pid), three events
+	// (intel_pt, a dummy with context_switch=1 whose SWITCH_CPU_WIDE
+	// records say which thread runs, a dummy with the mmap, comm and task
+	// records), each with one id per CPU (NrCPUs of them), and
+	// AUXTRACE_INFO's have_sched_switch 3 and per_cpu_mmaps 1. Otherwise
+	// the recording is per-thread: one event, one queue per thread, cpu -1.
 	PerCPU bool
 	// PMUType is the attr type and AUXTRACE_INFO PMU type
 	// (DefaultPTPMUType when 0).
 	PMUType uint32
 	// EventID is the event id in the ids section and in every sample_id
-	// (1 when 0).
+	// (1 when 0). A per-cpu recording numbers its ids from it: event e on
+	// CPU c has id EventID + e*NrCPUs + c.
 	EventID uint64
 	// Time converts TSC to perf time. A zero Mult means the identity
 	// (shift 0, mult 1, zero 0): perf time equals TSC.
@@ -94,17 +127,19 @@ type PerfDataWriter struct {
 	off  int64 // file offset of the next byte written to bw
 	err  error
 
-	cfg      PerfDataConfig
-	sampleTy uint64
-	cpu      uint32 // CPU for sample_id trailers (SetCPU)
-	maxCPU   uint32
-	queues   map[int32]*perfWQueue
-	nqueue   uint32
-	buffers  uint64
-	lastTSC  uint64 // latest TSC passed to any method
-	auxIndex []PerfAuxIndexEntry
-	closed   bool
-	onErr    func(error) // SetOnError
+	cfg       PerfDataConfig
+	dataStart int64  // file offset of the first record
+	nrCPUs    uint32 // per-cpu: ids per event
+	sampleTy  uint64
+	cpu       uint32 // CPU for sample_id trailers (SetCPU)
+	maxCPU    uint32
+	queues    map[int32]*perfWQueue
+	nqueue    uint32
+	buffers   uint64
+	lastTSC   uint64 // latest TSC passed to any method
+	auxIndex  []PerfAuxIndexEntry
+	closed    bool
+	onErr     func(error) // SetOnError
 }
 
 // SetOnError makes the writer call fn once, at its first error, so that a
@@ -160,14 +195,25 @@ func CreatePerfData(path string, cfg PerfDataConfig) (*PerfDataWriter, error) {
 	if cfg.Time.Shift > 63 {
 		return nil, fmt.Errorf("perf.data writer: time shift %d out of range", cfg.Time.Shift)
 	}
+	if cfg.NrCPUs <= 0 {
+		cfg.NrCPUs = runtime.NumCPU()
+	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	w := &PerfDataWriter{path: path, f: f, bw: bufio.NewWriterSize(f, 256<<10), cfg: cfg,
-		sampleTy: perfSampleType, queues: make(map[int32]*perfWQueue)}
+		sampleTy: perfSampleType, queues: make(map[int32]*perfWQueue), dataStart: perfDataStart}
+	if cfg.PerCPU {
+		w.nrCPUs = uint32(cfg.NrCPUs)
+		w.dataStart = perfHeaderSize + nEvents*(perfAttrSize+16) + 8*nEvents*int64(w.nrCPUs)
+	}
 	w.writeHeader(0, [4]uint64{}, perfHeaderSize)
-	w.writeAttr()
+	if cfg.PerCPU {
+		w.writeAttrsPerCPU()
+	} else {
+		w.writeAttr()
+	}
 	w.auxtraceInfo()
 	w.timeConv()
 	if w.err != nil {
@@ -191,8 +237,12 @@ func (w *PerfDataWriter) write(b []byte) {
 
 // writeHeader writes the file header at the current position (offset 0).
 func (w *PerfDataWriter) writeHeader(dataSize uint64, feats [4]uint64, attrsOff uint64) {
-	w.write(encodePerfHeader(perfAttrSize+16, PerfSection{attrsOff, perfAttrSize + 16},
-		PerfSection{perfDataStart, dataSize}, feats))
+	n := uint64(1)
+	if w.cfg.PerCPU {
+		n = nEvents
+	}
+	w.write(encodePerfHeader(perfAttrSize+16, PerfSection{attrsOff, n * (perfAttrSize + 16)},
+		PerfSection{uint64(w.dataStart), dataSize}, feats))
 }
 
 // encodePerfHeader encodes struct perf_file_header.
@@ -243,6 +293,47 @@ func (w *PerfDataWriter) writeAttr() {
 	w.write(a[:])
 }
 
+// writeAttrsPerCPU writes the three events of a per-cpu recording (see
+// PerCPU), their ids sections, then the ids: NrCPUs per event.
+func (w *PerfDataWriter) writeAttrsPerCPU() {
+	le := binary.LittleEndian
+	idsOff := uint64(perfHeaderSize + nEvents*(perfAttrSize+16))
+	for e := range nEvents {
+		var a [perfAttrSize + 16]byte
+		typ, config := uint32(perfTypeSoftware), uint64(perfCountSWDummy)
+		flags := uint64(AttrFlagSampleIDAll | attrFlagExcludeKernel | attrFlagExcludeHV)
+		switch e {
+		case evPT:
+			typ, config = w.cfg.PMUType, w.cfg.PTConfig()
+			flags |= AttrFlagDisabled | attrFlagInherit | attrFlagEnableOnExec
+		case evSwitch:
+			flags |= AttrFlagContextSw
+		case evTrack:
+			flags |= AttrFlagDisabled | attrFlagInherit | attrFlagEnableOnExec |
+				attrFlagMmap | attrFlagComm | attrFlagTask | AttrFlagMmap2 | attrFlagCommExec
+		}
+		le.PutUint32(a[0:], typ)
+		le.PutUint32(a[4:], perfAttrSize)
+		le.PutUint64(a[8:], config)
+		le.PutUint64(a[16:], 1) // sample_period
+		le.PutUint64(a[24:], w.sampleTy)
+		le.PutUint64(a[40:], flags)
+		le.PutUint64(a[perfAttrSize:], idsOff+uint64(8*e)*uint64(w.nrCPUs))
+		le.PutUint64(a[perfAttrSize+8:], 8*uint64(w.nrCPUs))
+		w.write(a[:])
+	}
+	for e := range nEvents {
+		for c := range w.nrCPUs {
+			w.write(le.AppendUint64(nil, w.eventID(e, c)))
+		}
+	}
+}
+
+// eventID is the id of event e on cpu in a per-cpu recording.
+func (w *PerfDataWriter) eventID(e int, cpu uint32) uint64 {
+	return w.cfg.EventID + uint64(e)*uint64(w.nrCPUs) + uint64(cpu)
+}
+
 func (w *PerfDataWriter) auxtraceInfo() {
 	cfg := &w.cfg
 	priv := make([]uint64, ptPrivMax)
@@ -253,9 +344,11 @@ func (w *PerfDataWriter) auxtraceInfo() {
 	priv[ptPrivCapUserTimeZero] = 1
 	priv[ptPrivTSCBit] = PTConfigTSC
 	priv[ptPrivNoRetCompBit] = PTConfigNoRetComp
-	priv[ptPrivHaveSchedSwitch] = 0
 	priv[ptPrivSnapshotMode] = 0
 	if cfg.PerCPU {
+		// 3: context-switch records from a CPU-wide dummy event (what
+		// perf record chooses when it can record CPU-wide).
+		priv[ptPrivHaveSchedSwitch] = 3
 		priv[ptPrivPerCPUMmaps] = 1
 	}
 	priv[ptPrivMTCBit] = PTConfigMTC
@@ -348,9 +441,16 @@ func encodeSampleID(st uint64, sid *PerfSampleID) []byte {
 	return b
 }
 
-func (w *PerfDataWriter) sid(pid, tid int, tsc uint64) *PerfSampleID {
+// sid is the sample_id of a record that event ev (evPT, evSwitch,
+// evTrack: a per-thread recording has the one event) writes on the
+// current CPU.
+func (w *PerfDataWriter) sid(ev, pid, tid int, tsc uint64) *PerfSampleID {
 	w.lastTSC = max(w.lastTSC, tsc)
-	return &PerfSampleID{Pid: uint32(pid), Tid: uint32(tid), Time: w.cfg.Time.TSCToPerf(tsc), CPU: w.cpu, ID: w.cfg.EventID}
+	id := w.cfg.EventID
+	if w.cfg.PerCPU {
+		id = w.eventID(ev, min(w.cpu, w.nrCPUs-1))
+	}
+	return &PerfSampleID{Pid: uint32(pid), Tid: uint32(tid), Time: w.cfg.Time.TSCToPerf(tsc), CPU: w.cpu, ID: id}
 }
 
 // nulPad appends s, a NUL and zero padding to a multiple of 8 bytes.
@@ -382,7 +482,7 @@ func (w *PerfDataWriter) Comm(pid, tid int, name string, exec bool, tsc uint64) 
 	if exec {
 		misc = MiscCommExec
 	}
-	w.record(RecComm, misc|MiscCPUModeUser, pl, w.sid(pid, tid, tsc))
+	w.record(RecComm, misc|MiscCPUModeUser, pl, w.sid(evTrack, pid, tid, tsc))
 }
 
 // PerfMmapFile fills the device and inode fields of m from the file it
@@ -401,7 +501,7 @@ func PerfMmapFile(m *PerfMmap) error {
 // Mmap2 writes an MMAP2 record (dev/inode form; a non-empty m.BuildID
 // selects the build-id form).
 func (w *PerfDataWriter) Mmap2(m *PerfMmap, tsc uint64) {
-	w.record(RecMmap2, mmap2Misc(m), encodeMmap2(m), w.sid(int(m.Pid), int(m.Tid), tsc))
+	w.record(RecMmap2, mmap2Misc(m), encodeMmap2(m), w.sid(evTrack, int(m.Pid), int(m.Tid), tsc))
 }
 
 func mmap2Misc(m *PerfMmap) uint16 {
@@ -441,7 +541,7 @@ func (w *PerfDataWriter) ItraceStart(pid, tid int, tsc uint64) {
 	le := binary.LittleEndian
 	pl := le.AppendUint32(nil, uint32(pid))
 	pl = le.AppendUint32(pl, uint32(tid))
-	w.record(RecItraceStart, 0, pl, w.sid(pid, tid, tsc))
+	w.record(RecItraceStart, 0, pl, w.sid(evPT, pid, tid, tsc))
 }
 
 // Fork writes a FORK record: thread tid of process pid was created by ptid
@@ -462,7 +562,7 @@ func (w *PerfDataWriter) task(typ PerfRecordType, pid, ppid, tid, ptid int, tsc 
 	pl = le.AppendUint32(pl, uint32(tid))
 	pl = le.AppendUint32(pl, uint32(ptid))
 	pl = le.AppendUint64(pl, w.cfg.Time.TSCToPerf(tsc))
-	w.record(typ, 0, pl, w.sid(pid, tid, tsc))
+	w.record(typ, 0, pl, w.sid(evTrack, pid, tid, tsc))
 }
 
 // Switch writes a context switch of thread tid (of pid) in or out of the
@@ -478,17 +578,18 @@ func (w *PerfDataWriter) Switch(out, preempt bool, pid, tid, otherPid, otherTid 
 		}
 	}
 	if !w.cfg.PerCPU {
-		w.record(RecSwitch, misc, nil, w.sid(pid, tid, tsc))
+		w.record(RecSwitch, misc, nil, w.sid(evSwitch, pid, tid, tsc))
 		return
 	}
 	le := binary.LittleEndian
 	pl := le.AppendUint32(nil, uint32(otherPid))
 	pl = le.AppendUint32(pl, uint32(otherTid))
-	w.record(RecSwitchCPUWide, misc, pl, w.sid(pid, tid, tsc))
+	w.record(RecSwitchCPUWide, misc, pl, w.sid(evSwitch, pid, tid, tsc))
 }
 
 // AuxTrace appends PT bytes to the queue of thread tid (per-thread) or of
-// cpu (per-cpu) as one AUXTRACE record, padded with zero bytes (PAD
+// cpu (per-cpu: the record's tid is written as given, and perf writes the
+// workload's pid there for every CPU) as one AUXTRACE record, padded with zero bytes (PAD
 // packets) to a multiple of 8. tsc is a TSC value from when the buffer was
 // taken (perf records rdtsc at read time); it becomes the record's
 // reference, from which perf's decoder extends the 56-bit TSC packets. It
@@ -526,7 +627,7 @@ func (w *PerfDataWriter) AuxTrace(tid, cpu int, tsc uint64, data []byte) {
 	le.PutUint64(pl[16:], tsc)
 	le.PutUint32(pl[24:], q.idx)
 	if w.cfg.PerCPU {
-		le.PutUint32(pl[28:], ^uint32(0))
+		le.PutUint32(pl[28:], uint32(tid))
 		le.PutUint32(pl[32:], uint32(cpu))
 	} else {
 		le.PutUint32(pl[28:], uint32(tid))
@@ -557,7 +658,7 @@ func (w *PerfDataWriter) Flush() error {
 	}
 	if w.err == nil && !w.closed {
 		var b [8]byte
-		binary.LittleEndian.PutUint64(b[:], uint64(w.off-perfDataStart))
+		binary.LittleEndian.PutUint64(b[:], uint64(w.off-w.dataStart))
 		if _, err := w.f.WriteAt(b[:], 48); err != nil {
 			w.fail(w.pathErr(err))
 		}
@@ -576,7 +677,7 @@ func (w *PerfDataWriter) Close() error {
 	}
 	w.FinishedRound()
 	w.closed = true
-	dataSize := uint64(w.off - perfDataStart)
+	dataSize := uint64(w.off - w.dataStart)
 	if w.err != nil {
 		w.salvage(dataSize)
 		w.f.Close()
@@ -628,11 +729,11 @@ func (w *PerfDataWriter) Close() error {
 // before it.
 func (w *PerfDataWriter) salvage(dataSize uint64) {
 	pos, err := w.f.Seek(0, io.SeekCurrent)
-	if err != nil || pos <= perfDataStart {
+	if err != nil || pos <= w.dataStart {
 		return
 	}
 	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], min(uint64(pos-perfDataStart), dataSize))
+	binary.LittleEndian.PutUint64(b[:], min(uint64(pos-w.dataStart), dataSize))
 	w.f.WriteAt(b[:], 48)
 }
 

@@ -5,6 +5,13 @@
 // the flow decoder, one chunk per PSB segment in parallel), and
 // DumpText, ptjit's own one-line-per-packet listing (`ptjit dump`).
 //
+// It also writes ptjit's own text: `ptjit dump` of a raw file or of a
+// perf.data's queues (dump.go), `ptjit decode`'s flow formats (trace,
+// insn, calls, json, stat) rendered in parallel windows (WriteFlow,
+// flowtext.go), and the code listings and instruction diffs of `ptjit
+// show` and `ptjit diff` (listing.go). The command line keeps only flags
+// and where the text goes.
+//
 // Conformance: the tests run the libipt corpus (shared/conformance/libipt:
 // 479 traces with libipt's expected ptdump and ptxed output) and compare
 // with libipt's own rule, diff -ub (white space amounts and trailing white

@@ -47,6 +47,9 @@ type PtxedOptions struct {
 
 	// Jobs > 1 decodes PSB segments in parallel (not a ptxed option).
 	Jobs int
+	// Window is the most trace bytes held at once (0: decode.DefaultWindow;
+	// not a ptxed option).
+	Window int
 
 	BlockDecoder  bool // --block-decoder (the default) vs --insn-decoder
 	InsnKeepTcal  bool // --insn:keep-tcal-on-ovf
@@ -54,188 +57,6 @@ type PtxedOptions struct {
 	ShowBlocks    bool // --block:show-blocks
 	EndOnCall     bool // --block:end-on-call
 	EndOnJump     bool // --block:end-on-jump
-}
-
-// ParsePtxedArgs parses ptxed's command line (without the program name).
-func ParsePtxedArgs(args []string) (*PtxedOptions, error) {
-	o := &PtxedOptions{BlockDecoder: true}
-	next := func(i *int, opt string) (string, error) {
-		if *i+1 >= len(args) {
-			return "", fmt.Errorf("%s: missing argument", opt)
-		}
-		*i++
-		a := args[*i]
-		if a == "" || strings.HasPrefix(a, "--") {
-			return "", fmt.Errorf("%s: missing argument", opt)
-		}
-		return a, nil
-	}
-	num := func(i *int, opt string, bits int) (uint64, error) {
-		a, err := next(i, opt)
-		if err != nil {
-			return 0, err
-		}
-		v, err := strconv.ParseUint(a, 0, 64)
-		if err != nil {
-			return 0, fmt.Errorf("%s: bad argument: %s", opt, a)
-		}
-		if bits < 64 && v >= 1<<uint(bits) {
-			return 0, fmt.Errorf("%s: value too big: %s", opt, a)
-		}
-		return v, nil
-	}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		var err error
-		var v uint64
-		switch a {
-		case "--pt":
-			if o.PT != "" {
-				return nil, fmt.Errorf("duplicate pt sources: %s", args[min(i+1, len(args)-1)])
-			}
-			o.PT, err = next(&i, a)
-		case "--raw":
-			var r string
-			r, err = next(&i, a)
-			o.Raw = append(o.Raw, r)
-		case "--cpu":
-			o.CPU, err = next(&i, a)
-			o.CPUSet = o.CPU != "none"
-			if o.CPUSet {
-				if _, perr := ptpkt.ParseCPU(o.CPU); perr != nil && !zeroCPU(o.CPU) {
-					return nil, fmt.Errorf("--cpu: cpu must be specified as f/m[/s]: %s", o.CPU)
-				}
-			}
-		case "--no-inst":
-			o.NoInst = true
-		case "--quiet", "-q":
-			o.Quiet = true
-		case "--offset":
-			o.Offset = true
-		case "--time":
-			o.Time = true
-		case "--raw-insn":
-			o.RawInsn = true
-		case "--check":
-			o.Check = true
-		case "--att":
-			o.Att = true
-		case "--event:time":
-			o.EventTime = true
-		case "--event:ip":
-			o.EventIP = true
-		case "--event:tick":
-			o.EventTick = true
-		case "--event:iflags":
-			o.EventIflags = true
-		case "--stat":
-			o.Stat = true
-		case "--stat:insn":
-			o.Stat, o.StatInsn = true, true
-		case "--stat:blocks":
-			o.Stat, o.StatBlocks = true, true
-		case "--resync-on-error":
-			o.Resync = true
-		case "--mtc-freq":
-			v, err = num(&i, a, 8)
-			o.MTCFreq = uint8(v)
-		case "--nom-freq":
-			v, err = num(&i, a, 8)
-			o.NomFreq = uint8(v)
-		case "--cpuid-0x15.eax":
-			v, err = num(&i, a, 32)
-			o.CPUID15EAX = uint32(v)
-		case "--cpuid-0x15.ebx":
-			v, err = num(&i, a, 32)
-			o.CPUID15EBX = uint32(v)
-		case "--insn-decoder":
-			o.BlockDecoder = false
-		case "--block-decoder":
-			o.BlockDecoder = true
-		case "--insn:keep-tcal-on-ovf":
-			o.InsnKeepTcal = true
-		case "--block:keep-tcal-on-ovf":
-			o.BlockKeepTcal = true
-		case "--block:show-blocks":
-			o.ShowBlocks = true
-		case "--block:end-on-call":
-			o.EndOnCall = true
-		case "--block:end-on-jump":
-			o.EndOnJump = true
-		default:
-			var n int
-			var field string
-			if k, _ := fmt.Sscanf(a, "--filter:addr%d_%s", &n, &field); k == 2 && n >= 0 && n < 4 {
-				switch field {
-				case "cfg":
-					v, err = num(&i, a, 4)
-					o.Filter.Cfg[n] = uint8(v)
-				case "a":
-					v, err = num(&i, a, 64)
-					o.Filter.A[n] = v
-				case "b":
-					v, err = num(&i, a, 64)
-					o.Filter.B[n] = v
-				default:
-					return nil, fmt.Errorf("unknown option: %s", a)
-				}
-				break
-			}
-			return nil, fmt.Errorf("unknown option: %s", a)
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	if o.PT == "" {
-		return nil, fmt.Errorf("no pt file")
-	}
-	return o, nil
-}
-
-// zeroCPU accepts "0/0"-style CPUs: they parse, but have no errata (ptxed
-// then reports "config error: unknown cpu" and decodes by the spec).
-func zeroCPU(s string) bool {
-	parts := strings.Split(s, "/")
-	if len(parts) < 2 || len(parts) > 3 {
-		return false
-	}
-	for _, p := range parts {
-		if _, err := strconv.ParseUint(p, 0, 16); err != nil {
-			return false
-		}
-	}
-	return true
-}
-
-// splitRange parses an optional ":FROM[-TO]" suffix of a file argument, as
-// ptxed's preprocess_filename: it returns the file name, offset and size
-// (0 = to the end).
-func splitRange(arg string) (name string, off, size uint64, err error) {
-	i := strings.LastIndexByte(arg, ':')
-	if i < 0 {
-		return arg, 0, 0, nil
-	}
-	r := arg[i+1:]
-	from, to, hasTo := r, "", false
-	if j := strings.IndexByte(r, '-'); j >= 0 {
-		from, to, hasTo = r[:j], r[j+1:], true
-	}
-	b, err1 := strconv.ParseUint(from, 0, 64)
-	if err1 != nil || from == "" {
-		return arg, 0, 0, nil // the ':' is part of the name
-	}
-	if !hasTo {
-		return arg[:i], b, 0, nil
-	}
-	e, err2 := strconv.ParseUint(to, 0, 64)
-	if err2 != nil {
-		return "", 0, 0, fmt.Errorf("bad range %q", r)
-	}
-	if e <= b {
-		return "", 0, 0, fmt.Errorf("bad range %q: end before start", r)
-	}
-	return arg[:i], b, e - b, nil
 }
 
 // ParseRawImage parses a --raw argument FILE[:FROM[-TO]]:BASE.
@@ -248,7 +69,7 @@ func ParseRawImage(arg string) (file string, off, size, base uint64, err error) 
 	if err != nil {
 		return "", 0, 0, 0, fmt.Errorf("--raw %s: bad base address %q", arg, arg[i+1:])
 	}
-	file, off, size, err = splitRange(arg[:i])
+	file, off, size, err = ParseFileRange(arg[:i])
 	if err != nil {
 		return "", 0, 0, 0, fmt.Errorf("--raw %s: %v", arg, err)
 	}
@@ -257,7 +78,7 @@ func ParseRawImage(arg string) (file string, off, size, base uint64, err error) 
 
 // LoadPT reads a --pt argument FILE[:FROM[-TO]].
 func LoadPT(arg string) ([]byte, error) {
-	name, off, size, err := splitRange(arg)
+	name, off, size, err := ParseFileRange(arg)
 	if err != nil {
 		return nil, fmt.Errorf("--pt %s: %v", arg, err)
 	}
@@ -282,15 +103,9 @@ func LoadPT(arg string) ([]byte, error) {
 // Configuration problems that ptxed reports on stdout (an unknown --cpu)
 // are written to w as well; errors that make ptxed fail are returned.
 func Ptxed(o *PtxedOptions, w io.Writer) error {
-	img := decode.NewImage()
-	for _, r := range o.Raw {
-		file, off, size, base, err := ParseRawImage(r)
-		if err != nil {
-			return err
-		}
-		if err := img.AddFile(file, off, size, base); err != nil {
-			return fmt.Errorf("--raw %s: %v", r, err)
-		}
+	img, err := o.RawImage()
+	if err != nil {
+		return err
 	}
 	pt, err := LoadPT(o.PT)
 	if err != nil {
@@ -305,8 +120,8 @@ func Ptxed(o *PtxedOptions, w io.Writer) error {
 // cpu, reported as ptxed reports it). ptjit decode uses it for the threads of
 // a recording.
 //
-// The trace is decoded in windows of at most DefaultWindow bytes that end
-// at PSBs (ForEachWindow), so memory stays bounded whatever its size.
+// The trace is decoded in windows of at most o.Window bytes that end at
+// PSBs (ForEachWindow), so memory stays bounded whatever its size.
 func PtxedTrace(o *PtxedOptions, r decode.TraceReader, img *decode.Image, cfg *decode.FlowConfig, cfgErr error, w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 1<<16)
 	defer bw.Flush()
@@ -318,7 +133,11 @@ func PtxedTrace(o *PtxedOptions, r decode.TraceReader, img *decode.Image, cfg *d
 		o.StatInsn = true
 		o.StatBlocks = o.BlockDecoder
 	}
-	err := decode.ForEachWindow(r, decode.DefaultWindow, func(pt []byte, stop, base uint64) {
+	window := o.Window
+	if window == 0 {
+		window = decode.DefaultWindow
+	}
+	err := decode.ForEachWindow(r, window, func(pt []byte, stop, base uint64) {
 		if o.ShowBlocks || o.StatBlocks {
 			// Block boundaries depend on the previous chunk: replay.
 			p.base = base

@@ -116,7 +116,8 @@ func startPT(cfg Config, warnf func(string, ...any), onWriteErr func(error)) (*p
 			return nil, err
 		}
 	case PTSoft:
-		s, err := softpt.NewSession(softpt.DefaultConfig, softpt.Options{PerfData: perfData, GroundTruth: cfg.GroundTruth, Cmdline: cfg.Argv, OnError: onWriteErr})
+		s, err := softpt.NewSession(softpt.DefaultConfig, softpt.Options{PerfData: perfData, GroundTruth: cfg.GroundTruth, Cmdline: cfg.Argv, OnError: onWriteErr,
+			Layout: cfg.SoftLayout, CPUs: cfg.SoftCPUs})
 		if err != nil {
 			return nil, err
 		}
@@ -129,6 +130,15 @@ func startPT(cfg Config, warnf func(string, ...any), onWriteErr func(error)) (*p
 		b.perf = &perfRecord{perf: perf, out: perfData}
 	}
 	return b, nil
+}
+
+// ParseSoftLayout parses --soft-layout; a value not given explicitly is
+// "" (the default, per-thread), so that it needs no --pt=soft.
+func ParseSoftLayout(s string, given bool) (softpt.Layout, error) {
+	if !given {
+		return "", nil
+	}
+	return softpt.ParseLayout(s)
 }
 
 // ParseSoftFilter parses --soft-filter: "jit" traces only JIT code, "off"

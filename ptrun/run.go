@@ -14,6 +14,7 @@ import (
 
 	"github.com/ptjit/ptjit/clock"
 	"github.com/ptjit/ptjit/db"
+	"github.com/ptjit/ptjit/softpt"
 	"github.com/ptjit/ptjit/tracker"
 	"golang.org/x/sys/unix"
 )
@@ -31,6 +32,11 @@ type Config struct {
 	GroundTruth string
 	// SoftFilter, with PTSoft, steps and traces only JIT code (--soft-filter=jit).
 	SoftFilter bool
+	// SoftLayout, with PTSoft, is perf.data's layout ("" is per-thread);
+	// SoftCPUs, with the per-cpu layout, the number of virtual CPUs with
+	// deterministic placement (0: the CPUs threads really ran on).
+	SoftLayout softpt.Layout
+	SoftCPUs   int
 	Stderr     io.Writer // ptjit's messages; nil: os.Stderr
 }
 
@@ -68,6 +74,12 @@ func Run(cfg Config) (status int, err error) {
 	}
 	if cfg.SoftFilter && cfg.PT != PTSoft {
 		return 2, errors.New("--soft-filter=jit needs --pt=soft")
+	}
+	if (cfg.SoftLayout != "" || cfg.SoftCPUs != 0) && cfg.PT != PTSoft {
+		return 2, errors.New("--soft-layout and --soft-cpus need --pt=soft")
+	}
+	if cfg.SoftCPUs < 0 || cfg.SoftCPUs > 4096 {
+		return 2, fmt.Errorf("--soft-cpus: %d is not between 0 and 4096", cfg.SoftCPUs)
 	}
 	path, err := Resolve(cfg.Argv[0])
 	if err != nil {

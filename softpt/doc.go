@@ -14,4 +14,15 @@
 // FUP with the next IP; the return-compression stack is cleared at PSB and
 // at every disable, so a ret whose call a decoder may not know is a full
 // TIP.
+//
+// A Session writes the threads' packets to a perf.data in one of two
+// layouts (Options.Layout). LayoutPerThread, the default, gives each thread
+// its own AUX queue, as perf record --per-thread does; ptjit decode reads
+// it. LayoutPerCPU writes what perf record -e intel_pt//u -- PROGRAM writes
+// on hardware: a queue per CPU shared by the threads that ran there,
+// context-switch records that tell them apart, and in each CPU's stream the
+// packets a CPU emits when user-only tracing crosses a context switch (see
+// percpu.go). It is not the default because ptjit decode cannot split a
+// CPU's queue by thread yet (it refuses one); perf script can, and is how
+// the layout is tested.
 package softpt

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 
 	"github.com/ptjit/ptjit/perf"
@@ -34,12 +35,62 @@ type Session struct {
 	gtPath  string
 	onErr   func(error) // Options.OnError
 	gtErr   error       // the ground truth's first write error
+
+	// Per-cpu layout (Options.Layout == LayoutPerCPU).
+	perCPU   bool
+	cpus     []*vcpu
+	cpuRd    *cpuReader // real placement; nil for the deterministic one
+	workload int        // the first thread's pid: every AUXTRACE record's tid, as perf writes it
+	nthreads int        // threads started so far (placement order)
+	quantum  uint64     // placeQuantum (tests make it small)
 }
 
 type sessionThread struct {
 	pid int
 	th  *Thread
+
+	// Per-cpu layout only.
+	ord       int    // start order, for the deterministic placement
+	cpu       int    // the CPU the thread is on, -1 when on none
+	nextIP    uint64 // where the thread resumes (the FUP of a preemption)
+	preempted bool   // a switch stopped its tracing: it resumes with TIP.PGE at its next instruction
 }
+
+// vcpu is one virtual CPU of a per-cpu recording: its AUX queue's pending
+// bytes and the task it runs.
+type vcpu struct {
+	buf      []byte
+	pid, tid int  // the task on the CPU; 0, 0 for one not traced (idle)
+	started  bool // ITRACE_START written
+}
+
+// Layout is how a Session lays out its perf.data.
+type Layout string
+
+// The layouts of ptjit run --soft-layout.
+const (
+	// LayoutPerThread: one AUX queue per thread (cpu -1), what perf
+	// record --per-thread writes. Each queue holds one thread's trace.
+	LayoutPerThread Layout = "per-thread"
+	// LayoutPerCPU: one AUX queue per CPU, what perf record -e
+	// intel_pt//u -- PROGRAM writes on hardware: the threads that ran on a
+	// CPU share its queue, and context-switch records tell them apart.
+	LayoutPerCPU Layout = "per-cpu"
+)
+
+// ParseLayout parses --soft-layout.
+func ParseLayout(s string) (Layout, error) {
+	switch l := Layout(s); l {
+	case LayoutPerThread, LayoutPerCPU:
+		return l, nil
+	}
+	return "", fmt.Errorf("--soft-layout: %q is not per-thread or per-cpu", s)
+}
+
+// placeQuantum is how many instructions (of all threads) a thread stays on
+// a CPU under the deterministic placement before all threads move on by
+// one CPU.
+const placeQuantum = 3000
 
 // Options name the files of a Session.
 type Options struct {
@@ -50,6 +101,16 @@ type Options struct {
 	// (disk full, I/O error), when it happens; the session then writes
 	// nothing more to that file and Close returns the error.
 	OnError func(error)
+	// Layout is the perf.data layout (LayoutPerThread when "").
+	Layout Layout
+	// CPUs, with LayoutPerCPU: 0 places each thread, at each step, on the
+	// CPU it really ran on (/proc/TID/stat), of runtime.NumCPU(); N > 0
+	// places threads on N virtual CPUs deterministically: thread number k
+	// (in start order) runs on CPU (k + n/3000) mod N after n instructions
+	// of all threads, so that threads share CPUs and migrate in every
+	// run. A thread whose real CPU cannot be read is placed by the same
+	// rule.
+	CPUs int
 }
 
 // PerfConfig returns the perf.data configuration that describes traces
@@ -73,12 +134,28 @@ func NewSession(cfg Config, opts Options) (*Session, error) {
 	if cfg.CTCRatio == 0 {
 		cfg.CTCRatio = 1
 	}
-	w, err := perf.CreatePerfData(opts.PerfData, PerfConfig(cfg, opts.Cmdline))
+	pcfg := PerfConfig(cfg, opts.Cmdline)
+	perCPU := opts.Layout == LayoutPerCPU
+	var cpus *cpuReader
+	if perCPU {
+		if opts.CPUs <= 0 {
+			opts.CPUs = runtime.NumCPU()
+			cpus = newCPUReader()
+		}
+		pcfg.PerCPU, pcfg.NrCPUs = true, opts.CPUs
+	}
+	w, err := perf.CreatePerfData(opts.PerfData, pcfg)
 	if err != nil {
 		return nil, err
 	}
 	w.SetOnError(opts.OnError)
-	s := &Session{cfg: cfg, w: w, threads: make(map[int]*sessionThread), gtPath: opts.GroundTruth, onErr: opts.OnError}
+	s := &Session{cfg: cfg, w: w, threads: make(map[int]*sessionThread), gtPath: opts.GroundTruth, onErr: opts.OnError,
+		perCPU: perCPU, cpuRd: cpus, quantum: placeQuantum}
+	if perCPU {
+		for range opts.CPUs {
+			s.cpus = append(s.cpus, &vcpu{})
+		}
+	}
 	if opts.GroundTruth != "" {
 		f, err := os.Create(opts.GroundTruth)
 		if err != nil {
@@ -92,6 +169,7 @@ func NewSession(cfg Config, opts Options) (*Session, error) {
 
 // Comm records a thread's name; exec marks the name change of an exec.
 func (s *Session) Comm(pid, tid int, name string, exec bool, tsc uint64) {
+	s.onCPUOf(tid)
 	s.w.Comm(pid, tid, name, exec, tsc)
 }
 
@@ -105,8 +183,16 @@ func (s *Session) StartThread(pid, tid int, tsc uint64) {
 	if _, ok := s.threads[tid]; ok {
 		return
 	}
-	s.threads[tid] = &sessionThread{pid: pid, th: NewThread(s.cfg)}
-	s.w.ItraceStart(pid, tid, tsc)
+	s.threads[tid] = &sessionThread{pid: pid, th: NewThread(s.cfg), ord: s.nthreads, cpu: -1}
+	if s.nthreads == 0 {
+		s.workload = pid
+	}
+	s.nthreads++
+	if !s.perCPU {
+		// Per-cpu: one ITRACE_START per CPU, when a thread first runs
+		// there (place).
+		s.w.ItraceStart(pid, tid, tsc)
+	}
 }
 
 func (s *Session) thread(tid int) *Thread {
@@ -126,8 +212,11 @@ func (s *Session) Enabled(tid int) bool {
 // Enable resumes tracing of tid at ip (TIP.PGE).
 func (s *Session) Enable(tid int, ip, tsc uint64) {
 	s.lastTSC = max(s.lastTSC, tsc)
-	if th := s.thread(tid); th != nil {
-		th.Enable(ip, tsc)
+	if st := s.threads[tid]; st != nil {
+		s.place(tid, st, ip, tsc)
+		st.preempted = false
+		st.th.Enable(ip, tsc)
+		st.nextIP = ip
 	}
 }
 
@@ -135,42 +224,51 @@ func (s *Session) Enable(tid int, ip, tsc uint64) {
 // ip (FUP, TIP.PGD).
 func (s *Session) Interrupt(tid int, ip, tsc uint64) {
 	s.lastTSC = max(s.lastTSC, tsc)
-	if th := s.thread(tid); th != nil {
-		th.Interrupt(ip, tsc)
-		s.maybeFlush(tid, th)
+	if st := s.threads[tid]; st != nil {
+		st.preempted = false // now stopped by the kernel entry itself
+		if st.th.Enabled() {
+			s.place(tid, st, ip, tsc)
+		}
+		st.th.Interrupt(ip, tsc)
+		s.maybeFlush(tid, st.th)
 	}
 }
 
 // Disable records that tid entered the kernel for good (TIP.PGD).
 func (s *Session) Disable(tid int, tsc uint64) {
 	s.lastTSC = max(s.lastTSC, tsc)
-	if th := s.thread(tid); th != nil {
-		th.Disable(tsc)
+	if st := s.threads[tid]; st != nil {
+		st.preempted = false
+		if st.th.Enabled() {
+			s.place(tid, st, st.nextIP, tsc)
+		}
+		st.th.Disable(tsc)
 	}
 }
 
 // Step records that in retired on tid and execution went on at next.
 func (s *Session) Step(tid int, in *x86.Insn, next, tsc uint64) {
-	s.retire(tid, in, tsc, func(th *Thread) { th.Step(in, next, tsc) })
+	s.retire(tid, in, next, tsc, func(th *Thread) { th.Step(in, next, tsc) })
 }
 
 // Leave records that in retired on tid and execution left the traced
 // range at next (TIP.PGD; see Thread.Leave).
 func (s *Session) Leave(tid int, in *x86.Insn, next, tsc uint64) {
-	s.retire(tid, in, tsc, func(th *Thread) { th.Leave(in, next, tsc) })
+	s.retire(tid, in, next, tsc, func(th *Thread) { th.Leave(in, next, tsc) })
 }
 
 // retire counts an instruction that retired on a traced, enabled thread,
 // writes its ground-truth line and lets emit make its packets.
-func (s *Session) retire(tid int, in *x86.Insn, tsc uint64, emit func(*Thread)) {
+func (s *Session) retire(tid int, in *x86.Insn, next, tsc uint64, emit func(*Thread)) {
 	s.lastTSC = max(s.lastTSC, tsc)
-	th := s.thread(tid)
-	if th == nil || !th.Enabled() {
+	th := s.resume(tid, in.IP, tsc)
+	if th == nil {
 		return
 	}
 	s.steps++
 	s.truth(tid, in.IP)
 	emit(th)
+	s.threads[tid].nextIP = next
 	s.maybeFlush(tid, th)
 }
 
@@ -178,8 +276,8 @@ func (s *Session) retire(tid int, in *x86.Insn, tsc uint64, emit func(*Thread)) 
 // instruction after it (exit, exit_group, execve), retired on tid.
 func (s *Session) StepExit(tid int, in *x86.Insn, tsc uint64) {
 	s.lastTSC = max(s.lastTSC, tsc)
-	th := s.thread(tid)
-	if th == nil || !th.Enabled() {
+	th := s.resume(tid, in.IP, tsc)
+	if th == nil {
 		return
 	}
 	s.steps++
@@ -210,12 +308,27 @@ func (s *Session) maybeFlush(tid int, th *Thread) {
 	}
 }
 
+// flushThread writes the thread's pending bytes: per-thread, to its queue;
+// per-cpu, to the pending bytes of the CPU it is on, written to that CPU's
+// queue when they are many.
 func (s *Session) flushThread(tid int, th *Thread) {
-	b := th.Take()
+	if s.perCPU {
+		if st := s.threads[tid]; st != nil && st.cpu >= 0 {
+			s.takeInto(st.cpu, th)
+			if len(s.cpus[st.cpu].buf) >= flushAt {
+				s.flushCPU(st.cpu)
+			}
+		}
+		return
+	}
+	s.auxTrace(tid, -1, th.Take())
+}
+
+func (s *Session) auxTrace(tid, cpu int, b []byte) {
 	if len(b) == 0 {
 		return
 	}
-	s.w.AuxTrace(tid, -1, s.lastTSC, b)
+	s.w.AuxTrace(tid, cpu, s.lastTSC, b)
 	if s.w.Err() == nil {
 		s.bytes += uint64(len(b)) // what the file holds, or its buffer
 	}
@@ -241,11 +354,22 @@ func (s *Session) ExitThread(tid, ppid, ptid int, tsc uint64) {
 	if st == nil {
 		return
 	}
+	if st.th.Enabled() {
+		s.place(tid, st, st.nextIP, tsc)
+	}
 	st.th.Disable(tsc)
 	s.flushThread(tid, st.th)
+	s.onCPUOf(tid)
 	s.w.Exit(st.pid, ppid, tid, ptid, tsc)
+	if s.perCPU && st.cpu >= 0 {
+		// The kernel switches a dead thread out after its EXIT.
+		s.switchOut(st.cpu, tid, st, 0, 0, tsc)
+	}
 	s.mtc += st.th.MTCBytes()
 	delete(s.threads, tid)
+	if s.cpuRd != nil {
+		s.cpuRd.forget(tid)
+	}
 }
 
 // Flush writes every thread's pending bytes and the ground truth to disk,
@@ -253,6 +377,9 @@ func (s *Session) ExitThread(tid, ppid, ptid int, tsc uint64) {
 func (s *Session) Flush() error {
 	for tid, st := range s.threads {
 		s.flushThread(tid, st.th)
+	}
+	for c := range s.cpus {
+		s.flushCPU(c)
 	}
 	s.w.FinishedRound()
 	if err := s.w.Flush(); err != nil {
@@ -285,10 +412,19 @@ func (s *Session) Close(tsc uint64) error {
 	}
 	s.closed = true
 	for tid, st := range s.threads {
+		if st.th.Enabled() {
+			s.place(tid, st, st.nextIP, tsc)
+		}
 		st.th.Disable(tsc)
 		s.flushThread(tid, st.th)
 	}
+	for c := range s.cpus {
+		s.flushCPU(c)
+	}
 	err := s.w.Close()
+	if s.cpuRd != nil {
+		s.cpuRd.close()
+	}
 	if s.gt != nil {
 		if e := s.gt.Flush(); e != nil && err == nil {
 			err = fmt.Errorf("ground truth: %w", e)

@@ -85,6 +85,35 @@ func buildFlowProg(t *testing.T) *flowProg {
 // and feeds the session: the ground truth is this walk.
 func simulate(t *testing.T, p *flowProg, s *Session, tid int) []uint64 {
 	t.Helper()
+	tsc := uint64(1000)
+	w := newFlowWalk(t, p, s, tid, &tsc)
+	for steps := 0; steps < 1000; steps++ {
+		if !w.step() {
+			return w.ips
+		}
+	}
+	t.Fatal("flow did not return")
+	return nil
+}
+
+// flowWalk walks flow() on one thread, an instruction per step, with
+// the time shared by all walks.
+type flowWalk struct {
+	t            *testing.T
+	s            *Session
+	tid          int
+	at           func(uint64) []byte
+	ip, ecx, rax uint64
+	stack        []uint64
+	ips          []uint64
+	tsc          *uint64
+	leaf         uint64
+}
+
+const flowCaller = 0x401ffff0 // a return address outside the traced code
+
+func newFlowWalk(t *testing.T, p *flowProg, s *Session, tid int, tsc *uint64) *flowWalk {
+	t.Helper()
 	f, err := os.Open(p.path)
 	if err != nil {
 		t.Fatal(err)
@@ -94,56 +123,57 @@ func simulate(t *testing.T, p *flowProg, s *Session, tid int) []uint64 {
 	if _, err := f.ReadAt(code, int64(p.text.Off)); err != nil {
 		t.Fatal(err)
 	}
-	at := func(ip uint64) []byte { return code[ip-p.text.Vaddr:] }
-	const caller = 0x401ffff0 // a return address outside the traced code
-	var stack []uint64
-	ip, ecx, rax := p.sym["flow"], uint64(0), uint64(0)
-	var ips []uint64
-	tsc := uint64(1000)
-	s.Enable(tid, ip, tsc)
-	for steps := 0; steps < 1000; steps++ {
-		var in x86.Insn
-		if err := x86.DecodeInsn(at(ip), ip, x86.Mode64, &in); err != nil {
-			t.Fatalf("decode at %#x: %v", ip, err)
-		}
-		ips = append(ips, ip)
-		next := ip + uint64(in.Len)
-		b := in.Bytes()
-		switch {
-		case b[0] == 0xb9: // mov $imm, %ecx
-			ecx = uint64(b[1]) | uint64(b[2])<<8
-		case b[0] == 0xff && b[1] == 0xc9: // dec %ecx
-			ecx--
-		case in.Class == x86.ClassCondJump: // jnz
-			if ecx != 0 {
-				next = in.Target
-			}
-		case in.Class == x86.ClassCall:
-			stack = append(stack, next)
-			next = in.Target
-		case b[0] == 0x48 && b[1] == 0x8d: // lea leaf(%rip), %rax
-			rax = p.sym["leaf"]
-		case in.Class == x86.ClassIndCall:
-			stack = append(stack, next)
-			next = rax
-		case in.Class == x86.ClassRet:
-			if len(stack) == 0 {
-				next = caller
-			} else {
-				next = stack[len(stack)-1]
-				stack = stack[:len(stack)-1]
-			}
-		}
-		tsc += 10
-		s.Step(tid, &in, next, tsc)
-		if next == caller {
-			s.Disable(tid, tsc+1)
-			return ips
-		}
-		ip = next
+	w := &flowWalk{t: t, s: s, tid: tid, at: func(ip uint64) []byte { return code[ip-p.text.Vaddr:] },
+		ip: p.sym["flow"], tsc: tsc, leaf: p.sym["leaf"]}
+	s.Enable(tid, w.ip, *tsc)
+	return w
+}
+
+// step executes one instruction; false when flow() has returned.
+func (w *flowWalk) step() bool {
+	t, ip := w.t, w.ip
+	var in x86.Insn
+	if err := x86.DecodeInsn(w.at(ip), ip, x86.Mode64, &in); err != nil {
+		t.Fatalf("decode at %#x: %v", ip, err)
 	}
-	t.Fatal("flow did not return")
-	return nil
+	w.ips = append(w.ips, ip)
+	next := ip + uint64(in.Len)
+	b := in.Bytes()
+	switch {
+	case b[0] == 0xb9: // mov $imm, %ecx
+		w.ecx = uint64(b[1]) | uint64(b[2])<<8
+	case b[0] == 0xff && b[1] == 0xc9: // dec %ecx
+		w.ecx--
+	case in.Class == x86.ClassCondJump: // jnz
+		if w.ecx != 0 {
+			next = in.Target
+		}
+	case in.Class == x86.ClassCall:
+		w.stack = append(w.stack, next)
+		next = in.Target
+	case b[0] == 0x48 && b[1] == 0x8d: // lea leaf(%rip), %rax
+		w.rax = w.leaf
+	case in.Class == x86.ClassIndCall:
+		w.stack = append(w.stack, next)
+		next = w.rax
+	case in.Class == x86.ClassRet:
+		if len(w.stack) == 0 {
+			next = flowCaller
+		} else {
+			next = w.stack[len(w.stack)-1]
+			w.stack = w.stack[:len(w.stack)-1]
+		}
+	}
+	*w.tsc += 10
+	if next == flowCaller {
+		// The return leaves the traced code (TIP.PGD with the caller's
+		// IP): no decoder tries to read code at the made-up caller.
+		w.s.Leave(w.tid, &in, next, *w.tsc)
+		return false
+	}
+	w.s.Step(w.tid, &in, next, *w.tsc)
+	w.ip = next
+	return true
 }
 
 func TestSessionPerfScript(t *testing.T) {
@@ -215,4 +245,108 @@ func TestSessionPerfScript(t *testing.T) {
 			t.Fatalf("instruction %d: perf %#x, truth %#x", i, got[i], ips[i])
 		}
 	}
+}
+
+// TestSessionPerCPUPerfScript runs flow() on three threads of two
+// processes, stepped in turn, on 2 virtual CPUs with threads moving on every
+// 50 instructions: a CPU's queue interleaves threads of both processes,
+// every thread migrates, and switches fall inside PSB segments. perf script
+// splits the queues by the switch records into flows equal to the walks.
+func TestSessionPerCPUPerfScript(t *testing.T) {
+	perfBin, err := exec.LookPath("perf")
+	if err != nil {
+		t.Skip("perf not installed (CI installs linux-perf)")
+	}
+	p := buildFlowProg(t)
+	pd := filepath.Join(t.TempDir(), "perf.data")
+	s, err := NewSession(DefaultConfig, Options{PerfData: pd, Cmdline: []string{p.path}, Layout: LayoutPerCPU, CPUs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.quantum = 50
+
+	var st syscall.Stat_t
+	if err := syscall.Stat(p.path, &st); err != nil {
+		t.Fatal(err)
+	}
+	mmap := func(pid int, tsc uint64) {
+		s.Mmap(&perf.PerfMmap{
+			Pid: uint32(pid), Tid: uint32(pid),
+			Addr: p.text.Vaddr &^ 0xfff, Len: (p.text.Vaddr&0xfff + p.text.Memsz + 0xfff) &^ 0xfff, Pgoff: p.text.Off &^ 0xfff,
+			Maj: uint32(st.Dev >> 8 & 0xfff), Min: uint32(st.Dev&0xff | st.Dev>>12&0xfff00), Ino: st.Ino,
+			Prot: 5, Flags: 2, Filename: p.path,
+		}, tsc)
+	}
+	s.Comm(100, 100, "flow", true, 900)
+	mmap(100, 910)
+	s.Fork(200, 100, 100, 920)
+	s.Comm(200, 200, "flow", false, 921)
+	mmap(200, 922)
+	tsc := uint64(1000)
+	threads := []struct{ pid, tid, speed int }{{100, 100, 1}, {100, 101, 2}, {200, 200, 1}}
+	var walks []*flowWalk
+	for _, th := range threads {
+		s.StartThread(th.pid, th.tid, tsc)
+		walks = append(walks, newFlowWalk(t, p, s, th.tid, &tsc))
+	}
+	for live := len(walks); live > 0; {
+		live = 0
+		for i, w := range walks {
+			for range threads[i].speed {
+				if w != nil && !w.step() {
+					walks[i], w = nil, nil
+					tsc += 10 // the exit comes later than the last instruction
+					s.ExitThread(threads[i].tid, threads[i].pid, threads[i].pid, tsc)
+				}
+			}
+			if w != nil {
+				live++
+			}
+		}
+	}
+	if err := s.Close(tsc + 100); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(perfBin, "script", "-i", pd, "--itrace=i0nse", "-F", "tid,ip").Output()
+	if err != nil {
+		t.Fatalf("perf script: %v\n%s", err, out)
+	}
+	got := map[int][]uint64{}
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(l)
+		if len(f) != 2 {
+			t.Fatalf("perf script line %q (a decode error?)", l)
+		}
+		tid, err1 := strconv.Atoi(f[0])
+		ip, err2 := strconv.ParseUint(f[1], 16, 64)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("perf script line %q", l)
+		}
+		got[tid] = append(got[tid], ip)
+	}
+	want := simulateAlone(t, p)
+	for _, th := range threads {
+		if fmt.Sprint(got[th.tid]) != fmt.Sprint(want) {
+			i := 0
+			for i < len(want) && i < len(got[th.tid]) && want[i] == got[th.tid][i] {
+				i++
+			}
+			t.Errorf("tid %d: perf decoded %d instructions, the walk ran %d; first difference at #%d", th.tid, len(got[th.tid]), len(want), i)
+		}
+	}
+	if t.Failed() {
+		t.Logf("perf script:\n%.3000s", out)
+	}
+}
+
+// simulateAlone returns flow()'s instruction addresses.
+func simulateAlone(t *testing.T, p *flowProg) []uint64 {
+	s, err := NewSession(DefaultConfig, Options{PerfData: filepath.Join(t.TempDir(), "perf.data")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.StartThread(1, 1, 1)
+	ips := simulate(t, p, s, 1)
+	s.Close(1 << 20)
+	return ips
 }

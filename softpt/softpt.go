@@ -356,3 +356,21 @@ func (t *Thread) push(ret uint64) {
 	}
 	t.ret = append(t.ret, ret)
 }
+
+// Resync writes a PSB+ where the thread's bytes continue on another
+// stream (a CPU's queue after a context switch): the decoder there knows
+// neither the last IP nor the return stack. Per-cpu layout.
+func (t *Thread) Resync(ip, tsc uint64) { t.psbPlus(ip, tsc) }
+
+// Preempt records that an interrupt took the thread off its CPU before the
+// instruction at ip: FUP(ip) and TIP.PGD, with no timing packet, so the
+// instructions before it keep their times before the context switch.
+func (t *Thread) Preempt(ip uint64) {
+	if !t.enabled {
+		return
+	}
+	t.flushTNT()
+	t.ipPacket(ptpkt.PktFUP, ip)
+	t.suppressed(ptpkt.PktTIPPGD)
+	t.disabled()
+}

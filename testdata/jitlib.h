@@ -27,7 +27,7 @@ static size_t emit_affine(uint8_t *p, int32_t a, int32_t b)
  * every 64 bytes, so every page differs from a zero page), makes them RX
  * (one manifest line) and returns the mapping.
  */
-static uint8_t *jit_affine(size_t pages, int32_t a, int32_t b)
+MF_FN uint8_t *jit_affine(size_t pages, int32_t a, int32_t b)
 {
 	size_t len = pages * MF_PAGE;
 	uint8_t *p = mf_mmap(NULL, len, PROT_READ | PROT_WRITE, 0);

@@ -166,6 +166,18 @@
 // executable memory (anonymous, memfd, deleted files, patched text made
 // executable by mprotect) is copied.
 //
+// A few calls' effects cannot be computed from their arguments (brk,
+// shmdt, remap_file_pages, a PROT_GROWSDOWN mprotect, an mprotect or
+// munmap that failed halfway): the Space is synced with /proc/PID/maps at
+// their exit stop. The maps also show what other threads' calls in
+// flight did (their exit stops not handled yet); syncAfter hides that
+// (maskInFlight, inflight.go: their ranges read as the Space has them,
+// and with a call in flight whose address is not known yet, untracked
+// fresh executable memory is left out unless the syncing call made it,
+// as brk the [heap]), so every version has the cause and thread of the
+// call that made it, and one thread's version never takes in another's
+// pages (issue 11 item 6: testdata/jit-many).
+//
 // # Never a stopped or orphaned tracee
 //
 // PTRACE_O_EXITKILL: when the tracer thread exits, however (panic, SIGKILL),

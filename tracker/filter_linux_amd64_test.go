@@ -62,7 +62,7 @@ func TestFilterStops(t *testing.T) {
 		}
 	}
 	// The RWX buffer: one version at mmap (zeros), one after the write.
-	vs, err := tr.db.Versions(db.VersionFilter{PID: pid, Addr: rwxAddr + 0x1000, HasAdr: true})
+	vs, err := tr.db.Versions(db.VersionFilter{PID: pid, Addr: rwxAddr + 0x1000, HasAddr: true})
 	if err != nil {
 		t.Fatal(err)
 	}

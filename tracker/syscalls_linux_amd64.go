@@ -393,7 +393,7 @@ func (t *Tracer) exitFailed(x *sysExit, errno unix.Errno) {
 	switch x.op.nr {
 	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT, unix.SYS_MUNMAP:
 		if errno == unix.ENOMEM {
-			t.syncSpace(x.p, x.cause)
+			t.syncAfter(x)
 		}
 	}
 }
@@ -428,7 +428,7 @@ func (t *Tracer) coreEffect(x *sysExit) {
 		sp.Map(start, end, prot, file, cause)
 	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
 		if a[2]&(protGrowsdown|protGrowsup) != 0 {
-			t.syncSpace(x.p, cause)
+			t.syncAfter(x)
 			return
 		}
 		sp.Protect(a[0], a[0]+pageUp(a[1]), int(a[2])&protRWX, cause)
@@ -441,7 +441,7 @@ func (t *Tracer) coreEffect(x *sysExit) {
 	case unix.SYS_MADVISE:
 		sp.Refresh(a[0], a[0]+pageUp(a[1]), a[2] != madvRemove, cause)
 	case unix.SYS_BRK, unix.SYS_SHMDT, unix.SYS_REMAP_FILE_PAGES:
-		t.syncSpace(x.p, cause)
+		t.syncAfter(x)
 	case unix.SYS_SHMAT:
 		maps, err := snapshot.ReadMaps(x.p.pid)
 		if err != nil {

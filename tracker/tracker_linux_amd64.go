@@ -158,8 +158,10 @@ type thread struct {
 	helper   bool  // a thread of the launcher's Go runtime: dies in the exec
 	held     []int // signals that arrived while ptjit ran an injected syscall or a step
 	// lastStale is the (RIP, address) of the last W^X fault retried as
-	// stale, so the same fault twice is handled for real.
-	lastStale [2]uint64
+	// stale, so the same fault twice is handled for real; staleFetches
+	// counts the fetch faults retried again at that key (wxFault).
+	lastStale    [2]uint64
+	staleFetches int
 	// --soft-filter: resumed with PTRACE_CONT (not stepped) since its
 	// last stop; at JIT code when last seen
 	free  bool
@@ -782,12 +784,20 @@ func (t *Tracer) syncSpace(p *process, cause string) {
 // syncSpaceView is syncSpace where view holds the program's view of the
 // protections ptjit changed (a fork child's is its parent's).
 func (t *Tracer) syncSpaceView(p *process, view *space, cause string) {
+	if maps, ok := t.readView(p, view); ok {
+		p.space.Sync(maps, fileReadable, cause)
+	}
+}
+
+// readView reads p's /proc/PID/maps and translates it into the program's
+// view (see syncSpaceView); false when the process is gone.
+func (t *Tracer) readView(p *process, view *space) ([]snapshot.Mapping, bool) {
 	maps, err := snapshot.ReadMaps(p.pid)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
 			t.warnf("pid %d: %v", p.pid, err)
 		}
-		return
+		return nil, false
 	}
 	for _, m := range maps {
 		if m.Path == "[vdso]" {
@@ -797,7 +807,7 @@ func (t *Tracer) syncSpaceView(p *process, view *space, cause string) {
 	if view != nil && (t.wxOn() || view.filter.on) {
 		maps = view.viewMaps(maps)
 	}
-	p.space.Sync(maps, fileReadable, cause)
+	return maps, true
 }
 
 // viewMaps translates /proc/PID/maps, which shows what ptjit enforces,

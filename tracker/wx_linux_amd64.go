@@ -201,10 +201,20 @@ func (t *Tracer) wxFault(th *thread, addr uint64) {
 	stale := fetch && now&unix.PROT_EXEC != 0 || !fetch && now&unix.PROT_WRITE != 0
 	key := [2]uint64{regs.Rip, addr}
 	if stale && th.lastStale != key {
-		th.lastStale = key
+		th.lastStale, th.staleFetches = key, 0
 		return
 	}
-	th.lastStale = [2]uint64{}
+	// The same fetch fault again is still stale when the instruction at
+	// RIP does not write addr: a thread that executes a page another
+	// thread keeps patching can find it non-executable (the patcher's
+	// step) time after time. Only a store into its own instruction is the
+	// fault twice for real; maxStaleFetches bounds the retries where the
+	// emulator cannot tell.
+	if stale && fetch && th.staleFetches < maxStaleFetches && !storesAt(th.tid, regs, addr) {
+		th.staleFetches++
+		return
+	}
+	th.lastStale, th.staleFetches = [2]uint64{}, 0
 	if fetch && inBatch {
 		t.batchExec(th, page)
 		return
@@ -238,6 +248,24 @@ func (t *Tracer) wxFault(th *thread, addr uint64) {
 		return
 	}
 	t.preciseWrite(th, regs)
+}
+
+// maxStaleFetches bounds the retries of one fetch fault (wxFault).
+const maxStaleFetches = 64
+
+// storesAt reports whether the instruction at regs.Rip stores into addr,
+// as the emulator sees it (false when it cannot emulate it).
+func storesAt(tid int, regs unix.PtraceRegs, addr uint64) bool {
+	_, stores, _, err := emulateStore(tid, regs)
+	if err != nil {
+		return false
+	}
+	for _, s := range stores {
+		if addr >= s.Addr && addr-s.Addr < uint64(len(s.Data)) {
+			return true
+		}
+	}
+	return false
 }
 
 // batchExec: something executes in a page left writable by batch mode:

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"strconv"
@@ -10,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ptjit/ptjit/db"
+	"github.com/ptjit/ptjit/ptfmt"
 )
 
 func init() {
@@ -32,7 +32,7 @@ longer changes as -/+ lines.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			d, addr, vs, err := rf.openRegion(args[0], region)
+			d, addr, r, err := rf.openRegion(args[0], region)
 			if err != nil {
 				return err
 			}
@@ -45,14 +45,15 @@ longer changes as -/+ lines.`,
 					if err != nil || n <= 0 {
 						return fmt.Errorf("version %q: not a version number", a)
 					}
-					if pick[i], err = pickVersion(vs, "", n); err != nil {
+					if pick[i], err = r.Version(n); err != nil {
 						return err
 					}
 				}
 				pairs = append(pairs, pick)
 			} else {
+				vs := r.Versions
 				if len(vs) < 2 {
-					return fmt.Errorf("region %d has only one version containing %#x: nothing to compare", vs[0].Region, addr)
+					return fmt.Errorf("region %d has only one version containing %#x: nothing to compare", r.ID, addr)
 				}
 				for i := 1; i < len(vs); i++ {
 					pairs = append(pairs, [2]*db.VersionInfo{&vs[i-1], &vs[i]})
@@ -85,72 +86,6 @@ func diffVersions(out io.Writer, d *db.DB, addr uint64, a, b *db.VersionInfo) er
 		return err
 	}
 	fmt.Fprintf(out, "region %d: version %d → %d (%s by tid %d at ip %#x, tsc %d)\n", a.Region, a.Vno, b.Vno, b.Cause, b.TID, b.IP, b.Valid.TSC)
-	lo, hi := max(a.Addr, b.Addr), min(a.Addr+a.Size, b.Addr+b.Size)
-	if addr < lo || addr >= hi {
-		fmt.Fprintf(out, "  %#x is not in both versions\n", addr)
-		return nil
-	}
-	ca, cb := da[addr-a.Addr:hi-a.Addr], db2[addr-b.Addr:hi-b.Addr]
-	if before := countDiff(da[lo-a.Addr:addr-a.Addr], db2[lo-b.Addr:addr-b.Addr]); before > 0 {
-		fmt.Fprintf(out, "  (%d bytes also changed before %#x; give a lower ADDR to see them)\n", before, addr)
-	}
-	if bytes.Equal(ca, cb) {
-		fmt.Fprintln(out, "  no change")
-		return nil
-	}
-	for _, h := range diffInsns(sweep(addr, ca, 0), sweep(addr, cb, 0)) {
-		if len(h.old) == 1 && len(h.new) == 1 && h.old[0].addr == h.new[0].addr {
-			fmt.Fprintf(out, "  %#x: %s → %s\n", h.old[0].addr, h.old[0].text, h.new[0].text)
-			continue
-		}
-		for _, l := range h.old {
-			fmt.Fprintf(out, "- %#x: %-30s %s\n", l.addr, spacedHex(l.raw), l.text)
-		}
-		for _, l := range h.new {
-			fmt.Fprintf(out, "+ %#x: %-30s %s\n", l.addr, spacedHex(l.raw), l.text)
-		}
-	}
+	ptfmt.DiffCode(out, addr, a.Addr, da, b.Addr, db2)
 	return nil
-}
-
-func countDiff(a, b []byte) int {
-	n := 0
-	for i := range a {
-		if a[i] != b[i] {
-			n++
-		}
-	}
-	return n
-}
-
-type hunk struct{ old, new []insnLine }
-
-// diffInsns walks two linear sweeps of the same address range and groups
-// the instructions that differ into hunks; the sweeps resynchronise where
-// both reach an instruction at the same address with the same bytes.
-func diffInsns(a, b []insnLine) []hunk {
-	var hs []hunk
-	i, j := 0, 0
-	for i < len(a) && j < len(b) {
-		if a[i].addr == b[j].addr && bytes.Equal(a[i].raw, b[j].raw) {
-			i++
-			j++
-			continue
-		}
-		var h hunk
-		for i < len(a) && j < len(b) && !(a[i].addr == b[j].addr && bytes.Equal(a[i].raw, b[j].raw)) {
-			if a[i].addr <= b[j].addr {
-				h.old = append(h.old, a[i])
-				i++
-			} else {
-				h.new = append(h.new, b[j])
-				j++
-			}
-		}
-		hs = append(hs, h)
-	}
-	if i < len(a) || j < len(b) {
-		hs = append(hs, hunk{a[i:], b[j:]})
-	}
-	return hs
 }

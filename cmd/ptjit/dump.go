@@ -1,18 +1,10 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"io"
-	"math/bits"
-	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 
-	"github.com/ptjit/ptjit/perf"
 	"github.com/ptjit/ptjit/ptfmt"
-	"github.com/ptjit/ptjit/ptpkt"
 	"github.com/spf13/cobra"
 )
 
@@ -24,11 +16,18 @@ func init() {
 		values = map[string]*string{}
 	)
 	cmd := &cobra.Command{
-		Use:   "dump [FILE[:FROM[-TO]]]",
+		Use:   "dump [FILE[:FROM[-TO]] | -]",
 		Short: "Print the Intel PT packets of a raw trace or of a recording",
 		Long: `dump prints the Intel PT packets of FILE, a raw trace (.pt), optionally
 restricted to the byte range FROM-TO (or from FROM to the end). Without FILE it
 prints the PT data of every AUXTRACE queue of DIR/perf.data.
+
+FILE is recognised by its content: a perf.data (perf record -o FILE, or
+pipe mode: perf record -o -) is dumped queue by queue as DIR/perf.data is;
+one without Intel PT is an error naming its events. With a byte range, FILE
+is always read as raw trace (a perf.data's AUXTRACE bytes at FROM-TO, say).
+FILE - reads standard input (perf record -o - ... | ptjit dump -); a pipe is
+first copied to an unlinked temporary file.
 
 --format=ptdump prints exactly what libipt's ptdump prints, and accepts
 ptdump's options (--lastip, --time, --cpu f/m[/s], --mtc-freq N, ...);
@@ -61,14 +60,19 @@ unless given as an option, and each queue is preceded by a "# ..." line.`,
 				return fmt.Errorf("--format %q: must be text or ptdump", format)
 			}
 			out := cmd.OutOrStdout()
+			given := func(o string) bool { return changed[o] }
 			if len(args) == 1 {
-				buf, err := readTraceArg(args[0])
+				in, err := ptfmt.OpenTraceInput(args[0], false, ptfmt.ReadTraceFile)
 				if err != nil {
 					return err
 				}
-				return dumpTrace(out, format, buf, s)
+				defer in.Close()
+				if in.Trace != nil {
+					return ptfmt.DumpPerfTrace(out, format, in.Name, in.Trace, s, given)
+				}
+				return ptfmt.Dump(out, format, in.Raw, s)
 			}
-			return dumpPerfData(out, format, filepath.Join(dir, "perf.data"), s, changed)
+			return ptfmt.DumpPerfData(out, format, filepath.Join(dir, "perf.data"), s, given)
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or ptdump (libipt's ptdump, byte for byte)")
@@ -81,104 +85,4 @@ unless given as an option, and each queue is preceded by a "# ..." line.`,
 		}
 	}
 	rootCmd.AddCommand(cmd)
-}
-
-// dumpTrace prints one raw PT buffer in the chosen format.
-func dumpTrace(w io.Writer, format string, buf []byte, s *ptfmt.PtdumpSettings) error {
-	if format == "ptdump" {
-		return ptfmt.PtdumpRun(w, buf, s)
-	}
-	cfg := s.Config
-	if cfg.CPU.Vendor != ptpkt.VendorUnknown {
-		e, err := cfg.CPU.Errata()
-		if err != nil {
-			return fmt.Errorf("--cpu: %v", err)
-		}
-		cfg.Errata = e
-	}
-	return ptfmt.DumpText(w, buf, &cfg)
-}
-
-// readTraceArg reads FILE[:FROM[-TO]] as ptdump does: a suffix that does not
-// parse as a range is part of the file name.
-func readTraceArg(arg string) ([]byte, error) {
-	name, from, to, ranged := arg, uint64(0), uint64(0), false
-	if i := strings.LastIndexByte(arg, ':'); i >= 0 {
-		lo, hi, hasHi := strings.Cut(arg[i+1:], "-")
-		if a, err := strconv.ParseUint(lo, 0, 64); err == nil {
-			if !hasHi {
-				name, from, ranged = arg[:i], a, true
-			} else if b, err := strconv.ParseUint(hi, 0, 64); err == nil {
-				if b <= a {
-					return nil, fmt.Errorf("%s: bad range: end %#x not after start %#x", arg, b, a)
-				}
-				name, from, to, ranged = arg[:i], a, b, true
-			}
-		}
-	}
-	buf, err := perf.MapFile(name)
-	if err != nil {
-		return nil, err
-	}
-	if len(buf) == 0 {
-		return nil, fmt.Errorf("%s: empty file", name)
-	}
-	if !ranged {
-		return buf, nil
-	}
-	if from >= uint64(len(buf)) {
-		return nil, fmt.Errorf("%s: bad offset %#x: file has %#x bytes", name, from, len(buf))
-	}
-	if to == 0 {
-		return buf[from:], nil
-	}
-	if to > uint64(len(buf)) {
-		return nil, fmt.Errorf("%s: bad range end %#x: file has %#x bytes", name, to, len(buf))
-	}
-	return buf[from:to], nil
-}
-
-// dumpPerfData prints the PT data of every AUXTRACE queue of a perf.data,
-// decoding with the PT configuration recorded in its AUXTRACE_INFO unless
-// the corresponding option was given.
-func dumpPerfData(w io.Writer, format, path string, s *ptfmt.PtdumpSettings, changed map[string]bool) error {
-	pd, err := perf.OpenPerfData(path)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("%s: no such file (give a raw .pt FILE or -i DIR of a recording)", path)
-		}
-		return err
-	}
-	defer pd.Close()
-	tr, err := perf.LoadPerfTrace(pd)
-	if err != nil {
-		return err
-	}
-	if len(tr.Queues) == 0 {
-		return fmt.Errorf("%s: no Intel PT data (no AUXTRACE records)", path)
-	}
-	if tr.Info != nil && tr.Info.Type == perf.AuxtraceIntelPT {
-		pt := &tr.Info.IntelPT
-		c := &s.Config
-		if !changed["cpuid-0x15.eax"] && !changed["cpuid-0x15.ebx"] && pt.HasMTC {
-			c.CPUID15EAX, c.CPUID15EBX = pt.TSCCTCD, pt.TSCCTCN
-		}
-		if !changed["mtc-freq"] && pt.HasMTC && pt.MTCFreqBits != 0 && tr.PTAttr != nil {
-			c.MTCFreq = uint8((tr.PTAttr.Config & pt.MTCFreqBits) >> bits.TrailingZeros64(pt.MTCFreqBits))
-		}
-		if !changed["nom-freq"] && pt.HasMTC {
-			c.NomFreq = uint8(pt.MaxNonTurboRatio)
-		}
-	}
-	for _, q := range tr.Queues {
-		fmt.Fprintf(w, "# %s: queue %d (cpu %d, tid %d): %d bytes in %d AUXTRACE buffers\n",
-			path, q.Idx, q.CPU, q.Tid, len(q.Data), len(q.Buffers))
-		if err := dumpTrace(w, format, q.Data, s); err != nil {
-			return err
-		}
-	}
-	if tr.Truncated {
-		fmt.Fprintf(w, "# %s: file ends inside a record; dumped everything before it\n", path)
-	}
-	return nil
 }

@@ -3,12 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 
-	"github.com/ptjit/ptjit/db"
-	"github.com/ptjit/ptjit/perf"
+	"github.com/ptjit/ptjit/recording"
 	"github.com/spf13/cobra"
 )
 
@@ -54,40 +52,9 @@ to the jitdumps, in OUTDIR.`,
 }
 
 func exportJitdump(cmd *cobra.Command, dir, out string, noPerf bool) error {
-	codeDB := filepath.Join(dir, "code.db")
-	d, err := openCodeDB(codeDB, cmd.ErrOrStderr())
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	perfIn := ""
-	if !noPerf {
-		perfIn = filepath.Join(dir, "perf.data")
-		if _, err := os.Stat(perfIn); err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				return fmt.Errorf("%s: no such file (record with a PT backend, or use --no-perf-data)", perfIn)
-			}
-			return err
-		}
-	}
-	infos, err := d.Versions(db.VersionFilter{})
-	if err != nil {
-		return err
-	}
-	if len(infos) == 0 {
-		return fmt.Errorf("%s: no code versions recorded: nothing to export", codeDB)
-	}
-	vs := make([]perf.JitCodeVersion, 0, len(infos))
-	for i := range infos {
-		v := &infos[i]
-		data, err := d.VersionData(v)
-		if err != nil {
-			return err
-		}
-		vs = append(vs, perf.JitCodeVersion{Pid: v.PID, Tid: v.TID, Addr: v.Addr, Code: data, TSC: v.Valid.TSC,
-			Name: fmt.Sprintf("ptjit_r%d_v%d_%x", v.Region, v.Vno, v.Addr)})
-	}
-	res, err := perf.ExportJit(perfIn, out, vs)
+	res, err := recording.ExportJitdump(dir, out, noPerf, func(msg string) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "ptjit: warning: %s\n", msg)
+	})
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -42,22 +43,9 @@ func (f *recordingFlags) open() (*db.DB, error) {
 }
 
 // openCodeDB opens a code.db for a query and prints one warning line on w
-// when the recording is incomplete (db.DB.Incomplete): the answers are
-// still right for what it holds.
+// when the recording is incomplete (db.OpenChecked).
 func openCodeDB(path string, w io.Writer) (*db.DB, error) {
-	d, err := db.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	why, err := d.Incomplete()
-	if err != nil {
-		d.Close()
-		return nil, err
-	}
-	if why != "" {
-		fmt.Fprintf(w, "ptjit: warning: %s is incomplete: %s\n", path, why)
-	}
-	return d, nil
+	return db.OpenChecked(path, func(msg string) { fmt.Fprintf(w, "ptjit: warning: %s\n", msg) })
 }
 
 // parseAddr reads an address in hex (0x...) or decimal.
@@ -100,7 +88,7 @@ instead. --json prints JSON Lines, one object per version (or write).`,
 				if err != nil {
 					return err
 				}
-				filter.Addr, filter.HasAdr = a, true
+				filter.Addr, filter.HasAddr = a, true
 			}
 			out := bufio.NewWriter(cmd.OutOrStdout())
 			defer out.Flush()
@@ -174,7 +162,7 @@ func printHistory(out io.Writer, d *db.DB, f db.VersionFilter, asJSON, withFiles
 		}
 		fmt.Fprintf(out, "%-12s %-7s %-7s %-33s %-9s %s\n", "TIME(s)", "PID", "TID", "RANGE", "CAUSE", "FILE (offset)")
 		for _, m := range fms {
-			if f.HasAdr && (f.Addr < m.Addr || f.Addr-m.Addr >= m.Size) {
+			if f.HasAddr && (f.Addr < m.Addr || f.Addr-m.Addr >= m.Size) {
 				continue
 			}
 			fmt.Fprintf(out, "%s %-7d %-7d %#014x-%#014x %-9s %s (%#x)\n", rel(m.Map.MonoNS), m.PID, m.TID, m.Addr, m.Addr+m.Size, m.Cause, m.Path, m.Offset)
@@ -189,7 +177,7 @@ func printHistory(out io.Writer, d *db.DB, f db.VersionFilter, asJSON, withFiles
 		}
 		end := ""
 		if v.HasEnd {
-			end = "  until " + trimSpace(rel(v.End.MonoNS))
+			end = "  until " + strings.TrimLeft(rel(v.End.MonoNS), " ")
 		}
 		fmt.Fprintf(out, "%s %-7d %-7d %-9s %#014x-%#014x %-8d %-14s %#-16x %s%s\n",
 			rel(v.Valid.MonoNS), v.PID, v.TID, fmt.Sprintf("%d.%d", v.Region, v.Vno), v.Addr, v.Addr+v.Size, v.Size, cause, v.IP, hex.EncodeToString(v.SHA256[:8]), end)
@@ -198,13 +186,6 @@ func printHistory(out io.Writer, d *db.DB, f db.VersionFilter, asJSON, withFiles
 		fmt.Fprintln(out, "(no code versions recorded)")
 	}
 	return nil
-}
-
-func trimSpace(s string) string {
-	for len(s) > 0 && s[0] == ' ' {
-		s = s[1:]
-	}
-	return s
 }
 
 type writeJSON struct {
@@ -231,7 +212,7 @@ func printWrites(out io.Writer, d *db.DB, pid int, f db.VersionFilter, asJSON bo
 	enc := json.NewEncoder(out)
 	n := 0
 	for _, w := range ws {
-		if f.HasAdr && (f.Addr < w.Addr || f.Addr-w.Addr >= uint64(len(w.New))) {
+		if f.HasAddr && (f.Addr < w.Addr || f.Addr-w.Addr >= uint64(len(w.New))) {
 			continue
 		}
 		n++

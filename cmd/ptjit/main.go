@@ -76,7 +76,9 @@ func resetFlags(cmd *cobra.Command) {
 		if !f.Changed {
 			return
 		}
-		if sv, ok := f.Value.(pflag.SliceValue); ok {
+		if r, ok := f.Value.(interface{ Reset() }); ok {
+			r.Reset()
+		} else if sv, ok := f.Value.(pflag.SliceValue); ok {
 			sv.Replace(nil)
 		} else {
 			f.Value.Set(f.DefValue)

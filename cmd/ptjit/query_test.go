@@ -16,6 +16,7 @@ import (
 
 	"github.com/ptjit/ptjit/clock"
 	"github.com/ptjit/ptjit/db"
+	"github.com/ptjit/ptjit/internal/testenv"
 )
 
 // ptjitIn runs the CLI in this process and returns its exit status, stdout
@@ -235,5 +236,26 @@ func TestQueryErrors(t *testing.T) {
 		if !strings.Contains(errs, tc.want) || strings.Count(strings.TrimSpace(errs), "\n") != 0 || !strings.HasPrefix(errs, "ptjit: ") {
 			t.Errorf("%v: stderr %q, want one line \"ptjit: ...%s...\"", tc.args, errs, tc.want)
 		}
+	}
+}
+
+// TestDecodeOnlyErrors: a decode that met errors and decoded no
+// instruction exits 1 with one line saying so; with the right image the
+// same trace decodes and exits 0. libipt's synthetic/mid trace, through
+// its image at the right base and 16 bytes off.
+func TestDecodeOnlyErrors(t *testing.T) {
+	dir := testenv.ConformanceDir(t)
+	pt := filepath.Join(dir, "synthetic", "mid.pt")
+	bin := filepath.Join(dir, "synthetic", "mid.bin")
+	code, out, errs := ptjitIn(t, "decode", "--pt", pt, "--raw", bin+":0x400000", "--stat")
+	if code != 0 || !strings.Contains(out, "errors: 0") || strings.Contains(out, "instructions: 0\n") {
+		t.Fatalf("right image: status %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = ptjitIn(t, "decode", "--pt", pt, "--raw", bin+":0x400010", "--stat")
+	if code != 1 || !strings.Contains(out, "instructions: 0\n") {
+		t.Fatalf("wrong image: status %d, want 1\n%s%s", code, out, errs)
+	}
+	if want := "ptjit: decode: no instruction decoded, 159 decode errors (see the output)\n"; errs != want {
+		t.Errorf("wrong image: stderr %q, want %q", errs, want)
 	}
 }

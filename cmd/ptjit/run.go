@@ -29,9 +29,11 @@ func init() {
 		pt    string
 		gt    string
 		sf    string
+		sl    string
+		scpus int
 	)
 	cmd := &cobra.Command{
-		Use:   "run [-o DIR] [-q] [--pt=auto|intel|soft|off] [--wx=auto|precise|batch|off] [--pin=auto|on|off] [--soft-filter=jit|off] [--] PROGRAM [ARGS...]",
+		Use:   "run [-o DIR] [-q] [--pt=auto|intel|soft|off] [--wx=auto|precise|batch|off] [--pin=auto|on|off] [--soft-filter=jit|off] [--soft-layout=per-thread|per-cpu] [--soft-cpus=N] [--] PROGRAM [ARGS...]",
 		Short: "Run a program and record every version of its executable memory",
 		Long: `run starts PROGRAM under ptrace and records, in DIR/code.db, its processes and
 threads, its file-backed executable mappings, and every version of its other
@@ -61,6 +63,16 @@ code is stepped and traced, as an Intel PT address filter on the JIT regions
 would trace it (TIP.PGE where execution enters JIT code, TIP.PGD where it
 leaves); the rest of the program runs at full speed.
 
+--soft-layout chooses the soft perf.data's layout. per-thread (the default)
+writes one AUX queue per thread, as perf record --per-thread does; every
+ptjit command reads it. per-cpu writes what perf record -e intel_pt//u
+writes on hardware: one AUX queue per CPU shared by the threads and
+processes that ran there, told apart by context-switch records (perf script
+reads it; ptjit decode does not yet). Each thread is placed, at each step,
+on the CPU it really ran on (/proc/TID/stat; all on one CPU when --pin
+pins the program), or with --soft-cpus=N on N virtual CPUs by a
+deterministic rule that makes threads share CPUs and migrate.
+
 An existing recording in DIR is replaced; a DIR holding anything else is
 refused.`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -88,8 +100,12 @@ refused.`,
 			if err != nil {
 				return usage(err)
 			}
+			layout, err := ptrun.ParseSoftLayout(sl, cmd.Flags().Changed("soft-layout"))
+			if err != nil {
+				return usage(err)
+			}
 			status, err := ptrun.Run(ptrun.Config{OutDir: out, Argv: args, Quiet: quiet, Pin: pm, WX: wm, PT: ptm,
-				GroundTruth: gt, SoftFilter: filter})
+				GroundTruth: gt, SoftFilter: filter, SoftLayout: layout, SoftCPUs: scpus})
 			var ke *ptrun.KilledError
 			if err != nil && errors.As(err, &ke) && quiet {
 				err = nil // -q: the status says it
@@ -108,5 +124,7 @@ refused.`,
 	cmd.Flags().StringVar(&pt, "pt", "auto", "Intel PT trace into DIR/perf.data: intel (perf record), soft (ptjit single-steps the program), off, or auto (intel when available, else off)")
 	cmd.Flags().StringVar(&gt, "ground-truth", "", "with --pt=soft: write every executed instruction (\"TID 0xIP\" per line) to this file")
 	cmd.Flags().StringVar(&sf, "soft-filter", "off", "with --pt=soft: jit steps and traces only JIT code (an IP filter on the JIT regions), off traces everything")
+	cmd.Flags().StringVar(&sl, "soft-layout", "per-thread", "with --pt=soft: perf.data layout, per-thread (one AUX queue per thread) or per-cpu (one per CPU, with context-switch records, as perf record writes on hardware)")
+	cmd.Flags().IntVar(&scpus, "soft-cpus", 0, "with --soft-layout=per-cpu: place threads on N virtual CPUs deterministically (0: on the CPUs they really ran on)")
 	rootCmd.AddCommand(cmd)
 }

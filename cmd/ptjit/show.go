@@ -2,63 +2,32 @@ package main
 
 import (
 	"bufio"
-	"encoding/hex"
 	"fmt"
-	"io"
 	"strconv"
-	"strings"
 
 	"github.com/ptjit/ptjit/db"
-	"github.com/ptjit/ptjit/x86"
-	"github.com/ptjit/ptjit/x86/att"
+	"github.com/ptjit/ptjit/ptfmt"
 	"github.com/spf13/cobra"
 )
 
-// regionVersions returns the versions of the region that contains addr: the
-// one given with --region, else the most recent region over addr. Several
-// regions can cover one address over time when an address is reused after
-// munmap.
-func regionVersions(d *db.DB, pid int, addr uint64, region int64) ([]db.VersionInfo, error) {
-	vs, err := d.Versions(db.VersionFilter{PID: pid, Addr: addr, HasAdr: true})
-	if err != nil {
-		return nil, err
-	}
-	if len(vs) == 0 {
-		return nil, fmt.Errorf("%s: no recorded code version contains %#x", d.Path(), addr)
-	}
-	if region == 0 {
-		region = vs[len(vs)-1].Region
-	}
-	var out []db.VersionInfo
-	for _, v := range vs {
-		if v.Region == region {
-			out = append(out, v)
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%s: region %d does not contain %#x", d.Path(), region, addr)
-	}
-	return out, nil
-}
-
-// openRegion opens the recording and returns the versions of the region
-// that holds the address given as ADDR (see regionVersions). The caller
-// closes d.
-func (f *recordingFlags) openRegion(addrArg string, region int64) (d *db.DB, addr uint64, vs []db.VersionInfo, err error) {
+// openRegion opens the recording and returns the region that holds the
+// address given as ADDR (db.RegionAt). The caller closes d.
+func (f *recordingFlags) openRegion(addrArg string, region int64) (d *db.DB, addr uint64, r *db.Region, err error) {
 	if addr, err = parseAddr("ADDR", addrArg); err != nil {
 		return nil, 0, nil, err
 	}
 	if d, err = f.open(); err != nil {
 		return nil, 0, nil, err
 	}
-	if vs, err = regionVersions(d, f.pid, addr, region); err != nil {
+	if r, err = d.RegionAt(f.pid, addr, region); err != nil {
 		d.Close()
 		return nil, 0, nil, err
 	}
-	return d, addr, vs, nil
+	return d, addr, r, nil
 }
 
-func pickVersion(vs []db.VersionInfo, at string, vno int) (*db.VersionInfo, error) {
+// pickVersion selects the version --at or --version names, else the latest.
+func pickVersion(r *db.Region, at string, vno int) (*db.VersionInfo, error) {
 	switch {
 	case at != "" && vno != 0:
 		return nil, fmt.Errorf("--at and --version exclude each other")
@@ -67,29 +36,11 @@ func pickVersion(vs []db.VersionInfo, at string, vno int) (*db.VersionInfo, erro
 		if err != nil {
 			return nil, fmt.Errorf("--at %q: not a TSC value", at)
 		}
-		for i := len(vs) - 1; i >= 0; i-- {
-			if vs[i].ValidAt(t) {
-				return &vs[i], nil
-			}
-		}
-		return nil, fmt.Errorf("no version of region %d was valid at TSC %d", vs[0].Region, t)
+		return r.At(t)
 	case vno != 0:
-		for i := range vs {
-			if vs[i].Vno == vno {
-				return &vs[i], nil
-			}
-		}
-		return nil, fmt.Errorf("region %d has no version %d (it has 1..%d)", vs[0].Region, vno, vs[len(vs)-1].Vno)
+		return r.Version(vno)
 	}
-	return &vs[len(vs)-1], nil
-}
-
-func describeVersion(v *db.VersionInfo) string {
-	s := fmt.Sprintf("region %d version %d [%#x-%#x] pid %d tid %d, %s at ip %#x, valid from tsc %d", v.Region, v.Vno, v.Addr, v.Addr+v.Size, v.PID, v.TID, v.Cause, v.IP, v.Valid.TSC)
-	if v.HasEnd {
-		s += fmt.Sprintf(" to %d", v.End.TSC)
-	}
-	return s
+	return r.Latest(), nil
 }
 
 func init() {
@@ -110,12 +61,12 @@ version N of its region (--version), or in the latest version, naming the
 region and version. --raw prints the bytes as hex instead.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			d, addr, vs, err := rf.openRegion(args[0], region)
+			d, addr, r, err := rf.openRegion(args[0], region)
 			if err != nil {
 				return err
 			}
 			defer d.Close()
-			v, err := pickVersion(vs, at, vno)
+			v, err := pickVersion(r, at, vno)
 			if err != nil {
 				return err
 			}
@@ -125,16 +76,16 @@ region and version. --raw prints the bytes as hex instead.`,
 			}
 			out := bufio.NewWriter(cmd.OutOrStdout())
 			defer out.Flush()
-			fmt.Fprintln(out, describeVersion(v))
+			fmt.Fprintln(out, v)
 			code := data[addr-v.Addr:]
 			if length != 0 && length < uint64(len(code)) {
 				code = code[:length]
 			}
 			if raw {
-				hexDump(out, addr, code)
+				ptfmt.HexDump(out, addr, code)
 				return nil
 			}
-			disasm(out, addr, code, count)
+			ptfmt.Disasm(out, addr, code, count)
 			return nil
 		},
 	}
@@ -146,78 +97,4 @@ region and version. --raw prints the bytes as hex instead.`,
 	cmd.Flags().IntVarP(&count, "count", "n", 20, "instructions to disassemble")
 	cmd.Flags().Uint64Var(&length, "len", 0, "bytes to show (default: to the end of the version for --raw)")
 	rootCmd.AddCommand(cmd)
-}
-
-func hexDump(out io.Writer, addr uint64, b []byte) {
-	for off := 0; off < len(b); off += 16 {
-		end := min(off+16, len(b))
-		fmt.Fprintf(out, "%#014x: % x\n", addr+uint64(off), b[off:end])
-	}
-}
-
-// insnText disassembles one instruction; multi-byte nops are shown as nopN
-// so that a patched site reads "nop5 → jmp ...".
-func insnText(in *x86.Insn) string {
-	if n, ok := nopLen(in.Bytes()); ok && n > 1 {
-		return "nop" + strconv.Itoa(n)
-	}
-	return att.Text(in)
-}
-
-// nopLen recognises the recommended multi-byte nops (0f 1f /0 with optional
-// 66 prefixes) and the one-byte 90.
-func nopLen(b []byte) (int, bool) {
-	i := 0
-	for i < len(b) && b[i] == 0x66 {
-		i++
-	}
-	if i+1 < len(b) && b[i] == 0x0f && b[i+1] == 0x1f {
-		return len(b), true
-	}
-	if len(b) == 1 && b[0] == 0x90 {
-		return 1, true
-	}
-	return 0, false
-}
-
-type insnLine struct {
-	addr uint64
-	raw  []byte
-	text string
-}
-
-// sweep disassembles code at addr linearly, at most n instructions (n <= 0:
-// all). An undecodable byte becomes a one-byte "(bad)" line.
-func sweep(addr uint64, code []byte, n int) []insnLine {
-	var out []insnLine
-	var in x86.Insn
-	for off := 0; off < len(code) && (n <= 0 || len(out) < n); {
-		ip := addr + uint64(off)
-		if err := x86.DecodeInsn(code[off:], ip, x86.Mode64, &in); err != nil {
-			out = append(out, insnLine{ip, code[off : off+1], "(bad)"})
-			off++
-			continue
-		}
-		out = append(out, insnLine{ip, code[off : off+int(in.Len)], insnText(&in)})
-		off += int(in.Len)
-	}
-	return out
-}
-
-func disasm(out io.Writer, addr uint64, code []byte, n int) {
-	for _, l := range sweep(addr, code, n) {
-		fmt.Fprintf(out, "%#014x: %-30s %s\n", l.addr, spacedHex(l.raw), l.text)
-	}
-}
-
-func spacedHex(b []byte) string {
-	s := hex.EncodeToString(b)
-	var sb strings.Builder
-	for i := 0; i < len(s); i += 2 {
-		if i > 0 {
-			sb.WriteByte(' ')
-		}
-		sb.WriteString(s[i : i+2])
-	}
-	return sb.String()
 }

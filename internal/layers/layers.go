@@ -17,7 +17,7 @@ var Allowed = map[string][]string{
 	"x86/att":              {"x86"},
 	"x86/internal/x86test": {"x86"},
 	"clock":                {"internal/platform"},
-	"perf":                 {"internal/platform"},
+	"perf":                 {"internal/platform", "ptpkt"}, // ptpkt.Config: the PT configuration perf.data records
 	"db":                   {"clock"},
 	"snapshot":             {"internal/platform", "internal/elfnote"},
 

@@ -1,0 +1,293 @@
+package ptfmt
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/ptjit/ptjit/decode"
+	"github.com/ptjit/ptjit/x86"
+)
+
+// ptjit decode's own formats of a decoded flow.
+
+// NewFlowSink returns the sink that prints a decoded flow in one of ptjit
+// decode's formats: "trace" (time, address, where, disassembly), "insn"
+// (address and disassembly), "calls" (the call/return tree), "json" (one
+// object per line) or "stat" (counts; a *StatSink). where names an
+// instruction's address (recording.Symbolizer.Where).
+func NewFlowSink(format string, w *bufio.Writer, where func(*decode.FlowInsn) string) decode.FlowSink {
+	switch format {
+	case "insn":
+		return &traceSink{w: w, where: where, short: true}
+	case "calls":
+		return &callSink{w: w, where: where}
+	case "json":
+		return &jsonSink{enc: json.NewEncoder(w)}
+	case "stat":
+		return &StatSink{}
+	}
+	return &traceSink{w: w, where: where}
+}
+
+// traceSink prints the instruction trace.
+type traceSink struct {
+	w     *bufio.Writer
+	where func(*decode.FlowInsn) string
+	short bool
+}
+
+func (s *traceSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
+	if s.short {
+		fmt.Fprintf(s.w, "%016x  %s\n", in.IP, FlowInsnText(in))
+		return
+	}
+	spec := ""
+	if in.Speculative {
+		spec = "? "
+	}
+	fmt.Fprintf(s.w, "%16d  %s%016x  %-28s  %s\n", in.TSC, spec, in.IP, s.where(in), FlowInsnText(in))
+}
+
+func (s *traceSink) Event(ev *decode.Event, off uint64) {
+	if ev.StatusUpdate {
+		return
+	}
+	fmt.Fprintf(s.w, "[%s]\n", EventText(ev, true))
+}
+
+func (s *traceSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
+	fmt.Fprintf(s.w, "[%s: pt offset %#x, ip %#x: %s]\n", kind, e.Offset, e.IP, e.Code)
+}
+
+// callSink prints the call/return tree: one line per call and return,
+// indented by call depth.
+type callSink struct {
+	w     *bufio.Writer
+	where func(*decode.FlowInsn) string
+	depth int
+	ret   bool // the previous instruction was a return
+	call  bool // the previous instruction was a call
+}
+
+func (s *callSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
+	if s.call {
+		fmt.Fprintf(s.w, "%16d  %s-> %s\n", in.TSC, strings.Repeat("  ", s.depth), s.where(in))
+		s.depth++
+	}
+	if s.ret {
+		if s.depth > 0 {
+			s.depth--
+		}
+		fmt.Fprintf(s.w, "%16d  %s<- %s\n", in.TSC, strings.Repeat("  ", s.depth), s.where(in))
+	}
+	s.call = in.Class.IsCall() || in.Class == x86.ClassFarCall || in.Class == x86.ClassSyscall
+	s.ret = in.Class == x86.ClassRet || in.Class == x86.ClassFarRet || in.Class == x86.ClassSysret
+}
+
+func (s *callSink) Event(ev *decode.Event, off uint64) {
+	if ev.StatusUpdate {
+		return
+	}
+	fmt.Fprintf(s.w, "%s[%s]\n", strings.Repeat("  ", s.depth), EventText(ev, true))
+	s.call, s.ret = false, false
+}
+
+func (s *callSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
+	fmt.Fprintf(s.w, "[%s: pt offset %#x, ip %#x: %s]\n", kind, e.Offset, e.IP, e.Code)
+	s.call, s.ret, s.depth = false, false, 0
+}
+
+// jsonSink prints one JSON object per line.
+type jsonSink struct{ enc *json.Encoder }
+
+type jsonInsn struct {
+	Kind   string `json:"kind"`
+	TSC    uint64 `json:"tsc"`
+	IP     string `json:"ip"`
+	Size   uint8  `json:"size"`
+	Class  string `json:"class"`
+	Spec   bool   `json:"speculative,omitempty"`
+	Region string `json:"section,omitempty"`
+	Offset uint64 `json:"pt_offset"`
+}
+
+func (s *jsonSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
+	r := jsonInsn{Kind: "insn", TSC: in.TSC, IP: fmt.Sprintf("%#x", in.IP), Size: in.Size, Class: in.Class.String(), Spec: in.Speculative, Offset: off}
+	if in.Section != nil {
+		r.Region = in.Section.Tag
+	}
+	s.enc.Encode(&r)
+}
+
+func (s *jsonSink) Event(ev *decode.Event, off uint64) {
+	if ev.StatusUpdate {
+		return
+	}
+	r := map[string]any{"kind": "event", "event": EventText(ev, true), "pt_offset": off}
+	if ev.HasTSC {
+		r["tsc"] = ev.TSC
+	}
+	s.enc.Encode(r)
+}
+
+func (s *jsonSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
+	s.enc.Encode(map[string]any{"kind": kind, "error": e.Code.String(), "pt_offset": e.Offset, "ip": fmt.Sprintf("%#x", e.IP)})
+}
+
+// StatSink counts instructions (by branch class), events and errors.
+type StatSink struct {
+	insns, events, errors uint64
+	classes               map[string]uint64
+}
+
+func (s *StatSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
+	s.insns++
+	if in.Class != x86.ClassOther {
+		if s.classes == nil {
+			s.classes = map[string]uint64{}
+		}
+		s.classes[in.Class.String()]++
+	}
+}
+
+func (s *StatSink) Event(ev *decode.Event, off uint64) {
+	if !ev.StatusUpdate {
+		s.events++
+	}
+}
+
+func (s *StatSink) Error(e *decode.FlowError, kind decode.ErrorKind) { s.errors++ }
+
+// Add adds o's counts to s.
+func (s *StatSink) Add(o *StatSink) {
+	s.insns += o.insns
+	s.events += o.events
+	s.errors += o.errors
+	for k, v := range o.classes {
+		if s.classes == nil {
+			s.classes = map[string]uint64{}
+		}
+		s.classes[k] += v
+	}
+}
+
+// Print writes the counts, one "name: N" line each.
+func (s *StatSink) Print(w io.Writer) {
+	fmt.Fprintf(w, "instructions: %d\nevents: %d\nerrors: %d\n", s.insns, s.events, s.errors)
+	for _, k := range []string{"cond-jump", "jump", "ind-jump", "call", "ind-call", "ret", "far-call", "far-ret", "far-jump", "syscall", "sysret"} {
+		if n := s.classes[k]; n != 0 {
+			fmt.Fprintf(w, "%s: %d\n", k, n)
+		}
+	}
+}
+
+// FlowOptions configure WriteFlow.
+type FlowOptions struct {
+	Format string                        // as NewFlowSink
+	Where  func(*decode.FlowInsn) string // names an instruction's address
+	Window int                           // the most trace bytes held at once
+	Jobs   int                           // PSB segments decoded at once
+	Resync bool                          // resync at the next PSB after an error
+	// Progress, if not nil, is told how many bytes of the trace are
+	// decoded; it is called from the goroutine that called WriteFlow.
+	Progress func(done uint64)
+	// Stat, with Format "stat", receives the counts (nothing is written).
+	Stat *StatSink
+	// Counts, if not nil, receives the instructions decoded and the
+	// errors met, whatever the format.
+	Counts *FlowCounts
+}
+
+// FlowCounts is what a decode produced: instructions and errors.
+type FlowCounts struct {
+	Insns, Errors uint64
+}
+
+// countSink counts what passes through it to next.
+type countSink struct {
+	next decode.FlowSink
+	n    FlowCounts
+}
+
+func (c *countSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
+	c.n.Insns++
+	c.next.Insn(in, off, tsc)
+}
+func (c *countSink) Event(ev *decode.Event, off uint64) { c.next.Event(ev, off) }
+func (c *countSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
+	c.n.Errors++
+	c.next.Error(e, kind)
+}
+
+// WriteFlow decodes the trace src through img and writes its flow to w in
+// o.Format. The trace is decoded in windows that end at PSBs, so memory
+// stays bounded whatever its size (decode.ForEachWindow), and each window
+// on o.Jobs goroutines: each chunk renders its own text on its worker and
+// the texts are written in trace order; the call tree ("calls") is
+// rendered in order, its depth carrying from chunk to chunk.
+func WriteFlow(w *bufio.Writer, src decode.TraceReader, img *decode.Image, cfg *decode.FlowConfig, o *FlowOptions) error {
+	progress := o.Progress
+	if progress == nil {
+		progress = func(uint64) {}
+	}
+	var calls *countSink
+	if o.Format == "calls" {
+		calls = &countSink{next: NewFlowSink(o.Format, w, o.Where)}
+		if o.Counts != nil {
+			defer func() {
+				o.Counts.Insns += calls.n.Insns
+				o.Counts.Errors += calls.n.Errors
+			}()
+		}
+	}
+	return decode.ForEachWindow(src, o.Window, func(pt []byte, stop, base uint64) {
+		if calls != nil {
+			decode.ParallelFlowWindow(pt, stop, img, cfg, &decode.OffsetSink{Next: calls, Base: base}, o.Resync, o.Jobs)
+			progress(base + stop)
+			return
+		}
+		decode.ParallelFlowChunksWindow(pt, stop, img, cfg, o.Resync, o.Jobs,
+			func() decode.FlowSink {
+				c := &chunkOut{}
+				c.w = bufio.NewWriterSize(&c.buf, 1<<16)
+				c.inner = NewFlowSink(o.Format, c.w, o.Where)
+				c.sink = &decode.OffsetSink{Next: &c.count, Base: base}
+				c.count.next = c.inner
+				return c
+			},
+			func(s decode.FlowSink) {
+				c := s.(*chunkOut)
+				c.w.Flush()
+				w.Write(c.buf.Bytes())
+				progress(base + c.last)
+				if ss, ok := c.inner.(*StatSink); ok && o.Stat != nil {
+					o.Stat.Add(ss)
+				}
+				if o.Counts != nil {
+					o.Counts.Insns += c.count.n.Insns
+					o.Counts.Errors += c.count.n.Errors
+				}
+			})
+	})
+}
+
+// chunkOut is one parallel chunk's sink and the text it produced.
+type chunkOut struct {
+	buf   bytes.Buffer
+	w     *bufio.Writer
+	inner decode.FlowSink // the format's sink
+	count countSink       // counts, then inner
+	sink  decode.FlowSink // count, with offsets in the whole trace
+	last  uint64          // the last trace offset seen, for progress
+}
+
+func (c *chunkOut) Insn(in *decode.FlowInsn, off, tsc uint64) {
+	c.last = off
+	c.sink.Insn(in, off, tsc)
+}
+func (c *chunkOut) Event(ev *decode.Event, off uint64)               { c.sink.Event(ev, off) }
+func (c *chunkOut) Error(e *decode.FlowError, kind decode.ErrorKind) { c.sink.Error(e, kind) }

@@ -1,0 +1,297 @@
+package recording
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/ptjit/ptjit/db"
+	"github.com/ptjit/ptjit/decode"
+	"github.com/ptjit/ptjit/internal/elfnote"
+	"github.com/ptjit/ptjit/perf"
+	"github.com/ptjit/ptjit/ptpkt"
+)
+
+// Options configure Open.
+type Options struct {
+	// Warn receives what a decode can go on without (a mapped file that
+	// vanished or changed since the recording), one message at a time,
+	// without a trailing newline. Nil drops them.
+	Warn func(msg string)
+	// Incomplete receives the one warning that code.db may not hold all
+	// the run did (db.OpenChecked); nil sends it to Warn.
+	Incomplete func(msg string)
+}
+
+// Recording is an opened recording: the PT streams of DIR/perf.data and
+// the code history of DIR/code.db. Its methods are for one goroutine.
+type Recording struct {
+	PerfPath string
+	Trace    *perf.PerfTrace // the PT queues, loaded lazily
+	DB       *db.DB
+
+	pd     *perf.PerfData
+	pidOf  map[int]int // thread → process
+	images map[int]*decode.Image
+	syms   *Symbolizer
+	warn   func(string)
+}
+
+// Thread is one PT stream of a recording: a queue of perf.data with the
+// thread (and its process) that it traced.
+type Thread struct {
+	TID, PID int
+	Queue    *perf.PerfAuxQueue
+	Trace    decode.TraceReader // the queue's PT bytes, read from perf.data on demand
+}
+
+// String names the stream: "queue N (cpu C, tid T), pid P".
+func (t *Thread) String() string { return fmt.Sprintf("%s, pid %d", t.Queue.String(), t.PID) }
+
+// Open opens the recording in dir: DIR/perf.data and DIR/code.db. The
+// caller closes it.
+func Open(dir string, opts Options) (*Recording, error) {
+	r := &Recording{PerfPath: filepath.Join(dir, "perf.data"), pidOf: map[int]int{}, images: map[int]*decode.Image{}, warn: opts.Warn}
+	if r.warn == nil {
+		r.warn = func(string) {}
+	}
+	var err error
+	if r.pd, err = perf.OpenPerfData(r.PerfPath); err != nil {
+		return nil, err
+	}
+	if r.Trace, err = perf.LoadPerfTraceLazy(r.pd); err != nil {
+		r.pd.Close()
+		return nil, fmt.Errorf("%s: %v", r.PerfPath, err)
+	}
+	if r.Trace.Truncated {
+		r.warn(r.PerfPath + " is cut short (its writer was killed or met a write error): decoding up to the cut")
+	}
+	incomplete := opts.Incomplete
+	if incomplete == nil {
+		incomplete = r.warn
+	}
+	if r.DB, err = db.OpenChecked(filepath.Join(dir, "code.db"), incomplete); err != nil {
+		r.pd.Close()
+		return nil, err
+	}
+	threads, err := r.DB.Threads()
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	for _, t := range threads {
+		r.pidOf[t.TID] = t.PID
+	}
+	return r, nil
+}
+
+// Close releases the files.
+func (r *Recording) Close() error {
+	err := r.DB.Close()
+	if err2 := r.pd.Close(); err == nil {
+		err = err2
+	}
+	return err
+}
+
+// Threads returns the PT streams that hold data, in queue order, each with
+// the process its thread belonged to (0 when code.db does not know it).
+func (r *Recording) Threads() []Thread {
+	var out []Thread
+	for _, q := range r.Trace.Queues {
+		if q.Size() == 0 {
+			continue
+		}
+		tid := int(q.Tid)
+		out = append(out, Thread{TID: tid, PID: r.pidOf[tid], Queue: q, Trace: q.Reader(r.pd)})
+	}
+	return out
+}
+
+// ErrPerCPU: the recording's trace is per CPU (perf record -e intel_pt//u on
+// hardware, ptjit run --pt=soft --soft-layout=per-cpu): a CPU's queue holds
+// every thread that ran there, told apart only by the sideband. Decoding a
+// queue as one thread would attribute instructions to the wrong thread and
+// process, so the decoder refuses it until it demultiplexes by the
+// sideband (issue 10 item 1).
+var ErrPerCPU = errors.New("a per-CPU trace (every thread that ran on a CPU shares its queue): ptjit decode cannot split it by thread yet; decode it with perf script --itrace=i0ns, or record with --soft-layout=per-thread")
+
+// ThreadTrace is a Thread with the image of its process.
+type ThreadTrace struct {
+	Thread
+	Image *decode.Image
+}
+
+// Traces returns the streams of Threads, only thread tid's when tid > 0,
+// each with its process's image. A recording with no such stream is an
+// error.
+func (r *Recording) Traces(tid int) ([]ThreadTrace, error) {
+	var out []ThreadTrace
+	threads := r.Threads()
+	for _, t := range threads {
+		if t.Queue.CPU >= 0 {
+			return nil, fmt.Errorf("%s: %s: %w", r.PerfPath, t.Queue, ErrPerCPU)
+		}
+	}
+	for _, t := range threads {
+		if tid > 0 && t.TID != tid {
+			continue
+		}
+		img, err := r.Image(t.PID)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ThreadTrace{t, img})
+	}
+	switch {
+	case len(out) > 0:
+		return out, nil
+	case tid > 0:
+		return nil, fmt.Errorf("%s: no trace for thread %d", r.PerfPath, tid)
+	}
+	return nil, fmt.Errorf("%s: no Intel PT trace in the file", r.PerfPath)
+}
+
+// PTConfig sets in c the PT timing configuration the recording was made
+// with (perf.PerfTrace.PTConfig), except what given reports as given.
+func (r *Recording) PTConfig(c *ptpkt.Config, given func(option string) bool) {
+	r.Trace.PTConfig(c, given)
+}
+
+// Symbolizer returns the recording's symbolizer (shared, safe for
+// concurrent use).
+func (r *Recording) Symbolizer() *Symbolizer {
+	if r.syms == nil {
+		r.syms = NewSymbolizer()
+	}
+	return r.syms
+}
+
+// Image returns the image of process pid, built on first use (BuildImage).
+func (r *Recording) Image(pid int) (*decode.Image, error) {
+	if img, ok := r.images[pid]; ok {
+		return img, nil
+	}
+	img, err := BuildImage(r.DB, pid, r.warn)
+	if err != nil {
+		return nil, err
+	}
+	r.images[pid] = img
+	return img, nil
+}
+
+// BuildImage loads what pid executed from code.db: its file-backed
+// mappings (bytes read from the files, each valid from its mmap to its
+// munmap) and its code versions (valid for their TSC ranges). A vfork child
+// runs in its parent's address space until it execs: for that time the
+// owner's mappings and versions are its own. A mapped file that cannot be
+// read as it was mapped is reported through warn and left out, so its code
+// decodes as unmapped, never guessed.
+func BuildImage(cdb *db.DB, pid int, warn func(string)) (*decode.Image, error) {
+	img := decode.NewImage()
+	files := map[string][]byte{}
+	procs, err := cdb.Processes()
+	if err != nil {
+		return nil, err
+	}
+	for _, sp := range addressSpaces(procs, pid) {
+		maps, err := cdb.FileMaps(sp.pid)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range maps {
+			from, to := max(m.Map.TSC, sp.from), uint64(decode.AlwaysValid)
+			if m.HasUnmap {
+				to = m.Unmap.TSC
+			}
+			to = min(to, sp.to)
+			if to <= from {
+				continue
+			}
+			data, err := mappedFile(files, &m)
+			if err == nil {
+				err = img.AddFileVersion(m.Path, data, m.Offset, m.Addr, from, to)
+			}
+			if err != nil {
+				// The file vanished, changed or shrank since the
+				// recording.
+				warn(fmt.Sprintf("%s: %v", cdb.Path(), err))
+			}
+		}
+		vs, err := cdb.Versions(db.VersionFilter{PID: sp.pid})
+		if err != nil {
+			return nil, err
+		}
+		for i := range vs {
+			v := &vs[i]
+			from, to := max(v.Valid.TSC, sp.from), uint64(decode.AlwaysValid)
+			if v.HasEnd {
+				to = v.End.TSC
+			}
+			to = min(to, sp.to)
+			if to <= from {
+				continue // never valid (for this process)
+			}
+			data, err := cdb.VersionData(v)
+			if err != nil {
+				return nil, err
+			}
+			tag := fmt.Sprintf("region %d v%d", v.Region, v.Vno)
+			if err := img.AddVersion(v.Addr, data, from, to, tag); err != nil {
+				return nil, fmt.Errorf("%s: %v", cdb.Path(), err)
+			}
+		}
+	}
+	return img, nil
+}
+
+// space is a TSC range during which a process ran in pid's address space.
+type space struct {
+	pid      int
+	from, to uint64
+}
+
+// addressSpaces returns the address spaces process pid ran in: its own,
+// always, and, for each image of pid that is a vfork child before its exec,
+// the owner's for the life of that image.
+func addressSpaces(procs []db.ProcessInfo, pid int) []space {
+	spaces := []space{{pid, 0, decode.AlwaysValid}}
+	for _, p := range procs {
+		if p.PID == pid && p.VMOwner != 0 {
+			to := uint64(decode.AlwaysValid)
+			if p.HasEnd {
+				to = p.End.TSC
+			}
+			spaces = append(spaces, space{p.VMOwner, p.Start.TSC, to})
+		}
+	}
+	return spaces
+}
+
+// mappedFile returns the bytes a file mapping mapped, reading each file
+// once, after checking that the file is still the one that was mapped
+// (its GNU build-id, when the recording has one).
+func mappedFile(cache map[string][]byte, m *db.FileMapInfo) ([]byte, error) {
+	data, ok := cache[m.Path]
+	if !ok {
+		var err error
+		if data, err = os.ReadFile(m.Path); err != nil {
+			return nil, err
+		}
+		if len(m.BuildID) > 0 {
+			id, err := elfnote.BuildID(m.Path)
+			if err == nil && !bytes.Equal(id, m.BuildID) {
+				return nil, fmt.Errorf("%s: build-id %x, the recording mapped build-id %x", m.Path, id, m.BuildID)
+			}
+		}
+		cache[m.Path] = data
+	}
+	if m.Offset >= uint64(len(data)) {
+		return nil, fmt.Errorf("%s: mapped at offset %#x, beyond the end of the file (%#x bytes)", m.Path, m.Offset, len(data))
+	}
+	// A mapping may extend past the end of the file (the rest of the last
+	// page): only the file's bytes are code.
+	return data[m.Offset:min(uint64(len(data)), m.Offset+m.Size)], nil
+}
