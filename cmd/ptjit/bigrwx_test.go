@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ptjit/ptjit/db"
+	"github.com/ptjit/ptjit/recording"
 )
 
 // TestE2EBigRWX: a 64 MiB RWX mapping patched in 3 places (testdata
@@ -66,7 +67,7 @@ func TestE2EBigRWX(t *testing.T) {
 
 // checkBigRWXImage checks the recording in dir after the last patch: the
 // versions valid then tile the mapping m exactly, and the decoder's image
-// (buildImage) holds each patch's page as its manifest line says.
+// (recording.BuildImage) holds each patch's page as its manifest line says.
 func checkBigRWXImage(t *testing.T, dir string, m manifestLine, patches []manifestLine) {
 	t.Helper()
 	cdb, err := db.Open(filepath.Join(dir, "code.db"))
@@ -95,9 +96,9 @@ func checkBigRWXImage(t *testing.T, dir string, m manifestLine, patches []manife
 	if covered != m.Size {
 		t.Errorf("versions valid after the last patch cover %d bytes of the %d-byte mapping", covered, m.Size)
 	}
-	img, err := buildImage(cdb, m.PID)
+	img, err := recording.BuildImage(cdb, m.PID, func(w string) { t.Log(w) })
 	if err != nil {
-		t.Fatalf("buildImage: %v", err) // overlapping versions fail here
+		t.Fatalf("recording.BuildImage: %v", err) // overlapping versions fail here
 	}
 	for _, p := range patches {
 		buf := make([]byte, p.Size)
