@@ -268,3 +268,81 @@ func TestKilledRunLeftovers(t *testing.T) {
 		t.Errorf("code.db header still says WAL mode after folding")
 	}
 }
+
+// TestSplitAndReadVersions: a version split off another (SplitVersion)
+// reads back as the bytes its base had there, through VersionData and the
+// version_pages view, and a large version queued in chunks
+// (AddVersionRead) reads back whole.
+func TestSplitAndReadVersions(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "code.db")
+	r, err := Create(path, Meta{Command: []string{"prog"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(n uint64) clock.Stamp { return clock.Stamp{TSC: n, MonoNS: int64(n)} }
+	reg := r.NewRegion(10, 0x10000, 4*PageSize, at(1))
+	data := append(append(page(1, 1), page(2, 1)...), append(page(3, 1), page(4, 1)...)...)
+	base, _ := r.AddVersion(Version{Region: reg, PID: 10, Addr: 0x10000, Size: 4 * PageSize, Data: append([]byte(nil), data...), At: at(1), Cause: "mmap"})
+	// a store into page 1: page 0 and pages 2-3 go on as split versions
+	r.EndVersion(base, at(2))
+	s0, _ := r.SplitVersion(Version{Region: reg, PID: 10, Addr: 0x10000, Size: PageSize, At: at(2), Cause: "split"}, base, 0x10000)
+	s2, _ := r.SplitVersion(Version{Region: reg, PID: 10, Addr: 0x12000, Size: 2 * PageSize, At: at(2), Cause: "split"}, base, 0x10000)
+	// a large version, read a chunk at a time
+	big := make([]byte, 2*ChunkSize+3*PageSize)
+	for i := range big {
+		big[i] = byte(i / PageSize)
+	}
+	reg2 := r.NewRegion(10, 0x1000000, uint64(len(big)), at(3))
+	bigID, _, err := r.AddVersionRead(Version{Region: reg2, PID: 10, Addr: 0x1000000, Size: uint64(len(big)), At: at(3), Cause: "mmap"},
+		func(addr uint64, b []byte) error { copy(b, big[addr-0x1000000:]); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, c := range []struct {
+		id   int64
+		want []byte
+	}{{base, data}, {s0, data[:PageSize]}, {s2, data[2*PageSize:]}, {bigID, big}} {
+		v, err := d.Version(c.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := d.VersionData(v)
+		if err != nil {
+			t.Fatalf("version %d: %v", c.id, err)
+		}
+		if !bytes.Equal(got, c.want) {
+			t.Errorf("version %d (%#x+%d): bytes differ from what was recorded", c.id, v.Addr, v.Size)
+		}
+		if sum := sha256.Sum256(c.want); !bytes.Equal(v.SHA256, sum[:]) {
+			t.Errorf("version %d: sha256 %x, want %x", c.id, v.SHA256, sum)
+		}
+	}
+	// the view unpacks a split version's pages from its base
+	rows, err := d.SQL().Query(`SELECT idx, sha256 FROM version_pages WHERE version_id = ? ORDER BY idx`, s2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var n int
+	for ; rows.Next(); n++ {
+		var idx int
+		var h []byte
+		if err := rows.Scan(&idx, &h); err != nil {
+			t.Fatal(err)
+		}
+		if want := sha256.Sum256(data[(2+idx)*PageSize : (3+idx)*PageSize]); idx != n || !bytes.Equal(h, want[:]) {
+			t.Errorf("version_pages of split version %d: row %d is page %d %x, want %x", s2, n, idx, h, want)
+		}
+	}
+	if n != 2 {
+		t.Errorf("version_pages of split version %d: %d rows, want 2", s2, n)
+	}
+}

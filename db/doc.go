@@ -11,7 +11,12 @@
 // assign IDs synchronously from in-memory counters (the database is new) and
 // queue the rows for a writer goroutine, which hashes code pages (SHA-256,
 // page-granular deduplication: an unchanged page is stored once however
-// many versions contain it) and inserts them in batched transactions. The
+// many versions contain it) and inserts them in batched transactions. A
+// version split off another (the part of a large mapping a change left
+// alone) is a row naming its base version's pages (SplitVersion), and a
+// large version is read and queued a chunk at a time (AddVersionRead):
+// the work of a stop and the memory the Recorder holds follow the pages
+// that changed, not the size of the mapping. The
 // writer takes queued rows at least every 10 ms and commits at least every
 // 50 ms, on Flush, and on Close, so a ptjit killed with SIGKILL loses
 // about the last 60 ms when the writer goroutine gets the CPU on time (a

@@ -1,14 +1,18 @@
 package db
 
 import (
+	"crypto/sha256"
 	"database/sql"
+	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/mattn/go-sqlite3"
 	"github.com/ptjit/ptjit/clock"
@@ -34,6 +38,19 @@ type DB struct {
 	path string
 	sql  *sql.DB
 	live bool // a run (or another process) is still writing it
+
+	mu sync.Mutex // guards the caches below
+	// the bytes of the base version read last: the split versions of a
+	// large mapping are slices of it (VersionData)
+	baseID   int64
+	baseData []byte
+	// zeroStates[k] is the SHA-256 state after k zero pages (fillHash:
+	// the untouched runs of a large mapping split many times)
+	zeroStates [][]byte
+	zeroHash   hash.Hash
+	// zeros[i]: zero pages from page i on in version zerosID (fillHash)
+	zerosID int64
+	zeros   []uint32
 }
 
 // Open opens the code.db at path read-only and checks that it is one.
@@ -199,6 +216,10 @@ type VersionInfo struct {
 	Valid    clock.Stamp
 	End      clock.Stamp // zero when HasEnd is false
 	HasEnd   bool
+
+	// a split version (Recorder.SplitVersion): its bytes are those of
+	// version base from page basePage on; base is 0 otherwise
+	base, basePage int64
 }
 
 // String describes v in one line: "region R version V [START-END] pid P
@@ -229,14 +250,15 @@ type VersionFilter struct {
 	Region  int64
 }
 
-const versionCols = `id, region_id, vno, pid, tid, addr, size, sha256, cause, ip, by_ptjit, valid_tsc, valid_ns, end_tsc, end_ns`
+const versionCols = `id, region_id, vno, pid, tid, addr, size, sha256, cause, ip, by_ptjit, valid_tsc, valid_ns, end_tsc, end_ns, base_id, base_page`
 
 func scanVersion(sc interface{ Scan(...any) error }, v *VersionInfo) error {
 	var addr, size, ip, vtsc int64
-	var etsc, ens sql.NullInt64
-	if err := sc.Scan(&v.ID, &v.Region, &v.Vno, &v.PID, &v.TID, &addr, &size, &v.SHA256, &v.Cause, &ip, &v.ByPtjit, &vtsc, &v.Valid.MonoNS, &etsc, &ens); err != nil {
+	var etsc, ens, base, basePage sql.NullInt64
+	if err := sc.Scan(&v.ID, &v.Region, &v.Vno, &v.PID, &v.TID, &addr, &size, &v.SHA256, &v.Cause, &ip, &v.ByPtjit, &vtsc, &v.Valid.MonoNS, &etsc, &ens, &base, &basePage); err != nil {
 		return err
 	}
+	v.base, v.basePage = base.Int64, basePage.Int64
 	v.Addr, v.Size, v.IP, v.Valid.TSC = uint64(addr), uint64(size), uint64(ip), uint64(vtsc)
 	v.HasEnd = etsc.Valid
 	v.End = clock.Stamp{TSC: uint64(etsc.Int64), MonoNS: ens.Int64}
@@ -293,12 +315,37 @@ func (d *DB) fillHash(v *VersionInfo, memo map[string][]byte) error {
 	if v.SHA256 != nil {
 		return nil
 	}
+	if v.base != 0 {
+		// A split version: a run of zeros (the untouched part of a
+		// large mapping) costs nothing; other bytes are hashed, with
+		// no memo (its keys would hold every split's page list).
+		zeros, err := d.zeroRun(v.base, v.basePage)
+		if err != nil {
+			return err
+		}
+		if n := (v.Size + PageSize - 1) / PageSize; zeros >= n {
+			v.SHA256 = d.zeroSum(int(n))
+			return nil
+		}
+		data, err := d.VersionData(v)
+		if err != nil {
+			return err
+		}
+		sum := sha256Sum(data)
+		v.SHA256 = sum[:]
+		return nil
+	}
 	key, err := d.pageHashes(v)
 	if err != nil {
 		return err
 	}
 	if sum, ok := memo[string(key)]; ok {
 		v.SHA256 = sum
+		return nil
+	}
+	if allZero(key) {
+		v.SHA256 = d.zeroSum(len(key) / 32)
+		memo[string(key)] = v.SHA256
 		return nil
 	}
 	data, err := d.VersionData(v)
@@ -309,6 +356,62 @@ func (d *DB) fillHash(v *VersionInfo, memo map[string][]byte) error {
 	v.SHA256 = sum[:]
 	memo[string(key)] = v.SHA256
 	return nil
+}
+
+// zeroRun returns how many zero pages version base (one with pages of its
+// own) has from page on. The counts of the base read last are kept.
+func (d *DB) zeroRun(base, page int64) (uint64, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.zerosID != base {
+		var hashes []byte
+		if err := d.sql.QueryRow(`SELECT pages FROM versions WHERE id = ?`, base).Scan(&hashes); err != nil {
+			return 0, d.wrap(err)
+		}
+		n := len(hashes) / 32
+		run := make([]uint32, n+1)
+		for i := n - 1; i >= 0; i-- {
+			if string(hashes[32*i:32*i+32]) == string(zeroHash[:]) {
+				run[i] = run[i+1] + 1
+			}
+		}
+		d.zerosID, d.zeros = base, run
+	}
+	if page < 0 || page >= int64(len(d.zeros)) {
+		return 0, nil
+	}
+	return uint64(d.zeros[page]), nil
+}
+
+// allZero reports whether a list of page hashes names zero pages only.
+func allZero(hashes []byte) bool {
+	for i := 0; i < len(hashes); i += 32 {
+		if string(hashes[i:i+32]) != string(zeroHash[:]) {
+			return false
+		}
+	}
+	return len(hashes) > 0
+}
+
+// zeroSum returns the SHA-256 of n zero pages. The states after 1, 2, ...
+// pages are kept, so the runs of zeros a large mapping is split into cost
+// one pass over the longest, not one pass each.
+func (d *DB) zeroSum(n int) []byte {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.zeroHash == nil {
+		d.zeroHash = sha256.New()
+		st, _ := d.zeroHash.(encoding.BinaryMarshaler).MarshalBinary()
+		d.zeroStates = [][]byte{st}
+	}
+	for len(d.zeroStates) <= n {
+		d.zeroHash.Write(zeroPage[:])
+		st, _ := d.zeroHash.(encoding.BinaryMarshaler).MarshalBinary()
+		d.zeroStates = append(d.zeroStates, st)
+	}
+	h := sha256.New()
+	h.(encoding.BinaryUnmarshaler).UnmarshalBinary(d.zeroStates[n])
+	return h.Sum(nil)
 }
 
 // Version returns one version by id.
@@ -328,25 +431,79 @@ func (d *DB) Version(id int64) (*VersionInfo, error) {
 // be whole: 32 bytes per page of the version.
 func (d *DB) pageHashes(v *VersionInfo) ([]byte, error) {
 	var hashes []byte
-	if err := d.sql.QueryRow(`SELECT pages FROM versions WHERE id = ?`, v.ID).Scan(&hashes); err != nil {
+	var base, basePage sql.NullInt64
+	if err := d.sql.QueryRow(`SELECT pages, base_id, base_page FROM versions WHERE id = ?`, v.ID).Scan(&hashes, &base, &basePage); err != nil {
 		return nil, d.wrap(err)
 	}
-	if n := (v.Size + PageSize - 1) / PageSize; uint64(len(hashes)) != 32*n {
+	n := (v.Size + PageSize - 1) / PageSize
+	if base.Valid {
+		// a split version: its pages are base's, from basePage on
+		err := d.sql.QueryRow(`SELECT substr(pages, ?, ?) FROM versions WHERE id = ? AND base_id IS NULL`,
+			32*basePage.Int64+1, 32*n, base.Int64).Scan(&hashes)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, &FormatError{d.path, fmt.Sprintf("version %d: split off version %d, which has no pages of its own", v.ID, base.Int64)}
+		}
+		if err != nil {
+			return nil, d.wrap(err)
+		}
+	}
+	if uint64(len(hashes)) != 32*n {
 		return nil, &FormatError{d.path, fmt.Sprintf("version %d: %d bytes of page hashes for %d pages", v.ID, len(hashes), n)}
 	}
 	return hashes, nil
 }
 
 // VersionData returns the bytes of a version, reassembled from its pages,
-// and checks them against the version's SHA-256.
+// and checks them against the version's SHA-256. The bytes of a split
+// version are a slice of its base version's, which the DB keeps (the last
+// one read): the caller must not change them.
 func (d *DB) VersionData(v *VersionInfo) ([]byte, error) {
+	if v.base == 0 {
+		return d.versionData(v)
+	}
+	d.mu.Lock()
+	id, data := d.baseID, d.baseData
+	d.mu.Unlock()
+	if id != v.base {
+		// read without the lock: Version takes it (zeroSum)
+		b, err := d.Version(v.base)
+		if err != nil {
+			return nil, err
+		}
+		if data, err = d.versionData(b); err != nil {
+			return nil, err
+		}
+		d.mu.Lock()
+		d.baseID, d.baseData = v.base, data
+		d.mu.Unlock()
+	}
+	lo := uint64(v.basePage) * PageSize
+	if lo > uint64(len(data)) || v.Size > uint64(len(data))-lo {
+		return nil, &FormatError{d.path, fmt.Sprintf("version %d: split off version %d beyond its end", v.ID, v.base)}
+	}
+	// Each page was checked against its hash when the base was read;
+	// the whole-version sha256 is computed by readers (fillHash), from
+	// these bytes: checking it again would hash every split of a large
+	// mapping once more.
+	return data[lo : lo+v.Size : lo+v.Size], nil
+}
+
+// versionData is VersionData for a version with pages of its own.
+func (d *DB) versionData(v *VersionInfo) ([]byte, error) {
 	hashes, err := d.pageHashes(v)
 	if err != nil {
 		return nil, err
 	}
 	buf := make([]byte, 0, v.Size)
+	// A page repeated in a version (the zero pages of a large fresh
+	// mapping) is read and checked once.
+	var seen map[string][]byte
 	for idx := 0; idx*32 < len(hashes); idx++ {
 		hash := hashes[32*idx : 32*idx+32]
+		if page, ok := seen[string(hash)]; ok {
+			buf = append(buf, page...)
+			continue
+		}
 		var page []byte
 		err := d.sql.QueryRow(`SELECT data FROM pages WHERE sha256 = ?`, hash).Scan(&page)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -357,6 +514,12 @@ func (d *DB) VersionData(v *VersionInfo) ([]byte, error) {
 		}
 		if sum := sha256Sum(page); string(sum[:]) != string(hash) {
 			return nil, &FormatError{d.path, fmt.Sprintf("version %d: page %d does not match its sha256", v.ID, idx)}
+		}
+		if seen == nil {
+			seen = make(map[string][]byte)
+		}
+		if len(seen) < 256 {
+			seen[string(hash)] = page
 		}
 		buf = append(buf, page...)
 	}

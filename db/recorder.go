@@ -229,12 +229,16 @@ func (r *Recorder) Err() error {
 
 func (r *Recorder) push(fn func(*writer) error) { r.pushOp(op{fn: fn}) }
 
-func (r *Recorder) pushOp(o op) {
+func (r *Recorder) pushOp(o op) { r.pushOpWithin(o, maxPending) }
+
+// pushOpWithin is pushOp waiting while more than limit bytes of code are
+// queued.
+func (r *Recorder) pushOpWithin(o op, limit int) {
 	if r.closed {
 		return
 	}
 	r.qmu.Lock()
-	for r.pending > maxPending {
+	for r.pending > limit {
 		r.room.Wait()
 	}
 	r.batch = append(r.batch, o)
@@ -445,13 +449,17 @@ func (r *Recorder) EndRegion(id int64, at clock.Stamp) {
 	})
 }
 
+// newVersion assigns a version's id and number within its region.
+func (r *Recorder) newVersion(region int64) (id int64, vno int) {
+	r.nextVersion++
+	r.vnos[region]++
+	return r.nextVersion, r.vnos[region]
+}
+
 // AddVersion records a code version and returns its id and its number within
 // the region. The bytes are hashed and stored by the writer goroutine.
 func (r *Recorder) AddVersion(v Version) (id int64, vno int) {
-	r.nextVersion++
-	id = r.nextVersion
-	r.vnos[v.Region]++
-	vno = r.vnos[v.Region]
+	id, vno = r.newVersion(v.Region)
 	if uint64(len(v.Data)) != v.Size {
 		r.setErr(fmt.Errorf("version %d at %#x: %d bytes for size %d", id, v.Addr, len(v.Data), v.Size))
 		return id, vno
@@ -463,6 +471,64 @@ func (r *Recorder) AddVersion(v Version) (id int64, vno int) {
 		}
 		return err
 	}, bytes: len(v.Data)})
+	return id, vno
+}
+
+// ChunkSize is how much of a version AddVersionRead reads and queues at a
+// time: a version of a large mapping never sits whole in memory, and no
+// more than readPending bytes of it wait for the writer.
+const (
+	ChunkSize   = 1 << 20
+	readPending = 8 << 20
+)
+
+// AddVersionRead is AddVersion for a version whose bytes read fills (read
+// is given the address and a buffer for each chunk), ChunkSize bytes at a
+// time, all of them before it returns. A chunk whose read fails is recorded as
+// zeros; the first such error is returned. v.Data is ignored.
+func (r *Recorder) AddVersionRead(v Version, read func(addr uint64, b []byte) error) (id int64, vno int, err error) {
+	id, vno = r.newVersion(v.Region)
+	v.Data = nil
+	for off := uint64(0); off < v.Size; off += ChunkSize {
+		b := Buffer(int(min(ChunkSize, v.Size-off)))
+		if e := read(v.Addr+off, b); e != nil {
+			clear(b)
+			if err == nil {
+				err = e
+			}
+		}
+		addr := v.Addr + off
+		r.pushOpWithin(op{fn: func(w *writer) error { return w.addChunk(id, v.PID, addr, b) }, bytes: len(b)}, readPending)
+	}
+	r.pushOp(op{fn: func(w *writer) error {
+		err := w.addVersion(id, vno, &v)
+		if err == nil {
+			w.txSaved.Versions++
+		}
+		return err
+	}})
+	return id, vno, err
+}
+
+// SplitVersion records a version whose bytes are those that version base,
+// which starts at baseAddr, has at [v.Addr, v.Addr+v.Size): a part of a
+// version that a change of other pages left alone goes on as a version of
+// its own. base must be a version AddVersion or AddVersionRead recorded
+// (not a split one). Nothing is read or hashed: the row names base's
+// pages, so it costs the same for one page or a gigabyte. v.Data is
+// ignored.
+func (r *Recorder) SplitVersion(v Version, base int64, baseAddr uint64) (id int64, vno int) {
+	id, vno = r.newVersion(v.Region)
+	page := (v.Addr - baseAddr) / PageSize
+	v.Data = nil
+	r.push(func(w *writer) error {
+		err := w.exec(sqlSplitVersion, id, v.Region, vno, v.PID, v.TID, u(v.Addr), u(v.Size), base, u(page),
+			v.Cause, u(v.IP), v.ByPtjit, u(v.At.TSC), v.At.MonoNS)
+		if err == nil {
+			w.txSaved.Versions++
+		}
+		return err
+	})
 	return id, vno
 }
 
@@ -525,9 +591,25 @@ type writer struct {
 	// last remembers, for each page address of each process, the bytes
 	// and hash it had in the latest version that covered it: a JIT that
 	// toggles a large area RW/RX changes few of its pages each time, and
-	// comparing bytes is far cheaper than hashing them.
+	// comparing bytes is far cheaper than hashing them. Zero pages are
+	// not remembered (they are recognised by their bytes), and at most
+	// maxMemo pages are: a large mapping must not be held in memory twice.
 	last map[pageKey]*pageMemo
+	// partial holds the page hashes of versions AddVersionRead is still
+	// queuing, by id.
+	partial map[int64][]byte
 }
+
+// maxMemo bounds writer.last: 8 MiB of page copies (a JIT toggling a
+// 64 KiB area needs 16 pages).
+const maxMemo = 2048
+
+// zeroPage and zeroHash: untouched anonymous memory, the bulk of a large
+// fresh mapping, costs a comparison, not a hash.
+var (
+	zeroPage [PageSize]byte
+	zeroHash = sha256.Sum256(zeroPage[:])
+)
 
 type pageKey struct {
 	pid  int
@@ -544,6 +626,7 @@ const (
 	sqlThreadStart  = `INSERT INTO threads(tid, pid, start_tsc, start_ns) VALUES (?, ?, ?, ?)`
 	sqlThreadExit   = `UPDATE threads SET end_tsc = ?, end_ns = ? WHERE tid = ? AND end_tsc IS NULL`
 	sqlVersion      = `INSERT INTO versions(id, region_id, vno, pid, tid, addr, size, pages, cause, ip, by_ptjit, valid_tsc, valid_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlSplitVersion = `INSERT INTO versions(id, region_id, vno, pid, tid, addr, size, pages, base_id, base_page, cause, ip, by_ptjit, valid_tsc, valid_ns) VALUES (?, ?, ?, ?, ?, ?, ?, X'', ?, ?, ?, ?, ?, ?, ?)`
 	sqlEndVersion   = `UPDATE versions SET end_tsc = ?, end_ns = ? WHERE id = ? AND end_tsc IS NULL`
 	sqlPage         = `INSERT OR IGNORE INTO pages(sha256, data) VALUES (?, ?)`
 	sqlWrite        = `INSERT INTO writes(id, pid, tid, tsc, ns, ip, insn, addr, old, new, version_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
@@ -562,7 +645,7 @@ func newWriter(sdb *sql.DB) (*writer, error) {
 			return nil, err
 		}
 	}
-	return &writer{db: sdb, stmts: make(map[string]*sql.Stmt), known: make(map[[32]byte]struct{}), last: make(map[pageKey]*pageMemo)}, nil
+	return &writer{db: sdb, stmts: make(map[string]*sql.Stmt), known: make(map[[32]byte]struct{}), last: make(map[pageKey]*pageMemo), partial: make(map[int64][]byte)}, nil
 }
 
 func (w *writer) begin() error {
@@ -628,38 +711,66 @@ func (r *Recorder) commit(w *writer) error {
 	return err
 }
 
+// addVersion inserts version id: its pages are v.Data, or, for
+// AddVersionRead, the chunks addChunk took.
 func (w *writer) addVersion(id int64, vno int, v *Version) error {
 	// The version's own sha256 is left to readers (see schema.sql): only
 	// its pages are hashed here, and only those that changed.
-	hashes := make([]byte, 0, (len(v.Data)+PageSize-1)/PageSize*32)
-	for i := 0; i*PageSize < len(v.Data); i++ {
-		end := min((i+1)*PageSize, len(v.Data))
-		page := v.Data[i*PageSize : end]
-		key := pageKey{v.PID, v.Addr + uint64(i*PageSize)}
+	hashes, err := w.pages(w.partial[id], v.PID, v.Addr, v.Data)
+	delete(w.partial, id)
+	if err == nil {
+		err = w.exec(sqlVersion, id, v.Region, vno, v.PID, v.TID, u(v.Addr), u(v.Size), hashes, v.Cause, u(v.IP), v.ByPtjit, u(v.At.TSC), v.At.MonoNS)
+	}
+	releaseBuffer(v.Data) // SQLite copied what it keeps
+	v.Data = nil
+	return err
+}
+
+// addChunk stores the pages of one chunk of version id (AddVersionRead),
+// at addr, and keeps their hashes for addVersion.
+func (w *writer) addChunk(id int64, pid int, addr uint64, data []byte) error {
+	hashes, err := w.pages(w.partial[id], pid, addr, data)
+	w.partial[id] = hashes
+	releaseBuffer(data)
+	return err
+}
+
+// pages stores the pages of data (at addr in pid) that are not stored yet
+// and appends their hashes to hashes.
+func (w *writer) pages(hashes []byte, pid int, addr uint64, data []byte) ([]byte, error) {
+	if hashes == nil {
+		hashes = make([]byte, 0, (len(data)+PageSize-1)/PageSize*32)
+	}
+	for i := 0; i*PageSize < len(data); i++ {
+		end := min((i+1)*PageSize, len(data))
+		page := data[i*PageSize : end]
+		key := pageKey{pid, addr + uint64(i*PageSize)}
 		var h [32]byte
 		if m, ok := w.last[key]; ok && bytes.Equal(m.data, page) {
 			h = m.hash
+		} else if len(page) == PageSize && bytes.Equal(page, zeroPage[:]) {
+			h = zeroHash
+			delete(w.last, key)
 		} else {
 			h = sha256.Sum256(page)
-			if m == nil {
+			if m == nil && len(w.last) < maxMemo {
 				m = &pageMemo{data: make([]byte, 0, PageSize)}
 				w.last[key] = m
 			}
-			// a copy: the version's buffer goes back to the pool
-			m.data, m.hash = append(m.data[:0], page...), h
+			if m != nil {
+				// a copy: the version's buffer goes back to the pool
+				m.data, m.hash = append(m.data[:0], page...), h
+			}
 		}
 		if _, ok := w.known[h]; !ok {
 			if err := w.exec(sqlPage, h[:], page); err != nil {
-				return err
+				return hashes, err
 			}
 			w.known[h] = struct{}{}
 		}
 		hashes = append(hashes, h[:]...)
 	}
-	err := w.exec(sqlVersion, id, v.Region, vno, v.PID, v.TID, u(v.Addr), u(v.Size), hashes, v.Cause, u(v.IP), v.ByPtjit, u(v.At.TSC), v.At.MonoNS)
-	releaseBuffer(v.Data) // SQLite copied what it keeps
-	v.Data = nil
-	return err
+	return hashes, nil
 }
 
 // Buffers that versions are read into are recycled: a JIT that toggles a

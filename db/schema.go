@@ -8,7 +8,7 @@ import (
 )
 
 // SchemaVersion is code.db's PRAGMA user_version.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 //go:embed schema.sql
 var schemaSQL string

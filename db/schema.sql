@@ -103,6 +103,15 @@ CREATE TABLE versions (
                                      -- one per page (a JIT toggling a 64 KiB area tens of
                                      -- thousands of times a second makes that many
                                      -- versions); the version_pages view unpacks it
+                                     -- (empty when base_id is set)
+    base_id   INTEGER,               -- a version split off another (the part of it a
+                                     -- change left alone, cause split): its pages
+                                     -- are those of version base_id from
+                                     -- page base_page on, so that a one-page change
+                                     -- in a large mapping costs a row, not a copy
+                                     -- of its page list; base_id itself always
+                                     -- has its own pages. NULL otherwise
+    base_page INTEGER,
     cause     TEXT NOT NULL,         -- exec, mmap, mprotect, pkey_mprotect, mremap, shmat, write, wx-batch, split
     ip        INTEGER NOT NULL,      -- IP of the syscall or writing instruction
     by_ptjit  INTEGER NOT NULL DEFAULT 0,
@@ -128,8 +137,12 @@ CREATE TABLE pages (
 -- The pages of each version, in address order (versions.pages unpacked,
 -- for queries; ptjit itself reads versions.pages).
 CREATE VIEW version_pages(version_id, idx, sha256) AS
-    WITH RECURSIVE vp(version_id, idx, sha256, rest) AS (
-        SELECT id, 0, substr(pages, 1, 32), substr(pages, 33) FROM versions WHERE length(pages) > 0
+    WITH RECURSIVE own(id, pages) AS (
+        SELECT v.id, CASE WHEN v.base_id IS NULL THEN v.pages
+            ELSE (SELECT substr(b.pages, 32 * v.base_page + 1, 32 * (v.size / 4096)) FROM versions b WHERE b.id = v.base_id) END
+        FROM versions v
+    ), vp(version_id, idx, sha256, rest) AS (
+        SELECT id, 0, substr(pages, 1, 32), substr(pages, 33) FROM own WHERE length(pages) > 0
         UNION ALL
         SELECT version_id, idx + 1, substr(rest, 1, 32), substr(rest, 33) FROM vp WHERE length(rest) > 0
     )

@@ -179,6 +179,9 @@ func Run(cfg Config) (status int, err error) {
 		"wx":      string(cfg.WX), "wx_writes": strconv.Itoa(st.Writes), "wx_emulated": strconv.Itoa(st.Emulated),
 		"wx_stepped": strconv.Itoa(st.Stepped), "wx_batch_pages": strconv.Itoa(st.BatchWrites),
 		"injected_syscalls": strconv.Itoa(st.Injected),
+		// ptjit's own peak RSS (not the program's, which /usr/bin/time
+		// reports instead when it is larger): what the recording cost
+		"tracer_maxrss_kb": strconv.FormatInt(maxRSSKB(), 10),
 	} {
 		rec.SetStat(k, v)
 	}
@@ -236,4 +239,14 @@ func plural(n int, one, many string) string {
 		return "1 " + one
 	}
 	return strconv.Itoa(n) + " " + many
+}
+
+// maxRSSKB returns this process's peak resident set size in KiB (its
+// threads, not its children).
+func maxRSSKB() int64 {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return ru.Maxrss
 }

@@ -256,8 +256,12 @@
 // polls, a program storing into its own RX code) is delivered unchanged
 // with its original siginfo (the stop is simply continued with the
 // signal). A fault another thread's handling made stale (several threads
-// faulting on one page) is retried once. W^X memory is versioned one page
-// per version (Space.PageGranular), so a store re-records one page.
+// faulting on one page) is retried once. A store re-records only the
+// pages it changed: the rest of the mapping's version goes on as split
+// versions that name its recorded pages (Space.WritesSeen,
+// Sink.SplitVersion), so a stop costs the same in a 4 KiB mapping and in
+// a 512 MiB one, and a large mapping patched in a few places is a few
+// versions.
 //
 //   - precise: the store is carried out and logged (db.Write: TSC, mono,
 //     tid, IP, AT&T disassembly, address, old and new bytes, the new

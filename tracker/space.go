@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/ptjit/ptjit/snapshot"
@@ -20,8 +21,12 @@ import (
 //     not tracked at all (except by region liveness, below);
 //   - a version or file mapping covers exactly one piece: when part of a
 //     piece changes, the whole version is ended and the parts that stay
-//     executable get fresh versions (the db stores pages once, so this
-//     costs a row, not the bytes);
+//     executable get fresh versions. Where the bytes cannot have changed
+//     unseen (keepsBytes) those are split versions (Sink.SplitVersion: a
+//     row naming the old version's pages, nothing read), so a one-page
+//     change in a large mapping costs the same as in a small one; a large
+//     mapping changed in a few places is a few versions, page sized only
+//     where pages changed;
 //   - an anonymous piece lies inside one live region; a region stays live
 //     while any of its pages is mapped (mprotect to non-executable and back
 //     keeps the region and numbers the versions 1, 2, 3...).
@@ -53,6 +58,11 @@ type Piece struct {
 	ID         int64 // version id (Anon) or file mapping id (File)
 	Region     int64 // Anon only
 	File       FileInfo
+	// Anon: the version whose pages hold this piece's bytes (ID, unless
+	// the piece was split off a larger one), and where that version
+	// starts.
+	pages   int64
+	pagesAt uint64
 }
 
 // Sink records what the state machine decides. The tracker's sink stamps
@@ -63,6 +73,11 @@ type Sink interface {
 	EndRegion(id int64)
 	// AddVersion snapshots [start, end) as a new version of region.
 	AddVersion(region int64, start, end uint64, prot int, cause string) int64
+	// SplitVersion records [start, end) as a new version of region with
+	// the bytes that version from (which starts at fromStart, and was
+	// recorded by AddVersion) has there, without reading them: the part
+	// of a version a change left alone.
+	SplitVersion(region, from int64, fromStart, start, end uint64, prot int, cause string) int64
 	EndVersion(id int64)
 	AddFile(start, end uint64, prot int, f FileInfo, cause string) int64
 	EndFile(id int64)
@@ -81,10 +96,11 @@ type Space struct {
 	sink    Sink
 	pieces  []Piece
 	regions []*region
-	// PageGranular, if set, says which protections get one version per
-	// page (W^X memory: a store then re-records one page, not the whole
-	// mapping).
-	PageGranular func(prot int) bool
+	// WritesSeen: every change to tracked memory is seen (W^X is
+	// enforced), so the parts of a piece a change leaves alone keep
+	// their recorded bytes even where the program may write. Without
+	// it, writable pieces are read again.
+	WritesSeen bool
 }
 
 // NewSpace returns an empty address space recording into sink.
@@ -168,7 +184,8 @@ func (s *Space) cut(start, end uint64, cause string) []Piece {
 	return s.cutAs(start, end, cause)
 }
 
-// cutAs is cut with the cause recorded for the surviving parts.
+// cutAs is cut with the cause recorded for the surviving parts. Its work
+// is in the pieces it touches: the list is spliced in place.
 func (s *Space) cutAs(start, end uint64, survivorCause string) []Piece {
 	cause := survivorCause
 	i := s.first(start)
@@ -184,16 +201,22 @@ func (s *Space) cutAs(start, end uint64, survivorCause string) []Piece {
 	for _, p := range old {
 		s.end(p)
 		if p.Start < start {
-			keep = append(keep, s.readd(clip(p, p.Start, start), cause))
+			keep = append(keep, s.readd(p, p.Start, start, cause))
 		}
 		lo, hi := max(p.Start, start), min(p.End, end)
 		removed = append(removed, clip(p, lo, hi))
 		if p.End > end {
-			keep = append(keep, s.readd(clip(p, end, p.End), cause))
+			keep = append(keep, s.readd(p, end, p.End, cause))
 		}
 	}
-	s.pieces = append(s.pieces[:i], append(keep, s.pieces[j:]...)...)
+	s.pieces = slices.Replace(s.pieces, i, j, keep...)
 	return removed
+}
+
+// keepsBytes reports whether p's bytes are still those recorded: memory
+// the program cannot write, or W^X memory, whose every change ptjit sees.
+func (s *Space) keepsBytes(p Piece) bool {
+	return p.Prot&unix.PROT_WRITE == 0 || s.WritesSeen
 }
 
 // clip narrows p to [lo, hi), adjusting the file offset.
@@ -213,14 +236,19 @@ func (s *Space) end(p Piece) {
 	}
 }
 
-// readd records p's range again as a fresh version or file mapping.
-func (s *Space) readd(p Piece, cause string) Piece {
-	if p.Kind == File {
-		p.ID = s.sink.AddFile(p.Start, p.End, p.Prot, p.File, cause)
-	} else {
-		p.ID = s.sink.AddVersion(p.Region, p.Start, p.End, p.Prot, cause)
+// readd records [lo, hi), a part of piece p that survives a cut, as a
+// fresh version or file mapping.
+func (s *Space) readd(p Piece, lo, hi uint64, cause string) Piece {
+	q := clip(p, lo, hi)
+	switch {
+	case p.Kind == File:
+		q.ID = s.sink.AddFile(q.Start, q.End, q.Prot, q.File, cause)
+	case s.keepsBytes(p):
+		q.ID = s.sink.SplitVersion(p.Region, p.pages, p.pagesAt, q.Start, q.End, q.Prot, cause)
+	default:
+		q.ID = s.sink.AddVersion(q.Region, q.Start, q.End, q.Prot, cause)
 	}
-	return p
+	return q
 }
 
 // insert adds a piece that overlaps nothing.
@@ -278,18 +306,13 @@ func (s *Space) addAnon(start, end uint64, prot int, cause string) {
 	s.addVersion(r.id, start, end, prot, cause)
 }
 
-// addVersion records [start, end) of region reg as a new version (one per
-// page when PageGranular says so) and tracks it.
+// addVersion records [start, end) of region reg as a new version and
+// tracks it.
 func (s *Space) addVersion(reg int64, start, end uint64, prot int, cause string) {
-	step := end - start
-	if s.PageGranular != nil && s.PageGranular(prot) {
-		step = pageSize
-	}
-	for a := start; a < end; a += step {
-		q := Piece{Start: a, End: min(a+step, end), Prot: prot, Kind: Anon, Region: reg}
-		q.ID = s.sink.AddVersion(reg, q.Start, q.End, prot, cause)
-		s.insert(q)
-	}
+	q := Piece{Start: start, End: end, Prot: prot, Kind: Anon, Region: reg}
+	q.ID = s.sink.AddVersion(reg, start, end, prot, cause)
+	q.pages, q.pagesAt = q.ID, start
+	s.insert(q)
 }
 
 func (s *Space) addFile(start, end uint64, prot int, f FileInfo, cause string) {
@@ -341,7 +364,7 @@ func (s *Space) Protect(start, end uint64, prot int, cause string) {
 		switch {
 		case p.Prot == prot:
 			// unchanged
-		case inside && !wasW && !fileW && !(s.PageGranular != nil && s.PageGranular(prot) && p.End-p.Start > pageSize):
+		case inside && !wasW && !fileW:
 			p.Prot = prot // protection changed, bytes did not
 		default:
 			redo = append(redo, ival{max(p.Start, start), min(p.End, end)})
@@ -528,11 +551,13 @@ func (s *Space) Sync(maps []snapshot.Mapping, fileOK func(snapshot.Mapping) bool
 		}
 	}
 	// Pass 1: end what is no longer executable (or changed protection).
+	// exec is sorted (as /proc/PID/maps is): each piece looks up the
+	// mappings it overlaps.
 	for _, p := range s.Pieces() {
 		at := p.Start
-		for _, m := range exec {
-			if m.End <= at || m.Start >= p.End {
-				continue
+		for _, m := range exec[sort.Search(len(exec), func(i int) bool { return exec[i].End > p.Start }):] {
+			if m.Start >= p.End {
+				break
 			}
 			if m.Start > at {
 				s.cut(at, m.Start, cause)

@@ -17,9 +17,14 @@ import (
 //	V- 2
 //	F+ 3 0x1000-0x2000 r-x /bin/x@0x0 mmap
 //	F- 3
+//
+// A split version (SplitVersion) logs like any other; splits counts them
+// and read counts the bytes AddVersion would read from the program.
 type logSink struct {
-	next int64
-	log  []string
+	next   int64
+	log    []string
+	splits []string // "ID from FROM@ADDR"
+	read   uint64
 }
 
 func (l *logSink) id() int64 { l.next++; return l.next }
@@ -47,6 +52,13 @@ func (l *logSink) EndRegion(id int64) { l.log = append(l.log, fmt.Sprintf("R- %d
 func (l *logSink) AddVersion(r int64, s, e uint64, prot int, cause string) int64 {
 	id := l.id()
 	l.log = append(l.log, fmt.Sprintf("V+ %d r%d %#x-%#x %s %s", id, r, s, e, protStr(prot), cause))
+	l.read += e - s
+	return id
+}
+func (l *logSink) SplitVersion(r, from int64, fromStart, s, e uint64, prot int, cause string) int64 {
+	id := l.id()
+	l.log = append(l.log, fmt.Sprintf("V+ %d r%d %#x-%#x %s %s", id, r, s, e, protStr(prot), cause))
+	l.splits = append(l.splits, fmt.Sprintf("%d from %d@%#x", id, from, fromStart))
 	return id
 }
 func (l *logSink) EndVersion(id int64) { l.log = append(l.log, fmt.Sprintf("V- %d", id)) }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -342,11 +341,9 @@ func (t *Tracer) newSpace(owner int) *space {
 	sp.sink = &sink{t: t, sp: sp}
 	sp.Space = NewSpace(sp.sink)
 	sp.filter.on = t.soft != nil && t.opts.SoftFilter
-	if t.wxOn() {
-		// W^X memory is versioned page by page: a store re-records one
-		// page, not the whole mapping.
-		sp.Space.PageGranular = isWX
-	}
+	// Under W^X every store into code is seen: a store re-records the
+	// pages it changed, and the rest of a large mapping keeps its bytes.
+	sp.Space.WritesSeen = t.wxOn()
 	return sp
 }
 
@@ -816,40 +813,47 @@ func (t *Tracer) readView(p *process, view *space) ([]snapshot.Mapping, bool) {
 // viewMaps translates /proc/PID/maps, which shows what ptjit enforces,
 // into the program's view: W^X pages the kernel has RX (or RW in batch
 // mode) are RWX to the program; JIT code the soft filter hides is
-// executable to it.
+// executable to it. Each mapping is walked with the pieces it overlaps
+// (found by binary search), and neighbouring parts with one protection
+// stay one entry: the cost is in the mappings and pieces, never their
+// product (a large mapping split into many versions).
 func (sp *space) viewMaps(maps []snapshot.Mapping) []snapshot.Mapping {
 	var out []snapshot.Mapping
 	changed := func(p Piece) bool { return isWX(p.Prot) || sp.filter.on && sp.jitPiece(p) }
 	for _, m := range maps {
-		cuts := []uint64{m.Start, m.End}
-		for _, p := range sp.pieces {
-			if changed(p) && p.End > m.Start && p.Start < m.End {
-				cuts = append(cuts, max(p.Start, m.Start), min(p.End, m.End))
-			}
-		}
-		if len(cuts) == 2 {
-			out = append(out, m)
-			continue
-		}
-		sort.Slice(cuts, func(i, j int) bool { return cuts[i] < cuts[j] })
-		for i := 0; i+1 < len(cuts); i++ {
-			s, e := cuts[i], cuts[i+1]
-			if s == e {
-				continue
+		n := len(out)
+		emit := func(s, e uint64, prot int) {
+			if k := len(out) - 1; k >= n && out[k].End == s && out[k].Prot == prot {
+				out[k].End = e
+				return
 			}
 			seg := m
-			seg.Start, seg.End = s, e
+			seg.Start, seg.End, seg.Prot = s, e, prot
 			if m.Inode != 0 {
 				seg.Offset = m.Offset + (s - m.Start)
 			}
-			if p, ok := sp.PieceAt(s); ok && changed(p) {
+			out = append(out, seg)
+		}
+		at := m.Start
+		for k := sp.first(m.Start); k < len(sp.pieces) && sp.pieces[k].Start < m.End; k++ {
+			p := sp.pieces[k]
+			s, e := max(p.Start, m.Start), min(p.End, m.End)
+			if at < s {
+				emit(at, s, m.Prot)
+			}
+			prot := m.Prot
+			if changed(p) {
 				_, batch := sp.wx.batch[s&^(pageSize-1)]
 				hid := sp.filter.on && m.Prot == actualProt(p.Prot)&^unix.PROT_EXEC
 				if m.Prot == actualProt(p.Prot) || hid || batch && m.Prot == p.Prot&^unix.PROT_EXEC {
-					seg.Prot = p.Prot
+					prot = p.Prot
 				}
 			}
-			out = append(out, seg)
+			emit(s, e, prot)
+			at = e
+		}
+		if at < m.End {
+			emit(at, m.End, m.Prot)
 		}
 	}
 	return out
@@ -884,20 +888,39 @@ func (s *sink) EndRegion(id int64) { s.t.rec.EndRegion(id, s.t.cur.at) }
 
 func (s *sink) AddVersion(region int64, start, end uint64, prot int, cause string) int64 {
 	t := s.t
-	data := db.Buffer(int(end - start))
 	// Read through a stopped thread of the space when there is one.
 	pid := s.sp.owner
 	if t.cur.th != nil && t.cur.th.proc != nil && t.cur.th.proc.space == s.sp {
 		pid = t.cur.th.tid
 	}
-	if err := snapshot.ReadMem(pid, start, data); err != nil {
+	t.result.Stats.Versions++
+	t.result.Stats.Bytes += int64(end - start)
+	v := db.Version{Region: region, PID: s.sp.owner, TID: t.curTID(), Addr: start, Size: end - start,
+		At: t.cur.at, Cause: cause, IP: t.cur.ip, ByPtjit: false}
+	if end-start > db.ChunkSize {
+		// a large mapping is read and queued a chunk at a time, never
+		// held whole
+		id, _, err := t.rec.AddVersionRead(v, func(addr uint64, b []byte) error { return snapshot.ReadMem(pid, addr, b) })
+		if err != nil {
+			t.result.Stats.ReadErrors++
+			t.warnf("%v (recorded as zeros)", err)
+		}
+		return id
+	}
+	v.Data = db.Buffer(int(end - start))
+	if err := snapshot.ReadMem(pid, start, v.Data); err != nil {
 		t.result.Stats.ReadErrors++
 		t.warnf("%v (recorded as zeros)", err)
 	}
+	id, _ := t.rec.AddVersion(v)
+	return id
+}
+
+func (s *sink) SplitVersion(region, from int64, fromStart, start, end uint64, prot int, cause string) int64 {
+	t := s.t
 	t.result.Stats.Versions++
-	t.result.Stats.Bytes += int64(len(data))
-	id, _ := t.rec.AddVersion(db.Version{Region: region, PID: s.sp.owner, TID: t.curTID(), Addr: start, Size: end - start,
-		Data: data, At: t.cur.at, Cause: cause, IP: t.cur.ip, ByPtjit: false})
+	id, _ := t.rec.SplitVersion(db.Version{Region: region, PID: s.sp.owner, TID: t.curTID(), Addr: start, Size: end - start,
+		At: t.cur.at, Cause: cause, IP: t.cur.ip, ByPtjit: false}, from, fromStart)
 	return id
 }
 

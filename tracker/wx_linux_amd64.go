@@ -76,6 +76,23 @@ func actualProt(view int) int {
 type wxState struct {
 	batch  map[uint64]batchPage // pages ptjit made RW (not X) in batch mode
 	writes map[uint64]pageRate  // precise writes per page (auto mode)
+	added  int                  // stores counted in writes since pruneWrites
+}
+
+// pruneWritesEvery: every so many counted stores, the pages whose window
+// has passed are dropped from wxState.writes (they start a new one
+// anyway), so that a program storing once into each page of a large
+// mapping does not leave one entry per page.
+const pruneWritesEvery = 4096
+
+// pruneWrites drops the entries of writes whose window ended before now.
+func (w *wxState) pruneWrites(now int64) {
+	for p, r := range w.writes {
+		if now-r.since > int64(autoWindow) {
+			delete(w.writes, p)
+		}
+	}
+	w.added = 0
 }
 
 func (t *Tracer) wxOn() bool { return t.opts.WX != "" && t.opts.WX != WXOff }
@@ -217,6 +234,9 @@ func (t *Tracer) wxFault(th *thread, addr uint64) {
 		}
 		r.n++
 		w.writes[page] = r
+		if w.added++; w.added >= pruneWritesEvery {
+			w.pruneWrites(t.cur.at.MonoNS)
+		}
 	}
 	if mode == WXBatch && !self {
 		if err := t.protect(th, page, page+pageSize, unix.PROT_READ|unix.PROT_WRITE, "wx-batch: writable until executed"); err != nil {

@@ -29,6 +29,11 @@
 //   - java (testdata/Hot.java) and node (testdata/hot.js) alone and under
 //     ptjit run in each --wx mode (targets for the default: ≤ 2× and
 //     ≤ 1.5×);
+//   - bigrwx: testdata/bigrwx storing one byte per page of a 512 MiB RWX
+//     mapping (one W^X stop per page) under ptjit vs alone (target ≤ 10×),
+//     µs per stop at 512 MiB vs 16 MiB (target ≤ 1.5×: a stop must not
+//     cost more in a large mapping), and ptjit's own peak RSS (meta
+//     tracer_maxrss_kb) vs the region (target ≤ 0.25×);
 //   - soft PT: instructions recorded per second against stepbench's bare
 //     PTRACE_SINGLESTEP loop (target ≥ 0.8×), trace bytes per instruction,
 //     and ubpf-test with and without --soft-filter=jit.

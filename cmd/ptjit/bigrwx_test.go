@@ -1,0 +1,113 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/ptjit/ptjit/db"
+	"github.com/ptjit/ptjit/recording"
+)
+
+// TestE2EBigRWX: a 64 MiB RWX mapping patched in 3 places (testdata
+// bigrwx 64 3) is a handful of versions under W^X, not one per page: the
+// mapping, the 3 patched pages, and the untouched runs between them
+// (cause split, the mapping's bytes, read from its pages). The versions
+// other than splits match the manifest; the splits hold zeros; the
+// versions valid at the end tile the mapping; and the decoder's image,
+// built from the recording, reads each patch as the program wrote it.
+func TestE2EBigRWX(t *testing.T) {
+	e2eSetup(t)
+	const writes = 3
+	for _, mode := range []string{"precise", "batch", "auto"} {
+		t.Run(mode, func(t *testing.T) {
+			tmp := t.TempDir()
+			manifest, dir := filepath.Join(tmp, "manifest"), filepath.Join(tmp, "rec")
+			r := e2ePtjit(t, []string{"PTJIT_MANIFEST=" + manifest}, "run", "-q", "--pt=off", "--wx="+mode, "-o", dir, "--",
+				e2eProg("bigrwx"), "64", strconv.Itoa(writes))
+			if r.code != 0 {
+				t.Fatalf("status %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+			ms := e2eReadManifest(t, manifest)
+			if len(ms) != 1+writes || ms[0].Cause != "mmap" {
+				t.Fatalf("manifest: %v, want one mmap and %d write lines", ms, writes)
+			}
+			mapping := ms[0]
+			var hs, splits []historyLine
+			inMapping := 0
+			for _, h := range e2eHistory(t, dir) {
+				addr, _ := strconv.ParseUint(h.Addr, 0, 64)
+				if addr >= mapping.Addr && addr < mapping.Addr+mapping.Size {
+					inMapping++
+				}
+				if h.Cause == "split" {
+					splits = append(splits, h)
+					continue
+				}
+				hs = append(hs, h)
+			}
+			// mmap + per write: the page, the runs left and right of it
+			// (the run left of a patch was split off by the one before)
+			if max := 1 + 3*writes; inMapping > max {
+				t.Errorf("%d versions in the 64 MiB mapping, want at most %d", inMapping, max)
+			}
+			e2eCompare(t, ms, hs, mode != "precise")
+			for _, h := range splits {
+				zero := sha256.Sum256(make([]byte, h.Size))
+				if h.SHA256 != hex.EncodeToString(zero[:]) {
+					t.Errorf("split version %v: not the zeros the program left there", h)
+				}
+			}
+			checkBigRWXImage(t, dir, mapping, ms[1:])
+		})
+	}
+}
+
+// checkBigRWXImage checks the recording in dir after the last patch: the
+// versions valid then tile the mapping m exactly, and the decoder's image
+// (recording.BuildImage) holds each patch's page as its manifest line says.
+func checkBigRWXImage(t *testing.T, dir string, m manifestLine, patches []manifestLine) {
+	t.Helper()
+	cdb, err := db.Open(filepath.Join(dir, "code.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cdb.Close()
+	vs, err := cdb.Versions(db.VersionFilter{PID: m.PID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the time of the last version in the mapping: the last patch
+	in := func(v db.VersionInfo) bool { return v.Addr >= m.Addr && v.Addr < m.Addr+m.Size }
+	last := uint64(0)
+	for _, v := range vs {
+		if in(v) {
+			last = max(last, v.Valid.TSC)
+		}
+	}
+	covered := uint64(0)
+	for _, v := range vs {
+		if in(v) && v.ValidAt(last) {
+			covered += v.Size
+		}
+	}
+	if covered != m.Size {
+		t.Errorf("versions valid after the last patch cover %d bytes of the %d-byte mapping", covered, m.Size)
+	}
+	img, err := recording.BuildImage(cdb, m.PID, func(w string) { t.Log(w) })
+	if err != nil {
+		t.Fatalf("recording.BuildImage: %v", err) // overlapping versions fail here
+	}
+	for _, p := range patches {
+		buf := make([]byte, p.Size)
+		if n, s := img.Read(buf, p.Addr, last); n != len(buf) || s == nil {
+			t.Errorf("image at %#x, tsc %d: %d bytes", p.Addr, last, n)
+			continue
+		}
+		if sum := sha256.Sum256(buf); hex.EncodeToString(sum[:]) != p.SHA256 {
+			t.Errorf("image at %#x after the patches: sha256 %x, the program wrote %s", p.Addr, sum, p.SHA256)
+		}
+	}
+}
