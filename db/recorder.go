@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ptjit/ptjit/clock"
@@ -122,7 +123,10 @@ type Recorder struct {
 	err    error
 	closed bool
 	onErr  func(error) // called once, at the first error (SetOnError)
-	saved  Saved       // what committed transactions hold; final after Close
+	// failed is err != nil, read without the lock by the writer's loop
+	// at every record.
+	failed atomic.Bool
+	saved  Saved // what committed transactions hold; final after Close
 }
 
 // Saved counts what the recording really holds: the rows of committed
@@ -212,6 +216,7 @@ func (r *Recorder) setErr(err error) {
 	first := r.err == nil
 	if first {
 		r.err = fmt.Errorf("%s: %w", r.path, err)
+		r.failed.Store(true)
 	}
 	err, fn := r.err, r.onErr
 	r.mu.Unlock()
@@ -307,8 +312,7 @@ func (r *Recorder) loop(w *writer) {
 			o := &b[i]
 			// After the first error the records are taken and dropped:
 			// the program never waits on a recording that has stopped.
-			failed := r.Err() != nil
-			if o.fn != nil && !failed {
+			if o.fn != nil && !r.failed.Load() {
 				if err := w.begin(); err != nil {
 					r.setErr(err)
 				} else if err := o.fn(w); err != nil {
@@ -691,7 +695,7 @@ func (w *writer) commit() error {
 // commit commits the writer's transaction and, when it succeeds, counts
 // what it held as saved. After an error nothing more is committed.
 func (r *Recorder) commit(w *writer) error {
-	if r.Err() != nil {
+	if r.failed.Load() {
 		if w.tx != nil {
 			w.tx.Rollback()
 			w.tx = nil
