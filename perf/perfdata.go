@@ -229,6 +229,12 @@ type PerfData struct {
 	// ErrPerfDataTruncated.
 	DataStart, DataEnd int64
 	Unterminated       bool
+	// CutShort is true when the file ends before the data section the
+	// header names (a copy or a write cut short): the records run to the
+	// end of the file, as for Unterminated, and the feature sections
+	// after the data are gone.
+	CutShort bool
+	cutErr   error // what the header says that the file contradicts
 	// Pipe is true for a pipe-mode file (perf record -o -): a 16-byte
 	// header, then records to the end of the file. Its attrs, features and
 	// build ids come from HEADER_ATTR, HEADER_FEATURE and HEADER_BUILD_ID
@@ -374,10 +380,11 @@ func (p *PerfData) readHeader() error {
 		p.Unterminated = true
 		p.DataEnd = p.size
 	} else {
-		if !p.inFile(h.Data) {
-			return p.errf("header", 48, "data section %#x+%#x exceeds file size %#x", h.Data.Offset, h.Data.Size, p.size)
-		}
 		p.DataEnd = int64(h.Data.Offset + h.Data.Size)
+		if !p.inFile(h.Data) {
+			p.CutShort, p.DataEnd = true, p.size
+			p.cutErr = p.errf("header", 48, "data section %#x+%#x exceeds file size %#x", h.Data.Offset, h.Data.Size, p.size)
+		}
 	}
 	return nil
 }
@@ -494,7 +501,7 @@ func (p *PerfData) readFeatures() error {
 	if h.HasFeature(0) {
 		nfeat-- // HEADER_RESERVED has no section
 	}
-	if nfeat <= 0 || p.Unterminated {
+	if nfeat <= 0 || p.Unterminated || p.CutShort {
 		// An unterminated file has no feature sections: they follow the
 		// data, which runs to the end of the file.
 		return nil

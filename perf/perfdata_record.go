@@ -2,8 +2,10 @@ package perf
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // PerfRecordType is perf_event_header.type.
@@ -265,6 +267,11 @@ func (rr *PerfRecordReader) Next(rec *PerfRecord) error {
 	rr.err = rr.next(rec)
 	if rr.err == nil {
 		return nil
+	}
+	if p := rr.p; p.CutShort && rr.err != io.EOF && !errors.Is(rr.err, ErrPerfDataTruncated) {
+		// Not a file cut short after all, or not only: say what the
+		// header claimed too.
+		rr.err = fmt.Errorf("%w; read up to the end of the file instead: %s", p.cutErr, strings.TrimPrefix(rr.err.Error(), p.Name+": "))
 	}
 	return rr.err
 }

@@ -558,3 +558,42 @@ func BenchmarkPerfDataRecords(b *testing.B) {
 		}
 	}
 }
+
+// TestPerfDataCutCopy: a finished perf.data cut short (a partial copy: the
+// header names a data section past the end) loads up to the cut, flagged
+// Truncated, each queue's bytes a prefix of what was written.
+func TestPerfDataCutCopy(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "perf.data")
+	want := writeRoundTripFile(t, path, PerfDataConfig{})
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(t.TempDir(), "cut.data")
+	if err := os.WriteFile(cut, good[:len(good)*2/3], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := OpenPerfData(cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	tr, err := LoadPerfTrace(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.CutShort || !tr.Truncated {
+		t.Errorf("CutShort %v, Truncated %v: want both", p.CutShort, tr.Truncated)
+	}
+	total := 0
+	for _, q := range tr.Queues {
+		w := want[int(q.Tid)]
+		if len(q.Data) > len(w) || !bytes.Equal(q.Data, w[:len(q.Data)]) {
+			t.Errorf("%v: %d bytes, not a prefix of the %d written", q, len(q.Data), len(w))
+		}
+		total += len(q.Data)
+	}
+	if total == 0 {
+		t.Error("nothing loaded before the cut")
+	}
+}

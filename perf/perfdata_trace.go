@@ -228,7 +228,7 @@ func LoadPerfTrace(p *PerfData) (*PerfTrace, error) { return loadPerfTrace(p, tr
 func LoadPerfTraceLazy(p *PerfData) (*PerfTrace, error) { return loadPerfTrace(p, false) }
 
 func loadPerfTrace(p *PerfData, withData bool) (*PerfTrace, error) {
-	t := &PerfTrace{}
+	t := &PerfTrace{Truncated: p.CutShort}
 	rr := p.Records()
 	var rec PerfRecord
 	byIdx := make(map[uint32]*PerfAuxQueue)
