@@ -271,7 +271,12 @@ func (rr *PerfRecordReader) Next(rec *PerfRecord) error {
 	if p := rr.p; p.CutShort && rr.err != io.EOF && !errors.Is(rr.err, ErrPerfDataTruncated) {
 		// Not a file cut short after all, or not only: say what the
 		// header claimed too.
-		rr.err = fmt.Errorf("%w; read up to the end of the file instead: %s", p.cutErr, strings.TrimPrefix(rr.err.Error(), p.Name+": "))
+		// The error stays a *PerfDataError at the record's offset.
+		if pe, ok := rr.err.(*PerfDataError); ok {
+			e := *pe
+			e.Msg += fmt.Sprintf(" (read up to the end of the file because %s)", strings.TrimPrefix(p.cutErr.Error(), p.Name+": "))
+			rr.err = &e
+		}
 	}
 	return rr.err
 }

@@ -596,4 +596,36 @@ func TestPerfDataCutCopy(t *testing.T) {
 	if total == 0 {
 		t.Error("nothing loaded before the cut")
 	}
+
+	// A cut copy whose data is garbage from the first record on: the
+	// error is still a *PerfDataError at that record's offset, and it
+	// says what the header claimed.
+	bad := append([]byte(nil), good[:len(good)*2/3]...)
+	q, err := OpenPerfData(cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := q.DataStart
+	q.Close()
+	for i := start; i < start+8 && int(i) < len(bad); i++ {
+		bad[i] = 0x30
+	}
+	bad[start+6], bad[start+7] = 0, 0 // size 0: smaller than a header
+	if err := os.WriteFile(cut, bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p2, err := OpenPerfData(cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close()
+	var r PerfRecord
+	err = p2.Records().Next(&r)
+	var pe *PerfDataError
+	if !errors.As(err, &pe) || err != error(pe) {
+		t.Fatalf("garbage record in a cut copy: %T %v, want a *PerfDataError", err, err)
+	}
+	if pe.Offset != start || !strings.Contains(err.Error(), "exceeds file size") {
+		t.Errorf("error %q: want offset %#x and the header's claim", err, start)
+	}
 }
