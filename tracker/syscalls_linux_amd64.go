@@ -80,6 +80,13 @@ func (t *Tracer) seccompEntry(th *thread) {
 			kprot, op.reason = k, reason
 		}
 	}
+	if kprot != op.args[2] && t.restartForFullProtect(th, regs, op) {
+		// ptjit manages memory here from now on: the call was restarted
+		// with the filter that stops every mprotect in place, and stops
+		// again
+		th.op = nil
+		return
+	}
 	if kprot != op.args[2] {
 		// the kernel gets kprot, the Space keeps the program's view
 		regs.Rdx = kprot
