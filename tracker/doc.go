@@ -93,6 +93,14 @@
 // end_inexact). A call that adds PROT_EXEC over memory recorded while
 // removals were unseen always records a new version read from the
 // program, a file mapping's too (Space.RemovalUnseen, Piece.loose).
+// A single-threaded program's version is read at the seccomp stop, before
+// the thread resumes (oneStopProtect): its next mprotect no longer stops
+// and waits for the read. With several threads the version is read at the
+// call's exit stop while its thread is stopped; another thread that made
+// the range writable and wrote it during that read would not be stopped
+// any more. A JIT serializes writes to its code (a thread writes code it
+// owns, under its lock, not code another thread is making executable),
+// so this needs a program racing with itself; it is not handled.
 //
 // Memory ptjit manages (W^X and writable aliases take PROT_WRITE away in
 // the kernel, the soft filter PROT_EXEC) must follow every protection
