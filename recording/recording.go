@@ -39,8 +39,8 @@ type Recording struct {
 	// Unattributed lists, after Traces of a per-CPU recording, the
 	// stretches of CPU queues that no thread could be given (DemuxError).
 	Unattributed []*DemuxError
-	syms   *Symbolizer
-	warn   func(string)
+	syms         *Symbolizer
+	warn         func(string)
 }
 
 // Thread is one PT stream of a recording: a queue of perf.data with the
@@ -198,6 +198,8 @@ func (r *Recording) Traces(tid int) ([]ThreadTrace, error) {
 	switch {
 	case len(out) > 0:
 		return out, nil
+	case tid <= 0 && len(r.Unattributed) > 0:
+		return nil, nil // nothing attributed: Sources reports why
 	case tid > 0:
 		return nil, fmt.Errorf("%s: no trace for thread %d", r.PerfPath, tid)
 	}
