@@ -27,6 +27,9 @@ type runEntry struct {
 //     (the thread switched to; pid 0 is the idle task);
 //   - SWITCH_CPU_WIDE switch-in and SWITCH switch-in: from its time the
 //     CPU runs the record's sample_id thread;
+//   - SWITCH switch-out (perf records only the traced tasks' switches when
+//     it may not record CPU-wide, have_sched_switch 2): from its time no
+//     traced thread runs there until the next switch-in;
 //   - ITRACE_START: the CPU runs its thread from its time (tracing
 //     started there);
 //   - LOST: records were lost on that CPU (or, without a CPU in its
@@ -81,10 +84,13 @@ func (c *cpuRuns) add(rec *perf.PerfRecord) {
 		}
 	case perf.RecSwitch:
 		c.switches++
-		if cpu < 0 || rec.SwitchOut() {
-			return
+		switch {
+		case cpu < 0:
+		case rec.SwitchOut():
+			c.set(cpu, runEntry{TSC: tsc, Offset: rec.Offset})
+		default:
+			c.set(cpu, runEntry{TSC: tsc, PID: int(rec.ID.Pid), TID: int(rec.ID.Tid), Offset: rec.Offset})
 		}
-		c.set(cpu, runEntry{TSC: tsc, PID: int(rec.ID.Pid), TID: int(rec.ID.Tid), Offset: rec.Offset})
 	case perf.RecItraceStart:
 		if cpu < 0 {
 			return

@@ -239,6 +239,8 @@ func TestCPURuns(t *testing.T) {
 		sb(perf.RecSwitchCPUWide, 0, 1, 5, 7, 0, 0, 25),                  // in on cpu 1
 		sb(perf.RecSwitchCPUWide, perf.MiscSwitchOut, 0, 5, 6, 0, 0, 30), // to idle
 		sb(perf.RecLost, 0, 1, 0, 0, 0, 0, 40),
+		sb(perf.RecSwitch, 0, 3, 5, 8, 0, 0, 10),                  // per-task switches
+		sb(perf.RecSwitch, perf.MiscSwitchOut, 3, 5, 8, 0, 0, 20), // out: none traced
 	} {
 		c.add(&r)
 	}
@@ -257,6 +259,8 @@ func TestCPURuns(t *testing.T) {
 		{1, 39, 7, ""},
 		{1, 40, 0, "records lost"},
 		{2, 50, 0, "no sideband record"},
+		{3, 15, 8, ""},
+		{3, 20, 0, ""},
 	} {
 		e := c.at(tt.cpu, tt.tsc)
 		if e.TID != tt.tid || (tt.unknown == "") != (e.Unknown == "") || !strings.Contains(e.Unknown, tt.unknown) {
