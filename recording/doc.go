@@ -70,9 +70,9 @@
 // hardware here: at a context switch perf stops the leaving task's event
 // and starts the arriving one's (pt_event_stop/start: TraceEn 1→0→1),
 // after which the CPU starts with PSB+ and an empty return-compression
-// stack, so no compressed return refers to another thread's call; a
-// compressed return that does would decode as a bad-retcomp error, not a
-// wrong flow. Timing restarts with the TSC of PSB+ or, after a TIP.PGD,
+// stack, so no compressed return refers to another thread's call (the
+// soft generator clears its stack at every disable, stricter still).
+// Timing restarts with the TSC of PSB+ or, after a TIP.PGD,
 // continues the CPU's (TSC/MTC), as perf's decoder reads it.
 //
 // Never a guess: a piece whose time has no TSC yet, that falls before a
