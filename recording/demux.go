@@ -61,12 +61,26 @@ func splitQueue(q *perf.PerfAuxQueue, tr decode.TraceReader, cfg *ptpkt.Config) 
 		cur = piece{q: q, from: at, psb: psb}
 	}
 	err := decode.ForEachWindow(tr, decode.DefaultWindow, func(pt []byte, stop, base uint64) {
-		d := ptpkt.NewPacketDecoder(pt[:stop], cfg)
+		buf := pt[:stop]
+		d := ptpkt.NewPacketDecoder(buf, cfg)
 		var p ptpkt.Packet
 		if err := d.SyncForward(); err != nil {
 			return
 		}
+		inBlock := false // between BBP and BEP: even bytes are BIPs, not TNT
 		for {
+			if !inBlock {
+				// Most of a trace is short TNTs (even bytes but 0x02,
+				// the extended opcode) and PADs (0x00): nothing pass 1
+				// needs; skip them without decoding.
+				i := d.Offset()
+				for i < uint64(len(buf)) && buf[i]&1 == 0 && buf[i] != 2 {
+					i++
+				}
+				if i != d.Offset() {
+					d.SyncSet(i)
+				}
+			}
 			off := base + d.Offset()
 			if err := d.Next(&p); err != nil {
 				if ptpkt.IsEOS(err) || d.SyncForward() != nil {
@@ -75,7 +89,12 @@ func splitQueue(q *perf.PerfAuxQueue, tr decode.TraceReader, cfg *ptpkt.Config) 
 				continue
 			}
 			switch p.Type {
+			case ptpkt.PktBBP:
+				inBlock = true
+			case ptpkt.PktBEP, ptpkt.PktOVF:
+				inBlock = false
 			case ptpkt.PktPSB:
+				inBlock = false
 				cut(off, true)
 				last.Reset()
 			case ptpkt.PktTSC:
