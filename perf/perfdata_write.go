@@ -544,6 +544,17 @@ func (w *PerfDataWriter) ItraceStart(pid, tid int, tsc uint64) {
 	w.record(RecItraceStart, 0, pl, w.sid(evPT, pid, tid, tsc))
 }
 
+// Lost writes a LOST record on the CPU set with SetCPU: lost records of
+// the event id were dropped (the kernel's ring buffer was full). pid/tid
+// go in its sample_id, as the kernel writes the reading task's.
+func (w *PerfDataWriter) Lost(pid, tid int, lost, tsc uint64) {
+	sid := w.sid(evSwitch, pid, tid, tsc)
+	le := binary.LittleEndian
+	pl := le.AppendUint64(nil, sid.ID)
+	pl = le.AppendUint64(pl, lost)
+	w.record(RecLost, 0, pl, sid)
+}
+
 // Fork writes a FORK record: thread tid of process pid was created by ptid
 // of ppid.
 func (w *PerfDataWriter) Fork(pid, ppid, tid, ptid int, tsc uint64) {

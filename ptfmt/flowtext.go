@@ -200,6 +200,10 @@ type FlowOptions struct {
 	// Counts, if not nil, receives the instructions decoded and the
 	// errors met, whatever the format.
 	Counts *FlowCounts
+	// Origin, if not nil, maps the stream's offsets to the CPU queue's
+	// they came from (a thread demultiplexed from a per-CPU trace): the
+	// output's offsets are then the queue's, and errors name the CPU.
+	Origin OriginFunc
 }
 
 // FlowCounts is what a decode produced: instructions and errors.
@@ -236,7 +240,7 @@ func WriteFlow(w *bufio.Writer, src decode.TraceReader, img *decode.Image, cfg *
 	}
 	var calls *countSink
 	if o.Format == "calls" {
-		calls = &countSink{next: NewFlowSink(o.Format, w, o.Where)}
+		calls = &countSink{next: o.withOrigin(NewFlowSink(o.Format, w, o.Where))}
 		if o.Counts != nil {
 			defer func() {
 				o.Counts.Insns += calls.n.Insns
@@ -256,7 +260,7 @@ func WriteFlow(w *bufio.Writer, src decode.TraceReader, img *decode.Image, cfg *
 				c.w = bufio.NewWriterSize(&c.buf, 1<<16)
 				c.inner = NewFlowSink(o.Format, c.w, o.Where)
 				c.sink = &decode.OffsetSink{Next: &c.count, Base: base}
-				c.count.next = c.inner
+				c.count.next = o.withOrigin(c.inner)
 				return c
 			},
 			func(s decode.FlowSink) {
@@ -273,6 +277,14 @@ func WriteFlow(w *bufio.Writer, src decode.TraceReader, img *decode.Image, cfg *
 				}
 			})
 	})
+}
+
+// withOrigin returns s, behind an originSink when o.Origin is set.
+func (o *FlowOptions) withOrigin(s decode.FlowSink) decode.FlowSink {
+	if o.Origin == nil {
+		return s
+	}
+	return &originSink{next: s, origin: o.Origin}
 }
 
 // chunkOut is one parallel chunk's sink and the text it produced.

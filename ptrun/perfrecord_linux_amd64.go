@@ -53,8 +53,24 @@ type perfRecord struct {
 const perfEvent = "intel_pt/tsc=1,mtc=1,mtc_period=3,branch=1,noretcomp=0/u"
 
 // PerfArgs is the perf command line for recording workload into out.
+//
+// perf records a workload per CPU (one AUX queue per CPU, shared by every
+// thread and child that runs there; a workload's AUX event cannot be
+// inherited into per-thread buffers), so the decoder needs the
+// context-switch records to tell the threads of a CPU's queue apart.
+// perf's intel_pt recording options (tools/perf/arch/x86/util/intel-pt.c,
+// intel_pt_recording_options) add them by themselves when the event has
+// tsc=1 and the recording is per CPU: a system-wide dummy:u event with
+// context_switch=1 (SWITCH_CPU_WIDE records, have_sched_switch 3) where
+// the user may record CPU-wide (perf_event_paranoid <= 0 or CAP_PERFMON),
+// else PERF_RECORD_SWITCH of the traced tasks (have_sched_switch 2); and
+// TIME and CPU in the sample_id of the sideband. --no-switch-events, or a
+// kernel without switch events (before 4.3), would leave the decoder
+// nothing to split a CPU's queue with. ptjit asks with --switch-events
+// all the same: it says what the decoder relies on, and a perf that cannot
+// record them fails rather than writing a trace nobody can attribute.
 func PerfArgs(out string, workload []string) []string {
-	return append([]string{"record", "-q", "-e", perfEvent, "-o", out, "--"}, workload...)
+	return append([]string{"record", "-q", "-e", perfEvent, "--switch-events", "-o", out, "--"}, workload...)
 }
 
 func (r *perfRecord) launcher(path string, argv []string) tracker.Launch {

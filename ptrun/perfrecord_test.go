@@ -10,13 +10,15 @@ import (
 
 	"github.com/ptjit/ptjit/db"
 	"github.com/ptjit/ptjit/perf"
+	"github.com/ptjit/ptjit/softpt"
 )
 
 // fakePerf is a stand-in for `perf record` on a machine without Intel PT:
 // it checks the command line ptjit gives it, runs the workload as its child
 // exactly like perf record does (so ptjit must find and seize the helper
 // through perf), and writes the perf.data named by $FAKE_PERF_DATA — one
-// the soft backend made in perf's own layout — as its output.
+// the soft backend made in the layout perf record -e intel_pt//u writes on
+// hardware (per-CPU queues, context-switch records) — as its output.
 const fakePerf = `#!/bin/bash
 [ "$1" = record ] || { echo "fake perf: expected record, got $1" >&2; exit 9; }
 shift
@@ -25,11 +27,13 @@ while [ "$1" != "--" ]; do
 	-o) out=$2; shift ;;
 	-e) ev=$2; shift ;;
 	-q) ;;
+	--switch-events) sw=1 ;;
 	*) echo "fake perf: unexpected option $1" >&2; exit 9 ;;
 	esac
 	shift
 done
 shift
+[ -n "$sw" ] || { echo "fake perf: no --switch-events: a per-CPU trace could not be split by thread" >&2; exit 9; }
 [ -n "$FAKE_PERF_FAIL" ] && { echo "fake perf: $FAKE_PERF_FAIL" >&2; exit 1; }
 echo "$ev" > "$out.event"
 "$@"
@@ -55,7 +59,7 @@ func withIntelPT(t *testing.T) (perfData string) {
 	// A perf.data in perf's intel_pt layout, from a soft-PT recording.
 	soft := filepath.Join(dir, "soft")
 	var stderr bytes.Buffer
-	status, err := Run(Config{OutDir: soft, Argv: []string{"/bin/true"}, PT: PTSoft, Quiet: true, Stderr: &stderr})
+	status, err := Run(Config{OutDir: soft, Argv: []string{"/bin/true"}, PT: PTSoft, SoftLayout: softpt.LayoutPerCPU, SoftCPUs: 2, Quiet: true, Stderr: &stderr})
 	if err != nil || status != 0 {
 		t.Fatalf("soft recording: %d %v %s", status, err, stderr.String())
 	}
@@ -106,6 +110,17 @@ func TestIntelPTThroughPerf(t *testing.T) {
 	tr, err := perf.LoadPerfTrace(pd)
 	if err != nil || len(tr.Queues) == 0 || tr.Info == nil || !tr.TSCEnabled() {
 		t.Fatalf("perf.data: %v, %d queues", err, len(tr.Queues))
+	}
+	// perf's layout for a workload: CPU queues, and the switch records
+	// that split them by thread.
+	switches := 0
+	for i := range tr.Sideband {
+		if tr.Sideband[i].Type == perf.RecSwitchCPUWide {
+			switches++
+		}
+	}
+	if !tr.Info.IntelPT.PerCPUMmaps || tr.Queues[0].CPU < 0 || switches == 0 {
+		t.Errorf("perf.data: per_cpu_mmaps %v, queue 0 %s, %d SWITCH_CPU_WIDE records; want perf's per-CPU layout", tr.Info.IntelPT.PerCPUMmaps, tr.Queues[0], switches)
 	}
 }
 

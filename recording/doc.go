@@ -4,9 +4,10 @@
 //
 // Opening. Open reads perf.data's AUXTRACE queues (lazily: the PT bytes
 // are read from the file as a decoder asks for them) and code.db's thread
-// table. Threads lists the queues that hold data, each with the thread it
-// traced and that thread's process (0 when code.db does not know it);
-// Traces adds each process's image. A perf.data cut short (its writer was
+// table. Threads lists the per-thread queues that hold data, each with the
+// thread it traced and that thread's process (0 when code.db does not know
+// it); Traces adds each process's image, and splits a per-CPU recording's
+// queues by thread (below). A perf.data cut short (its writer was
 // killed or met a write error) is decoded up to the cut, with a warning; a
 // code.db whose run did not complete it is read with one warning
 // (db.OpenChecked, Options.Incomplete).
@@ -26,6 +27,65 @@
 // time under the owner's pid only (db.ProcessInfo.VMOwner). The child's
 // image therefore also holds the owner's sections, each clipped to the
 // child's image before the exec; after the exec only its own.
+//
+// Per-CPU traces (demux.go, cpurun.go). perf record -e intel_pt//u --
+// PROGRAM writes one AUX queue per CPU, shared by every thread and process
+// that ran there (ptjit run --pt=soft --soft-layout=per-cpu writes the
+// same); only the sideband tells them apart. Traces splits such a
+// recording into one stream per thread, in two passes:
+//
+//  1. Per CPU queue, packets only (no instruction decoding): the queue is
+//     cut at every PSB and after every TIP.PGD. In user-only tracing every
+//     context switch happens in the kernel, where tracing is filtered off,
+//     so a thread change can only come after a TIP.PGD (the leaving
+//     thread entered the kernel) or at a PSB (perf's sched-in re-enables
+//     the event, and the hardware starts with PSB+). Each piece keeps the
+//     time at its first IP packet (TSC, TMA and MTC followed as the
+//     decoder's timing does) and the CPU's last IP there.
+//  2. Each piece is given the thread the sideband says ran on that CPU at
+//     that time: cpuRuns replays SWITCH_CPU_WIDE (switch-out: next_prev
+//     runs from then; switch-in: the sample_id thread), SWITCH (per-task
+//     switches, have_sched_switch 2), ITRACE_START, as perf's intel-pt.c
+//     does with have_sched_switch (intel_pt_context_switch); perf time is
+//     converted to TSC with TIME_CONV. A thread's pieces from every CPU are
+//     joined in time order (migration) into one stream (threadStream, a
+//     decode.TraceReader), merged where they are contiguous in a queue, and
+//     decoded through its own process's image (BuildImage, vfork rules
+//     unchanged), like a per-thread queue: --tid, --calls, --json, --stat,
+//     -j N, windows all work unchanged.
+//
+// What the decoder relies on from the hardware (Intel SDM, "Intel
+// Processor Trace": IP compression, packet generation on TraceEn and
+// context switches) and how the joined stream keeps it: a PSB resets the
+// decoder's last IP and return-compression stack, so a piece starting at a
+// PSB decodes anywhere. A piece that starts after a TIP.PGD continues the
+// CPU's packet state: the last IP it compresses its first IP packet
+// against is the CPU's, which another thread's packets may have set; when
+// such a piece does not directly follow its predecessor in the same queue,
+// that packet is replaced in the joined stream by its full-IP form (the
+// 1-8 bytes differ; Origin maps offsets back). The decoder's return stack
+// for a joined stream holds only that thread's calls, kept across its own
+// TIP.PGD/TIP.PGE as within one queue (a return after a syscall may be
+// compressed against a call before it). Relied on, not verified on
+// hardware here: at a context switch perf stops the leaving task's event
+// and starts the arriving one's (pt_event_stop/start: TraceEn 1→0→1),
+// after which the CPU starts with PSB+ and an empty return-compression
+// stack, so no compressed return refers to another thread's call (the
+// soft generator clears its stack at every disable, stricter still).
+// Timing restarts with the TSC of PSB+ or, after a TIP.PGD,
+// continues the CPU's (TSC/MTC), as perf's decoder reads it.
+//
+// Never a guess: a piece whose time has no TSC yet, that falls before a
+// CPU's first sideband record, after a LOST record (until the next switch
+// record), where the sideband says no traced thread runs (the idle task,
+// an untraced one), or in a recording without any switch record, is not
+// decoded; it is a DemuxError (CPU, queue offset range, time, reason) that
+// ptjit decode prints as an error line of the pseudo-thread
+// "unattributed". A piece given to a thread whose image cannot run its IP
+// decodes as a nomap error in that thread's flow. Decode errors and
+// events of a joined stream carry offsets in their CPU's queue
+// (Thread.Origin, ptfmt.FlowOptions.Origin), and the error lines name the
+// CPU; --format=ptxed prints offsets in the joined stream.
 //
 // PT configuration. The timing configuration the trace was recorded with
 // (MTC frequency, CPUID 0x15 ratio, nominal frequency) comes from

@@ -2,10 +2,11 @@ package recording
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/ptjit/ptjit/db"
 	"github.com/ptjit/ptjit/decode"
@@ -35,20 +36,52 @@ type Recording struct {
 	pd     *perf.PerfData
 	pidOf  map[int]int // thread → process
 	images map[int]*decode.Image
-	syms   *Symbolizer
-	warn   func(string)
+	// Unattributed lists, after Traces of a per-CPU recording, the
+	// stretches of CPU queues that no thread could be given (DemuxError).
+	Unattributed []*DemuxError
+	syms         *Symbolizer
+	warn         func(string)
 }
 
 // Thread is one PT stream of a recording: a queue of perf.data with the
-// thread (and its process) that it traced.
+// thread (and its process) that it traced, or, in a per-CPU recording, the
+// thread's stretches of the CPU queues joined in time order (Queue nil,
+// CPUs the CPUs it ran on).
 type Thread struct {
 	TID, PID int
 	Queue    *perf.PerfAuxQueue
-	Trace    decode.TraceReader // the queue's PT bytes, read from perf.data on demand
+	CPUs     []int
+	Trace    decode.TraceReader // the PT bytes, read from perf.data on demand
 }
 
-// String names the stream: "queue N (cpu C, tid T), pid P".
-func (t *Thread) String() string { return fmt.Sprintf("%s, pid %d", t.Queue.String(), t.PID) }
+// String names the stream: "queue N (cpu C, tid T), pid P", or for a
+// thread of a per-CPU recording "tid T (cpus C,D of per-CPU queues), pid
+// P".
+func (t *Thread) String() string {
+	if t.Queue == nil {
+		cs := make([]string, len(t.CPUs))
+		for i, c := range t.CPUs {
+			cs[i] = strconv.Itoa(c)
+		}
+		return fmt.Sprintf("tid %d (cpus %s of per-CPU queues), pid %d", t.TID, strings.Join(cs, ","), t.PID)
+	}
+	return fmt.Sprintf("%s, pid %d", t.Queue.String(), t.PID)
+}
+
+// Origin maps an offset of t's stream to the CPU queue and offset it came
+// from: for a per-CPU recording's thread, the CPU and the offset in its
+// queue; for a queue of its own, the queue's CPU (-1) and off.
+func (t *Thread) Origin(off uint64) (cpu int, qoff uint64) {
+	if s, ok := t.Trace.(*threadStream); ok {
+		if c, o, ok := s.Origin(off); ok {
+			return c, o
+		}
+	}
+	if t.Queue != nil {
+		return int(t.Queue.CPU), off
+	}
+	return -1, off
+}
 
 // Open opens the recording in dir: DIR/perf.data and DIR/code.db. The
 // caller closes it.
@@ -101,6 +134,9 @@ func (r *Recording) Close() error {
 func (r *Recording) Threads() []Thread {
 	var out []Thread
 	for _, q := range r.Trace.Queues {
+		if q.CPU >= 0 {
+			continue // a CPU's queue: see PerCPU and Traces
+		}
 		if q.Size() == 0 {
 			continue
 		}
@@ -110,29 +146,43 @@ func (r *Recording) Threads() []Thread {
 	return out
 }
 
-// ErrPerCPU: the recording's trace is per CPU (perf record -e intel_pt//u on
-// hardware, ptjit run --pt=soft --soft-layout=per-cpu): a CPU's queue holds
-// every thread that ran there, told apart only by the sideband. Decoding a
-// queue as one thread would attribute instructions to the wrong thread and
-// process, so the decoder refuses it until it demultiplexes by the
-// sideband (issue 10 item 1).
-var ErrPerCPU = errors.New("a per-CPU trace (every thread that ran on a CPU shares its queue): ptjit decode cannot split it by thread yet; decode it with perf script --itrace=i0ns, or record with --soft-layout=per-thread")
-
 // ThreadTrace is a Thread with the image of its process.
 type ThreadTrace struct {
 	Thread
 	Image *decode.Image
 }
 
+// PerCPU reports whether the recording's trace is per CPU (perf record
+// -e intel_pt//u on hardware, ptjit run --pt=soft --soft-layout=per-cpu):
+// a CPU's queue holds every thread that ran there.
+func (r *Recording) PerCPU() bool {
+	for _, q := range r.Trace.Queues {
+		if q.CPU >= 0 && q.Size() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Traces returns the streams of Threads, only thread tid's when tid > 0,
-// each with its process's image. A recording with no such stream is an
-// error.
+// each with its process's image. In a per-CPU recording each thread's
+// stream is demultiplexed from the CPU queues by the sideband (demux.go;
+// what could not be attributed is in Unattributed). A recording with no
+// such stream is an error.
 func (r *Recording) Traces(tid int) ([]ThreadTrace, error) {
 	var out []ThreadTrace
 	threads := r.Threads()
-	for _, t := range threads {
-		if t.Queue.CPU >= 0 {
-			return nil, fmt.Errorf("%s: %s: %w", r.PerfPath, t.Queue, ErrPerCPU)
+	if r.PerCPU() {
+		var cfg ptpkt.Config
+		r.PTConfig(&cfg, func(string) bool { return false })
+		ds, problems, err := r.demux(&cfg)
+		if err != nil {
+			return nil, err
+		}
+		r.Unattributed = problems
+		threads = threads[:0]
+		for _, d := range ds {
+			threads = append(threads, Thread{TID: d.tid, PID: d.pid, CPUs: d.cpus, Trace: d.stream})
 		}
 	}
 	for _, t := range threads {
@@ -148,6 +198,8 @@ func (r *Recording) Traces(tid int) ([]ThreadTrace, error) {
 	switch {
 	case len(out) > 0:
 		return out, nil
+	case tid <= 0 && len(r.Unattributed) > 0:
+		return nil, nil // nothing attributed: Sources reports why
 	case tid > 0:
 		return nil, fmt.Errorf("%s: no trace for thread %d", r.PerfPath, tid)
 	}

@@ -1,6 +1,7 @@
 package recording
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 
@@ -18,6 +19,22 @@ type Source struct {
 	Image    *decode.Image
 	Config   *decode.FlowConfig
 	Symbols  *Symbolizer
+	// Origin maps the stream's offsets to the CPU queue's, for a thread
+	// demultiplexed from a per-CPU trace; nil otherwise.
+	Origin ptfmt.OriginFunc
+	// Unattributed: for the pseudo-source "unattributed" (TID -1) of a
+	// per-CPU recording, the stretches of CPU queues no thread could be
+	// given (its Trace is empty).
+	Unattributed []*DemuxError
+}
+
+// WriteProblems writes s's unattributed stretches in format
+// (ptfmt.WriteUnattributed) and returns how many.
+func (s *Source) WriteProblems(w *bufio.Writer, format string, stat *ptfmt.StatSink) int {
+	for _, e := range s.Unattributed {
+		ptfmt.WriteUnattributed(w, format, stat, e.CPU, e.Offset, e.End, e.TSC, e.Reason)
+	}
+	return len(s.Unattributed)
 }
 
 // Sources returns a Source per thread of the recording (only tid's when
@@ -32,7 +49,15 @@ func (r *Recording) Sources(tid int, base *decode.FlowConfig, given func(option 
 	out := make([]Source, 0, len(ts))
 	for _, t := range ts {
 		cfg := *base
-		out = append(out, Source{Label: t.String(), TID: t.TID, PID: t.PID, Trace: t.Trace, Image: t.Image, Config: &cfg, Symbols: r.Symbolizer()})
+		src := Source{Label: t.String(), TID: t.TID, PID: t.PID, Trace: t.Trace, Image: t.Image, Config: &cfg, Symbols: r.Symbolizer()}
+		if t.Queue == nil {
+			src.Origin = t.Origin
+		}
+		out = append(out, src)
+	}
+	if len(r.Unattributed) > 0 {
+		out = append(out, Source{Label: "unattributed (stretches of CPU queues the sideband gives no thread)", TID: -1,
+			Trace: decode.BytesTrace(nil), Image: decode.NewImage(), Config: base, Symbols: r.Symbolizer(), Unattributed: r.Unattributed})
 	}
 	return out, nil
 }

@@ -22,7 +22,9 @@
 // on hardware: a queue per CPU shared by the threads that ran there,
 // context-switch records that tell them apart, and in each CPU's stream the
 // packets a CPU emits when user-only tracing crosses a context switch (see
-// percpu.go). It is not the default because ptjit decode cannot split a
-// CPU's queue by thread yet (it refuses one); perf script can, and is how
-// the layout is tested.
+// percpu.go). ptjit decode splits it by thread with the same sideband
+// perf uses (package recording). It is not the default: in a per-thread
+// layout a thread's trace is its own, so attribution never rests on the
+// switch records the generator itself invented for virtual CPUs; per-cpu
+// is how the path of every hardware recording is tested.
 package softpt

@@ -28,6 +28,7 @@ type bench struct {
 // run is one execution of a command.
 type run struct {
 	wall   time.Duration
+	cpu    time.Duration // user + system time of the command
 	stdout string
 	stderr string
 }
@@ -39,7 +40,10 @@ func (b *bench) exec(argv ...string) (run, error) {
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	start := time.Now()
 	err := cmd.Run()
-	r := run{time.Since(start), out.String(), errb.String()}
+	r := run{wall: time.Since(start), stdout: out.String(), stderr: errb.String()}
+	if ps := cmd.ProcessState; ps != nil {
+		r.cpu = ps.UserTime() + ps.SystemTime()
+	}
 	if err != nil {
 		msg := strings.TrimSpace(r.stderr)
 		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {

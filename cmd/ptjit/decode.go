@@ -250,6 +250,9 @@ func runDecode(a *decodeArgs, stdout io.Writer) error {
 			if len(traces) > 1 {
 				fmt.Fprintf(stdout, "== %s\n", t.Label)
 			}
+			bw := bufio.NewWriter(stdout)
+			t.WriteProblems(bw, "trace", nil)
+			bw.Flush()
 			if err := ptfmt.PtxedTrace(o, t.Trace, t.Image, t.Config, nil, stdout); err != nil {
 				return err
 			}
@@ -274,7 +277,8 @@ func runDecode(a *decodeArgs, stdout io.Writer) error {
 		if a.format == "json" {
 			json.NewEncoder(w).Encode(map[string]any{"kind": "trace", "tid": t.TID, "pid": t.PID, "label": t.Label})
 		}
-		fo.Where = t.Symbols.Where
+		fo.Where, fo.Origin = t.Symbols.Where, t.Origin
+		counts.Errors += uint64(t.WriteProblems(w, a.format, fo.Stat))
 		if err := ptfmt.WriteFlow(w, t.Trace, t.Image, t.Config, &fo); err != nil {
 			return fmt.Errorf("decode: %s: %v", t.Label, err)
 		}

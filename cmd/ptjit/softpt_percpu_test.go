@@ -54,6 +54,12 @@ func TestSoftPTPerCPUPerf(t *testing.T) {
 		// the placement to move threads every 3,000.
 		{"jit-threads", []string{"--soft-cpus=2", "--soft-filter=jit"}, want{interleave: true}},
 		{"forker", []string{"--soft-cpus=2", "--soft-filter=jit"}, want{twoProcs: true, migrate: true}},
+		{"static-keys", []string{"--soft-cpus=2", "--soft-filter=jit"}, want{}},
+		{"rwx-threads", []string{"--soft-cpus=2", "--soft-filter=jit"}, want{interleave: true}},
+		{"smc", []string{"--soft-cpus=2"}, want{}},
+		{"smc", []string{"--soft-cpus=2", "--soft-filter=jit"}, want{}},
+		{"ubpf-test", []string{"--soft-cpus=2"}, want{}},
+		{"ubpf-test", []string{"--soft-cpus=2", "--soft-filter=jit"}, want{}},
 		{"jit-threads", []string{"--pin=off"}, want{}},
 	} {
 		t.Run(tc.prog+strings.Join(tc.args, ""), func(t *testing.T) {
@@ -69,16 +75,20 @@ func TestSoftPTPerCPUPerf(t *testing.T) {
 			l := perCPULayout(t, filepath.Join(dir, "perf.data"))
 			t.Logf("%d CPU queues; interleaving on one CPU: %v, two processes on one CPU: %v, migration: %v", l.queues, l.interleave, l.twoProcs, l.migrate)
 			if strings.Contains(strings.Join(tc.args, " "), "--soft-cpus") {
+				if tc.want != (want{}) && l.queues < 2 {
+					t.Errorf("%d AUX queues, want at least 2 CPUs", l.queues)
+				}
 				if tc.want.migrate && !l.migrate || tc.want.interleave && !l.interleave || tc.want.twoProcs && !l.twoProcs {
 					t.Errorf("the deterministic placement did not produce what the test needs (want %+v)", tc.want)
 				}
 			}
 
-			// ptjit decode cannot split CPU queues yet: it must say so,
-			// not decode a CPU's queue as one thread.
-			if d := e2ePtjit(t, nil, "decode", "-i", dir); d.code == 0 || !strings.Contains(d.stderr, "per-CPU trace") {
-				t.Errorf("ptjit decode of a per-cpu recording: exit %d, stderr %q; want a per-CPU refusal", d.code, d.stderr)
-			}
+			// ptjit decode splits the CPU queues by the same sideband:
+			// every thread's flow equals the ground truth.
+			checkAllFlows(t, dir, truth, "--format=ptxed", "--no-inst")
+			// Through ptjit decode's own format, decoded in small
+			// windows on 3 goroutines: the same flows.
+			checkAllFlows(t, dir, truth, "--format=insn", "-j", "3", "--window", "16384")
 
 			exp := filepath.Join(tmp, "exp")
 			if r := e2ePtjit(t, nil, "export", "jitdump", "-i", dir, "-o", exp); r.code != 0 {
@@ -108,6 +118,60 @@ func TestSoftPTPerCPUPerf(t *testing.T) {
 			t.Logf("%d threads, %d instructions: perf's per-thread flows equal the ground truth", len(tids), total)
 		})
 	}
+}
+
+// checkAllFlows decodes every thread of the recording in dir in one run
+// of ptjit decode (args: its format options, printing one address per
+// line, as --format=ptxed --no-inst and --format=insn do) and checks that
+// each thread's flow equals the ground truth, that no thread that ran
+// nothing has a flow, and that the output has no error line (an
+// unattributed stretch of a per-CPU trace is one).
+func checkAllFlows(t *testing.T, dir string, truth map[int][]uint64, args ...string) {
+	t.Helper()
+	r := e2ePtjit(t, nil, append([]string{"decode", "-i", dir}, args...)...)
+	if r.code != 0 {
+		t.Fatalf("decode %v: exit %d: %s", args, r.code, r.stderr)
+	}
+	got := map[int][]uint64{}
+	tid := -1
+	if len(truth) == 1 {
+		for k := range truth {
+			tid = k // one thread: no "== " header
+		}
+	}
+	var errs []string
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if h, ok := strings.CutPrefix(l, "== "); ok {
+			if _, err := fmt.Sscanf(h, "tid %d", &tid); err != nil {
+				tid = -1 // the unattributed pseudo-thread
+			}
+			continue
+		}
+		if len(l) >= 16 {
+			if ip, err := strconv.ParseUint(l[:16], 16, 64); err == nil && (len(l) == 16 || l[16] == ' ') {
+				got[tid] = append(got[tid], ip)
+				continue
+			}
+		}
+		if strings.Contains(l, "error") {
+			errs = append(errs, l)
+		}
+	}
+	if len(errs) > 0 {
+		t.Errorf("decode %v: %d error lines: %q", args, len(errs), errs[:min(3, len(errs))])
+	}
+	total := 0
+	for tid, want := range truth {
+		if i := firstDiff(want, got[tid]); i >= 0 {
+			t.Errorf("decode %v: tid %d: %d instructions executed, %d decoded; first difference at #%d", args, tid, len(want), len(got[tid]), i)
+		}
+		total += len(want)
+		delete(got, tid)
+	}
+	for tid, ips := range got {
+		t.Errorf("decode %v: %d instructions decoded for tid %d, which executed none", args, len(ips), tid)
+	}
+	t.Logf("ptjit decode %v: %d threads, %d instructions equal the ground truth", args, len(truth), total)
 }
 
 // perfFlows runs perf script --itrace=i0nse -F tid,ip and returns each
@@ -171,9 +235,6 @@ func perCPULayout(t *testing.T, path string) perCPUScenarios {
 		}
 		cpus[q.CPU] = true
 		s.queues++
-	}
-	if s.queues < 2 {
-		t.Errorf("%d AUX queues, want at least 2 CPUs", s.queues)
 	}
 	tidsOn := map[uint32]map[uint32]bool{} // cpu → tids switched in
 	pidsOn := map[uint32]map[uint32]bool{}

@@ -1,0 +1,270 @@
+package recording
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ptjit/ptjit/db"
+	"github.com/ptjit/ptjit/decode"
+	"github.com/ptjit/ptjit/perf"
+	"github.com/ptjit/ptjit/ptfmt"
+	"github.com/ptjit/ptjit/ptpkt"
+)
+
+// ptBuf builds a CPU's PT stream packet by packet.
+type ptBuf struct {
+	t *testing.T
+	b []byte
+}
+
+func (p *ptBuf) pkt(k ptpkt.Packet) *ptBuf {
+	var err error
+	if p.b, err = ptpkt.AppendPacket(p.b, &k); err != nil {
+		p.t.Fatal(err)
+	}
+	return p
+}
+
+// psb writes PSB+ (tracing off: no FUP) at time tsc.
+func (p *ptBuf) psb(tsc uint64) *ptBuf {
+	return p.pkt(ptpkt.Packet{Type: ptpkt.PktPSB}).pkt(ptpkt.Packet{Type: ptpkt.PktTSC, Payload: tsc}).pkt(ptpkt.Packet{Type: ptpkt.PktPSBEnd})
+}
+
+// run enables tracing at ip (IP compression ipc: the payload is ip's low
+// bits) and stops it, asynchronously, at stop (a full FUP, then TIP.PGD):
+// the decoder runs the straight-line code [ip, stop).
+func (p *ptBuf) run(ipc ptpkt.IPCompression, ip, stop uint64) *ptBuf {
+	payload := ip
+	switch ipc {
+	case ptpkt.IPUpdate16:
+		payload &= 0xffff
+	case ptpkt.IPSext48:
+		payload &= 1<<48 - 1
+	}
+	return p.pkt(ptpkt.Packet{Type: ptpkt.PktModeExec, CSL: true}).
+		pkt(ptpkt.Packet{Type: ptpkt.PktTIPPGE, IPC: ipc, IP: payload}).
+		pkt(ptpkt.Packet{Type: ptpkt.PktFUP, IPC: ptpkt.IPSext48, IP: stop}).
+		pkt(ptpkt.Packet{Type: ptpkt.PktTIPPGD, IPC: ptpkt.IPSuppressed})
+}
+
+// demuxRecording writes, in a new directory, a per-CPU recording made by
+// hand: process 1 (threads 1 and 11) runs one-byte NOPs at 0x20000 and
+// 0x30000, process 2 (thread 2) two-byte NOPs at 0x20000, on two CPUs:
+//
+//	tsc 10 cpu 0: tid 1 runs 0x20000-0x20003
+//	tsc 20 cpu 0: tid 2 (another process, same queue) runs 0x20000-0x20006
+//	tsc 30 cpu 0: tid 11 runs 0x20000-0x20001
+//	tsc 33 cpu 1: tid 1 (migrated) runs 0x30100-0x30103
+//	tsc 40 cpu 0: tid 1 comes back: no PSB (the switch is inside the PSB
+//	              segment of tsc 30), its TIP.PGE compressed against the
+//	              CPU's last IP (tid 11's), not tid 1's own (0x30104)
+//	tsc 45 cpu 0: LOST record (when lost is set)
+//	tsc 50 cpu 0: 0x20020-0x20023 runs, but after the LOST no switch
+//	              record says whose it is
+//	tsc 60 cpu 0: tid 2 runs 0x20010-0x20012
+//
+// Without switches, only the ITRACE_START records are written.
+func demuxRecording(t *testing.T, lost, switches bool) string {
+	dir := t.TempDir()
+	r, err := db.Create(filepath.Join(dir, "code.db"), db.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.ProcessStart(1, 0, at(1))
+	r.ThreadStart(1, 1, at(1))
+	r.ThreadStart(11, 1, at(2))
+	r.ProcessStart(2, 1, at(3))
+	r.ThreadStart(2, 2, at(3))
+	for _, v := range []struct {
+		pid  int
+		addr uint64
+		code []byte
+	}{{1, 0x20000, []byte{0x90}}, {1, 0x30000, []byte{0x90}}, {2, 0x20000, []byte{0x66, 0x90}}} {
+		reg := r.NewRegion(v.pid, v.addr, db.PageSize, at(4))
+		r.AddVersion(db.Version{Region: reg, PID: v.pid, TID: v.pid, Addr: v.addr, Size: db.PageSize,
+			Data: bytes.Repeat(v.code, db.PageSize/len(v.code)), At: at(4), Cause: "mprotect"})
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	w, err := perf.CreatePerfData(filepath.Join(dir, "perf.data"), perf.PerfDataConfig{PerCPU: true, NrCPUs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu0, cpu1 := &ptBuf{t: t}, &ptBuf{t: t}
+	sw := func(cpu, pid, tid, npid, ntid int, tsc uint64) {
+		w.SetCPU(cpu)
+		if !switches {
+			return
+		}
+		w.Switch(true, true, pid, tid, npid, ntid, tsc)
+		w.Switch(false, false, npid, ntid, pid, tid, tsc)
+	}
+	w.SetCPU(0)
+	w.ItraceStart(1, 1, 10)
+	sw(0, 0, 0, 1, 1, 10)
+	cpu0.psb(10).run(ptpkt.IPSext48, 0x20000, 0x20004)
+	sw(0, 1, 1, 2, 2, 20)
+	cpu0.psb(20).run(ptpkt.IPSext48, 0x20000, 0x20008)
+	sw(0, 2, 2, 1, 11, 30)
+	cpu0.psb(30).run(ptpkt.IPSext48, 0x20000, 0x20002)
+	w.SetCPU(1)
+	w.ItraceStart(1, 1, 33)
+	sw(1, 0, 0, 1, 1, 33)
+	cpu1.psb(33).run(ptpkt.IPSext48, 0x30100, 0x30104)
+	sw(1, 1, 1, 0, 0, 36)
+	sw(0, 1, 11, 1, 1, 40)
+	cpu0.pkt(ptpkt.Packet{Type: ptpkt.PktTSC, Payload: 40}).run(ptpkt.IPUpdate16, 0x20010, 0x20012)
+	if lost {
+		w.SetCPU(0)
+		w.Lost(1, 1, 3, 45)
+	}
+	cpu0.pkt(ptpkt.Packet{Type: ptpkt.PktTSC, Payload: 50}).run(ptpkt.IPSext48, 0x20020, 0x20024)
+	sw(0, 1, 1, 2, 2, 60)
+	cpu0.psb(60).run(ptpkt.IPSext48, 0x20010, 0x20014)
+	w.AuxTrace(1, 0, 70, cpu0.b)
+	w.AuxTrace(1, 1, 70, cpu1.b)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// demuxFlows decodes every Source of the recording in dir as ptjit decode
+// --format=insn does and returns each thread's instruction addresses and
+// the error lines, by thread (-1: unattributed).
+func demuxFlows(t *testing.T, dir string) (map[int][]uint64, map[int][]string) {
+	rec, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	srcs, err := rec.Sources(0, &decode.FlowConfig{}, func(string) bool { return false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ips, errs := map[int][]uint64{}, map[int][]string{}
+	for _, s := range srcs {
+		var out bytes.Buffer
+		w := bufio.NewWriter(&out)
+		s.WriteProblems(w, "insn", nil)
+		fo := ptfmt.FlowOptions{Format: "insn", Jobs: 1, Origin: s.Origin, Where: s.Symbols.Where}
+		if err := ptfmt.WriteFlow(w, s.Trace, s.Image, s.Config, &fo); err != nil {
+			t.Fatal(err)
+		}
+		w.Flush()
+		for _, l := range strings.Split(out.String(), "\n") {
+			if f := strings.Fields(l); len(f) > 0 && len(f[0]) == 16 {
+				ip, _ := strconv.ParseUint(f[0], 16, 64)
+				ips[s.TID] = append(ips[s.TID], ip)
+			} else if strings.Contains(l, "error") {
+				errs[s.TID] = append(errs[s.TID], l)
+			}
+		}
+	}
+	return ips, errs
+}
+
+func seq(from uint64, n int, step uint64) []uint64 {
+	var out []uint64
+	for i := 0; i < n; i++ {
+		out = append(out, from+uint64(i)*step)
+	}
+	return out
+}
+
+// TestDemuxPerCPU: two processes on one CPU queue, a thread migrating to
+// the other CPU and back, a switch inside a PSB segment with an IP
+// compressed against another thread's, a LOST record: each thread's flow
+// is exactly its own, through its own process's code; what follows the
+// LOST record is reported with its CPU, queue offset and time, not
+// attributed.
+func TestDemuxPerCPU(t *testing.T) {
+	ips, errs := demuxFlows(t, demuxRecording(t, true, true))
+	want := map[int][]uint64{
+		1:  append(append(seq(0x20000, 4, 1), seq(0x30100, 4, 1)...), seq(0x20010, 2, 1)...),
+		2:  append(seq(0x20000, 4, 2), seq(0x20010, 2, 2)...),
+		11: seq(0x20000, 2, 1),
+	}
+	for tid, w := range want {
+		if fmt.Sprintf("%x", ips[tid]) != fmt.Sprintf("%x", w) {
+			t.Errorf("tid %d: decoded %x, want %x", tid, ips[tid], w)
+		}
+		if len(errs[tid]) > 0 {
+			t.Errorf("tid %d: errors %q", tid, errs[tid])
+		}
+	}
+	if len(ips) != len(want) {
+		t.Errorf("flows for threads %v, want 1, 2, 11", ips)
+	}
+	u := strings.Join(errs[-1], "\n")
+	if len(errs[-1]) != 2 || !strings.Contains(u, "3 records lost") || !strings.Contains(u, "cpu 0 pt offset 0x") || !strings.Contains(u, "tsc 0x32") {
+		t.Errorf("unattributed: %q; want the LOST record and the stretch at tsc 0x32 on cpu 0", errs[-1])
+	}
+}
+
+// TestDemuxNoSwitch: a per-CPU recording without context-switch records
+// cannot be split by thread: nothing is attributed, every stretch is
+// reported.
+func TestDemuxNoSwitch(t *testing.T) {
+	ips, errs := demuxFlows(t, demuxRecording(t, false, false))
+	if len(ips) != 0 {
+		t.Errorf("decoded %v without switch records", ips)
+	}
+	if len(errs[-1]) == 0 || !strings.Contains(errs[-1][0], "no context-switch records") {
+		t.Errorf("unattributed: %q", errs[-1])
+	}
+}
+
+// TestCPURuns is the table test of the state machine that says which
+// thread runs on a CPU when: a switch-out names the next thread, a
+// switch-in its own, the idle task is no thread, a LOST record makes the
+// CPU's thread unknown, a CPU without records is unknown.
+func TestCPURuns(t *testing.T) {
+	sb := func(typ perf.PerfRecordType, misc uint16, cpu, pid, tid, opid, otid int, tsc uint64) perf.PerfRecord {
+		return perf.PerfRecord{Type: typ, Misc: misc, ID: perf.PerfSampleID{Valid: perf.SampleCPU | perf.SampleTID | perf.SampleTime,
+			Pid: uint32(pid), Tid: uint32(tid), CPU: uint32(cpu), Time: tsc}, SwitchPid: uint32(opid), SwitchTid: uint32(otid),
+			ItracePid: uint32(pid), ItraceTid: uint32(tid), Lost: 1}
+	}
+	c := newCPURuns(perf.PerfTimeConv{})
+	for _, r := range []perf.PerfRecord{
+		sb(perf.RecItraceStart, 0, 0, 5, 5, 0, 0, 10),
+		sb(perf.RecSwitchCPUWide, perf.MiscSwitchOut, 0, 5, 5, 5, 6, 20), // out: next is 6
+		sb(perf.RecSwitchCPUWide, 0, 1, 5, 7, 0, 0, 25),                  // in on cpu 1
+		sb(perf.RecSwitchCPUWide, perf.MiscSwitchOut, 0, 5, 6, 0, 0, 30), // to idle
+		sb(perf.RecLost, 0, 1, 0, 0, 0, 0, 40),
+		sb(perf.RecSwitch, 0, 3, 5, 8, 0, 0, 10),                  // per-task switches
+		sb(perf.RecSwitch, perf.MiscSwitchOut, 3, 5, 8, 0, 0, 20), // out: none traced
+	} {
+		c.add(&r)
+	}
+	for _, tt := range []struct {
+		cpu     int
+		tsc     uint64
+		tid     int
+		unknown string
+	}{
+		{0, 9, 0, "no sideband record"},
+		{0, 10, 5, ""},
+		{0, 19, 5, ""},
+		{0, 20, 6, ""},
+		{0, 35, 0, ""},
+		{1, 24, 0, "no sideband record"},
+		{1, 39, 7, ""},
+		{1, 40, 0, "records lost"},
+		{2, 50, 0, "no sideband record"},
+		{3, 15, 8, ""},
+		{3, 20, 0, ""},
+	} {
+		e := c.at(tt.cpu, tt.tsc)
+		if e.TID != tt.tid || (tt.unknown == "") != (e.Unknown == "") || !strings.Contains(e.Unknown, tt.unknown) {
+			t.Errorf("cpu %d tsc %d: tid %d unknown %q; want tid %d unknown %q", tt.cpu, tt.tsc, e.TID, e.Unknown, tt.tid, tt.unknown)
+		}
+	}
+}
