@@ -34,7 +34,8 @@ type recInsn struct {
 	class                      x86.InsnClass
 	mode                       x86.ExecMode
 	spec                       bool
-	flags                      uint8
+	flags                      uint8 // FlowInsn.flags; for a block, its FirstSize
+	blk                        bool  // a FlowBlock: target holds N<<32 | its length in bytes
 }
 
 // recExtra is a recorded event or error, replayed before insns[at].
@@ -64,6 +65,16 @@ func (r *flowRecorder) Insn(in *FlowInsn, off, tsc uint64) {
 		spec: in.Speculative, flags: in.flags})
 }
 
+// Block implements BlockSink: a block is kept as one record.
+func (r *flowRecorder) Block(b *FlowBlock, off, tsc uint64) {
+	if b.Section != r.last || len(r.secs) == 0 {
+		r.last = b.Section
+		r.secs = append(r.secs, b.Section)
+	}
+	r.insns = append(r.insns, recInsn{ip: b.IP, off: off, tsc: tsc, target: uint64(b.N)<<32 | (b.End - b.IP), itsc: b.TSC,
+		sec: uint32(len(r.secs) - 1), mode: b.Mode, spec: b.Speculative, flags: b.FirstSize, blk: true})
+}
+
 func (r *flowRecorder) Event(ev *Event, off uint64) {
 	e := *ev
 	r.extras = append(r.extras, recExtra{at: len(r.insns), off: off, ev: &e})
@@ -77,6 +88,7 @@ func (r *flowRecorder) Error(e *FlowError, kind ErrorKind) {
 func (r *flowRecorder) replay(sink FlowSink) {
 	x := 0
 	var in FlowInsn
+	var blk FlowBlock
 	for i := 0; i <= len(r.insns); i++ {
 		for x < len(r.extras) && r.extras[x].at == i {
 			e := &r.extras[x]
@@ -91,6 +103,12 @@ func (r *flowRecorder) replay(sink FlowSink) {
 			break
 		}
 		ri := &r.insns[i]
+		if ri.blk {
+			blk = FlowBlock{IP: ri.ip, End: ri.ip + ri.target&(1<<32-1), N: uint32(ri.target >> 32), FirstSize: ri.flags,
+				Mode: ri.mode, Speculative: ri.spec, Section: r.secs[ri.sec], TSC: ri.itsc}
+			SendBlock(sink, &blk, ri.off, ri.tsc)
+			continue
+		}
 		in = FlowInsn{IP: ri.ip, Size: ri.size, Mode: ri.mode, Class: ri.class, Speculative: ri.spec,
 			Section: r.secs[ri.sec], Target: ri.target, TSC: ri.itsc, flags: ri.flags}
 		sink.Insn(&in, ri.off, ri.tsc)
@@ -266,7 +284,9 @@ func decodeChunk(pt []byte, img *Image, cfg *FlowConfig, c *flowChunk, resync bo
 // chunkSink drops the "end of trace" a non-final chunk sees at its end.
 type chunkSink struct{ next FlowSink }
 
-func (s *chunkSink) Insn(in *FlowInsn, off, tsc uint64) { s.next.Insn(in, off, tsc) }
+func (s *chunkSink) Insn(in *FlowInsn, off, tsc uint64)  { s.next.Insn(in, off, tsc) }
+func (s *chunkSink) Block(b *FlowBlock, off, tsc uint64) { SendBlock(s.next, b, off, tsc) }
+func (s *chunkSink) TakesBlocks() bool                   { return AsBlockSink(s.next) != nil }
 func (s *chunkSink) Event(ev *Event, off uint64) {
 	if ev.Type == EvEndOfTrace {
 		return

@@ -57,6 +57,10 @@ func RunFlow(d *FlowDecoder, sink FlowSink, resync bool) {
 	// resyncing makes no progress, and decoding moves on to the next PSB.
 	const noOffset = ^uint64(0)
 	resyncAt := noOffset
+	// Runs of straight-line code go to a sink that takes them as blocks
+	// (see flow_block.go); everything else instruction by instruction.
+	bs := AsBlockSink(sink)
+	var blk FlowBlock
 	for {
 		if needSync {
 			st, err = d.SyncForward()
@@ -99,6 +103,10 @@ func RunFlow(d *FlowDecoder, sink FlowSink, resync bool) {
 				return
 			}
 			off := d.Offset()
+			if bs != nil && d.nextBlock(&blk) {
+				afterResync = false
+				bs.Block(&blk, off, tsc)
+			}
 			st, err = d.Next(&in)
 			if err != nil {
 				if in.Size != 0 {

@@ -99,6 +99,12 @@ type OffsetSink struct {
 // Insn implements FlowSink.
 func (s *OffsetSink) Insn(in *FlowInsn, off, tsc uint64) { s.Next.Insn(in, off+s.Base, tsc) }
 
+// Block implements BlockSink.
+func (s *OffsetSink) Block(b *FlowBlock, off, tsc uint64) { SendBlock(s.Next, b, off+s.Base, tsc) }
+
+// TakesBlocks implements BlockTaker: s takes blocks if Next does.
+func (s *OffsetSink) TakesBlocks() bool { return AsBlockSink(s.Next) != nil }
+
 // Event implements FlowSink.
 func (s *OffsetSink) Event(ev *Event, off uint64) {
 	c := *ev
