@@ -88,6 +88,16 @@ func (s *callSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
 	s.ret = in.Class == x86.ClassRet || in.Class == x86.ClassFarRet || in.Class == x86.ClassSysret
 }
 
+// Block implements decode.BlockSink: only a block's first instruction can
+// be the target of a call or return; the rest are not calls or returns.
+func (s *callSink) Block(b *decode.FlowBlock, off, tsc uint64) {
+	if s.call || s.ret {
+		in := b.First()
+		s.Insn(&in, off, tsc)
+		return
+	}
+}
+
 func (s *callSink) Event(ev *decode.Event, off uint64) {
 	if ev.StatusUpdate {
 		return
@@ -138,21 +148,20 @@ func (s *jsonSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
 	s.enc.Encode(map[string]any{"kind": kind, "error": e.Code.String(), "pt_offset": e.Offset, "ip": fmt.Sprintf("%#x", e.IP)})
 }
 
-// StatSink counts instructions (by branch class), events and errors.
+// StatSink counts instructions (by branch class), events and errors. It
+// takes blocks: a block is b.N instructions of class other.
 type StatSink struct {
 	insns, events, errors uint64
-	classes               map[string]uint64
+	classes               [256]uint64 // by x86.InsnClass
 }
 
 func (s *StatSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
 	s.insns++
-	if in.Class != x86.ClassOther {
-		if s.classes == nil {
-			s.classes = map[string]uint64{}
-		}
-		s.classes[in.Class.String()]++
-	}
+	s.classes[in.Class]++
 }
+
+// Block implements decode.BlockSink.
+func (s *StatSink) Block(b *decode.FlowBlock, off, tsc uint64) { s.insns += uint64(b.N) }
 
 func (s *StatSink) Event(ev *decode.Event, off uint64) {
 	if !ev.StatusUpdate {
@@ -168,9 +177,6 @@ func (s *StatSink) Add(o *StatSink) {
 	s.events += o.events
 	s.errors += o.errors
 	for k, v := range o.classes {
-		if s.classes == nil {
-			s.classes = map[string]uint64{}
-		}
 		s.classes[k] += v
 	}
 }
@@ -178,7 +184,8 @@ func (s *StatSink) Add(o *StatSink) {
 // Print writes the counts, one "name: N" line each.
 func (s *StatSink) Print(w io.Writer) {
 	fmt.Fprintf(w, "instructions: %d\nevents: %d\nerrors: %d\n", s.insns, s.events, s.errors)
-	for _, k := range []string{"cond-jump", "jump", "ind-jump", "call", "ind-call", "ret", "far-call", "far-ret", "far-jump", "syscall", "sysret"} {
+	for _, k := range []x86.InsnClass{x86.ClassCondJump, x86.ClassJump, x86.ClassIndJump, x86.ClassCall, x86.ClassIndCall,
+		x86.ClassRet, x86.ClassFarCall, x86.ClassFarRet, x86.ClassFarJump, x86.ClassSyscall, x86.ClassSysret} {
 		if n := s.classes[k]; n != 0 {
 			fmt.Fprintf(w, "%s: %d\n", k, n)
 		}
@@ -218,6 +225,13 @@ func (c *countSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
 	c.next.Insn(in, off, tsc)
 }
 func (c *countSink) Event(ev *decode.Event, off uint64) { c.next.Event(ev, off) }
+
+// Block implements decode.BlockSink; TakesBlocks says whether next does.
+func (c *countSink) Block(b *decode.FlowBlock, off, tsc uint64) {
+	c.n.Insns += uint64(b.N)
+	decode.SendBlock(c.next, b, off, tsc)
+}
+func (c *countSink) TakesBlocks() bool { return decode.AsBlockSink(c.next) != nil }
 func (c *countSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
 	c.n.Errors++
 	c.next.Error(e, kind)
@@ -289,5 +303,10 @@ func (c *chunkOut) Insn(in *decode.FlowInsn, off, tsc uint64) {
 	c.last = off
 	c.sink.Insn(in, off, tsc)
 }
+func (c *chunkOut) Block(b *decode.FlowBlock, off, tsc uint64) {
+	c.last = off
+	decode.SendBlock(c.sink, b, off, tsc)
+}
+func (c *chunkOut) TakesBlocks() bool                                { return decode.AsBlockSink(c.sink) != nil }
 func (c *chunkOut) Event(ev *decode.Event, off uint64)               { c.sink.Event(ev, off) }
 func (c *chunkOut) Error(e *decode.FlowError, kind decode.ErrorKind) { c.sink.Error(e, kind) }
