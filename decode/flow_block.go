@@ -28,25 +28,37 @@ import (
 // maxBlockInsns bounds a block (blockEntry.n is 16 bits wide).
 const maxBlockInsns = 1<<16 - 1
 
-// FlowBlock is a run of N straight-line instructions (all of class
-// x86.ClassOther, none binding an event), the first at IP, the last ending
-// at End, all in Section and executed in Mode. Consecutive blocks and
-// instructions follow each other in the flow exactly as Insn calls would.
+// FlowBlock is a basic block of the decoded flow: N instructions from IP
+// to End, all in Section and executed in Mode, of which all but the last
+// are straight-line code (class x86.ClassOther). The last one is the
+// block's end: a branch (or another instruction the trace or an event may
+// concern) of class EndClass, already followed, with its direct target in
+// Target; EndClass is x86.ClassOther when the run stopped before one
+// (section end, an instruction Next must decode, a size limit), and then
+// the next instruction comes in its own Insn or block. Consecutive blocks
+// and instructions follow each other in the flow exactly as Insn calls
+// would.
 type FlowBlock struct {
 	IP          uint64
 	End         uint64 // the address after the last instruction
 	N           uint32 // instructions, ≥ 1
 	FirstSize   uint8  // size of the first instruction
+	EndClass    x86.InsnClass
 	Mode        x86.ExecMode
 	Speculative bool
 	Section     *Section
+	Target      uint64 // the last instruction's direct branch target
 	TSC         uint64 // as FlowInsn.TSC, the same for all N
 }
 
 // First returns the block's first instruction.
 func (b *FlowBlock) First() FlowInsn {
-	return FlowInsn{IP: b.IP, Size: b.FirstSize, Mode: b.Mode, Class: x86.ClassOther,
+	in := FlowInsn{IP: b.IP, Size: b.FirstSize, Mode: b.Mode, Class: x86.ClassOther,
 		Speculative: b.Speculative, Section: b.Section, TSC: b.TSC}
+	if b.N == 1 {
+		in.Class, in.Target = b.EndClass, b.Target
+	}
+	return in
 }
 
 // Insns calls fn with each of the block's instructions in order (the
@@ -59,13 +71,17 @@ func (b *FlowBlock) Insns(fn func(in *FlowInsn)) {
 	ip := b.IP
 	for i := uint32(0); i < b.N; i++ {
 		var x x86.Insn
-		off := ip - s.Vaddr
-		if err := x86.DecodeInsn(s.Data[off:], ip, b.Mode, &x); err != nil {
-			// The decoder decoded these bytes when it built the
-			// block; they cannot have changed.
-			panic("decode: FlowBlock.Insns: bytes at 0x" + strconv.FormatUint(ip, 16) + " no longer decode: " + err.Error())
+		code := s.Data[ip-s.Vaddr:]
+		if err := x86.DecodeInsn(code, ip, b.Mode, &x); err != nil {
+			if !FixupInsn(code, ip, b.Mode, &x) {
+				// The decoder decoded these bytes when it built
+				// the block; they cannot have changed.
+				panic("decode: FlowBlock.Insns: bytes at 0x" + strconv.FormatUint(ip, 16) + " no longer decode: " + err.Error())
+			}
+		} else {
+			FixupInsn(code, ip, b.Mode, &x)
 		}
-		in.IP, in.Size, in.flags = ip, x.Len, insnFlags(&x)
+		in.IP, in.Size, in.Class, in.Target, in.flags = ip, x.Len, x.Class, x.Target, insnFlags(&x)
 		fn(&in)
 		ip += uint64(x.Len)
 	}
@@ -109,13 +125,19 @@ func SendBlock(next FlowSink, b *FlowBlock, off, tsc uint64) {
 	b.Insns(func(in *FlowInsn) { next.Insn(in, off, tsc) })
 }
 
-// blockEntry is the cached run starting at one offset of a section.
+// blockEntry is the cached block starting at one offset of a section: the
+// run of straight-line instructions and the instruction that ends it.
 type blockEntry struct {
-	n     uint16 // instructions (0: the offset starts no run)
-	first uint8  // size of the first instruction
-	mode  x86.ExecMode
-	ok    bool   // computed (for mode)
-	bytes uint32 // length of the run
+	n      uint16 // straight-line instructions (class other) before the end
+	first  uint8  // size of the first instruction
+	mode   x86.ExecMode
+	ok     bool // computed (for mode)
+	term   bool // the run ends at an instruction of another class, cached here
+	tsize  uint8
+	tclass x86.InsnClass
+	tflags uint8
+	bytes  uint32 // length of the run (the end instruction starts there)
+	tdisp  int32  // the end instruction's direct target - its address
 }
 
 type blockCache struct {
@@ -163,65 +185,103 @@ func (d *FlowDecoder) blockSection() (*Section, bool) {
 	return s, !s.shadowed && s.validAt(tsc)
 }
 
-// nextBlock steps over the run of straight-line instructions at d.ip and
-// describes it in b, if the decoder is quiet (enabled, no event pending)
-// and such a run starts there; otherwise it changes nothing and returns
-// false, and Next decodes the next instruction. Afterwards the decoder is
-// exactly where len(run) calls of Next would have left it.
-func (d *FlowDecoder) nextBlock(b *FlowBlock) bool {
+// nextBlock decodes the block at d.ip if the decoder is quiet (enabled,
+// no event pending) and the block is cached or can be: the run of
+// straight-line code (stepped over at once) and, if it is cached with it,
+// the instruction that ends the run, which is followed exactly as Next
+// would (in receives it). It returns false, changing nothing, where Next
+// must decode the next instruction instead. Otherwise st is what Next would
+// have returned for the block's last instruction: status flags, or a
+// negative Code for an error at the end instruction in (b.EndClass is
+// then x86.ClassOther: b holds the run before it, and b.N may be 0).
+func (d *FlowDecoder) nextBlock(b *FlowBlock, in *FlowInsn) (ok bool, st int) {
 	if !d.enabled || d.processEvent || d.status&stEventPending != 0 {
-		return false
+		return false, 0
 	}
 	s, ok := d.blockSection()
 	if !ok {
-		return false
+		return false, 0
 	}
 	off := d.ip - s.Vaddr
 	be := s.blocks.entry(off, len(s.Data))
 	if be == nil {
-		return false
+		return false, 0
 	}
 	if !be.ok || be.mode != d.mode {
 		buildBlock(s, off, d.mode, be)
 	}
 	n := uint64(be.n)
-	if n == 0 || d.steps+n > d.maxSteps {
-		return false
+	term := be.term && d.steps+n+1 <= d.maxSteps
+	if !term && (n == 0 || d.steps+n > d.maxSteps) {
+		return false, 0
 	}
-	*b = FlowBlock{IP: d.ip, End: d.ip + uint64(be.bytes), N: uint32(n), FirstSize: be.first, Mode: d.mode,
-		Speculative: d.speculative, Section: s, TSC: d.q.lastTime.tscOrZero()}
+	tsc := d.q.lastTime.tscOrZero()
+	ip := d.ip
+	*b = FlowBlock{IP: ip, End: ip + uint64(be.bytes), N: uint32(n), FirstSize: be.first, Mode: d.mode,
+		Speculative: d.speculative, Section: s, TSC: tsc}
 	d.ip = b.End
 	d.icnt += n
 	d.steps += n
-	return true
+	if !term {
+		return true, d.flowStatus(0)
+	}
+	// The end instruction, as Next decodes a quiet one.
+	*in = FlowInsn{IP: d.ip, Size: be.tsize, Mode: d.mode, Class: be.tclass, Speculative: d.speculative,
+		Section: s, TSC: tsc, flags: be.tflags}
+	if be.tclass.IsDirect() {
+		in.Target = d.ip + uint64(int64(be.tdisp))
+	}
+	d.steps++
+	if st := d.proceed(in); st < 0 {
+		return true, st
+	}
+	if n == 0 {
+		b.FirstSize = be.tsize
+	}
+	b.N++
+	b.End += uint64(be.tsize)
+	b.EndClass, b.Target = be.tclass, in.Target
+	if !d.processEvent && d.status&stEventPending == 0 {
+		return true, d.flowStatus(0)
+	}
+	st = d.checkIPEvent(in)
+	if st < 0 {
+		// Next reports the instruction, then the error.
+		b.N--
+		b.End = in.IP
+		b.EndClass, b.Target = x86.ClassOther, 0
+		if n == 0 {
+			b.FirstSize = 0
+		}
+	}
+	return true, st
 }
 
-// buildBlock computes the run at offset off of s in mode into be, reading
-// (and filling) the section's instruction cache.
+// buildBlock computes the block at offset off of s in mode into be,
+// reading (and filling) the section's instruction cache.
 func buildBlock(s *Section, off uint64, mode x86.ExecMode, be *blockEntry) {
-	var n uint16
-	var first uint8
+	*be = blockEntry{mode: mode, ok: true}
 	o := off
-	for n < maxBlockInsns && o < uint64(len(s.Data)) {
+	for be.n < maxBlockInsns && o < uint64(len(s.Data)) {
 		e := s.cache.entry(o, len(s.Data))
-		var size uint8
-		var class x86.InsnClass
+		var x x86.Insn
 		if e != nil && e.size != 0 && e.mode == mode {
-			size, class = e.size, e.class
+			x.Len, x.Class = e.size, e.class
+			if e.class.IsDirect() {
+				x.Target = s.Vaddr + o + uint64(int64(e.disp))
+			}
 		} else {
-			var x x86.Insn
 			code := s.Data[o:]
 			ip := s.Vaddr + o
 			if err := x86.DecodeInsn(code, ip, mode, &x); err != nil {
-				// Perhaps an instruction Next classifies, or one
-				// that continues in the next section: Next's job.
+				// Perhaps an instruction that continues in the
+				// next section: Next's job.
 				if !FixupInsn(code, ip, mode, &x) {
 					break
 				}
 			} else {
 				FixupInsn(code, ip, mode, &x)
 			}
-			size, class = x.Len, x.Class
 			var disp int64
 			if x.Class.IsDirect() {
 				disp = int64(x.Target - ip)
@@ -230,14 +290,30 @@ func buildBlock(s *Section, off uint64, mode x86.ExecMode, be *blockEntry) {
 				*e = insnEntry{size: x.Len, class: x.Class, mode: mode, flags: insnFlags(&x), disp: int32(disp)}
 			}
 		}
-		if class != x86.ClassOther || o+uint64(size) > uint64(len(s.Data)) {
+		if o+uint64(x.Len) > uint64(len(s.Data)) {
 			break
 		}
-		if n == 0 {
-			first = size
+		if be.n == 0 {
+			be.first = x.Len
 		}
-		n++
-		o += uint64(size)
+		if x.Class != x86.ClassOther {
+			disp := int64(x.Target - (s.Vaddr + o))
+			if x.Class.IsDirect() && disp != int64(int32(disp)) {
+				break
+			}
+			be.term, be.tsize, be.tclass = true, x.Len, x.Class
+			if x.Class.IsDirect() {
+				be.tdisp = int32(disp)
+			}
+			if e != nil && e.size != 0 && e.mode == mode {
+				be.tflags = e.flags
+			} else {
+				be.tflags = insnFlags(&x)
+			}
+			break
+		}
+		be.n++
+		o += uint64(x.Len)
 	}
-	*be = blockEntry{n: n, first: first, mode: mode, ok: true, bytes: uint32(o - off)}
+	be.bytes = uint32(o - off)
 }

@@ -35,7 +35,8 @@ type recInsn struct {
 	mode                       x86.ExecMode
 	spec                       bool
 	flags                      uint8 // FlowInsn.flags; for a block, its FirstSize
-	blk                        bool  // a FlowBlock: target holds N<<32 | its length in bytes
+	blk                        bool  // a FlowBlock (class: its EndClass)
+	n, blen                    uint32
 }
 
 // recExtra is a recorded event or error, replayed before insns[at].
@@ -71,8 +72,9 @@ func (r *flowRecorder) Block(b *FlowBlock, off, tsc uint64) {
 		r.last = b.Section
 		r.secs = append(r.secs, b.Section)
 	}
-	r.insns = append(r.insns, recInsn{ip: b.IP, off: off, tsc: tsc, target: uint64(b.N)<<32 | (b.End - b.IP), itsc: b.TSC,
-		sec: uint32(len(r.secs) - 1), mode: b.Mode, spec: b.Speculative, flags: b.FirstSize, blk: true})
+	r.insns = append(r.insns, recInsn{ip: b.IP, off: off, tsc: tsc, target: b.Target, itsc: b.TSC,
+		sec: uint32(len(r.secs) - 1), class: b.EndClass, mode: b.Mode, spec: b.Speculative, flags: b.FirstSize,
+		blk: true, n: b.N, blen: uint32(b.End - b.IP)})
 }
 
 func (r *flowRecorder) Event(ev *Event, off uint64) {
@@ -104,8 +106,8 @@ func (r *flowRecorder) replay(sink FlowSink) {
 		}
 		ri := &r.insns[i]
 		if ri.blk {
-			blk = FlowBlock{IP: ri.ip, End: ri.ip + ri.target&(1<<32-1), N: uint32(ri.target >> 32), FirstSize: ri.flags,
-				Mode: ri.mode, Speculative: ri.spec, Section: r.secs[ri.sec], TSC: ri.itsc}
+			blk = FlowBlock{IP: ri.ip, End: ri.ip + uint64(ri.blen), N: ri.n, FirstSize: ri.flags, EndClass: ri.class,
+				Mode: ri.mode, Speculative: ri.spec, Section: r.secs[ri.sec], Target: ri.target, TSC: ri.itsc}
 			SendBlock(sink, &blk, ri.off, ri.tsc)
 			continue
 		}

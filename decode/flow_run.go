@@ -103,9 +103,25 @@ func RunFlow(d *FlowDecoder, sink FlowSink, resync bool) {
 				return
 			}
 			off := d.Offset()
-			if bs != nil && d.nextBlock(&blk) {
-				afterResync = false
-				bs.Block(&blk, off, tsc)
+			if bs != nil {
+				if ok, bst := d.nextBlock(&blk, &in); ok {
+					if bst >= 0 {
+						afterResync = false
+						bs.Block(&blk, off, tsc)
+						st = Status(bst)
+						continue
+					}
+					// The block's last instruction failed: the run
+					// before it, then the instruction and the error,
+					// as from Next.
+					if blk.N != 0 {
+						afterResync = false
+						bs.Block(&blk, off, tsc)
+					}
+					sink.Insn(&in, off, tsc)
+					err = d.nextError(bst, &in)
+					break
+				}
 			}
 			st, err = d.Next(&in)
 			if err != nil {

@@ -84,18 +84,22 @@ func (s *callSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
 		}
 		fmt.Fprintf(s.w, "%16d  %s<- %s\n", in.TSC, strings.Repeat("  ", s.depth), s.where(in))
 	}
-	s.call = in.Class.IsCall() || in.Class == x86.ClassFarCall || in.Class == x86.ClassSyscall
-	s.ret = in.Class == x86.ClassRet || in.Class == x86.ClassFarRet || in.Class == x86.ClassSysret
+	s.setEnd(in.Class)
 }
 
 // Block implements decode.BlockSink: only a block's first instruction can
-// be the target of a call or return; the rest are not calls or returns.
+// follow a call or return, and only its last one can be one.
 func (s *callSink) Block(b *decode.FlowBlock, off, tsc uint64) {
 	if s.call || s.ret {
 		in := b.First()
 		s.Insn(&in, off, tsc)
-		return
 	}
+	s.setEnd(b.EndClass)
+}
+
+func (s *callSink) setEnd(c x86.InsnClass) {
+	s.call = c.IsCall() || c == x86.ClassFarCall || c == x86.ClassSyscall
+	s.ret = c == x86.ClassRet || c == x86.ClassFarRet || c == x86.ClassSysret
 }
 
 func (s *callSink) Event(ev *decode.Event, off uint64) {
@@ -149,7 +153,7 @@ func (s *jsonSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
 }
 
 // StatSink counts instructions (by branch class), events and errors. It
-// takes blocks: a block is b.N instructions of class other.
+// takes blocks: b.N instructions, the last of class b.EndClass.
 type StatSink struct {
 	insns, events, errors uint64
 	classes               [256]uint64 // by x86.InsnClass
@@ -161,7 +165,10 @@ func (s *StatSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
 }
 
 // Block implements decode.BlockSink.
-func (s *StatSink) Block(b *decode.FlowBlock, off, tsc uint64) { s.insns += uint64(b.N) }
+func (s *StatSink) Block(b *decode.FlowBlock, off, tsc uint64) {
+	s.insns += uint64(b.N)
+	s.classes[b.EndClass]++
+}
 
 func (s *StatSink) Event(ev *decode.Event, off uint64) {
 	if !ev.StatusUpdate {
