@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/ptjit/ptjit/decode"
@@ -64,25 +65,70 @@ func (s *traceSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
 }
 
 // callSink prints the call/return tree: one line per call and return,
-// indented by call depth.
+// indented by call depth. It formats its lines by hand and remembers the
+// names of the addresses it printed: on a long trace it writes millions of
+// lines, mostly for the same few call sites.
 type callSink struct {
 	w     *bufio.Writer
 	where func(*decode.FlowInsn) string
 	depth int
 	ret   bool // the previous instruction was a return
 	call  bool // the previous instruction was a call
+	buf   []byte
+	names map[whereKey]string
+}
+
+type whereKey struct {
+	sec *decode.Section
+	ip  uint64
+}
+
+// maxWhereNames bounds callSink's memo of names.
+const maxWhereNames = 1 << 16
+
+func (s *callSink) name(in *decode.FlowInsn) string {
+	k := whereKey{in.Section, in.IP}
+	if n, ok := s.names[k]; ok {
+		return n
+	}
+	if s.names == nil || len(s.names) >= maxWhereNames {
+		s.names = make(map[whereKey]string)
+	}
+	n := s.where(in)
+	s.names[k] = n
+	return n
+}
+
+// line writes "%16d  <indent><arrow><name>\n".
+func (s *callSink) line(tsc uint64, arrow string, in *decode.FlowInsn) {
+	b := s.buf[:0]
+	var num [20]byte
+	d := strconv.AppendUint(num[:0], tsc, 10)
+	for i := len(d); i < 16; i++ {
+		b = append(b, ' ')
+	}
+	b = append(b, d...)
+	b = append(b, ' ', ' ')
+	for i := 0; i < s.depth; i++ {
+		b = append(b, ' ', ' ')
+	}
+	b = append(b, arrow...)
+	b = append(b, s.name(in)...)
+	b = append(b, '\n')
+	s.w.Write(b)
+	s.buf = b
 }
 
 func (s *callSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
 	if s.call {
-		fmt.Fprintf(s.w, "%16d  %s-> %s\n", in.TSC, strings.Repeat("  ", s.depth), s.where(in))
+		s.line(in.TSC, "-> ", in)
 		s.depth++
 	}
 	if s.ret {
 		if s.depth > 0 {
 			s.depth--
 		}
-		fmt.Fprintf(s.w, "%16d  %s<- %s\n", in.TSC, strings.Repeat("  ", s.depth), s.where(in))
+		s.line(in.TSC, "<- ", in)
 	}
 	s.setEnd(in.Class)
 }
