@@ -91,6 +91,7 @@ func (r *flowRecorder) replay(sink FlowSink) {
 	x := 0
 	var in FlowInsn
 	var blk FlowBlock
+	var relay BlockRelay
 	for i := 0; i <= len(r.insns); i++ {
 		for x < len(r.extras) && r.extras[x].at == i {
 			e := &r.extras[x]
@@ -108,7 +109,7 @@ func (r *flowRecorder) replay(sink FlowSink) {
 		if ri.blk {
 			blk = FlowBlock{IP: ri.ip, End: ri.ip + uint64(ri.blen), N: ri.n, FirstSize: ri.flags, EndClass: ri.class,
 				Mode: ri.mode, Speculative: ri.spec, Section: r.secs[ri.sec], Target: ri.target, TSC: ri.itsc}
-			SendBlock(sink, &blk, ri.off, ri.tsc)
+			relay.Send(sink, &blk, ri.off, ri.tsc)
 			continue
 		}
 		in = FlowInsn{IP: ri.ip, Size: ri.size, Mode: ri.mode, Class: ri.class, Speculative: ri.spec,
@@ -284,11 +285,14 @@ func decodeChunk(pt []byte, img *Image, cfg *FlowConfig, c *flowChunk, resync bo
 }
 
 // chunkSink drops the "end of trace" a non-final chunk sees at its end.
-type chunkSink struct{ next FlowSink }
+type chunkSink struct {
+	next  FlowSink
+	relay BlockRelay
+}
 
 func (s *chunkSink) Insn(in *FlowInsn, off, tsc uint64)  { s.next.Insn(in, off, tsc) }
-func (s *chunkSink) Block(b *FlowBlock, off, tsc uint64) { SendBlock(s.next, b, off, tsc) }
-func (s *chunkSink) TakesBlocks() bool                   { return AsBlockSink(s.next) != nil }
+func (s *chunkSink) Block(b *FlowBlock, off, tsc uint64) { s.relay.Send(s.next, b, off, tsc) }
+func (s *chunkSink) TakesBlocks() bool                   { return s.relay.Takes(s.next) }
 func (s *chunkSink) Event(ev *Event, off uint64) {
 	if ev.Type == EvEndOfTrace {
 		return

@@ -269,8 +269,9 @@ type FlowCounts struct {
 
 // countSink counts what passes through it to next.
 type countSink struct {
-	next decode.FlowSink
-	n    FlowCounts
+	next  decode.FlowSink
+	n     FlowCounts
+	relay decode.BlockRelay
 }
 
 func (c *countSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
@@ -282,9 +283,9 @@ func (c *countSink) Event(ev *decode.Event, off uint64) { c.next.Event(ev, off) 
 // Block implements decode.BlockSink; TakesBlocks says whether next does.
 func (c *countSink) Block(b *decode.FlowBlock, off, tsc uint64) {
 	c.n.Insns += uint64(b.N)
-	decode.SendBlock(c.next, b, off, tsc)
+	c.relay.Send(c.next, b, off, tsc)
 }
-func (c *countSink) TakesBlocks() bool { return decode.AsBlockSink(c.next) != nil }
+func (c *countSink) TakesBlocks() bool { return c.relay.Takes(c.next) }
 func (c *countSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
 	c.n.Errors++
 	c.next.Error(e, kind)
@@ -323,6 +324,7 @@ func WriteFlow(w *bufio.Writer, src decode.TraceReader, img *decode.Image, cfg *
 				c.w = bufio.NewWriterSize(&c.buf, 1<<16)
 				c.inner = NewFlowSink(o.Format, c.w, o.Where)
 				c.sink = &decode.OffsetSink{Next: &c.count, Base: base}
+				c.base = base
 				c.count.next = c.inner
 				return c
 			},
@@ -350,16 +352,23 @@ type chunkOut struct {
 	count countSink       // counts, then inner
 	sink  decode.FlowSink // count, with offsets in the whole trace
 	last  uint64          // the last trace offset seen, for progress
+	base  uint64          // sink's Base
+	relay decode.BlockRelay
 }
 
 func (c *chunkOut) Insn(in *decode.FlowInsn, off, tsc uint64) {
 	c.last = off
 	c.sink.Insn(in, off, tsc)
 }
+
+// Block implements decode.BlockSink: what sink (offsets, then count) does
+// with a block, done here, straight to the format's sink (one call per
+// block instead of three).
 func (c *chunkOut) Block(b *decode.FlowBlock, off, tsc uint64) {
 	c.last = off
-	decode.SendBlock(c.sink, b, off, tsc)
+	c.count.n.Insns += uint64(b.N)
+	c.relay.Send(c.inner, b, off+c.base, tsc)
 }
-func (c *chunkOut) TakesBlocks() bool                                { return decode.AsBlockSink(c.sink) != nil }
+func (c *chunkOut) TakesBlocks() bool                                { return c.relay.Takes(c.inner) }
 func (c *chunkOut) Event(ev *decode.Event, off uint64)               { c.sink.Event(ev, off) }
 func (c *chunkOut) Error(e *decode.FlowError, kind decode.ErrorKind) { c.sink.Error(e, kind) }
