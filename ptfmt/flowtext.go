@@ -66,8 +66,8 @@ func (s *traceSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
 
 // callSink prints the call/return tree: one line per call and return,
 // indented by call depth. It formats its lines by hand and remembers the
-// names of the addresses it printed: on a long trace it writes millions of
-// lines, mostly for the same few call sites.
+// names of the addresses it printed (direct-mapped, 4096 slots): on a long
+// trace it writes millions of lines, mostly for the same few call sites.
 type callSink struct {
 	w     *bufio.Writer
 	where func(*decode.FlowInsn) string
@@ -75,28 +75,28 @@ type callSink struct {
 	ret   bool // the previous instruction was a return
 	call  bool // the previous instruction was a call
 	buf   []byte
-	names map[whereKey]string
+	first decode.FlowInsn // a block's first instruction (kept here: no allocation per block)
+	names *[whereSlots]whereSlot
 }
 
-type whereKey struct {
-	sec *decode.Section
-	ip  uint64
+// whereSlot is an entry of callSink's direct-mapped memo of names.
+type whereSlot struct {
+	sec  *decode.Section
+	ip   uint64
+	name string
 }
 
-// maxWhereNames bounds callSink's memo of names.
-const maxWhereNames = 1 << 16
+const whereSlots = 1 << 12
 
 func (s *callSink) name(in *decode.FlowInsn) string {
-	k := whereKey{in.Section, in.IP}
-	if n, ok := s.names[k]; ok {
-		return n
+	if s.names == nil {
+		s.names = new([whereSlots]whereSlot)
 	}
-	if s.names == nil || len(s.names) >= maxWhereNames {
-		s.names = make(map[whereKey]string)
+	e := &s.names[(in.IP^in.IP>>12)&(whereSlots-1)]
+	if e.sec != in.Section || e.ip != in.IP || e.name == "" {
+		*e = whereSlot{in.Section, in.IP, s.where(in)}
 	}
-	n := s.where(in)
-	s.names[k] = n
-	return n
+	return e.name
 }
 
 // line writes "%16d  <indent><arrow><name>\n".
@@ -137,8 +137,8 @@ func (s *callSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
 // follow a call or return, and only its last one can be one.
 func (s *callSink) Block(b *decode.FlowBlock, off, tsc uint64) {
 	if s.call || s.ret {
-		in := b.First()
-		s.Insn(&in, off, tsc)
+		s.first = b.First()
+		s.Insn(&s.first, off, tsc)
 	}
 	s.setEnd(b.EndClass)
 }
