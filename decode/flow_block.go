@@ -276,8 +276,40 @@ func (d *FlowDecoder) nextBlock(b *FlowBlock, in *FlowInsn) (ok bool, st int) {
 		in.Target = d.ip + uint64(int64(be.tdisp))
 	}
 	d.steps++
-	if st := d.proceed(in); st < 0 {
-		return true, st
+	// Follow it as proceed does; the common branches inline (the
+	// libxdc lesson: the hot loop is a handful of branch kinds), the
+	// rest through proceed.
+	switch next := d.ip + uint64(be.tsize); {
+	case be.tclass == x86.ClassJump:
+		d.ip = in.Target
+		d.icnt++
+	case be.tclass == x86.ClassCall:
+		// A call to the next instruction is not a call for return
+		// compression.
+		if in.Target != next {
+			d.retstack.push(next)
+		}
+		d.ip = in.Target
+		d.icnt++
+	case be.tclass == x86.ClassCondJump && !d.q.tnt.Empty() && !d.cfg.TickEvents:
+		// A cached TNT bit: QueryDecoder.condBranch without the refill.
+		d.ip = next
+		d.steps = 0
+		taken, _ := d.q.tnt.Query()
+		st := d.q.statusFlags()
+		if st < 0 {
+			d.icnt++
+			return true, st
+		}
+		d.icnt = 0
+		d.status = st
+		if taken {
+			d.ip = in.Target
+		}
+	default:
+		if st := d.proceed(in); st < 0 {
+			return true, st
+		}
 	}
 	if n == 0 {
 		b.FirstSize = be.tsize
