@@ -228,9 +228,11 @@ func (d *FlowDecoder) nextBlock(b *FlowBlock, in *FlowInsn) (ok bool, st int) {
 	if !d.enabled || d.processEvent || d.status&stEventPending != 0 {
 		return false, 0
 	}
-	s, ok := d.blockSection()
-	if !ok {
-		return false, 0
+	s := d.sec
+	if s == nil || d.ip-s.Vaddr >= uint64(len(s.Data)) || len(d.img.versions) != 0 {
+		if s, ok = d.blockSection(); !ok {
+			return false, 0
+		}
 	}
 	off := d.ip - s.Vaddr
 	var be *blockEntry

@@ -323,6 +323,7 @@ func WriteFlow(w *bufio.Writer, src decode.TraceReader, img *decode.Image, cfg *
 				c := &chunkOut{}
 				c.w = bufio.NewWriterSize(&c.buf, 1<<16)
 				c.inner = NewFlowSink(o.Format, c.w, o.Where)
+				c.stat, _ = c.inner.(*StatSink)
 				c.sink = &decode.OffsetSink{Next: &c.count, Base: base}
 				c.base = base
 				c.count.next = c.inner
@@ -353,6 +354,7 @@ type chunkOut struct {
 	sink  decode.FlowSink // count, with offsets in the whole trace
 	last  uint64          // the last trace offset seen, for progress
 	base  uint64          // sink's Base
+	stat  *StatSink       // inner, if it is one: blocks go to it directly
 	relay decode.BlockRelay
 }
 
@@ -367,6 +369,10 @@ func (c *chunkOut) Insn(in *decode.FlowInsn, off, tsc uint64) {
 func (c *chunkOut) Block(b *decode.FlowBlock, off, tsc uint64) {
 	c.last = off
 	c.count.n.Insns += uint64(b.N)
+	if c.stat != nil {
+		c.stat.Block(b, off+c.base, tsc)
+		return
+	}
 	c.relay.Send(c.inner, b, off+c.base, tsc)
 }
 func (c *chunkOut) TakesBlocks() bool                                { return c.relay.Takes(c.inner) }
