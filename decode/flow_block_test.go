@@ -214,3 +214,42 @@ func TestBlockEntryBounds(t *testing.T) {
 		t.Errorf("run at a cut instruction: %+v, want empty", be)
 	}
 }
+
+// TestBlockMaxSteps: an endless direct loop (nop; nop; jmp back) in a
+// trace that never says more: the block path stops with "no progress" at
+// exactly the instruction where Next does (MaxSteps not a multiple of the
+// block's length).
+func TestBlockMaxSteps(t *testing.T) {
+	img := NewImage()
+	if err := img.AddBytes([]byte{0x90, 0x90, 0xeb, 0xfc}, 0x3000, "loop", 0); err != nil {
+		t.Fatal(err)
+	}
+	var enc ptpkt.Encoder
+	for _, p := range []ptpkt.Packet{
+		{Type: ptpkt.PktPSB},
+		{Type: ptpkt.PktModeExec, CSL: true},
+		{Type: ptpkt.PktFUP, IPC: ptpkt.IPSext48, IP: 0x3000},
+		{Type: ptpkt.PktPSBEnd},
+		// A TIP the loop never asks for: the decoder waits for an
+		// indirect branch that never comes.
+		{Type: ptpkt.PktTIP, IPC: ptpkt.IPSext48, IP: 0x3000},
+	} {
+		if err := enc.Append(&p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lines, blocks := compareBlockFlow(t, "loop", enc.Buf, img, &FlowConfig{MaxSteps: 100}, false)
+	if blocks == 0 {
+		t.Error("the block path was not used")
+	}
+	n := 0
+	for _, l := range lines {
+		if strings.HasPrefix(l, "insn ") {
+			n++
+		}
+	}
+	last := lines[len(lines)-1]
+	if n != 100 || !strings.Contains(last, CodeNoProgress.String()) {
+		t.Errorf("%d instructions, then %q; want 100, then a no-progress error", n, last)
+	}
+}
