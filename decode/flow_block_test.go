@@ -253,3 +253,40 @@ func TestBlockMaxSteps(t *testing.T) {
 		t.Errorf("%d instructions, then %q; want 100, then a no-progress error", n, last)
 	}
 }
+
+// TestWindowOneJob: with one job, each window of a long trace is decoded
+// straight into the sink (ptjit decode --calls -j 1 used to record a whole
+// 64 MiB window for replay, ~50 bytes per trace byte); the flow is what
+// the recorded and replayed decode gives, instructions and blocks alike.
+func TestWindowOneJob(t *testing.T) {
+	pt, img := loadSynthetic(t, "mid")
+	run := func(direct bool, sink FlowSink) {
+		err := ForEachWindow(BytesTrace(pt), 200<<10, func(w []byte, stop, base uint64) {
+			s := &OffsetSink{Next: sink, Base: base}
+			if direct {
+				ParallelFlowWindow(w, stop, img, &FlowConfig{}, s, false, 1)
+				return
+			}
+			ParallelFlowChunksWindow(w, stop, img, &FlowConfig{}, false, 1,
+				func() FlowSink { return &flowRecorder{} },
+				func(r FlowSink) { r.(*flowRecorder).replay(s) })
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var direct, recorded flowLog
+	run(true, &direct)
+	run(false, &recorded)
+	if d := diffLines(direct.lines, recorded.lines); d != "" {
+		t.Errorf("windows, one job, direct vs recorded: %s", d)
+	}
+	var blk blockLog
+	run(true, &blk)
+	if d := diffLines(blk.lines, recorded.lines); d != "" {
+		t.Errorf("windows, one job, blocks vs recorded instructions: %s", d)
+	}
+	if blk.blocks == 0 || len(recorded.lines) < 2137044 {
+		t.Errorf("%d blocks, %d lines", blk.blocks, len(recorded.lines))
+	}
+}

@@ -174,8 +174,14 @@ func ParallelFlow(pt []byte, img *Image, cfg *FlowConfig, sink FlowSink, resync 
 // that PSB's header, which tells where the window's last instructions
 // lead. stop == len(pt) means the trace ends there.
 func ParallelFlowWindow(pt []byte, stop uint64, img *Image, cfg *FlowConfig, sink FlowSink, resync bool, jobs int) {
-	if jobs <= 1 && stop == uint64(len(pt)) {
-		RunFlow(NewFlowDecoder(pt, img, cfg), sink, resync)
+	if jobs <= 1 {
+		// One goroutine: straight into the sink. Recording a whole
+		// window for replay would cost ~50 bytes per trace byte.
+		if stop == uint64(len(pt)) {
+			RunFlow(NewFlowDecoder(pt, img, cfg), sink, resync)
+		} else {
+			decodeChunk(pt, img, cfg, &flowChunk{start: 0, end: stop, sink: sink}, resync)
+		}
 		return
 	}
 	ParallelFlowChunksWindow(pt, stop, img, cfg, resync, jobs,
