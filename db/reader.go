@@ -38,6 +38,8 @@ type DB struct {
 	path string
 	sql  *sql.DB
 	live bool // a run (or another process) is still writing it
+	// versionCols: the columns scanVersion reads, for this schema version
+	versionCols string
 
 	mu sync.Mutex // guards the caches below
 	// the bytes of the base version read last: the split versions of a
@@ -93,11 +95,15 @@ func Open(path string) (*DB, error) {
 		sdb.Close()
 		return nil, &FormatError{path, "not a ptjit code.db (no ptjit meta table)"}
 	}
-	if ver != SchemaVersion {
+	if ver < oldestSchema || ver > SchemaVersion {
 		sdb.Close()
-		return nil, &FormatError{path, fmt.Sprintf("code.db schema version %d, this ptjit reads version %d", ver, SchemaVersion)}
+		return nil, &FormatError{path, fmt.Sprintf("code.db schema version %d, this ptjit reads versions %d to %d", ver, oldestSchema, SchemaVersion)}
 	}
-	return &DB{path: path, sql: sdb, live: writing}, nil
+	d := &DB{path: path, sql: sdb, live: writing, versionCols: versionCols}
+	if ver < 4 {
+		d.versionCols = versionColsV3
+	}
+	return d, nil
 }
 
 func firstLine(s string) string {
@@ -216,6 +222,10 @@ type VersionInfo struct {
 	Valid    clock.Stamp
 	End      clock.Stamp // zero when HasEnd is false
 	HasEnd   bool
+	// EndInexact: End is the last time ptjit knew the version executable
+	// (or the next version's start); the program may have taken PROT_EXEC
+	// away before, unseen (versions.end_inexact).
+	EndInexact bool
 
 	// a split version (Recorder.SplitVersion): its bytes are those of
 	// version base from page basePage on; base is 0 otherwise
@@ -228,6 +238,9 @@ func (v *VersionInfo) String() string {
 	s := fmt.Sprintf("region %d version %d [%#x-%#x] pid %d tid %d, %s at ip %#x, valid from tsc %d", v.Region, v.Vno, v.Addr, v.Addr+v.Size, v.PID, v.TID, v.Cause, v.IP, v.Valid.TSC)
 	if v.HasEnd {
 		s += fmt.Sprintf(" to %d", v.End.TSC)
+		if v.EndInexact {
+			s += " at the latest"
+		}
 	}
 	return s
 }
@@ -250,12 +263,15 @@ type VersionFilter struct {
 	Region  int64
 }
 
-const versionCols = `id, region_id, vno, pid, tid, addr, size, sha256, cause, ip, by_ptjit, valid_tsc, valid_ns, end_tsc, end_ns, base_id, base_page`
+const versionCols = `id, region_id, vno, pid, tid, addr, size, sha256, cause, ip, by_ptjit, valid_tsc, valid_ns, end_tsc, end_ns, base_id, base_page, end_inexact`
+
+// versionColsV3 reads a version-3 code.db (no end_inexact: every end exact).
+const versionColsV3 = `id, region_id, vno, pid, tid, addr, size, sha256, cause, ip, by_ptjit, valid_tsc, valid_ns, end_tsc, end_ns, base_id, base_page, 0`
 
 func scanVersion(sc interface{ Scan(...any) error }, v *VersionInfo) error {
 	var addr, size, ip, vtsc int64
 	var etsc, ens, base, basePage sql.NullInt64
-	if err := sc.Scan(&v.ID, &v.Region, &v.Vno, &v.PID, &v.TID, &addr, &size, &v.SHA256, &v.Cause, &ip, &v.ByPtjit, &vtsc, &v.Valid.MonoNS, &etsc, &ens, &base, &basePage); err != nil {
+	if err := sc.Scan(&v.ID, &v.Region, &v.Vno, &v.PID, &v.TID, &addr, &size, &v.SHA256, &v.Cause, &ip, &v.ByPtjit, &vtsc, &v.Valid.MonoNS, &etsc, &ens, &base, &basePage, &v.EndInexact); err != nil {
 		return err
 	}
 	v.base, v.basePage = base.Int64, basePage.Int64
@@ -267,7 +283,7 @@ func scanVersion(sc interface{ Scan(...any) error }, v *VersionInfo) error {
 
 // Versions lists the versions matching f in time order (valid_tsc, then id).
 func (d *DB) Versions(f VersionFilter) ([]VersionInfo, error) {
-	q := `SELECT ` + versionCols + ` FROM versions WHERE 1=1`
+	q := `SELECT ` + d.versionCols + ` FROM versions WHERE 1=1`
 	var args []any
 	if f.PID != 0 {
 		q += ` AND pid = ?`
@@ -417,7 +433,7 @@ func (d *DB) zeroSum(n int) []byte {
 // Version returns one version by id.
 func (d *DB) Version(id int64) (*VersionInfo, error) {
 	var v VersionInfo
-	err := scanVersion(d.sql.QueryRow(`SELECT `+versionCols+` FROM versions WHERE id = ?`, id), &v)
+	err := scanVersion(d.sql.QueryRow(`SELECT `+d.versionCols+` FROM versions WHERE id = ?`, id), &v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("%s: no version with id %d", d.path, id)
 	}

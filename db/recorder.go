@@ -543,6 +543,15 @@ func (r *Recorder) EndVersion(id int64, at clock.Stamp) {
 	})
 }
 
+// EndVersionInexact records that a version was executable until at at the
+// latest: the program may have taken PROT_EXEC away before, in a call
+// ptjit's filter let through (tracker/doc.go).
+func (r *Recorder) EndVersionInexact(id int64, at clock.Stamp) {
+	r.push(func(w *writer) error {
+		return w.exec(sqlEndVersionInexact, u(at.TSC), at.MonoNS, id)
+	})
+}
+
 // AddWrite records one write into tracked code (W^X precise mode).
 func (r *Recorder) AddWrite(wr Write) {
 	r.nextWrite++
@@ -626,15 +635,16 @@ type pageMemo struct {
 }
 
 const (
-	sqlProcessStart = `INSERT INTO processes(pid, ppid, start_tsc, start_ns) VALUES (?, ?, ?, ?)`
-	sqlThreadStart  = `INSERT INTO threads(tid, pid, start_tsc, start_ns) VALUES (?, ?, ?, ?)`
-	sqlThreadExit   = `UPDATE threads SET end_tsc = ?, end_ns = ? WHERE tid = ? AND end_tsc IS NULL`
-	sqlVersion      = `INSERT INTO versions(id, region_id, vno, pid, tid, addr, size, pages, cause, ip, by_ptjit, valid_tsc, valid_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	sqlSplitVersion = `INSERT INTO versions(id, region_id, vno, pid, tid, addr, size, pages, base_id, base_page, cause, ip, by_ptjit, valid_tsc, valid_ns) VALUES (?, ?, ?, ?, ?, ?, ?, X'', ?, ?, ?, ?, ?, ?, ?)`
-	sqlEndVersion   = `UPDATE versions SET end_tsc = ?, end_ns = ? WHERE id = ? AND end_tsc IS NULL`
-	sqlPage         = `INSERT OR IGNORE INTO pages(sha256, data) VALUES (?, ?)`
-	sqlWrite        = `INSERT INTO writes(id, pid, tid, tsc, ns, ip, insn, addr, old, new, version_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	sqlProt         = `INSERT INTO ptjit_prot(pid, tsc, ns, addr, size, prot, reason) VALUES (?, ?, ?, ?, ?, ?, ?)`
+	sqlProcessStart      = `INSERT INTO processes(pid, ppid, start_tsc, start_ns) VALUES (?, ?, ?, ?)`
+	sqlThreadStart       = `INSERT INTO threads(tid, pid, start_tsc, start_ns) VALUES (?, ?, ?, ?)`
+	sqlThreadExit        = `UPDATE threads SET end_tsc = ?, end_ns = ? WHERE tid = ? AND end_tsc IS NULL`
+	sqlVersion           = `INSERT INTO versions(id, region_id, vno, pid, tid, addr, size, pages, cause, ip, by_ptjit, valid_tsc, valid_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlSplitVersion      = `INSERT INTO versions(id, region_id, vno, pid, tid, addr, size, pages, base_id, base_page, cause, ip, by_ptjit, valid_tsc, valid_ns) VALUES (?, ?, ?, ?, ?, ?, ?, X'', ?, ?, ?, ?, ?, ?, ?)`
+	sqlEndVersion        = `UPDATE versions SET end_tsc = ?, end_ns = ? WHERE id = ? AND end_tsc IS NULL`
+	sqlEndVersionInexact = `UPDATE versions SET end_tsc = ?, end_ns = ?, end_inexact = 1 WHERE id = ? AND end_tsc IS NULL`
+	sqlPage              = `INSERT OR IGNORE INTO pages(sha256, data) VALUES (?, ?)`
+	sqlWrite             = `INSERT INTO writes(id, pid, tid, tsc, ns, ip, insn, addr, old, new, version_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlProt              = `INSERT INTO ptjit_prot(pid, tsc, ns, addr, size, prot, reason) VALUES (?, ?, ?, ?, ?, ?, ?)`
 )
 
 func newWriter(sdb *sql.DB) (*writer, error) {

@@ -8,7 +8,12 @@ import (
 )
 
 // SchemaVersion is code.db's PRAGMA user_version.
-const SchemaVersion = 3
+const SchemaVersion = 4
+
+// oldestSchema is the oldest version Open reads. Version 3 lacks
+// versions.end_inexact; it reads as 0 (a version-3 recorder stopped every
+// mprotect, so every end it wrote is exact).
+const oldestSchema = 3
 
 //go:embed schema.sql
 var schemaSQL string

@@ -7,7 +7,8 @@
 -- Addresses and sizes are stored as INTEGER; SQLite integers are signed 64-bit,
 -- so user-space addresses (< 2^47) are stored as-is.
 --
--- The schema version is PRAGMA user_version; readers refuse other versions.
+-- The schema version is PRAGMA user_version; readers read this version and
+-- version 3 (before versions.end_inexact), and refuse others.
 
 -- Key/value facts about the recording: ptjit version, command line, cwd,
 -- tsc_hz (measured TSC frequency), start/end stamps, and the run summary
@@ -119,6 +120,14 @@ CREATE TABLE versions (
     valid_ns  INTEGER NOT NULL,
     end_tsc   INTEGER,
     end_ns    INTEGER,
+    end_inexact INTEGER NOT NULL DEFAULT 0, -- 1: the program may have taken
+                                     -- PROT_EXEC away earlier, unseen (ptjit stops
+                                     -- only calls that add PROT_EXEC, unless it
+                                     -- manages the memory: tracker/doc.go); end_* is
+                                     -- then the last time ptjit knew the version
+                                     -- executable, or the next version's start.
+                                     -- Added in schema version 4 (a version-3
+                                     -- code.db reads as 0: it stopped every mprotect)
     UNIQUE (region_id, vno)
 );
 CREATE INDEX versions_pid_addr ON versions(pid, addr);

@@ -179,6 +179,9 @@ func Run(cfg Config) (status int, err error) {
 		"wx":      string(cfg.WX), "wx_writes": strconv.Itoa(st.Writes), "wx_emulated": strconv.Itoa(st.Emulated),
 		"wx_stepped": strconv.Itoa(st.Stepped), "wx_batch_pages": strconv.Itoa(st.BatchWrites),
 		"injected_syscalls": strconv.Itoa(st.Injected),
+		// processes where every mprotect stops (ptjit managed memory
+		// there); elsewhere only those adding PROT_EXEC (tracker/doc.go)
+		"full_protect_processes": strconv.Itoa(st.FullProtect),
 		// ptjit's own peak RSS (not the program's, which /usr/bin/time
 		// reports instead when it is larger): what the recording cost
 		"tracer_maxrss_kb": strconv.FormatInt(maxRSSKB(), 10),
@@ -226,6 +229,9 @@ func Summary(st tracker.Stats) string {
 		plural(st.Regions, "region", "regions"), plural(st.Versions, "version", "versions"),
 		plural(st.FileMaps, "file mapping", "file mappings"), plural(int(st.Stops), "stop", "stops"),
 		float64(st.StopNS)/1e6, per, float64(st.Bytes)/1e6)
+	if st.FullProtect > 0 {
+		s += fmt.Sprintf(", every mprotect stopped in %s (managed memory)", plural(st.FullProtect, "process", "processes"))
+	}
 	if st.Writes > 0 || st.BatchWrites > 0 {
 		s += fmt.Sprintf(", %s (%d emulated, %d stepped), %s",
 			plural(st.Writes, "write", "writes"), st.Emulated, st.Stepped,

@@ -49,7 +49,7 @@
 //
 // The seccomp filter (filter_linux_amd64.go, declared as data with the reason
 // each rule cannot miss a transition) stops only mmap with PROT_EXEC or
-// MAP_FIXED, mprotect, pkey_mprotect, munmap, mremap, brk, madvise with
+// MAP_FIXED, mprotect and pkey_mprotect with PROT_EXEC, munmap, mremap, brk, madvise with
 // advice that can drop pages, shmat with SHM_EXEC or SHM_REMAP, shmdt,
 // remap_file_pages and process_vm_writev (and, not for memory, ptrace
 // requests that make a tracer: see below). At the seccomp stop the tracker
@@ -78,6 +78,38 @@
 // pages an mremap moved are protected at their new place (after the
 // Space moved them); last, the soft filter hides or shows what the others
 // left. No step depends on a defer.
+//
+// # One event per code version
+//
+// An mprotect that adds no PROT_EXEC does not stop (issue 12): it can
+// only take execute permission away, or leave memory non-executable, and
+// no instruction runs from memory that is not executable, so nothing can
+// be missed: the next call that adds PROT_EXEC stops and records the
+// version complete (a LuaJIT RW↔RX toggle is one stop per version, not
+// two). What is lost is the moment a version stopped being executable:
+// such a version ends at the next call over it that adds PROT_EXEC (or an
+// munmap, an mmap over it, the process's end), and its end is recorded as
+// inexact (versions.end_inexact; history says "until ≤T", --json
+// end_inexact). A call that adds PROT_EXEC over memory recorded while
+// removals were unseen always records a new version read from the
+// program, a file mapping's too (Space.RemovalUnseen, Piece.loose).
+// A single-threaded program's version is read at the seccomp stop, before
+// the thread resumes (oneStopProtect): its next mprotect no longer stops
+// and waits for the read. With several threads the version is read at the
+// call's exit stop while its thread is stopped; another thread that made
+// the range writable and wrote it during that read would not be stopped
+// any more. A JIT serializes writes to its code (a thread writes code it
+// owns, under its lock, not code another thread is making executable),
+// so this needs a program racing with itself; it is not handled.
+//
+// Memory ptjit manages (W^X and writable aliases take PROT_WRITE away in
+// the kernel, the soft filter PROT_EXEC) must follow every protection
+// change, so before ptjit first sets a kernel protection other than the
+// program's in a process it adds a second filter there that stops every
+// mprotect, to all threads at once (TSYNC), before that protection takes
+// effect: fullprotect_linux_amd64.go says how, and why no other thread's
+// call can slip in between. A W^X program (java, node: RWX code) gets it
+// at its first RWX mapping; a W^X-clean JIT (LuaJIT) never does.
 //
 // # The program's own seccomp filters
 //
@@ -129,9 +161,11 @@
 //     and lets the call run.
 //
 // Not handled: the write filter ptjit injects for a /proc/PID/mem
-// descriptor (procmem_linux_amd64.go) is newer than the program's filters,
-// so a write there that the program's own filter traces reports
-// TraceData and runs, where alone it fails with ENOSYS. The syscalls ptjit
+// descriptor (procmem_linux_amd64.go) and the filter that stops every
+// mprotect (fullprotect_linux_amd64.go) are newer than the program's
+// filters installed before them, so a write there, or an mprotect, that
+// such a filter of the program's traces reports TraceData and runs, where
+// alone it fails with ENOSYS. The syscalls ptjit
 // injects (mprotect, seccomp) pass through the program's filters too: one
 // the program's filter kills, traps or fails makes the injection fail.
 //

@@ -30,8 +30,13 @@ func TestFilterEval(t *testing.T) {
 		{"mmap RW SHARED (an alias?)", x86, unix.SYS_MMAP, [6]uint64{0, 4096, unix.PROT_READ | unix.PROT_WRITE, unix.MAP_SHARED}, true},
 		{"mmap FIXED_NOREPLACE", x86, unix.SYS_MMAP, [6]uint64{0x10000, 4096, unix.PROT_READ, unix.MAP_PRIVATE | 0x100000}, false},
 		{"mmap high arg bits ignored", x86, unix.SYS_MMAP, [6]uint64{0, 4096, 1 << 40, unix.MAP_PRIVATE}, false},
-		{"mprotect R", x86, unix.SYS_MPROTECT, [6]uint64{0x10000, 4096, unix.PROT_READ}, true},
-		{"pkey_mprotect", x86, unix.SYS_PKEY_MPROTECT, [6]uint64{0x10000, 4096, unix.PROT_READ}, true},
+		{"mprotect R (takes exec away at most)", x86, unix.SYS_MPROTECT, [6]uint64{0x10000, 4096, unix.PROT_READ}, false},
+		{"mprotect RW", x86, unix.SYS_MPROTECT, [6]uint64{0x10000, 4096, unix.PROT_READ | unix.PROT_WRITE}, false},
+		{"mprotect RX", x86, unix.SYS_MPROTECT, [6]uint64{0x10000, 4096, unix.PROT_READ | unix.PROT_EXEC}, true},
+		{"mprotect X|GROWSDOWN", x86, unix.SYS_MPROTECT, [6]uint64{0x10000, 4096, unix.PROT_EXEC | 0x01000000}, true},
+		{"mprotect high arg bits ignored", x86, unix.SYS_MPROTECT, [6]uint64{0x10000, 4096, 1 << 40}, false},
+		{"pkey_mprotect R", x86, unix.SYS_PKEY_MPROTECT, [6]uint64{0x10000, 4096, unix.PROT_READ, 1}, false},
+		{"pkey_mprotect RWX", x86, unix.SYS_PKEY_MPROTECT, [6]uint64{0x10000, 4096, unix.PROT_READ | unix.PROT_WRITE | unix.PROT_EXEC, 1}, true},
 		{"munmap", x86, unix.SYS_MUNMAP, [6]uint64{0x10000, 4096}, true},
 		{"mremap", x86, unix.SYS_MREMAP, [6]uint64{0x10000, 4096, 8192, 1}, true},
 		{"brk", x86, unix.SYS_BRK, [6]uint64{0}, true},
@@ -103,6 +108,33 @@ func TestMemFilter(t *testing.T) {
 	}
 }
 
+// The filter ptjit adds where it manages memory stops every mprotect and
+// pkey_mprotect, whatever the protection, and nothing else.
+func TestFullProtectFilter(t *testing.T) {
+	prog, err := Compile(FullProtectRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const x86 = 0xc000003e
+	for _, c := range []struct {
+		nr   int
+		prot uint64
+		stop bool
+	}{
+		{unix.SYS_MPROTECT, unix.PROT_READ | unix.PROT_WRITE, true}, {unix.SYS_MPROTECT, unix.PROT_NONE, true},
+		{unix.SYS_MPROTECT, unix.PROT_READ | unix.PROT_EXEC, true}, {unix.SYS_PKEY_MPROTECT, unix.PROT_READ, true},
+		{unix.SYS_MMAP, unix.PROT_READ | unix.PROT_EXEC, false}, {unix.SYS_MUNMAP, 0, false}, {unix.SYS_GETPID, 0, false},
+	} {
+		ret, err := evalFilter(prog, x86, c.nr, [6]uint64{0x10000, 4096, c.prot})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (ret == unix.SECCOMP_RET_TRACE|TraceData) != c.stop || !c.stop && ret != unix.SECCOMP_RET_ALLOW {
+			t.Errorf("nr %d prot %#x: ret %#x, stop %v", c.nr, c.prot, ret, c.stop)
+		}
+	}
+}
+
 // TestFilterTraceData: every RET_TRACE ptjit's filters can return carries
 // TraceData in SECCOMP_RET_DATA (the event message classifySeccomp reads),
 // and nothing else is returned but RET_ALLOW.
@@ -110,7 +142,7 @@ func TestFilterTraceData(t *testing.T) {
 	if TraceData&^unix.SECCOMP_RET_DATA != 0 || TraceData == 0 {
 		t.Fatalf("TraceData %#x: must be a non-zero SECCOMP_RET_DATA value (0 is what programs use)", TraceData)
 	}
-	for name, rules := range map[string][]Rule{"Rules": Rules, "MemFilterRules": MemFilterRules(3)} {
+	for name, rules := range map[string][]Rule{"Rules": Rules, "MemFilterRules": MemFilterRules(3), "FullProtectRules": FullProtectRules} {
 		prog, err := Compile(rules)
 		if err != nil {
 			t.Fatal(err)

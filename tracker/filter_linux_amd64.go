@@ -68,9 +68,12 @@ var Rules = []Rule{
 		"PROT_EXEC maps code; MAP_FIXED may replace code; MAP_SHARED may be a writable alias of code " +
 			"(W^X write-protects it; without W^X the entry stop is all it costs). Otherwise the kernel " +
 			"picks free address space, which cannot hold tracked code. (MAP_FIXED_NOREPLACE fails rather than replace.)"},
-	{"mprotect", unix.SYS_MPROTECT, nil,
-		"always: RX→RW carries no PROT_EXEC but ends a version; only the address map tells"},
-	{"pkey_mprotect", unix.SYS_PKEY_MPROTECT, nil, "as mprotect"},
+	{"mprotect", unix.SYS_MPROTECT, []Cond{{Arg: 2, AnyBit: unix.PROT_EXEC}},
+		"PROT_EXEC adds code. A call without it can only take execute permission away (or leave memory " +
+			"non-executable), and no instruction runs from memory that is not executable, so the next call " +
+			"that adds PROT_EXEC records a complete version; the end of the previous one is inexact. Memory " +
+			"ptjit manages (W^X, aliases, the soft filter) needs every call: FullProtectRules"},
+	{"pkey_mprotect", unix.SYS_PKEY_MPROTECT, []Cond{{Arg: 2, AnyBit: unix.PROT_EXEC}}, "as mprotect"},
 	{"munmap", unix.SYS_MUNMAP, nil, "always: may unmap code"},
 	{"mremap", unix.SYS_MREMAP, nil, "always: may move, grow, shrink or replace code"},
 	{"madvise", unix.SYS_MADVISE, []Cond{{Arg: 2, Except: harmlessAdvice}},
@@ -91,6 +94,17 @@ var Rules = []Rule{
 	{"ptrace", unix.SYS_PTRACE, []Cond{{Arg: 0, Equal: []uint32{unix.PTRACE_TRACEME, unix.PTRACE_ATTACH, unix.PTRACE_SEIZE}}},
 		"not for memory: a program becoming a tracer fails (a process has one tracer, and ptjit is it); " +
 			"ptjit says why once (ptraceEntry). Other requests need a tracee of the program's, so they cannot concern ptjit's"},
+}
+
+// FullProtectRules is the filter ptjit adds to a process (all its threads,
+// SECCOMP_FILTER_FLAG_TSYNC) before it first manages memory there: before
+// it sets a kernel protection other than the program's (W^X and aliases
+// take PROT_WRITE away, the soft filter PROT_EXEC). From then on every
+// mprotect stops, as ptjit's state for that memory must follow every
+// change the program makes to it (fullprotect_linux_amd64.go).
+var FullProtectRules = []Rule{
+	{"mprotect", unix.SYS_MPROTECT, nil, "memory ptjit manages: every protection change"},
+	{"pkey_mprotect", unix.SYS_PKEY_MPROTECT, nil, "as mprotect"},
 }
 
 // TraceData is the SECCOMP_RET_DATA of every RET_TRACE in ptjit's filters;

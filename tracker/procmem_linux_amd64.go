@@ -3,6 +3,7 @@ package tracker
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -232,7 +233,17 @@ func MemFilterRules(fd uint64) []Rule {
 //
 // Precondition: on the locked tracer thread.
 func (t *Tracer) watchMemFD(th *thread, fd uint64) error {
-	prog, err := Compile(MemFilterRules(fd))
+	return t.injectFilter(th, MemFilterRules(fd))
+}
+
+// injectFilter installs rules as a seccomp filter in th's process, all its
+// threads (SECCOMP_FILTER_FLAG_TSYNC). th is at a syscall-exit stop or a
+// signal-delivery-stop. A thread whose filters differ from th's makes
+// TSYNC fail: the error names it.
+//
+// Precondition: on the locked tracer thread.
+func (t *Tracer) injectFilter(th *thread, rules []Rule) error {
+	prog, err := Compile(rules)
 	if err != nil {
 		return err
 	}
@@ -257,6 +268,9 @@ func (t *Tracer) watchMemFD(th *thread, fd uint64) error {
 		return err
 	}
 	const seccompSetModeFilter, seccompFilterFlagTsync = 1, 1
-	_, err = t.inject(th, unix.SYS_SECCOMP, seccompSetModeFilter, seccompFilterFlagTsync, at)
+	ret, err := t.inject(th, unix.SYS_SECCOMP, seccompSetModeFilter, seccompFilterFlagTsync, at)
+	if err == nil && ret > 0 {
+		return fmt.Errorf("seccomp(SECCOMP_FILTER_FLAG_TSYNC): thread %d has other filters", ret)
+	}
 	return err
 }

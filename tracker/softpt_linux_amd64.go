@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"errors"
 	"os"
 	"strconv"
 	"strings"
@@ -75,6 +76,7 @@ type stepState struct {
 	insn    x86.Insn // the instruction being stepped
 	ip      uint64   // where the thread is, when haveIP (read at the last step trap)
 	haveIP  bool
+	progTF  bool // the program's last popf set the trap flag (stepFlags)
 }
 
 func newSoftState(s *softpt.Session) *softState {
@@ -198,7 +200,67 @@ func (t *Tracer) softComplete(th *thread, st *stepState) {
 		t.softLostTrap(th, &st.insn, regs.Rip, tsc)
 		return
 	}
+	t.stepFlags(th, st, &regs)
 	t.softRetire(th, &st.insn, regs.Rip, tsc)
+}
+
+// flagTF is the trap flag in RFLAGS.
+const flagTF = 0x100
+
+// stepFlags keeps the trap flag (TF) ptjit sets to step th out of the
+// program's view, after st.insn retired (regs are th's registers now):
+//
+//   - a pushf stores the flags with TF set: cleared in the stored copy
+//     (unstepPushf);
+//   - a popf sets TF as the program asked, which progTF records. The
+//     kernel then no longer counts TF as the tracer's (TIF_FORCED_TF is
+//     cleared when it steps a popf), and TF was seen left set after the
+//     next step although the popf cleared it: PTRACE_GETREGS reports it,
+//     and PTRACE_CONT would leave it set, a SIGTRAP for the program at
+//     its next instruction once it runs free. A TF reported while the
+//     program's last popf cleared it is ptjit's, and is cleared.
+//
+// Precondition: on the locked tracer thread; th is stopped at a step trap.
+func (t *Tracer) stepFlags(th *thread, st *stepState, regs *unix.PtraceRegs) {
+	if st.insn.IsPushf() {
+		t.unstepPushf(th, st, regs)
+		return
+	}
+	if pop, size := st.insn.IsPopf(); pop {
+		var b [1]byte // bits 8–15 of the flags popped, below the stack top now
+		if snapshot.ReadMem(th.tid, regs.Rsp-uint64(size)+1, b[:]) == nil {
+			st.progTF = b[0]&(flagTF>>8) != 0
+		}
+	}
+	if regs.Eflags&flagTF != 0 && !st.progTF {
+		regs.Eflags &^= flagTF
+		if err := unix.PtraceSetRegs(th.tid, regs); err != nil && !errors.Is(err, unix.ESRCH) {
+			t.warnf("soft PT: tid %d: clearing the trap flag left after a step: %v", th.tid, err)
+		}
+	}
+}
+
+// unstepPushf clears the trap flag in the flags a stepped pushf stored at
+// the top of th's stack: the kernel set TF for ptjit's step, and the
+// program's own flags (what PTRACE_GETREGS reports) have it clear. Left
+// there, the program would read a flag it never set, and a popf of that
+// copy would keep TF set once ptjit lets the thread run free: a SIGTRAP at
+// its next instruction (HotSpot's CPU probe does pushf; ...; popf).
+//
+// Precondition: on the locked tracer thread; th is stopped right after
+// the pushf retired (regs are its registers now).
+func (t *Tracer) unstepPushf(th *thread, st *stepState, regs *unix.PtraceRegs) {
+	if regs.Eflags&flagTF != 0 && st.progTF {
+		return // the program set TF itself
+	}
+	var b [1]byte // bits 8–15 of the flags stored, whatever the operand size
+	if err := snapshot.ReadMem(th.tid, regs.Rsp+1, b[:]); err != nil || b[0]&(flagTF>>8) == 0 {
+		return
+	}
+	b[0] &^= flagTF >> 8
+	if err := t.memWrite(th, regs.Rsp+1, b[:]); err != nil {
+		t.warnf("soft PT: tid %d: clearing the trap flag a stepped pushf stored at %#x: %v", th.tid, regs.Rsp, err)
+	}
 }
 
 // softRetire reports that in retired on th and execution went on at next:

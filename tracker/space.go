@@ -63,6 +63,9 @@ type Piece struct {
 	// starts.
 	pages   int64
 	pagesAt uint64
+	// loose: recorded while the program could take PROT_EXEC away
+	// unseen (Space.RemovalUnseen), so its end is inexact.
+	loose bool
 }
 
 // Sink records what the state machine decides. The tracker's sink stamps
@@ -78,7 +81,10 @@ type Sink interface {
 	// recorded by AddVersion) has there, without reading them: the part
 	// of a version a change left alone.
 	SplitVersion(region, from int64, fromStart, start, end uint64, prot int, cause string) int64
-	EndVersion(id int64)
+	// EndVersion ends a version; inexact: the program may have taken
+	// PROT_EXEC away earlier, unseen, so the end is the last time it was
+	// known executable (or the next version's start).
+	EndVersion(id int64, inexact bool)
 	AddFile(start, end uint64, prot int, f FileInfo, cause string) int64
 	EndFile(id int64)
 }
@@ -101,6 +107,15 @@ type Space struct {
 	// their recorded bytes even where the program may write. Without
 	// it, writable pieces are read again.
 	WritesSeen bool
+	// RemovalUnseen: mprotect calls that add no PROT_EXEC run without a
+	// stop (the process has not got the filter that stops them all,
+	// tracker/doc.go), so a piece may have been made non-executable,
+	// written and made executable again unseen. Every piece recorded
+	// meanwhile is loose: its end is inexact, and a call that adds
+	// PROT_EXEC over it records a new version, read again (the bytes may
+	// have changed, a File piece's too), also after RemovalUnseen went
+	// false.
+	RemovalUnseen bool
 }
 
 // NewSpace returns an empty address space recording into sink.
@@ -232,7 +247,7 @@ func (s *Space) end(p Piece) {
 	if p.Kind == File {
 		s.sink.EndFile(p.ID)
 	} else {
-		s.sink.EndVersion(p.ID)
+		s.sink.EndVersion(p.ID, p.loose)
 	}
 }
 
@@ -240,6 +255,7 @@ func (s *Space) end(p Piece) {
 // fresh version or file mapping.
 func (s *Space) readd(p Piece, lo, hi uint64, cause string) Piece {
 	q := clip(p, lo, hi)
+	q.loose = p.loose || s.RemovalUnseen
 	switch {
 	case p.Kind == File:
 		q.ID = s.sink.AddFile(q.Start, q.End, q.Prot, q.File, cause)
@@ -309,14 +325,14 @@ func (s *Space) addAnon(start, end uint64, prot int, cause string) {
 // addVersion records [start, end) of region reg as a new version and
 // tracks it.
 func (s *Space) addVersion(reg int64, start, end uint64, prot int, cause string) {
-	q := Piece{Start: start, End: end, Prot: prot, Kind: Anon, Region: reg}
+	q := Piece{Start: start, End: end, Prot: prot, Kind: Anon, Region: reg, loose: s.RemovalUnseen}
 	q.ID = s.sink.AddVersion(reg, start, end, prot, cause)
 	q.pages, q.pagesAt = q.ID, start
 	s.insert(q)
 }
 
 func (s *Space) addFile(start, end uint64, prot int, f FileInfo, cause string) {
-	p := Piece{Start: start, End: end, Prot: prot, Kind: File, File: f}
+	p := Piece{Start: start, End: end, Prot: prot, Kind: File, File: f, loose: s.RemovalUnseen}
 	p.ID = s.sink.AddFile(start, end, prot, f, cause)
 	s.insert(p)
 }
@@ -362,6 +378,12 @@ func (s *Space) Protect(start, end uint64, prot int, cause string) {
 		wasW := p.Prot&unix.PROT_WRITE != 0
 		fileW := p.Kind == File && prot&unix.PROT_WRITE != 0
 		switch {
+		case s.RemovalUnseen || p.loose:
+			// it may have been made writable, written and made
+			// executable again unseen (also before the full filter
+			// came): a new version, read
+			redo = append(redo, ival{max(p.Start, start), min(p.End, end)})
+			continue
 		case p.Prot == prot:
 			// unchanged
 		case inside && !wasW && !fileW:
@@ -378,7 +400,7 @@ func (s *Space) Protect(start, end uint64, prot int, cause string) {
 	}
 	for _, r := range redo {
 		for _, p := range s.cut(r.s, r.e, cause) {
-			if p.Kind == File && prot&unix.PROT_WRITE == 0 {
+			if p.Kind == File && prot&unix.PROT_WRITE == 0 && !s.RemovalUnseen && !p.loose {
 				s.addFile(p.Start, p.End, prot, p.File, cause)
 				continue
 			}

@@ -61,7 +61,13 @@ func (l *logSink) SplitVersion(r, from int64, fromStart, s, e uint64, prot int, 
 	l.splits = append(l.splits, fmt.Sprintf("%d from %d@%#x", id, from, fromStart))
 	return id
 }
-func (l *logSink) EndVersion(id int64) { l.log = append(l.log, fmt.Sprintf("V- %d", id)) }
+func (l *logSink) EndVersion(id int64, inexact bool) {
+	if inexact {
+		l.log = append(l.log, fmt.Sprintf("V- %d inexact", id))
+		return
+	}
+	l.log = append(l.log, fmt.Sprintf("V- %d", id))
+}
 func (l *logSink) AddFile(s, e uint64, prot int, f FileInfo, cause string) int64 {
 	id := l.id()
 	l.log = append(l.log, fmt.Sprintf("F+ %d %#x-%#x %s %s@%#x %s", id, s, e, protStr(prot), f.Path, f.Offset, cause))
@@ -213,6 +219,49 @@ func TestSpace(t *testing.T) {
 				t.Errorf("final pieces:\ngot  %s\nwant %s", got, c.final)
 			}
 		})
+	}
+}
+
+// TestSpaceRemovalUnseen: while mprotect calls that add no PROT_EXEC run
+// unseen (Space.RemovalUnseen), every call that adds PROT_EXEC records a
+// new version of every piece in its range, read again (the bytes may have
+// changed, a file mapping's too), and every piece recorded meanwhile ends
+// inexact and is read again at its next PROT_EXEC — also after the full
+// filter came (RemovalUnseen false), which makes only later pieces exact.
+func TestSpaceRemovalUnseen(t *testing.T) {
+	seen := func(s *Space) { s.RemovalUnseen = false }
+	steps := []step{
+		{mmap(0x10000, 0x20000, rw), nil},
+		{mprotect(0x10000, 0x20000, rx), []string{"R+ 1 0x10000-0x20000", "V+ 2 r1 0x10000-0x20000 r-x mprotect"}},
+		// RX→RW (unseen), written, RX again: the same call as RX→RX
+		{mprotect(0x10000, 0x20000, rx), []string{"V- 2 inexact", "V+ 3 r1 0x10000-0x20000 r-x mprotect"}},
+		// a part: the rest is split off, still loose
+		{mprotect(0x10000, 0x11000, rx), []string{"V- 3 inexact", "V+ 4 r1 0x11000-0x20000 r-x mprotect", "V+ 5 r1 0x10000-0x11000 r-x mprotect"}},
+		// patched text made executable again is copied, not a file mapping
+		{mmapFile(0x400000, 0x401000, "/bin/prog", 0), []string{"F+ 6 0x400000-0x401000 r-x /bin/prog@0x0 mmap"}},
+		{mprotect(0x400000, 0x401000, rx), []string{"F- 6", "R+ 7 0x400000-0x401000", "V+ 8 r7 0x400000-0x401000 r-x mprotect"}},
+		// the full filter: later versions end exact, earlier ones not
+		// (a loose piece is read again: it may have been written before)
+		{seen, nil},
+		{mprotect(0x10000, 0x11000, rx), []string{"V- 5 inexact", "V+ 9 r1 0x10000-0x11000 r-x mprotect"}},
+		{mprotect(0x10000, 0x11000, rx), nil},
+		{mprotect(0x10000, 0x11000, rw), []string{"V- 9"}},
+		{mprotect(0x10000, 0x11000, rx), []string{"V+ 10 r1 0x10000-0x11000 r-x mprotect"}},
+		{munmap(0x11000, 0x20000), []string{"V- 4 inexact"}},
+	}
+	l := &logSink{}
+	s := NewSpace(l)
+	s.RemovalUnseen = true
+	for i, st := range steps {
+		l.log = nil
+		st.do(s)
+		if got, want := strings.Join(l.log, "\n"), strings.Join(st.want, "\n"); got != want {
+			t.Fatalf("step %d:\ngot:\n%s\nwant:\n%s", i, got, want)
+		}
+		checkSpace(t, s)
+	}
+	if got, want := describe(s), "0x10000-0x11000 r-x V10, 0x400000-0x401000 r-x V8"; got != want {
+		t.Errorf("final pieces:\ngot  %s\nwant %s", got, want)
 	}
 }
 

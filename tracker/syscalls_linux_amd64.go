@@ -80,6 +80,13 @@ func (t *Tracer) seccompEntry(th *thread) {
 			kprot, op.reason = k, reason
 		}
 	}
+	if kprot != op.args[2] && t.restartForFullProtect(th, regs, op) {
+		// ptjit manages memory here from now on: the call was restarted
+		// with the filter that stops every mprotect in place, and stops
+		// again
+		th.op = nil
+		return
+	}
 	if kprot != op.args[2] {
 		// the kernel gets kprot, the Space keeps the program's view
 		regs.Rdx = kprot
@@ -178,7 +185,11 @@ func (t *Tracer) ptraceEntry(th *thread, op *pendingOp) {
 // thread is in the mprotect, and after it the pages are executable and not
 // writable until its next mprotect, which stops and waits for this stop's
 // work. The stamp is taken before the resume. A JIT toggling its code area
-// RW↔RX (LuaJIT) costs one stop per call instead of two.
+// RW↔RX (LuaJIT) costs one stop per call instead of two. In a process
+// without the filter that stops every mprotect (fullprotect_linux_amd64.go)
+// the next mprotect does not stop, so there the version is read before
+// the thread resumes (issue 12): one stop per version, the copy on the
+// program's time, as the floor supervisor (testdata/floor) does it.
 //
 // Precondition: on the locked tracer thread; th is in its seccomp stop.
 func (t *Tracer) oneStopProtect(th *thread, op *pendingOp) bool {
@@ -194,6 +205,17 @@ func (t *Tracer) oneStopProtect(th *thread, op *pendingOp) bool {
 		return false
 	}
 	t.cur.th, t.cur.ip, t.cur.at = th, op.ip, clock.Now()
+	if !th.proc.full.on {
+		// Without the filter that stops every mprotect, the thread's
+		// next mprotect (RW) would not stop and wait for this read: it
+		// could write the pages while they are read. So the version is
+		// read first, while the thread is still stopped before the call
+		// (the bytes are final: the program asks for exec after
+		// writing them), and the thread resumes after.
+		sp.Protect(start, end, int(a[2]), syscallName(op.nr))
+		t.resumeCont(th.tid, 0)
+		return true
+	}
 	t.resumeCont(th.tid, 0)
 	sp.clearBatch(start, end) // the program's protection replaces W^X batch pages
 	sp.Protect(start, end, int(a[2]), syscallName(op.nr))

@@ -88,6 +88,9 @@ type Stats struct {
 	Stepped     int // of which single-stepped
 	BatchWrites int // pages made writable in batch mode
 	Injected    int // syscalls ptjit ran in the tracee
+	// FullProtect: processes given the filter that stops every mprotect
+	// (memory ptjit manages; fullprotect_linux_amd64.go)
+	FullProtect int
 }
 
 // Result is the outcome of a trace.
@@ -177,6 +180,7 @@ type process struct {
 	space     *space
 	threads   map[int]*thread
 	recorded  bool
+	full      fullProtectState // the filter that stops every mprotect (fullprotect_linux_amd64.go)
 }
 
 // space is a Space plus what the tracker keeps about it.
@@ -344,6 +348,10 @@ func (t *Tracer) newSpace(owner int) *space {
 	// Under W^X every store into code is seen: a store re-records the
 	// pages it changed, and the rest of a large mapping keeps its bytes.
 	sp.Space.WritesSeen = t.wxOn()
+	// Until the process has the filter that stops every mprotect, a
+	// call that takes PROT_EXEC away runs unseen.
+	p := t.procs[owner]
+	sp.Space.RemovalUnseen = p == nil || !p.full.on
 	return sp
 }
 
@@ -692,7 +700,9 @@ func (t *Tracer) adopt(tid int, b birth, kind stopKind, sig int) {
 		parent.threads[tid] = th
 		t.recordThread(th, at)
 	} else {
-		p := &process{pid: tid, ppid: parent.pid, helper: parent.helper, threads: map[int]*thread{tid: th}}
+		// a fork copies the forking thread's filters (all threads of a
+		// process with the full filter have it: TSYNC)
+		p := &process{pid: tid, ppid: parent.pid, helper: parent.helper, threads: map[int]*thread{tid: th}, full: parent.full}
 		th.proc = p
 		t.procs[tid] = p
 		t.setLive(tid, true)
@@ -929,7 +939,13 @@ func (s *sink) SplitVersion(region, from int64, fromStart, start, end uint64, pr
 	return id
 }
 
-func (s *sink) EndVersion(id int64) { s.t.rec.EndVersion(id, s.t.cur.at) }
+func (s *sink) EndVersion(id int64, inexact bool) {
+	if inexact {
+		s.t.rec.EndVersionInexact(id, s.t.cur.at)
+		return
+	}
+	s.t.rec.EndVersion(id, s.t.cur.at)
+}
 
 func (s *sink) AddFile(start, end uint64, prot int, f FileInfo, cause string) int64 {
 	t := s.t

@@ -235,3 +235,42 @@ func InsnLen(code []byte, mode ExecMode) (int, error) {
 	}
 	return r, nil
 }
+
+// IsPushf reports whether in is pushf/pushfd/pushfq (9C): it stores the
+// flags register, trap flag included, to the stack. A tracer that
+// single-steps it sees its own TF there.
+func (in *Insn) IsPushf() bool { op, _ := in.opcode(); return op == 0x9c }
+
+// IsPopf reports whether in is popf/popfd/popfq (9D), and its operand size
+// in bytes (2 with an operand-size prefix, else 4 or 8 by the mode).
+func (in *Insn) IsPopf() (bool, int) {
+	op, o16 := in.opcode()
+	switch {
+	case op != 0x9d:
+		return false, 0
+	case o16:
+		return true, 2
+	case in.Mode == Mode64:
+		return true, 8
+	}
+	return true, 4
+}
+
+// opcode returns in's first opcode byte after its legacy and REX
+// prefixes, and whether an operand-size prefix (66) came before it.
+func (in *Insn) opcode() (op byte, o16 bool) {
+	for _, b := range in.Bytes() {
+		switch {
+		case b == 0x66:
+			o16 = true
+			continue
+		case b == 0x67 || b == 0xf0 || b == 0xf2 || b == 0xf3 ||
+			b == 0x2e || b == 0x36 || b == 0x3e || b == 0x26 || b == 0x64 || b == 0x65:
+			continue
+		case in.Mode == Mode64 && b&0xf0 == 0x40:
+			continue
+		}
+		return b, o16
+	}
+	return 0, o16
+}

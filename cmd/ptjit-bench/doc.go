@@ -34,6 +34,14 @@
 //     µs per stop at 512 MiB vs 16 MiB (target ≤ 1.5×: a stop must not
 //     cost more in a large mapping), and ptjit's own peak RSS (meta
 //     tracer_maxrss_kb) vs the region (target ≤ 0.25×);
+//   - the floor rows (floor-luajit, floor-java, floor-node, floor-ubpf-test):
+//     each program alone, under testdata/floor trace (seccomp RET_TRACE on
+//     mprotect/pkey_mprotect/mmap that add PROT_EXEC, one process_vm_readv
+//     of the range per stop), under floor notif (the same with
+//     SECCOMP_RET_USER_NOTIF, the listener passed at launch) and under
+//     ptjit run, alternating, at least 7 runs, medians, with the load:
+//     ptjit/alone, floor/alone, ptjit/floor (target for LuaJIT: ptjit ≤
+//     1.1× the notif floor);
 //   - soft PT: instructions recorded per second against stepbench's bare
 //     PTRACE_SINGLESTEP loop (target ≥ 0.8×), trace bytes per instruction,
 //     and ubpf-test with and without --soft-filter=jit.

@@ -121,9 +121,12 @@ type versionJSON struct {
 	MonoNS  int64  `json:"mono_ns"`
 	EndTSC  uint64 `json:"end_tsc,omitempty"`
 	EndNS   int64  `json:"end_mono_ns,omitempty"`
-	Cause   string `json:"cause"`
-	ByPtjit bool   `json:"by_ptjit,omitempty"`
-	SHA256  string `json:"sha256"`
+	// EndInexact: the end is the last time ptjit knew the version
+	// executable, or the next version's start (see db.VersionInfo).
+	EndInexact bool   `json:"end_inexact,omitempty"`
+	Cause      string `json:"cause"`
+	ByPtjit    bool   `json:"by_ptjit,omitempty"`
+	SHA256     string `json:"sha256"`
 }
 
 func printHistory(out io.Writer, d *db.DB, f db.VersionFilter, asJSON, withFiles bool) error {
@@ -141,7 +144,7 @@ func printHistory(out io.Writer, d *db.DB, f db.VersionFilter, asJSON, withFiles
 				SHA256: hex.EncodeToString(v.SHA256),
 			}
 			if v.HasEnd {
-				j.EndTSC, j.EndNS = v.End.TSC, v.End.MonoNS
+				j.EndTSC, j.EndNS, j.EndInexact = v.End.TSC, v.End.MonoNS, v.EndInexact
 			}
 			if err := enc.Encode(&j); err != nil {
 				return err
@@ -178,6 +181,9 @@ func printHistory(out io.Writer, d *db.DB, f db.VersionFilter, asJSON, withFiles
 		end := ""
 		if v.HasEnd {
 			end = "  until " + strings.TrimLeft(rel(v.End.MonoNS), " ")
+			if v.EndInexact {
+				end = "  until ≤" + strings.TrimLeft(rel(v.End.MonoNS), " ")
+			}
 		}
 		fmt.Fprintf(out, "%s %-7d %-7d %-9s %#014x-%#014x %-8d %-14s %#-16x %s%s\n",
 			rel(v.Valid.MonoNS), v.PID, v.TID, fmt.Sprintf("%d.%d", v.Region, v.Vno), v.Addr, v.Addr+v.Size, v.Size, cause, v.IP, hex.EncodeToString(v.SHA256[:8]), end)

@@ -300,3 +300,26 @@ func TestSoftPTFilterJIT(t *testing.T) {
 		})
 	}
 }
+
+// TestSoftPTTrapFlag runs pushf (testdata/pushf.c: pushf in a file and
+// pushf; popf in JIT code) under software PT, with and without the JIT
+// filter: the program must read the flags it reads alone (no trap flag
+// from ptjit's steps) and must not die of a SIGTRAP once it runs free
+// after a popf (HotSpot's CPU probe killed every JVM under
+// --soft-filter=jit that way).
+func TestSoftPTTrapFlag(t *testing.T) {
+	e2eSetup(t)
+	argv := []string{e2eProg("pushf")}
+	want := e2eRun(t, argv, nil, "", "")
+	if want.code != 0 || !strings.Contains(want.stdout, "native tf 0, jit tf 0") {
+		t.Fatalf("pushf alone: exit %d, stdout %q", want.code, want.stdout)
+	}
+	for _, mode := range [][]string{{"--pt=soft"}, {"--pt=soft", "--soft-filter=jit"}} {
+		dir := filepath.Join(t.TempDir(), "rec")
+		args := append(append([]string{"run", "-q"}, mode...), append([]string{"-o", dir, "--"}, argv...)...)
+		got := e2ePtjit(t, nil, args...)
+		if got.stdout != want.stdout || got.code != want.code {
+			t.Errorf("%v: exit %d, stdout %q; alone: exit %d, stdout %q\nstderr:\n%s", mode, got.code, got.stdout, want.code, want.stdout, got.stderr)
+		}
+	}
+}

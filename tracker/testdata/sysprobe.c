@@ -8,7 +8,9 @@
  *   0x12000  mmap RX                               stop
  *   0x13000  mmap RW MAP_FIXED                     stop
  *   0x14000  mmap RW MAP_FIXED_NOREPLACE           no stop
- *   0x15000  mprotect RW→R                         stop
+ *   0x15000  mprotect RW→R                         no stop (adds no PROT_EXEC,
+ *                                                  no memory ptjit manages yet)
+ *   0x7000   mprotect RW→RX                        stop
  *   0x16000  madvise MADV_WILLNEED                 no stop
  *   0x17000  madvise MADV_DONTNEED                 stop
  *   0x18000  munmap                                stop
@@ -48,6 +50,7 @@ int main(void) {
 	map(0x14000, PROT_READ | PROT_WRITE, MAP_FIXED_NOREPLACE, big);
 	char *c = map(0x18000, PROT_READ | PROT_WRITE, 0, NULL);
 	mprotect(c, 0x15000, PROT_READ);
+	mprotect(c, 0x7000, PROT_READ | PROT_EXEC);
 	madvise(c, 0x16000, MADV_WILLNEED);
 	madvise(c, 0x17000, MADV_DONTNEED);
 	madvise(c, 0x19000, MADV_DONTFORK); /* ENOMEM past the end: still a stop */

@@ -1,0 +1,140 @@
+package tracker
+
+import (
+	"errors"
+
+	"golang.org/x/sys/unix"
+)
+
+// One event per code version (issue 12 item 1). The launch filter stops
+// mprotect and pkey_mprotect only when their prot has PROT_EXEC: a call
+// without it can only take execute permission away, or leave memory
+// non-executable, and nothing runs from memory that is not executable, so
+// the next call that adds PROT_EXEC (which stops) records the version
+// complete. A JIT toggling its code area RW↔RX (LuaJIT) stops once per
+// version instead of twice.
+//
+// What ptjit then no longer sees is the end of a version: the Space keeps
+// a piece the program made non-executable unseen until the next call over
+// it that adds PROT_EXEC, an munmap, an mmap over it, or the process's end
+// ends it. Such ends are recorded as inexact (versions.end_inexact: the
+// last time the version was known executable, or the next version's
+// start), and a call that adds PROT_EXEC over a piece recorded while
+// removals were unseen (Piece.loose) always records a new version read
+// from the program: it may have been made writable and written in
+// between (Space.RemovalUnseen).
+//
+// Memory ptjit manages needs every call: W^X and writable aliases keep the
+// kernel's protection different from the program's (PROT_WRITE taken
+// away), the soft filter too (PROT_EXEC taken away), and each must follow
+// every protection change the program makes there, or it would later put
+// back a protection the program gave up. So before ptjit first sets a
+// kernel protection other than the program's in a process, it adds a
+// second filter there, FullProtectRules (every mprotect and pkey_mprotect
+// stops), to all its threads at once (SECCOMP_FILTER_FLAG_TSYNC).
+// Filters only stack; this one stays for the life of the process, and
+// forks and execs keep it, as the kernel does. The two places that set
+// such a protection are:
+//
+//   - an injected mprotect (Tracer.protect), at a syscall-exit stop or a
+//     signal-delivery stop: the filter is injected first, in the same
+//     stopped thread;
+//   - the protection of a program's own call rewritten at its seccomp
+//     stop (entryRewrites). A syscall cannot be injected at a seccomp
+//     stop, so the call is skipped (syscall number -1), the filter is
+//     injected at the skipped call's exit stop, and the thread restarts
+//     the call from its syscall instruction (RIP back by 2, RAX the
+//     number): it stops again, now with the filter in place, and is
+//     rewritten as usual. The filter is in place before the call runs,
+//     so no other thread's call on that memory can slip in between.
+//
+// Every other thread of the process is running while this happens; a
+// call one of them makes before the filter is in place concerns memory
+// ptjit does not manage yet (it becomes managed only by the call being
+// handled), so it is a plain call of the first kind.
+//
+// Where TSYNC fails (a thread of the process installed a filter of its
+// own, so the threads' filter trees differ), ptjit warns once and goes on
+// with the launch filter: a protection change that adds no PROT_EXEC to
+// managed memory is then not seen (the blind spot of a process without
+// the full filter). A CLONE_VM process (not a thread) sharing an address
+// space keeps the filters of its own creation: its Space stays in the
+// RemovalUnseen mode, which is always correct for the history.
+
+// fullProtectState is what a process keeps about FullProtectRules.
+type fullProtectState struct {
+	on     bool // the process has the filter
+	failed bool // injecting it failed (warned); not tried again
+}
+
+// ensureFullProtect gives th's process the filter that stops every
+// mprotect, if it has not got it. th is at a syscall-exit stop or a
+// signal-delivery-stop (inject's precondition).
+//
+// Precondition: on the locked tracer thread.
+func (t *Tracer) ensureFullProtect(th *thread) {
+	p := th.proc
+	if p.full.on || p.full.failed {
+		return
+	}
+	if err := t.injectFilter(th, FullProtectRules); err != nil {
+		if errors.Is(err, ErrThreadGone) {
+			return
+		}
+		p.full.failed = true
+		t.warnf("pid %d: cannot add the filter that stops every mprotect (%v): protection changes without "+
+			"PROT_EXEC to memory ptjit manages (W^X, aliases, the soft filter) are not seen", p.pid, err)
+		return
+	}
+	p.full.on = true
+	t.result.Stats.FullProtect++
+	if sp := p.space; sp != nil && sp.refs == 1 {
+		sp.RemovalUnseen = false
+	}
+}
+
+// restartForFullProtect handles the seccomp stop of a call whose
+// protection ptjit is about to rewrite (op, with th's registers regs) in a
+// process without the full filter: the call is skipped, the filter added
+// at its exit stop, and the call restarted; it reports false, with nothing
+// done, when the process has the filter or cannot get it. A signal that
+// arrives meanwhile is held and delivered before the restarted call runs
+// (as when the kernel restarts a call a signal interrupted).
+//
+// Precondition: on the locked tracer thread; th is in its seccomp stop.
+func (t *Tracer) restartForFullProtect(th *thread, regs unix.PtraceRegs, op *pendingOp) bool {
+	p := th.proc
+	if p.full.on || p.full.failed {
+		return false
+	}
+	skip := regs
+	skip.Orig_rax = ^uint64(0)
+	if err := unix.PtraceSetRegs(th.tid, &skip); err != nil {
+		return errors.Is(err, unix.ESRCH) // gone: nothing more to do
+	}
+	for {
+		if err := unix.PtraceSyscall(th.tid, 0); err != nil {
+			return true // gone (ESRCH): its exit report follows
+		}
+		kind, sig, err := t.waitThread(th)
+		if err != nil {
+			return true // gone
+		}
+		if kind == stopSyscallExit {
+			break
+		}
+		if kind == stopSignal {
+			th.held = append(th.held, sig)
+		}
+	}
+	t.ensureFullProtect(th)
+	r := regs
+	r.Rip = op.ip
+	r.Rax = uint64(op.nr)
+	r.Orig_rax = ^uint64(0)
+	if err := unix.PtraceSetRegs(th.tid, &r); err != nil && !errors.Is(err, unix.ESRCH) {
+		t.warnf("tid %d: restarting syscall %d: %v", th.tid, op.nr, err)
+	}
+	t.resumeThread(th, 0)
+	return true
+}

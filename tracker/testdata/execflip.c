@@ -1,0 +1,43 @@
+/*
+ * execflip N [rwx]: one page toggled RW → store → RX → call, N times (2N
+ * mprotect calls, N of them adding PROT_EXEC): word 1 + (i % 500) of the
+ * i-th RX version is i. With "rwx", first maps another page
+ * read-write-execute, stores a ret there and calls it: under W^X that is
+ * memory ptjit manages, so from then on every mprotect of the process
+ * stops (tracker/fullprotect_linux_amd64.go).
+ * Prints "page ADDR" first, then "done N".
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+int main(int argc, char **argv)
+{
+	long n = argc > 1 ? atol(argv[1]) : 10;
+	if (argc > 2 && strcmp(argv[2], "rwx") == 0) {
+		volatile uint8_t *w = mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (w == MAP_FAILED)
+			return 1;
+		w[0] = 0xc3; /* ret */
+		((void (*)(void))w)();
+	}
+	uint8_t *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return 1;
+	p[0] = 0xc3;
+	printf("page %p\n", (void *)p);
+	fflush(stdout);
+	for (long i = 0; i < n; i++) {
+		if (mprotect(p, 4096, PROT_READ | PROT_WRITE))
+			return 2;
+		uint64_t v = (uint64_t)i;
+		memcpy(p + 8 * (1 + i % 500), &v, sizeof v);
+		if (mprotect(p, 4096, PROT_READ | PROT_EXEC))
+			return 3;
+		((void (*)(void))p)();
+	}
+	printf("done %ld\n", n);
+	return 0;
+}
