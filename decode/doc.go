@@ -25,6 +25,22 @@
 //     the IP; errors.Is matches it against ErrFlowEOS, ErrNomap and
 //     ErrBadQuery. The documented recovery is SyncForward to the next PSB
 //     (or Resync, to the next packet that gives an IP).
+//     The block fast path (flow_block.go) sits inside this layer, as
+//     libipt's block decoder sits beside its instruction decoder: when no
+//     event is pending, the basic block at the IP — a run of straight-line
+//     instructions and the branch that ends it, with the instruction
+//     count, length and end kind precomputed — is taken from a per-section
+//     block cache and stepped over at once, the branch followed as Next
+//     would follow it (direct jumps, calls and conditional branches with
+//     a cached TNT bit inline). The cache lives in the Section, so it is
+//     keyed by code version (a JIT region's new version is another
+//     Section) and, for files, by mapping. Sinks that implement BlockSink
+//     (--stat, --calls, counting) get one call per block; sinks that need
+//     every instruction (ptxed, trace, JSON) do not implement it and get
+//     Insn calls from the same decoder, instruction by instruction. Both
+//     paths give the same flow: TestBlockFlowSynthetic,
+//     TestBlockCacheVersions, ptfmt's TestBlockPathCorpus and the libipt
+//     differential test compare them.
 //  3. The image (image.go): sections of code keyed by address and, for JIT
 //     code, by the TSC interval in which each version was valid; a miss is
 //     an error (CodeNomap), never a guess.

@@ -45,6 +45,9 @@ type FlowDecoder struct {
 	pageSec  *Section // d.page is page pageIdx of pageSec's cache
 	pageIdx  uint64
 	page     *[1 << cachePageBits]insnEntry
+	bpageSec *Section // d.bpage is page bpageIdx of bpageSec's block cache
+	bpageIdx uint64
+	bpage    *[1 << cachePageBits]blockEntry
 	icnt     uint64 // instructions since the last IP packet or trigger
 
 	steps          uint64 // instructions since the last query or event
@@ -195,6 +198,7 @@ func (d *FlowDecoder) reset() {
 	d.retstack.reset()
 	d.sec = nil
 	d.pageSec, d.page = nil, nil
+	d.bpageSec, d.bpage = nil, nil
 }
 
 func (d *FlowDecoder) flowStatus(flags int) int {

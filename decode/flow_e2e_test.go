@@ -94,6 +94,20 @@ func TestDecodeRecordingMatchesGroundTruth(t *testing.T) {
 				if len(got) != len(want) {
 					t.Errorf("-j %s: decoded %d threads, %d ran", jobs, len(got), len(want))
 				}
+				// --stat runs on blocks (the block cache, keyed by
+				// code version): it must count exactly the
+				// instructions that ran, with no error.
+				out, err = exec.Command(ptjit, "decode", "-i", dir, "--stat", "-j", jobs).Output()
+				if err != nil {
+					t.Fatalf("ptjit decode --stat: %v", err)
+				}
+				ran := 0
+				for _, w := range want {
+					ran += len(w)
+				}
+				if wantStat := fmt.Sprintf("instructions: %d\nevents: ", ran); !strings.HasPrefix(string(out), wantStat) || !strings.Contains(string(out), "\nerrors: 0\n") {
+					t.Errorf("-j %s: --stat says\n%s\nwant %d instructions, 0 errors", jobs, out, ran)
+				}
 			}
 		})
 	}

@@ -34,7 +34,9 @@ type recInsn struct {
 	class                      x86.InsnClass
 	mode                       x86.ExecMode
 	spec                       bool
-	flags                      uint8
+	flags                      uint8 // FlowInsn.flags; for a block, its FirstSize
+	blk                        bool  // a FlowBlock (class: its EndClass)
+	n, blen                    uint32
 }
 
 // recExtra is a recorded event or error, replayed before insns[at].
@@ -64,6 +66,17 @@ func (r *flowRecorder) Insn(in *FlowInsn, off, tsc uint64) {
 		spec: in.Speculative, flags: in.flags})
 }
 
+// Block implements BlockSink: a block is kept as one record.
+func (r *flowRecorder) Block(b *FlowBlock, off, tsc uint64) {
+	if b.Section != r.last || len(r.secs) == 0 {
+		r.last = b.Section
+		r.secs = append(r.secs, b.Section)
+	}
+	r.insns = append(r.insns, recInsn{ip: b.IP, off: off, tsc: tsc, target: b.Target, itsc: b.TSC,
+		sec: uint32(len(r.secs) - 1), class: b.EndClass, mode: b.Mode, spec: b.Speculative, flags: b.FirstSize,
+		blk: true, n: b.N, blen: uint32(b.End - b.IP)})
+}
+
 func (r *flowRecorder) Event(ev *Event, off uint64) {
 	e := *ev
 	r.extras = append(r.extras, recExtra{at: len(r.insns), off: off, ev: &e})
@@ -77,6 +90,8 @@ func (r *flowRecorder) Error(e *FlowError, kind ErrorKind) {
 func (r *flowRecorder) replay(sink FlowSink) {
 	x := 0
 	var in FlowInsn
+	var blk FlowBlock
+	var relay BlockRelay
 	for i := 0; i <= len(r.insns); i++ {
 		for x < len(r.extras) && r.extras[x].at == i {
 			e := &r.extras[x]
@@ -91,6 +106,12 @@ func (r *flowRecorder) replay(sink FlowSink) {
 			break
 		}
 		ri := &r.insns[i]
+		if ri.blk {
+			blk = FlowBlock{IP: ri.ip, End: ri.ip + uint64(ri.blen), N: ri.n, FirstSize: ri.flags, EndClass: ri.class,
+				Mode: ri.mode, Speculative: ri.spec, Section: r.secs[ri.sec], Target: ri.target, TSC: ri.itsc}
+			relay.Send(sink, &blk, ri.off, ri.tsc)
+			continue
+		}
 		in = FlowInsn{IP: ri.ip, Size: ri.size, Mode: ri.mode, Class: ri.class, Speculative: ri.spec,
 			Section: r.secs[ri.sec], Target: ri.target, TSC: ri.itsc, flags: ri.flags}
 		sink.Insn(&in, ri.off, ri.tsc)
@@ -153,8 +174,14 @@ func ParallelFlow(pt []byte, img *Image, cfg *FlowConfig, sink FlowSink, resync 
 // that PSB's header, which tells where the window's last instructions
 // lead. stop == len(pt) means the trace ends there.
 func ParallelFlowWindow(pt []byte, stop uint64, img *Image, cfg *FlowConfig, sink FlowSink, resync bool, jobs int) {
-	if jobs <= 1 && stop == uint64(len(pt)) {
-		RunFlow(NewFlowDecoder(pt, img, cfg), sink, resync)
+	if jobs <= 1 {
+		// One goroutine: straight into the sink. Recording a whole
+		// window for replay would cost ~50 bytes per trace byte.
+		if stop == uint64(len(pt)) {
+			RunFlow(NewFlowDecoder(pt, img, cfg), sink, resync)
+		} else {
+			decodeChunk(pt, img, cfg, &flowChunk{start: 0, end: stop, sink: sink}, resync)
+		}
 		return
 	}
 	ParallelFlowChunksWindow(pt, stop, img, cfg, resync, jobs,
@@ -264,9 +291,14 @@ func decodeChunk(pt []byte, img *Image, cfg *FlowConfig, c *flowChunk, resync bo
 }
 
 // chunkSink drops the "end of trace" a non-final chunk sees at its end.
-type chunkSink struct{ next FlowSink }
+type chunkSink struct {
+	next  FlowSink
+	relay BlockRelay
+}
 
-func (s *chunkSink) Insn(in *FlowInsn, off, tsc uint64) { s.next.Insn(in, off, tsc) }
+func (s *chunkSink) Insn(in *FlowInsn, off, tsc uint64)  { s.next.Insn(in, off, tsc) }
+func (s *chunkSink) Block(b *FlowBlock, off, tsc uint64) { s.relay.Send(s.next, b, off, tsc) }
+func (s *chunkSink) TakesBlocks() bool                   { return s.relay.Takes(s.next) }
 func (s *chunkSink) Event(ev *Event, off uint64) {
 	if ev.Type == EvEndOfTrace {
 		return

@@ -40,5 +40,8 @@ func BenchmarkDecodeParallelMid(b *testing.B) {
 type countSink struct{ n uint64 }
 
 func (s *countSink) Insn(in *FlowInsn, off, tsc uint64) { s.n++ }
-func (s *countSink) Event(ev *Event, off uint64)        {}
-func (s *countSink) Error(e *FlowError, kind ErrorKind) {}
+
+// Block makes countSink take blocks, as ptjit decode --stat does.
+func (s *countSink) Block(b *FlowBlock, off, tsc uint64) { s.n += uint64(b.N) }
+func (s *countSink) Event(ev *Event, off uint64)         {}
+func (s *countSink) Error(e *FlowError, kind ErrorKind)  {}

@@ -57,6 +57,10 @@ func RunFlow(d *FlowDecoder, sink FlowSink, resync bool) {
 	// resyncing makes no progress, and decoding moves on to the next PSB.
 	const noOffset = ^uint64(0)
 	resyncAt := noOffset
+	// Runs of straight-line code go to a sink that takes them as blocks
+	// (see flow_block.go); everything else instruction by instruction.
+	bs := AsBlockSink(sink)
+	var blk FlowBlock
 	for {
 		if needSync {
 			st, err = d.SyncForward()
@@ -99,6 +103,26 @@ func RunFlow(d *FlowDecoder, sink FlowSink, resync bool) {
 				return
 			}
 			off := d.Offset()
+			if bs != nil {
+				if ok, bst := d.nextBlock(&blk, &in); ok {
+					if bst >= 0 {
+						afterResync = false
+						bs.Block(&blk, off, tsc)
+						st = Status(bst)
+						continue
+					}
+					// The block's last instruction failed: the run
+					// before it, then the instruction and the error,
+					// as from Next.
+					if blk.N != 0 {
+						afterResync = false
+						bs.Block(&blk, off, tsc)
+					}
+					sink.Insn(&in, off, tsc)
+					err = d.nextError(bst, &in)
+					break
+				}
+			}
 			st, err = d.Next(&in)
 			if err != nil {
 				if in.Size != 0 {

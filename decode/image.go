@@ -25,6 +25,7 @@ type Section struct {
 	file      bool // the bytes come from the file named by Tag
 	shadowed  bool // static section overlapped by some versioned section
 	cache     insnCache
+	blocks    blockCache // runs of straight-line code (flow_block.go)
 }
 
 // End returns the first address after the section.
@@ -171,11 +172,13 @@ func (im *Image) Clone() *Image {
 	for _, s := range im.static {
 		n := *s
 		n.cache = insnCache{}
+		n.blocks = blockCache{}
 		c.static = append(c.static, &n)
 	}
 	for _, s := range im.versions {
 		n := *s
 		n.cache = insnCache{}
+		n.blocks = blockCache{}
 		c.versions = append(c.versions, &n)
 	}
 	return c

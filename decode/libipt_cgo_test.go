@@ -331,6 +331,18 @@ func (s *ipSink) Error(e *FlowError, kind ErrorKind) {
 	s.ips = append(s.ips, ^uint64(0)-uint64(e.Code))
 }
 
+// ipBlockSink is ipSink taking blocks (the --stat/--calls path), each
+// expanded to its instructions' addresses.
+type ipBlockSink struct {
+	ipSink
+	blocks int
+}
+
+func (s *ipBlockSink) Block(b *FlowBlock, off, tsc uint64) {
+	s.blocks++
+	b.Insns(func(in *FlowInsn) { s.ips = append(s.ips, in.IP) })
+}
+
 func TestDifferentialLibipt(t *testing.T) {
 	helper := libiptHelper(t)
 	dir := t.TempDir()
@@ -379,6 +391,14 @@ func TestDifferentialLibipt(t *testing.T) {
 		}
 		if d := diffIPs(ours.ips, want); d != "" {
 			t.Fatalf("seed %d: ptjit vs the generator's truth: %s", seed, d)
+		}
+		var blk ipBlockSink
+		RunFlow(NewFlowDecoder(pt, img.Clone(), nil), &blk, false)
+		if d := diffIPs(blk.ips, theirs); d != "" {
+			t.Fatalf("seed %d: ptjit's block path vs libipt: %s", seed, d)
+		}
+		if blk.blocks == 0 {
+			t.Fatalf("seed %d: the block path was not used", seed)
 		}
 	}
 }

@@ -1291,9 +1291,32 @@ func (d *QueryDecoder) statusFlags() int {
 }
 
 func (d *QueryDecoder) fetchQEvent() {
-	if st := d.evtNext(&d.cur); st < 0 {
+	if st := d.fetchEvent(); st < 0 {
 		d.qstatus = st
 		d.cur = Event{Type: EvInvalid}
+		return
+	}
+	e := d.event
+	if e == nil {
+		d.qstatus = -int(CodeInternal)
+		d.cur = Event{Type: EvInvalid}
+		return
+	}
+	d.event = nil
+	switch e.Type {
+	case EvTNT, EvTIP:
+		// The packets of the hot loop: of these the flow and query
+		// layers read only the fields copied here (cacheTNT,
+		// indirectBranch, resyncScan; peekEvent never hands them
+		// out), so the rest of the large Event is not copied.
+		d.cur.Type, d.cur.IPSuppressed, d.cur.IP = e.Type, e.IPSuppressed, e.IP
+		d.cur.TNTBits, d.cur.TNTSize = e.TNTBits, e.TNTSize
+		d.cur.Offset = e.Offset
+	default:
+		d.cur = *e
+	}
+	if d.cur.Offset == 0 {
+		d.cur.Offset = d.Offset()
 	}
 }
 

@@ -92,12 +92,19 @@ func ForEachWindow(r TraceReader, max int, fn func(pt []byte, stop uint64, base 
 // OffsetSink passes a window's flow on to Next with every trace offset
 // moved by Base, the window's offset in the whole trace.
 type OffsetSink struct {
-	Next FlowSink
-	Base uint64
+	Next  FlowSink
+	Base  uint64
+	relay BlockRelay
 }
 
 // Insn implements FlowSink.
 func (s *OffsetSink) Insn(in *FlowInsn, off, tsc uint64) { s.Next.Insn(in, off+s.Base, tsc) }
+
+// Block implements BlockSink.
+func (s *OffsetSink) Block(b *FlowBlock, off, tsc uint64) { s.relay.Send(s.Next, b, off+s.Base, tsc) }
+
+// TakesBlocks implements BlockTaker: s takes blocks if Next does.
+func (s *OffsetSink) TakesBlocks() bool { return s.relay.Takes(s.Next) }
 
 // Event implements FlowSink.
 func (s *OffsetSink) Event(ev *Event, off uint64) {

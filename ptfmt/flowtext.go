@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/ptjit/ptjit/decode"
@@ -64,28 +65,87 @@ func (s *traceSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
 }
 
 // callSink prints the call/return tree: one line per call and return,
-// indented by call depth.
+// indented by call depth. It formats its lines by hand and remembers the
+// names of the addresses it printed (direct-mapped, 4096 slots): on a long
+// trace it writes millions of lines, mostly for the same few call sites.
 type callSink struct {
 	w     *bufio.Writer
 	where func(*decode.FlowInsn) string
 	depth int
 	ret   bool // the previous instruction was a return
 	call  bool // the previous instruction was a call
+	buf   []byte
+	first decode.FlowInsn // a block's first instruction (kept here: no allocation per block)
+	names *[whereSlots]whereSlot
+}
+
+// whereSlot is an entry of callSink's direct-mapped memo of names.
+type whereSlot struct {
+	sec  *decode.Section
+	ip   uint64
+	name string
+}
+
+const whereSlots = 1 << 12
+
+func (s *callSink) name(in *decode.FlowInsn) string {
+	if s.names == nil {
+		s.names = new([whereSlots]whereSlot)
+	}
+	e := &s.names[(in.IP^in.IP>>12)&(whereSlots-1)]
+	if e.sec != in.Section || e.ip != in.IP || e.name == "" {
+		*e = whereSlot{in.Section, in.IP, s.where(in)}
+	}
+	return e.name
+}
+
+// line writes "%16d  <indent><arrow><name>\n".
+func (s *callSink) line(tsc uint64, arrow string, in *decode.FlowInsn) {
+	b := s.buf[:0]
+	var num [20]byte
+	d := strconv.AppendUint(num[:0], tsc, 10)
+	for i := len(d); i < 16; i++ {
+		b = append(b, ' ')
+	}
+	b = append(b, d...)
+	b = append(b, ' ', ' ')
+	for i := 0; i < s.depth; i++ {
+		b = append(b, ' ', ' ')
+	}
+	b = append(b, arrow...)
+	b = append(b, s.name(in)...)
+	b = append(b, '\n')
+	s.w.Write(b)
+	s.buf = b
 }
 
 func (s *callSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
 	if s.call {
-		fmt.Fprintf(s.w, "%16d  %s-> %s\n", in.TSC, strings.Repeat("  ", s.depth), s.where(in))
+		s.line(in.TSC, "-> ", in)
 		s.depth++
 	}
 	if s.ret {
 		if s.depth > 0 {
 			s.depth--
 		}
-		fmt.Fprintf(s.w, "%16d  %s<- %s\n", in.TSC, strings.Repeat("  ", s.depth), s.where(in))
+		s.line(in.TSC, "<- ", in)
 	}
-	s.call = in.Class.IsCall() || in.Class == x86.ClassFarCall || in.Class == x86.ClassSyscall
-	s.ret = in.Class == x86.ClassRet || in.Class == x86.ClassFarRet || in.Class == x86.ClassSysret
+	s.setEnd(in.Class)
+}
+
+// Block implements decode.BlockSink: only a block's first instruction can
+// follow a call or return, and only its last one can be one.
+func (s *callSink) Block(b *decode.FlowBlock, off, tsc uint64) {
+	if s.call || s.ret {
+		s.first = b.First()
+		s.Insn(&s.first, off, tsc)
+	}
+	s.setEnd(b.EndClass)
+}
+
+func (s *callSink) setEnd(c x86.InsnClass) {
+	s.call = c.IsCall() || c == x86.ClassFarCall || c == x86.ClassSyscall
+	s.ret = c == x86.ClassRet || c == x86.ClassFarRet || c == x86.ClassSysret
 }
 
 func (s *callSink) Event(ev *decode.Event, off uint64) {
@@ -138,20 +198,22 @@ func (s *jsonSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
 	s.enc.Encode(map[string]any{"kind": kind, "error": e.Code.String(), "pt_offset": e.Offset, "ip": fmt.Sprintf("%#x", e.IP)})
 }
 
-// StatSink counts instructions (by branch class), events and errors.
+// StatSink counts instructions (by branch class), events and errors. It
+// takes blocks: b.N instructions, the last of class b.EndClass.
 type StatSink struct {
 	insns, events, errors uint64
-	classes               map[string]uint64
+	classes               [256]uint64 // by x86.InsnClass
 }
 
 func (s *StatSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
 	s.insns++
-	if in.Class != x86.ClassOther {
-		if s.classes == nil {
-			s.classes = map[string]uint64{}
-		}
-		s.classes[in.Class.String()]++
-	}
+	s.classes[in.Class]++
+}
+
+// Block implements decode.BlockSink.
+func (s *StatSink) Block(b *decode.FlowBlock, off, tsc uint64) {
+	s.insns += uint64(b.N)
+	s.classes[b.EndClass]++
 }
 
 func (s *StatSink) Event(ev *decode.Event, off uint64) {
@@ -168,9 +230,6 @@ func (s *StatSink) Add(o *StatSink) {
 	s.events += o.events
 	s.errors += o.errors
 	for k, v := range o.classes {
-		if s.classes == nil {
-			s.classes = map[string]uint64{}
-		}
 		s.classes[k] += v
 	}
 }
@@ -178,7 +237,8 @@ func (s *StatSink) Add(o *StatSink) {
 // Print writes the counts, one "name: N" line each.
 func (s *StatSink) Print(w io.Writer) {
 	fmt.Fprintf(w, "instructions: %d\nevents: %d\nerrors: %d\n", s.insns, s.events, s.errors)
-	for _, k := range []string{"cond-jump", "jump", "ind-jump", "call", "ind-call", "ret", "far-call", "far-ret", "far-jump", "syscall", "sysret"} {
+	for _, k := range []x86.InsnClass{x86.ClassCondJump, x86.ClassJump, x86.ClassIndJump, x86.ClassCall, x86.ClassIndCall,
+		x86.ClassRet, x86.ClassFarCall, x86.ClassFarRet, x86.ClassFarJump, x86.ClassSyscall, x86.ClassSysret} {
 		if n := s.classes[k]; n != 0 {
 			fmt.Fprintf(w, "%s: %d\n", k, n)
 		}
@@ -213,8 +273,9 @@ type FlowCounts struct {
 
 // countSink counts what passes through it to next.
 type countSink struct {
-	next decode.FlowSink
-	n    FlowCounts
+	next  decode.FlowSink
+	n     FlowCounts
+	relay decode.BlockRelay
 }
 
 func (c *countSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
@@ -222,6 +283,13 @@ func (c *countSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
 	c.next.Insn(in, off, tsc)
 }
 func (c *countSink) Event(ev *decode.Event, off uint64) { c.next.Event(ev, off) }
+
+// Block implements decode.BlockSink; TakesBlocks says whether next does.
+func (c *countSink) Block(b *decode.FlowBlock, off, tsc uint64) {
+	c.n.Insns += uint64(b.N)
+	c.relay.Send(c.next, b, off, tsc)
+}
+func (c *countSink) TakesBlocks() bool { return c.relay.Takes(c.next) }
 func (c *countSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
 	c.n.Errors++
 	c.next.Error(e, kind)
@@ -259,7 +327,9 @@ func WriteFlow(w *bufio.Writer, src decode.TraceReader, img *decode.Image, cfg *
 				c := &chunkOut{}
 				c.w = bufio.NewWriterSize(&c.buf, 1<<16)
 				c.inner = NewFlowSink(o.Format, c.w, o.Where)
+				c.stat, _ = c.inner.(*StatSink)
 				c.sink = &decode.OffsetSink{Next: &c.count, Base: base}
+				c.base = base
 				c.count.next = o.withOrigin(c.inner)
 				return c
 			},
@@ -295,11 +365,28 @@ type chunkOut struct {
 	count countSink       // counts, then inner
 	sink  decode.FlowSink // count, with offsets in the whole trace
 	last  uint64          // the last trace offset seen, for progress
+	base  uint64          // sink's Base
+	stat  *StatSink       // inner, if it is one: blocks go to it directly
+	relay decode.BlockRelay
 }
 
 func (c *chunkOut) Insn(in *decode.FlowInsn, off, tsc uint64) {
 	c.last = off
 	c.sink.Insn(in, off, tsc)
 }
+
+// Block implements decode.BlockSink: what sink (offsets, then count) does
+// with a block, done here, straight to the format's sink (one call per
+// block instead of three).
+func (c *chunkOut) Block(b *decode.FlowBlock, off, tsc uint64) {
+	c.last = off
+	c.count.n.Insns += uint64(b.N)
+	if c.stat != nil {
+		c.stat.Block(b, off+c.base, tsc)
+		return
+	}
+	c.relay.Send(c.inner, b, off+c.base, tsc)
+}
+func (c *chunkOut) TakesBlocks() bool                                { return c.relay.Takes(c.inner) }
 func (c *chunkOut) Event(ev *decode.Event, off uint64)               { c.sink.Event(ev, off) }
 func (c *chunkOut) Error(e *decode.FlowError, kind decode.ErrorKind) { c.sink.Error(e, kind) }

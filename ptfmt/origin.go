@@ -19,7 +19,18 @@ type OriginFunc func(off uint64) (cpu int, qoff uint64)
 type originSink struct {
 	next   decode.FlowSink
 	origin OriginFunc
+	relay  decode.BlockRelay
 }
+
+// Block implements decode.BlockSink: a block goes on whole, at its
+// offset in the CPU queue, when next takes blocks.
+func (s *originSink) Block(b *decode.FlowBlock, off, tsc uint64) {
+	_, q := s.origin(off)
+	s.relay.Send(s.next, b, q, tsc)
+}
+
+// TakesBlocks says whether next does.
+func (s *originSink) TakesBlocks() bool { return s.relay.Takes(s.next) }
 
 // cpuErrorSink is a sink that prints the CPU of an error's offset.
 type cpuErrorSink interface {

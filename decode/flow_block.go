@@ -1,0 +1,397 @@
+package decode
+
+import (
+	"strconv"
+
+	"github.com/ptjit/ptjit/x86"
+)
+
+// The block fast path (libipt's pt_blk_decoder idea, inside the flow
+// layer): between two branches the decoder needs nothing from the trace,
+// so a run of straight-line instructions (class x86.ClassOther) can be
+// stepped over at once when no event is pending. Each section keeps, per
+// byte offset and execution mode, the length of the run that starts there
+// (instructions and bytes), computed once; the run stops before the first
+// instruction of another class (a branch, ptwrite, mov to CR3), before an
+// instruction that does not fit in the section or does not decode (the
+// per-instruction path handles those), or after maxBlockInsns.
+//
+// The cache lives in the Section, so it is keyed by code version: a JIT
+// region's new version is a different Section (its own TSC validity), and
+// its blocks are computed from its own bytes; the old version's blocks are
+// never consulted for it. File-backed code is cached per mapping (one
+// Section per mapping). A block is only used where the section is the one
+// every address of the run resolves to: in an image without versions, or in
+// a version valid at the current time, or in a static section no version
+// overlaps. Anything else goes through Next, instruction by instruction.
+
+// maxBlockInsns bounds a block (blockEntry.n is 16 bits wide).
+const maxBlockInsns = 1<<16 - 1
+
+// FlowBlock is a basic block of the decoded flow: N instructions from IP
+// to End, all in Section and executed in Mode, of which all but the last
+// are straight-line code (class x86.ClassOther). The last one is the
+// block's end: a branch (or another instruction the trace or an event may
+// concern) of class EndClass, already followed, with its direct target in
+// Target; EndClass is x86.ClassOther when the run stopped before one
+// (section end, an instruction Next must decode, a size limit), and then
+// the next instruction comes in its own Insn or block. Consecutive blocks
+// and instructions follow each other in the flow exactly as Insn calls
+// would.
+type FlowBlock struct {
+	IP          uint64
+	End         uint64 // the address after the last instruction
+	N           uint32 // instructions, ≥ 1
+	FirstSize   uint8  // size of the first instruction
+	EndClass    x86.InsnClass
+	Mode        x86.ExecMode
+	Speculative bool
+	Section     *Section
+	Target      uint64 // the last instruction's direct branch target
+	TSC         uint64 // as FlowInsn.TSC, the same for all N
+}
+
+// First returns the block's first instruction.
+func (b *FlowBlock) First() FlowInsn {
+	in := FlowInsn{IP: b.IP, Size: b.FirstSize, Mode: b.Mode, Class: x86.ClassOther,
+		Speculative: b.Speculative, Section: b.Section, TSC: b.TSC}
+	if b.N == 1 {
+		in.Class, in.Target = b.EndClass, b.Target
+	}
+	return in
+}
+
+// Insns calls fn with each of the block's instructions in order (the
+// per-instruction view, for sinks that need it). It decodes the section's
+// bytes again and touches no decoder cache, so it may run on another
+// goroutine than the decoder that produced b.
+func (b *FlowBlock) Insns(fn func(in *FlowInsn)) {
+	in := b.First()
+	s := b.Section
+	ip := b.IP
+	for i := uint32(0); i < b.N; i++ {
+		var x x86.Insn
+		code := s.Data[ip-s.Vaddr:]
+		if err := x86.DecodeInsn(code, ip, b.Mode, &x); err != nil {
+			if !FixupInsn(code, ip, b.Mode, &x) {
+				// The decoder decoded these bytes when it built
+				// the block; they cannot have changed.
+				panic("decode: FlowBlock.Insns: bytes at 0x" + strconv.FormatUint(ip, 16) + " no longer decode: " + err.Error())
+			}
+		} else {
+			FixupInsn(code, ip, b.Mode, &x)
+		}
+		in.IP, in.Size, in.Class, in.Target, in.flags = ip, x.Len, x.Class, x.Target, insnFlags(&x)
+		fn(&in)
+		ip += uint64(x.Len)
+	}
+}
+
+// BlockSink is a FlowSink that also takes whole blocks of straight-line
+// instructions: Block(b) stands for b.N Insn calls, each with the same off
+// and tsc. RunFlow and the parallel decoders use it when AsBlockSink says
+// the sink takes blocks; output that needs every instruction (disassembly,
+// ptxed text, JSON per instruction) simply does not implement it.
+type BlockSink interface {
+	FlowSink
+	Block(b *FlowBlock, off, tsc uint64)
+}
+
+// BlockTaker is implemented by pass-through sinks that take blocks only
+// when the sink behind them does.
+type BlockTaker interface {
+	TakesBlocks() bool
+}
+
+// AsBlockSink returns s as a BlockSink if it takes blocks, or nil.
+func AsBlockSink(s FlowSink) BlockSink {
+	bs, ok := s.(BlockSink)
+	if !ok {
+		return nil
+	}
+	if t, ok := s.(BlockTaker); ok && !t.TakesBlocks() {
+		return nil
+	}
+	return bs
+}
+
+// SendBlock hands b to next: whole if next takes blocks, else instruction
+// by instruction. Pass-through sinks should keep a BlockRelay instead,
+// which asks next only once.
+func SendBlock(next FlowSink, b *FlowBlock, off, tsc uint64) {
+	var r BlockRelay
+	r.Send(next, b, off, tsc)
+}
+
+// BlockRelay is what a pass-through sink keeps to hand blocks on to the
+// sink behind it: it finds out once whether that sink takes blocks (a type
+// assertion per block cost a fifth of the time of ptjit decode --stat).
+// The sink behind it must not change once blocks flow.
+type BlockRelay struct {
+	bs   BlockSink
+	done bool
+}
+
+func (r *BlockRelay) resolve(next FlowSink) {
+	if !r.done {
+		r.bs, r.done = AsBlockSink(next), true
+	}
+}
+
+// Takes reports whether next takes blocks (for BlockTaker).
+func (r *BlockRelay) Takes(next FlowSink) bool {
+	r.resolve(next)
+	return r.bs != nil
+}
+
+// Send hands b to next: whole if next takes blocks, else instruction by
+// instruction.
+func (r *BlockRelay) Send(next FlowSink, b *FlowBlock, off, tsc uint64) {
+	r.resolve(next)
+	if r.bs != nil {
+		r.bs.Block(b, off, tsc)
+		return
+	}
+	b.Insns(func(in *FlowInsn) { next.Insn(in, off, tsc) })
+}
+
+// blockEntry is the cached block starting at one offset of a section: the
+// run of straight-line instructions and the instruction that ends it.
+type blockEntry struct {
+	n      uint16 // straight-line instructions (class other) before the end
+	first  uint8  // size of the first instruction
+	mode   x86.ExecMode
+	ok     bool // computed (for mode)
+	term   bool // the run ends at an instruction of another class, cached here
+	tsize  uint8
+	tclass x86.InsnClass
+	tflags uint8
+	bytes  uint32 // length of the run (the end instruction starts there)
+	tdisp  int32  // the end instruction's direct target - its address
+}
+
+type blockCache struct {
+	pages []*[1 << cachePageBits]blockEntry
+}
+
+// entry returns the cache slot for offset off in a section of size n.
+func (c *blockCache) entry(off uint64, n int) *blockEntry {
+	pg := off >> cachePageBits
+	if c.pages == nil {
+		c.pages = make([]*[1 << cachePageBits]blockEntry, (n+(1<<cachePageBits)-1)>>cachePageBits)
+	}
+	if pg >= uint64(len(c.pages)) {
+		return nil
+	}
+	p := c.pages[pg]
+	if p == nil {
+		p = new([1 << cachePageBits]blockEntry)
+		c.pages[pg] = p
+	}
+	return &p[off&(1<<cachePageBits-1)]
+}
+
+// section returns the section d.ip is read from at the current time (as
+// decodeAt does), and whether a block may be used there: every address of
+// a run inside it resolves to it until the trace is consumed again.
+func (d *FlowDecoder) blockSection() (*Section, bool) {
+	s := d.sec
+	if len(d.img.versions) == 0 {
+		if s == nil || d.ip-s.Vaddr >= uint64(len(s.Data)) {
+			if s = d.img.Lookup(d.ip, 0); s == nil {
+				return nil, false
+			}
+			d.sec = s
+		}
+		return s, true
+	}
+	tsc := d.q.lastTime.tscOrZero()
+	if s == nil || d.ip-s.Vaddr >= uint64(len(s.Data)) || s.shadowed || !s.validAt(tsc) {
+		if s = d.img.Lookup(d.ip, tsc); s == nil {
+			return nil, false
+		}
+		d.sec = s
+	}
+	return s, !s.shadowed && s.validAt(tsc)
+}
+
+// nextBlock decodes the block at d.ip if the decoder is quiet (enabled,
+// no event pending) and the block is cached or can be: the run of
+// straight-line code (stepped over at once) and, if it is cached with it,
+// the instruction that ends the run, which is followed exactly as Next
+// would (in receives it). It returns false, changing nothing, where Next
+// must decode the next instruction instead. Otherwise st is what Next would
+// have returned for the block's last instruction: status flags, or a
+// negative Code for an error at the end instruction in (b.EndClass is
+// then x86.ClassOther: b holds the run before it, and b.N may be 0).
+func (d *FlowDecoder) nextBlock(b *FlowBlock, in *FlowInsn) (ok bool, st int) {
+	if !d.enabled || d.processEvent || d.status&stEventPending != 0 {
+		return false, 0
+	}
+	s := d.sec
+	if s == nil || d.ip-s.Vaddr >= uint64(len(s.Data)) || len(d.img.versions) != 0 {
+		if s, ok = d.blockSection(); !ok {
+			return false, 0
+		}
+	}
+	off := d.ip - s.Vaddr
+	var be *blockEntry
+	if pg := off >> cachePageBits; s == d.bpageSec && pg == d.bpageIdx {
+		be = &d.bpage[off&(1<<cachePageBits-1)]
+	} else {
+		if be = s.blocks.entry(off, len(s.Data)); be == nil {
+			return false, 0
+		}
+		d.bpageSec, d.bpageIdx, d.bpage = s, pg, s.blocks.pages[pg]
+	}
+	if !be.ok || be.mode != d.mode {
+		buildBlock(s, off, d.mode, be)
+	}
+	n := uint64(be.n)
+	term := be.term && d.steps+n+1 <= d.maxSteps
+	if !term && (n == 0 || d.steps+n > d.maxSteps) {
+		return false, 0
+	}
+	tsc := d.q.lastTime.tscOrZero()
+	ip := d.ip
+	// Field by field, and the pointer only when it changes: a composite
+	// literal assignment to *b costs a typed copy with write barriers,
+	// a quarter of the time on a trace of short blocks (see BENCHMARKS.md).
+	b.IP, b.End, b.N, b.FirstSize = ip, ip+uint64(be.bytes), uint32(n), be.first
+	b.EndClass, b.Mode, b.Speculative, b.Target, b.TSC = x86.ClassOther, d.mode, d.speculative, 0, tsc
+	if b.Section != s {
+		b.Section = s
+	}
+	d.ip = b.End
+	d.icnt += n
+	d.steps += n
+	if !term {
+		return true, d.flowStatus(0)
+	}
+	// The end instruction, as Next decodes a quiet one.
+	in.IP, in.Size, in.Mode, in.Class, in.Speculative = d.ip, be.tsize, d.mode, be.tclass, d.speculative
+	in.TSC, in.flags, in.Target = tsc, be.tflags, 0
+	if in.Section != s {
+		in.Section = s
+	}
+	if be.tclass.IsDirect() {
+		in.Target = d.ip + uint64(int64(be.tdisp))
+	}
+	d.steps++
+	// Follow it as proceed does; the common branches inline (the
+	// libxdc lesson: the hot loop is a handful of branch kinds), the
+	// rest through proceed.
+	switch next := d.ip + uint64(be.tsize); {
+	case be.tclass == x86.ClassJump:
+		d.ip = in.Target
+		d.icnt++
+	case be.tclass == x86.ClassCall:
+		// A call to the next instruction is not a call for return
+		// compression.
+		if in.Target != next {
+			d.retstack.push(next)
+		}
+		d.ip = in.Target
+		d.icnt++
+	case be.tclass == x86.ClassCondJump && !d.q.tnt.Empty() && !d.cfg.TickEvents:
+		// A cached TNT bit: QueryDecoder.condBranch without the refill.
+		d.ip = next
+		d.steps = 0
+		taken, _ := d.q.tnt.Query()
+		st := d.q.statusFlags()
+		if st < 0 {
+			d.icnt++
+			return true, st
+		}
+		d.icnt = 0
+		d.status = st
+		if taken {
+			d.ip = in.Target
+		}
+	default:
+		if st := d.proceed(in); st < 0 {
+			return true, st
+		}
+	}
+	if n == 0 {
+		b.FirstSize = be.tsize
+	}
+	b.N++
+	b.End += uint64(be.tsize)
+	b.EndClass, b.Target = be.tclass, in.Target
+	if !d.processEvent && d.status&stEventPending == 0 {
+		return true, d.flowStatus(0)
+	}
+	st = d.checkIPEvent(in)
+	if st < 0 {
+		// Next reports the instruction, then the error.
+		b.N--
+		b.End = in.IP
+		b.EndClass, b.Target = x86.ClassOther, 0
+		if n == 0 {
+			b.FirstSize = 0
+		}
+	}
+	return true, st
+}
+
+// buildBlock computes the block at offset off of s in mode into be,
+// reading (and filling) the section's instruction cache.
+func buildBlock(s *Section, off uint64, mode x86.ExecMode, be *blockEntry) {
+	*be = blockEntry{mode: mode, ok: true}
+	o := off
+	for be.n < maxBlockInsns && o < uint64(len(s.Data)) {
+		e := s.cache.entry(o, len(s.Data))
+		var x x86.Insn
+		if e != nil && e.size != 0 && e.mode == mode {
+			x.Len, x.Class = e.size, e.class
+			if e.class.IsDirect() {
+				x.Target = s.Vaddr + o + uint64(int64(e.disp))
+			}
+		} else {
+			code := s.Data[o:]
+			ip := s.Vaddr + o
+			if err := x86.DecodeInsn(code, ip, mode, &x); err != nil {
+				// Perhaps an instruction that continues in the
+				// next section: Next's job.
+				if !FixupInsn(code, ip, mode, &x) {
+					break
+				}
+			} else {
+				FixupInsn(code, ip, mode, &x)
+			}
+			var disp int64
+			if x.Class.IsDirect() {
+				disp = int64(x.Target - ip)
+			}
+			if e != nil && o+uint64(x.Len) <= uint64(len(s.Data)) && disp == int64(int32(disp)) {
+				*e = insnEntry{size: x.Len, class: x.Class, mode: mode, flags: insnFlags(&x), disp: int32(disp)}
+			}
+		}
+		if o+uint64(x.Len) > uint64(len(s.Data)) {
+			break
+		}
+		if be.n == 0 {
+			be.first = x.Len
+		}
+		if x.Class != x86.ClassOther {
+			disp := int64(x.Target - (s.Vaddr + o))
+			if x.Class.IsDirect() && disp != int64(int32(disp)) {
+				break
+			}
+			be.term, be.tsize, be.tclass = true, x.Len, x.Class
+			if x.Class.IsDirect() {
+				be.tdisp = int32(disp)
+			}
+			if e != nil && e.size != 0 && e.mode == mode {
+				be.tflags = e.flags
+			} else {
+				be.tflags = insnFlags(&x)
+			}
+			break
+		}
+		be.n++
+		o += uint64(x.Len)
+	}
+	be.bytes = uint32(o - off)
+}
