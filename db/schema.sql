@@ -176,3 +176,24 @@ CREATE TABLE ptjit_prot (
     prot   INTEGER NOT NULL,
     reason TEXT NOT NULL
 );
+
+-- Names a JIT published for its code (schema 4): one row per line of a
+-- perf map (/tmp/perf-PID.map) or code-load record of a jitdump file the
+-- program wrote. The line was written before tsc/ns (the stop at which
+-- ptjit read it; no code version changes between two reads, see
+-- tracker/names.go) and after after_tsc (the previous read; 0 for the
+-- first). Which code versions a name belongs to is derived by readers
+-- (recording.Names): those around tsc whose bytes in [addr, addr+size)
+-- are the bytes present when the line was written.
+CREATE TABLE names (
+    id        INTEGER PRIMARY KEY,
+    pid       INTEGER NOT NULL,
+    addr      INTEGER NOT NULL,
+    size      INTEGER NOT NULL,
+    name      TEXT NOT NULL,
+    source    TEXT NOT NULL,     -- perf-map or jitdump, with the file path: "perf-map /tmp/perf-42.map"
+    tsc       INTEGER NOT NULL,
+    ns        INTEGER NOT NULL,
+    after_tsc INTEGER NOT NULL
+);
+CREATE INDEX names_pid_addr ON names(pid, addr);

@@ -26,7 +26,7 @@ func NewFlowSink(format string, w *bufio.Writer, where func(*decode.FlowInsn) st
 	case "calls":
 		return &callSink{w: w, where: where}
 	case "json":
-		return &jsonSink{enc: json.NewEncoder(w)}
+		return &jsonSink{enc: json.NewEncoder(w), where: where}
 	case "stat":
 		return &StatSink{}
 	}
@@ -92,8 +92,20 @@ func (s *callSink) Event(ev *decode.Event, off uint64) {
 	if ev.StatusUpdate {
 		return
 	}
+	if ev.Type == decode.EvDisabled && s.ret && s.depth > 0 {
+		s.depth-- // a return out of the traced code (a filter, --soft-filter=jit)
+	}
 	fmt.Fprintf(s.w, "%s[%s]\n", strings.Repeat("  ", s.depth), EventText(ev, true))
-	s.call, s.ret = false, false
+	switch ev.Type {
+	case decode.EvExecMode, decode.EvIflags:
+		// state, not flow: what the previous instruction was still holds
+	case decode.EvEnabled:
+		// tracing that starts (not resumes) enters the traced code, as a
+		// call would: a filtered trace's entries into JIT code
+		s.call, s.ret = !ev.Resumed, false
+	default:
+		s.call, s.ret = false, false
+	}
 }
 
 func (s *callSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
@@ -102,7 +114,10 @@ func (s *callSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
 }
 
 // jsonSink prints one JSON object per line.
-type jsonSink struct{ enc *json.Encoder }
+type jsonSink struct {
+	enc   *json.Encoder
+	where func(*decode.FlowInsn) string
+}
 
 type jsonInsn struct {
 	Kind   string `json:"kind"`
@@ -112,6 +127,7 @@ type jsonInsn struct {
 	Class  string `json:"class"`
 	Spec   bool   `json:"speculative,omitempty"`
 	Region string `json:"section,omitempty"`
+	Where  string `json:"where,omitempty"` // as the text format's column: a symbol or JIT-published name
 	Offset uint64 `json:"pt_offset"`
 }
 
@@ -119,6 +135,9 @@ func (s *jsonSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
 	r := jsonInsn{Kind: "insn", TSC: in.TSC, IP: fmt.Sprintf("%#x", in.IP), Size: in.Size, Class: in.Class.String(), Spec: in.Speculative, Offset: off}
 	if in.Section != nil {
 		r.Region = in.Section.Tag
+		if s.where != nil {
+			r.Where = s.where(in)
+		}
 	}
 	s.enc.Encode(&r)
 }

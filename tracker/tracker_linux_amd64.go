@@ -88,6 +88,8 @@ type Stats struct {
 	Stepped     int // of which single-stepped
 	BatchWrites int // pages made writable in batch mode
 	Injected    int // syscalls ptjit ran in the tracee
+	// Names the program published (perf-map lines read)
+	Names int
 }
 
 // Result is the outcome of a trace.
@@ -191,6 +193,7 @@ type space struct {
 	wx     wxState     // W^X (wx_linux_amd64.go)
 	alias  aliasState  // writable aliases (wx_alias_linux_amd64.go)
 	filter filterState // --soft-filter=jit (softfilter_linux_amd64.go)
+	names  nameState   // the perf map's lines read so far (names_linux_amd64.go)
 }
 
 type birth struct {
@@ -344,6 +347,7 @@ func (t *Tracer) newSpace(owner int) *space {
 	// Under W^X every store into code is seen: a store re-records the
 	// pages it changed, and the rest of a large mapping keeps its bytes.
 	sp.Space.WritesSeen = t.wxOn()
+	sp.namesStart()
 	return sp
 }
 
@@ -604,7 +608,9 @@ func (t *Tracer) dropSpace(p *process, at clock.Stamp) {
 	sp.refs--
 	if sp.refs == 0 {
 		t.cur.at = at
+		t.pollNames(sp)
 		sp.Clear()
+		sp.namesClose()
 		sp.inj.close()
 		sp.alias.close()
 	}
@@ -880,13 +886,15 @@ type sink struct {
 }
 
 func (s *sink) NewRegion(start, end uint64) int64 {
+	s.t.pollNames(s.sp)
 	s.t.result.Stats.Regions++
 	return s.t.rec.NewRegion(s.sp.owner, start, end-start, s.t.cur.at)
 }
 
-func (s *sink) EndRegion(id int64) { s.t.rec.EndRegion(id, s.t.cur.at) }
+func (s *sink) EndRegion(id int64) { s.t.pollNames(s.sp); s.t.rec.EndRegion(id, s.t.cur.at) }
 
 func (s *sink) AddVersion(region int64, start, end uint64, prot int, cause string) int64 {
+	s.t.pollNames(s.sp)
 	t := s.t
 	// Read through a stopped thread of the space when there is one.
 	pid := s.sp.owner
@@ -917,6 +925,7 @@ func (s *sink) AddVersion(region int64, start, end uint64, prot int, cause strin
 }
 
 func (s *sink) SplitVersion(region, from int64, fromStart, start, end uint64, prot int, cause string) int64 {
+	s.t.pollNames(s.sp)
 	t := s.t
 	t.result.Stats.Versions++
 	id, _ := t.rec.SplitVersion(db.Version{Region: region, PID: s.sp.owner, TID: t.curTID(), Addr: start, Size: end - start,
@@ -924,7 +933,7 @@ func (s *sink) SplitVersion(region, from int64, fromStart, start, end uint64, pr
 	return id
 }
 
-func (s *sink) EndVersion(id int64) { s.t.rec.EndVersion(id, s.t.cur.at) }
+func (s *sink) EndVersion(id int64) { s.t.pollNames(s.sp); s.t.rec.EndVersion(id, s.t.cur.at) }
 
 func (s *sink) AddFile(start, end uint64, prot int, f FileInfo, cause string) int64 {
 	t := s.t

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestPerfMapNames runs testdata/perfmap-jit, a JIT that names its code
+// in /tmp/perf-PID.map and reuses an address for another function (in
+// place, then after munmap), and removes its map before it exits. Every
+// JIT function decode --calls enters must carry the name that was valid
+// when it ran: the sequence of entered names equals the program's own
+// call log, in both PT layouts' default and with --soft-filter=jit; the
+// JSON format carries the same names, and the recording holds the
+// program's manifest's versions.
+func TestPerfMapNames(t *testing.T) {
+	e2eSetup(t)
+	for _, filter := range []string{"off", "jit"} {
+		t.Run("filter="+filter, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "rec")
+			manifest := filepath.Join(t.TempDir(), "manifest")
+			r := e2ePtjit(t, []string{"PTJIT_MANIFEST=" + manifest}, "run", "-q", "--pt=soft", "--soft-filter="+filter, "-o", dir, "--", e2eProg("perfmap-jit"))
+			if r.code != 0 {
+				t.Fatalf("run: exit %d\n%s", r.code, r.stderr)
+			}
+			e2eCompare(t, e2eReadManifest(t, manifest), e2eHistory(t, dir), false)
+			// the program's own log: "call NAME 0xADDR RESULT"
+			var want []string
+			for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+				f := strings.Fields(l)
+				if len(f) != 4 || f[0] != "call" {
+					t.Fatalf("program output line %q", l)
+				}
+				want = append(want, f[1])
+			}
+			calls := e2ePtjit(t, nil, "decode", "-i", dir, "--calls")
+			if calls.code != 0 {
+				t.Fatalf("decode --calls: exit %d\n%s", calls.code, calls.stderr)
+			}
+			entry := regexp.MustCompile(`-> (\S+) \[region \d+ v\d+\]$`)
+			var got []string
+			for _, l := range strings.Split(calls.stdout, "\n") {
+				if m := entry.FindStringSubmatch(l); m != nil {
+					got = append(got, m[1])
+				}
+			}
+			if strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Fatalf("JIT functions entered, by decode --calls: %v\nthe program called: %v\n%s", got, want, calls.stdout)
+			}
+			// the JSON flow: the first instruction of each entry is named
+			js := e2ePtjit(t, nil, "decode", "-i", dir, "--json")
+			named := map[string]bool{}
+			for _, l := range strings.Split(strings.TrimSpace(js.stdout), "\n") {
+				var in struct {
+					Kind, Where string
+				}
+				if err := json.Unmarshal([]byte(l), &in); err != nil {
+					t.Fatalf("json line %q: %v", l, err)
+				}
+				if name, _, ok := strings.Cut(in.Where, " [region"); ok {
+					named[strings.SplitN(name, "+", 2)[0]] = true
+				}
+			}
+			for _, n := range want {
+				if !named[n] {
+					t.Errorf("decode --json names no instruction %s (named: %v)", n, named)
+				}
+			}
+		})
+	}
+}
