@@ -92,17 +92,18 @@ func (s *callSink) Event(ev *decode.Event, off uint64) {
 	if ev.StatusUpdate {
 		return
 	}
-	if ev.Type == decode.EvDisabled && s.ret && s.depth > 0 {
-		s.depth-- // a return out of the traced code (a filter, --soft-filter=jit)
-	}
 	fmt.Fprintf(s.w, "%s[%s]\n", strings.Repeat("  ", s.depth), EventText(ev, true))
 	switch ev.Type {
 	case decode.EvExecMode, decode.EvIflags:
 		// state, not flow: what the previous instruction was still holds
 	case decode.EvEnabled:
 		// tracing that starts (not resumes) enters the traced code, as a
-		// call would: a filtered trace's entries into JIT code
+		// call would: a filtered trace's entries into JIT code, each a
+		// tree of its own (what ran outside the filter is not known)
 		s.call, s.ret = !ev.Resumed, false
+		if !ev.Resumed {
+			s.depth = 0
+		}
 	default:
 		s.call, s.ret = false, false
 	}

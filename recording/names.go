@@ -15,7 +15,11 @@ import (
 // (tracker/names.go); no code version changed in between, so the code it
 // names is the version of its address valid just before T (or, when no
 // code was executable there yet, the first version made there after T: a
-// JIT that publishes the name before it makes the code executable). The
+// JIT that publishes the name before it makes the code executable; and
+// when the next version there has cause wx-batch, that one: --wx=batch
+// lets a page be written without a stop, so the bytes stored before T
+// first show in it, and the name goes to the first version that holds
+// them — exact under --wx=precise, where every store is a stop). The
 // name then holds for every earlier and later version of that region, in
 // time order, whose bytes in [addr, addr+size) are the same: a JIT that
 // changes other code of a large buffer (a HotSpot code heap: every
@@ -26,6 +30,7 @@ import (
 // back to the version that put it there; code freed earlier has no name.
 type Names struct {
 	byVersion map[versionKey][]NameSpan
+	rows      []PlacedName
 	count     int // names given to at least one version
 	unplaced  int // names no version held
 }
@@ -33,6 +38,38 @@ type Names struct {
 type versionKey struct {
 	region int64
 	vno    int
+}
+
+// PlacedName is a published name and the code versions it was given to
+// ("R.V", in time order; none when no version held it).
+type PlacedName struct {
+	db.NameInfo
+	Versions []string
+	keys     []versionKey
+}
+
+// Rows returns every published name in the order they were read, with
+// the versions each was given to.
+func (n *Names) Rows() []PlacedName {
+	if n == nil {
+		return nil
+	}
+	for i := range n.rows {
+		r := &n.rows[i]
+		if r.Versions != nil || len(r.keys) == 0 {
+			continue
+		}
+		sort.Slice(r.keys, func(a, b int) bool {
+			if r.keys[a].region != r.keys[b].region {
+				return r.keys[a].region < r.keys[b].region
+			}
+			return r.keys[a].vno < r.keys[b].vno
+		})
+		for _, k := range r.keys {
+			r.Versions = append(r.Versions, fmt.Sprintf("%d.%d", k.region, k.vno))
+		}
+	}
+	return n.rows
 }
 
 // NameSpan is one name over [Addr, Addr+Size) of a code version.
@@ -111,6 +148,7 @@ func LoadNames(cdb *db.DB, pid int, data func(*db.VersionInfo) ([]byte, error)) 
 			}
 			byPID[r.PID] = vs
 		}
+		n.rows = append(n.rows, PlacedName{NameInfo: r})
 		placed, err := n.place(r, vs, bytesOf)
 		if err != nil {
 			return nil, err
@@ -124,21 +162,45 @@ func LoadNames(cdb *db.DB, pid int, data func(*db.VersionInfo) ([]byte, error)) 
 	return n, nil
 }
 
-// place gives name r to the versions it was written for.
+// place gives name r to the versions it was written for, page by page:
+// a region whose pages changed at different times is recorded as
+// versions of single pages (split), and a name may span several.
 func (n *Names) place(r db.NameInfo, vs []db.VersionInfo, bytesOf func(*db.VersionInfo) ([]byte, error)) (bool, error) {
+	placed := false
 	end := r.Addr + r.Size
-	// the versions holding the whole named range, in time order
+	for lo := r.Addr; lo < end; {
+		hi := min(end, (lo|(db.PageSize-1))+1)
+		ok, err := n.placePiece(r, lo, hi, vs, bytesOf)
+		if err != nil {
+			return false, err
+		}
+		placed = placed || ok
+		lo = hi
+	}
+	return placed, nil
+}
+
+// placePiece gives [lo, hi) of name r (within one page) to the versions
+// it was written for.
+func (n *Names) placePiece(r db.NameInfo, lo, hi uint64, vs []db.VersionInfo, bytesOf func(*db.VersionInfo) ([]byte, error)) (bool, error) {
+	// the versions holding the piece, in time order
 	var holding []*db.VersionInfo
 	seed := -1
 	for i := range vs {
 		v := &vs[i]
-		if r.Addr < v.Addr || end > v.Addr+v.Size {
+		if lo < v.Addr || hi > v.Addr+v.Size {
 			continue
 		}
 		holding = append(holding, v)
 		if r.At.TSC > 0 && v.ValidAt(r.At.TSC-1) {
 			seed = len(holding) - 1
 		}
+	}
+	if seed >= 0 && seed+1 < len(holding) && holding[seed+1].Cause == "wx-batch" && holding[seed+1].Region == holding[seed].Region {
+		// --wx=batch lets a page be written without a stop until code
+		// runs there: the bytes stored before the read first show in
+		// the next wx-batch version, not in the one valid before it
+		seed++
 	}
 	if seed < 0 {
 		// nothing was executable there when it was written: the code
@@ -158,7 +220,7 @@ func (n *Names) place(r db.NameInfo, vs []db.VersionInfo, bytesOf func(*db.Versi
 	if err != nil {
 		return false, err
 	}
-	want := sb[r.Addr-s.Addr : end-s.Addr]
+	want := sb[lo-s.Addr : hi-s.Addr]
 	same := func(v *db.VersionInfo) (bool, error) {
 		if v.Region != s.Region {
 			return false, nil
@@ -167,12 +229,17 @@ func (n *Names) place(r db.NameInfo, vs []db.VersionInfo, bytesOf func(*db.Versi
 		if err != nil {
 			return false, err
 		}
-		return bytes.Equal(b[r.Addr-v.Addr:end-v.Addr], want), nil
+		return bytes.Equal(b[lo-v.Addr:hi-v.Addr], want), nil
 	}
 	span := NameSpan{Addr: r.Addr, Size: r.Size, Name: r.Name, id: r.ID}
+	row := &n.rows[len(n.rows)-1]
 	add := func(v *db.VersionInfo) {
 		k := versionKey{v.Region, v.Vno}
+		if l := n.byVersion[k]; len(l) > 0 && l[len(l)-1].id == span.id {
+			return // another page of the same name
+		}
 		n.byVersion[k] = append(n.byVersion[k], span)
+		row.keys = append(row.keys, k)
 	}
 	add(s)
 	for i := seed - 1; i >= 0; i-- {
@@ -204,4 +271,23 @@ func nameOff(name string, off uint64) string {
 		return name
 	}
 	return fmt.Sprintf("%s+%#x", name, off)
+}
+
+// NamesOf loads the names of v's process and returns the lookup for
+// version v (Names.Lookup): the name over an address and its offset.
+func NamesOf(cdb *db.DB, v *db.VersionInfo) (func(addr uint64) (string, uint64, bool), error) {
+	n, err := LoadNames(cdb, v.PID, nil)
+	if err != nil {
+		return nil, err
+	}
+	return func(addr uint64) (string, uint64, bool) { return n.Lookup(v.Region, v.Vno, addr) }, nil
+}
+
+// At describes addr in version v by its name: "NAME+0xOFF", or "" when
+// no published name covers it.
+func (n *Names) At(v *db.VersionInfo, addr uint64) string {
+	if name, off, ok := n.Lookup(v.Region, v.Vno, addr); ok {
+		return nameOff(name, off)
+	}
+	return ""
 }

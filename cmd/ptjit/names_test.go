@@ -2,6 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -70,5 +73,50 @@ func TestPerfMapNames(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNodePerfMapNames runs testdata/names.js under node
+// --perf-basic-prof (the map V8 writes as it compiles) with
+// --always-sparkplug (baseline code for every function at its first call)
+// under --pt=soft --soft-filter=jit, and counts the entries decode
+// --calls shows into each function's named baseline code: the program
+// calls fooAdd and barMul 200 times each, so each name must be entered
+// exactly 200 times. node's own map is removed afterwards.
+func TestNodePerfMapNames(t *testing.T) {
+	e2eSetup(t)
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Fatal("node not found (CI installs nodejs)")
+	}
+	root, _ := filepath.Abs("../..")
+	script := filepath.Join(root, "testdata", "names.js")
+	dir := filepath.Join(t.TempDir(), "rec")
+	r := e2ePtjit(t, nil, "run", "-q", "--pt=soft", "--soft-filter=jit", "-o", dir, "--", "node", "--perf-basic-prof", "--always-sparkplug", script)
+	removeNodeMaps(t, dir)
+	if r.code != 0 || r.stdout != "node result 81000\n" {
+		t.Fatalf("run: exit %d, stdout %q\n%s", r.code, r.stdout, r.stderr)
+	}
+	calls := e2ePtjit(t, nil, "decode", "-i", dir, "--calls")
+	if calls.code != 0 {
+		t.Fatalf("decode --calls: exit %d\n%s", calls.code, calls.stderr)
+	}
+	for _, fn := range []string{"fooAdd", "barMul"} {
+		re := regexp.MustCompile(`(?m)-> JS:\^` + fn + ` \S+names\.js:\d+:\d+ \[region \d+ v\d+\]$`)
+		if n := len(re.FindAllString(calls.stdout, -1)); n != 200 {
+			t.Errorf("decode --calls enters %s's baseline code %d times; names.js calls it 200 times", fn, n)
+		}
+	}
+}
+
+// removeNodeMaps removes the perf maps of the recording's processes
+// (node leaves /tmp/perf-PID.map behind).
+func removeNodeMaps(t *testing.T, dir string) {
+	t.Helper()
+	h := e2ePtjit(t, nil, "history", "-i", dir, "--json")
+	for _, l := range strings.Split(strings.TrimSpace(h.stdout), "\n") {
+		var v struct{ PID int }
+		if json.Unmarshal([]byte(l), &v) == nil && v.PID > 0 {
+			os.Remove(fmt.Sprintf("/tmp/perf-%d.map", v.PID))
+		}
 	}
 }

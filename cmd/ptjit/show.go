@@ -7,6 +7,7 @@ import (
 
 	"github.com/ptjit/ptjit/db"
 	"github.com/ptjit/ptjit/ptfmt"
+	"github.com/ptjit/ptjit/recording"
 	"github.com/spf13/cobra"
 )
 
@@ -85,7 +86,11 @@ region and version. --raw prints the bytes as hex instead.`,
 				ptfmt.HexDump(out, addr, code)
 				return nil
 			}
-			ptfmt.Disasm(out, addr, code, count)
+			names, err := recording.NamesOf(d, v)
+			if err != nil {
+				return err
+			}
+			ptfmt.DisasmNamed(out, addr, code, count, names)
 			return nil
 		},
 	}
