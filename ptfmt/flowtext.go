@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/ptjit/ptjit/decode"
@@ -19,24 +20,29 @@ import (
 // (address and disassembly), "calls" (the call/return tree), "json" (one
 // object per line) or "stat" (counts; a *StatSink). where names an
 // instruction's address (recording.Symbolizer.Where).
-func NewFlowSink(format string, w *bufio.Writer, where func(*decode.FlowInsn) string) decode.FlowSink {
+// time prints a TSC (nil: as the raw number).
+func NewFlowSink(format string, w *bufio.Writer, where func(*decode.FlowInsn) string, time func(uint64) string) decode.FlowSink {
+	if time == nil {
+		time = func(tsc uint64) string { return strconv.FormatUint(tsc, 10) }
+	}
 	switch format {
 	case "insn":
 		return &traceSink{w: w, where: where, short: true}
 	case "calls":
-		return &callSink{w: w, where: where}
+		return &callSink{w: w, where: where, time: time}
 	case "json":
-		return &jsonSink{enc: json.NewEncoder(w), where: where}
+		return &jsonSink{enc: json.NewEncoder(w), where: where, time: time}
 	case "stat":
 		return &StatSink{}
 	}
-	return &traceSink{w: w, where: where}
+	return &traceSink{w: w, where: where, time: time}
 }
 
 // traceSink prints the instruction trace.
 type traceSink struct {
 	w     *bufio.Writer
 	where func(*decode.FlowInsn) string
+	time  func(uint64) string
 	short bool
 }
 
@@ -49,7 +55,7 @@ func (s *traceSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
 	if in.Speculative {
 		spec = "? "
 	}
-	fmt.Fprintf(s.w, "%16d  %s%016x  %-28s  %s\n", in.TSC, spec, in.IP, s.where(in), FlowInsnText(in))
+	fmt.Fprintf(s.w, "%16s  %s%016x  %-28s  %s\n", s.time(in.TSC), spec, in.IP, s.where(in), FlowInsnText(in))
 }
 
 func (s *traceSink) Event(ev *decode.Event, off uint64) {
@@ -68,6 +74,7 @@ func (s *traceSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
 type callSink struct {
 	w     *bufio.Writer
 	where func(*decode.FlowInsn) string
+	time  func(uint64) string
 	depth int
 	ret   bool // the previous instruction was a return
 	call  bool // the previous instruction was a call
@@ -75,14 +82,14 @@ type callSink struct {
 
 func (s *callSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
 	if s.call {
-		fmt.Fprintf(s.w, "%16d  %s-> %s\n", in.TSC, strings.Repeat("  ", s.depth), s.where(in))
+		fmt.Fprintf(s.w, "%16s  %s-> %s\n", s.time(in.TSC), strings.Repeat("  ", s.depth), s.where(in))
 		s.depth++
 	}
 	if s.ret {
 		if s.depth > 0 {
 			s.depth--
 		}
-		fmt.Fprintf(s.w, "%16d  %s<- %s\n", in.TSC, strings.Repeat("  ", s.depth), s.where(in))
+		fmt.Fprintf(s.w, "%16s  %s<- %s\n", s.time(in.TSC), strings.Repeat("  ", s.depth), s.where(in))
 	}
 	s.call = in.Class.IsCall() || in.Class == x86.ClassFarCall || in.Class == x86.ClassSyscall
 	s.ret = in.Class == x86.ClassRet || in.Class == x86.ClassFarRet || in.Class == x86.ClassSysret
@@ -118,6 +125,7 @@ func (s *callSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
 type jsonSink struct {
 	enc   *json.Encoder
 	where func(*decode.FlowInsn) string
+	time  func(uint64) string
 }
 
 type jsonInsn struct {
@@ -129,11 +137,12 @@ type jsonInsn struct {
 	Spec   bool   `json:"speculative,omitempty"`
 	Region string `json:"section,omitempty"`
 	Where  string `json:"where,omitempty"` // as the text format's column: a symbol or JIT-published name
+	Time   string `json:"time"`            // as the text format prints it: seconds since the start, or the TSC
 	Offset uint64 `json:"pt_offset"`
 }
 
 func (s *jsonSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
-	r := jsonInsn{Kind: "insn", TSC: in.TSC, IP: fmt.Sprintf("%#x", in.IP), Size: in.Size, Class: in.Class.String(), Spec: in.Speculative, Offset: off}
+	r := jsonInsn{Kind: "insn", TSC: in.TSC, Time: s.time(in.TSC), IP: fmt.Sprintf("%#x", in.IP), Size: in.Size, Class: in.Class.String(), Spec: in.Speculative, Offset: off}
 	if in.Section != nil {
 		r.Region = in.Section.Tag
 		if s.where != nil {
@@ -209,9 +218,18 @@ func (s *StatSink) Print(w io.Writer) {
 type FlowOptions struct {
 	Format string                        // as NewFlowSink
 	Where  func(*decode.FlowInsn) string // names an instruction's address
-	Window int                           // the most trace bytes held at once
-	Jobs   int                           // PSB segments decoded at once
-	Resync bool                          // resync at the next PSB after an error
+	Time   func(tsc uint64) string       // prints a time (nil: the raw TSC)
+	// From, To: only what happened in the TSC range [From, To) (To 0:
+	// no window). The caller skips to the PSBs around it
+	// (decode.TimeRange); what lies between them outside the range is
+	// decoded and left out here.
+	From, To uint64
+	// Base is the offset of src in the whole trace (a TimeRange
+	// section), added to every trace offset printed.
+	Base   uint64
+	Window int  // the most trace bytes held at once
+	Jobs   int  // PSB segments decoded at once
+	Resync bool // resync at the next PSB after an error
 	// Progress, if not nil, is told how many bytes of the trace are
 	// decoded; it is called from the goroutine that called WriteFlow.
 	Progress func(done uint64)
@@ -256,7 +274,7 @@ func WriteFlow(w *bufio.Writer, src decode.TraceReader, img *decode.Image, cfg *
 	}
 	var calls *countSink
 	if o.Format == "calls" {
-		calls = &countSink{next: NewFlowSink(o.Format, w, o.Where)}
+		calls = &countSink{next: NewFlowSink(o.Format, w, o.Where, o.Time)}
 		if o.Counts != nil {
 			defer func() {
 				o.Counts.Insns += calls.n.Insns
@@ -266,7 +284,7 @@ func WriteFlow(w *bufio.Writer, src decode.TraceReader, img *decode.Image, cfg *
 	}
 	return decode.ForEachWindow(src, o.Window, func(pt []byte, stop, base uint64) {
 		if calls != nil {
-			decode.ParallelFlowWindow(pt, stop, img, cfg, &decode.OffsetSink{Next: calls, Base: base}, o.Resync, o.Jobs)
+			decode.ParallelFlowWindow(pt, stop, img, cfg, &decode.OffsetSink{Next: o.window(calls), Base: base + o.Base}, o.Resync, o.Jobs)
 			progress(base + stop)
 			return
 		}
@@ -274,8 +292,8 @@ func WriteFlow(w *bufio.Writer, src decode.TraceReader, img *decode.Image, cfg *
 			func() decode.FlowSink {
 				c := &chunkOut{}
 				c.w = bufio.NewWriterSize(&c.buf, 1<<16)
-				c.inner = NewFlowSink(o.Format, c.w, o.Where)
-				c.sink = &decode.OffsetSink{Next: &c.count, Base: base}
+				c.inner = NewFlowSink(o.Format, c.w, o.Where, o.Time)
+				c.sink = &decode.OffsetSink{Next: o.window(&c.count), Base: base + o.Base}
 				c.count.next = c.inner
 				return c
 			},
@@ -294,6 +312,35 @@ func WriteFlow(w *bufio.Writer, src decode.TraceReader, img *decode.Image, cfg *
 			})
 	})
 }
+
+// window returns next, or, with a time window (o.To != 0), a sink that
+// passes on only what happened in [o.From, o.To).
+func (o *FlowOptions) window(next decode.FlowSink) decode.FlowSink {
+	if o.To == 0 {
+		return next
+	}
+	return &timeSink{next: next, from: o.From, to: o.To}
+}
+
+// timeSink drops the instructions and timed events outside [from, to).
+type timeSink struct {
+	next     decode.FlowSink
+	from, to uint64
+}
+
+func (s *timeSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
+	if in.TSC >= s.from && in.TSC < s.to {
+		s.next.Insn(in, off, tsc)
+	}
+}
+
+func (s *timeSink) Event(ev *decode.Event, off uint64) {
+	if !ev.HasTSC || ev.TSC >= s.from && ev.TSC < s.to {
+		s.next.Event(ev, off)
+	}
+}
+
+func (s *timeSink) Error(e *decode.FlowError, kind decode.ErrorKind) { s.next.Error(e, kind) }
 
 // chunkOut is one parallel chunk's sink and the text it produced.
 type chunkOut struct {
