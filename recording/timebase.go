@@ -114,3 +114,22 @@ func (t TimeBase) ParseRange(what, s string) (from, to uint64, err error) {
 	}
 	return from, to, nil
 }
+
+// At says when tsc was: "tsc N" raw, else "T s".
+func (t TimeBase) At(tsc uint64) string {
+	if t.Raw || t.Hz == 0 {
+		return "tsc " + t.Format(tsc)
+	}
+	return t.Format(tsc) + " s"
+}
+
+// Describe is db.VersionInfo.String with times in this time base:
+// "region R version V [START-END] pid P tid T, CAUSE at ip IP, valid from
+// TIME[ to TIME]".
+func (t TimeBase) Describe(v *db.VersionInfo) string {
+	s := fmt.Sprintf("region %d version %d [%#x-%#x] pid %d tid %d, %s at ip %#x, valid from %s", v.Region, v.Vno, v.Addr, v.Addr+v.Size, v.PID, v.TID, v.Cause, v.IP, t.At(v.Valid.TSC))
+	if v.HasEnd {
+		s += " to " + t.At(v.End.TSC)
+	}
+	return s
+}

@@ -120,3 +120,84 @@ func removeNodeMaps(t *testing.T, dir string) {
 		}
 	}
 }
+
+// TestQueryEdges checks the query commands' time base and small edges on
+// a recording of testdata/perfmap-jit (--pt=off): ptjit --version;
+// history's header names every column and its NAMES column and --names
+// give each version the names the program published for it; show --at
+// TIME, without --region, shows the region live at ADDR at TIME (the
+// address is reused by a second region); show -n 0 and --version 0 are
+// refused; history --pid with no match says so.
+func TestQueryEdges(t *testing.T) {
+	e2eSetup(t)
+	v := e2ePtjit(t, nil, "--version")
+	if v.code != 0 || !strings.HasPrefix(v.stdout, "ptjit ") || !strings.Contains(v.stdout, "code.db schema") {
+		t.Fatalf("--version: exit %d, %q", v.code, v.stdout)
+	}
+	dir := filepath.Join(t.TempDir(), "rec")
+	if r := e2ePtjit(t, nil, "run", "-q", "--pt=off", "-o", dir, "--", e2eProg("perfmap-jit")); r.code != 0 {
+		t.Fatalf("run: exit %d\n%s", r.code, r.stderr)
+	}
+	h := e2ePtjit(t, nil, "history", "-i", dir)
+	lines := strings.Split(strings.TrimSpace(h.stdout), "\n")
+	hdr := strings.Fields(lines[0])
+	if strings.Join(hdr, " ") != "TIME(s) PID TID REGION.V RANGE SIZE CAUSE IP SHA256 UNTIL NAMES" {
+		t.Fatalf("history header %q", lines[0])
+	}
+	want := map[string]string{"2.1": "jit_add7, jit_mul3", "2.2": "jit_sub5, jit_mul3", "3.1": "jit_neg"}
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		if len(f) < len(hdr)-1 {
+			t.Fatalf("history row %q: fewer fields than columns", l)
+		}
+		if w, ok := want[f[3]]; ok {
+			if got := strings.Join(f[10:], " "); got != w {
+				t.Errorf("version %s: NAMES %q, want %q", f[3], got, w)
+			}
+			delete(want, f[3])
+		}
+	}
+	if len(want) != 0 {
+		t.Errorf("history has no versions %v\n%s", want, h.stdout)
+	}
+	names := e2ePtjit(t, nil, "history", "-i", dir, "--names")
+	if !regexp.MustCompile(`(?m)\s2\.1\.\.2\.2 \(2\)\s+jit_mul3$`).MatchString(names.stdout) {
+		t.Errorf("history --names: jit_mul3 is not in versions 2.1..2.2\n%s", names.stdout)
+	}
+	// show --at: the region live at the address then
+	type version struct {
+		Region, Version int
+		Addr            string
+		TSC             uint64
+		EndTSC          uint64 `json:"end_tsc"`
+	}
+	var vs []version
+	for _, l := range strings.Split(strings.TrimSpace(e2ePtjit(t, nil, "history", "-i", dir, "--json").stdout), "\n") {
+		var x version
+		if err := json.Unmarshal([]byte(l), &x); err != nil {
+			t.Fatal(err)
+		}
+		vs = append(vs, x)
+	}
+	for _, x := range vs {
+		if x.Region < 2 {
+			continue
+		}
+		at := fmt.Sprintf("tsc:%d", (x.TSC+x.EndTSC)/2)
+		s := e2ePtjit(t, nil, "show", "-i", dir, x.Addr, "--at", at, "-n", "1")
+		first := strings.SplitN(s.stdout, "\n", 2)[0]
+		if s.code != 0 || !strings.HasPrefix(first, fmt.Sprintf("region %d version %d ", x.Region, x.Version)) {
+			t.Errorf("show %s --at %s: exit %d, %q; want region %d version %d\n%s", x.Addr, at, s.code, first, x.Region, x.Version, s.stderr)
+		}
+	}
+	for _, args := range [][]string{{"-n", "0"}, {"--version", "0"}} {
+		s := e2ePtjit(t, nil, append([]string{"show", "-i", dir, vs[len(vs)-1].Addr}, args...)...)
+		if s.code == 0 || !strings.Contains(s.stderr, args[0]) {
+			t.Errorf("show %v: exit %d, stderr %q: want a refusal naming %s", args, s.code, s.stderr, args[0])
+		}
+	}
+	none := e2ePtjit(t, nil, "history", "-i", dir, "--pid", "999999")
+	if !strings.Contains(none.stdout, "no code versions recorded for pid 999999") {
+		t.Errorf("history --pid 999999: %q", none.stdout)
+	}
+}
