@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -199,5 +200,101 @@ func TestQueryEdges(t *testing.T) {
 	none := e2ePtjit(t, nil, "history", "-i", dir, "--pid", "999999")
 	if !strings.Contains(none.stdout, "no code versions recorded for pid 999999") {
 		t.Errorf("history --pid 999999: %q", none.stdout)
+	}
+}
+
+// TestJavaPerfMapNames runs HotSpot with -XX:+DumpPerfMapAtExit (the map
+// is written at exit, when nothing changes any more) on a class of its
+// own: every line of the map java wrote (the independent account) must be
+// in history --names with its address, size and name, every one given to
+// at least one code version, and show at Names.fooAdd's address labels it.
+// (Decoding java under --pt=soft --soft-filter=jit is not tested here: on
+// this tree java dies of SIGTRAP under the soft filter, with or without
+// names.)
+func TestJavaPerfMapNames(t *testing.T) {
+	e2eSetup(t)
+	javac, err := exec.LookPath("javac")
+	if err != nil {
+		t.Fatal("javac not found (CI installs default-jdk-headless)")
+	}
+	classes := t.TempDir()
+	src := filepath.Join(classes, "Names.java")
+	os.WriteFile(src, []byte(`public class Names {
+    static int fooAdd(int x) { return x + 7; }
+    static int barMul(int x) { return x * 3; }
+    public static void main(String[] a) {
+        int acc = 0;
+        for (int i = 0; i < 3000; i++) acc = (acc + fooAdd(i) + barMul(i)) % 1000003;
+        System.out.println("java result " + acc);
+    }
+}
+`), 0o644)
+	if out, err := exec.Command(javac, "-d", classes, src).CombinedOutput(); err != nil {
+		t.Fatalf("javac: %v\n%s", err, out)
+	}
+	dir := filepath.Join(t.TempDir(), "rec")
+	r := e2ePtjit(t, nil, "run", "-q", "--pt=off", "-o", dir, "--", "java", "-XX:+UnlockDiagnosticVMOptions", "-XX:+DumpPerfMapAtExit", "-cp", classes, "Names")
+	defer removeNodeMaps(t, dir)
+	if r.code != 0 || r.stdout != "java result 14946\n" {
+		t.Fatalf("run: exit %d, stdout %q\n%s", r.code, r.stdout, r.stderr)
+	}
+	var rows []struct {
+		PID      int
+		Addr     string
+		Size     uint64
+		Name     string
+		Versions []string
+	}
+	for _, l := range strings.Split(strings.TrimSpace(e2ePtjit(t, nil, "history", "-i", dir, "--names", "--json").stdout), "\n") {
+		var x struct {
+			PID      int
+			Addr     string
+			Size     uint64
+			Name     string
+			Versions []string
+		}
+		if err := json.Unmarshal([]byte(l), &x); err != nil {
+			t.Fatalf("history --names --json line %q: %v", l, err)
+		}
+		rows = append(rows, x)
+	}
+	if len(rows) == 0 {
+		t.Fatal("no names recorded")
+	}
+	m, err := os.ReadFile(fmt.Sprintf("/tmp/perf-%d.map", rows[0].PID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	fooAt, fooIn := "", ""
+	for _, x := range rows {
+		a, _ := strconv.ParseUint(strings.TrimPrefix(x.Addr, "0x"), 16, 64)
+		got[fmt.Sprintf("%#x %#x %s", a, x.Size, x.Name)] = true
+		if len(x.Versions) == 0 {
+			t.Errorf("name %q at %s given to no version", x.Name, x.Addr)
+		}
+		if x.Name == "int Names.fooAdd(int)" && len(x.Versions) > 0 {
+			fooAt, fooIn = x.Addr, x.Versions[0]
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(string(m)), "\n")
+	for _, l := range lines {
+		f := strings.SplitN(l, " ", 3)
+		a, _ := strconv.ParseUint(strings.TrimPrefix(f[0], "0x"), 16, 64)
+		s, _ := strconv.ParseUint(strings.TrimPrefix(f[1], "0x"), 16, 64)
+		if !got[fmt.Sprintf("%#x %#x %s", a, s, f[2])] {
+			t.Errorf("java's map line %q is not in history --names", l)
+		}
+	}
+	if len(rows) != len(lines) {
+		t.Errorf("history --names has %d names, java's map %d lines", len(rows), len(lines))
+	}
+	if fooAt == "" {
+		t.Fatal("no code version holds int Names.fooAdd(int)")
+	}
+	region, vno, _ := strings.Cut(fooIn, ".")
+	s := e2ePtjit(t, nil, "show", "-i", dir, fooAt, "--region", region, "--version", vno, "-n", "2")
+	if !strings.Contains(s.stdout, "<int Names.fooAdd(int)>:") {
+		t.Errorf("show %s in version %s does not label it:\n%s%s", fooAt, fooIn, s.stdout, s.stderr)
 	}
 }
