@@ -35,8 +35,8 @@ func TestTimeBaseParse(t *testing.T) {
 		in   string
 		want uint64
 	}{
-		{"0", 1_000_000}, {"1.5", 1_501_000_000}, {"1.5s", 1_501_000_000}, {"250ms", 251_000_000},
-		{"3us", 1_003_000}, {"7ns", 1_000_007}, {"tsc:42", 42}, {"-0.0005", 500_000},
+		{"0", 1_000_000}, {"1.5", 1_500_999_999}, {"1.5s", 1_500_999_999}, {"250ms", 250_999_999},
+		{"3us", 1_002_999}, {"7ns", 1_000_006}, {"tsc:42", 42}, {"-0.0005", 499_999},
 	} {
 		got, err := tb.Parse("--at", tc.in)
 		if err != nil || got != tc.want {
@@ -54,6 +54,14 @@ func TestTimeBaseParse(t *testing.T) {
 	}
 	if s := tb.Format(1_501_000_000); s != "1.500000000" {
 		t.Errorf("Format: %q", s)
+	}
+	// a printed time given back is at or just before what it printed
+	fast := TimeBase{StartTSC: 12345, Hz: 2_900_000_123}
+	for _, tsc := range []uint64{12345, 99_999_999, 2_900_012_468, 123_456_789_012} {
+		got, err := fast.Parse("--at", fast.Format(tsc))
+		if err != nil || got > tsc || tsc-got > 3 {
+			t.Errorf("Parse(Format(%d)) = %d, %v", tsc, got, err)
+		}
 	}
 	if _, _, err := tb.ParseRange("--time", "2,1"); err == nil {
 		t.Error("ParseRange(2,1): no error")

@@ -81,14 +81,20 @@ func (t TimeBase) Parse(what, s string) (uint64, error) {
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
 		return 0, fmt.Errorf("%s %q: not a time (seconds since the recording started, e.g. 1.25 or 1250ms; or tsc:N)", what, s)
 	}
-	ticks := f * scale * float64(t.Hz)
+	// Format prints nanoseconds, rounded: half a nanosecond earlier,
+	// rounded down, is at or before the instant it printed, so a time
+	// copied from the output includes what happened then.
+	ticks := math.Floor((f*scale - 0.5e-9) * float64(t.Hz))
+	if f*scale == 0 {
+		ticks = 0
+	}
 	if ticks < -float64(t.StartTSC) || float64(t.StartTSC)+ticks > math.MaxUint64/2 {
 		return 0, fmt.Errorf("%s %q: outside the recording's time range", what, s)
 	}
 	if ticks < 0 {
 		return t.StartTSC - uint64(-ticks), nil
 	}
-	return t.StartTSC + uint64(math.Round(ticks)), nil
+	return t.StartTSC + uint64(ticks), nil
 }
 
 // ParseRange reads "START,END" (either may be empty: from the start, to

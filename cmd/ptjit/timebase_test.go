@@ -2,6 +2,7 @@ package main
 
 import (
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -70,10 +71,29 @@ func TestDecodeTimeWindow(t *testing.T) {
 		t.Fatalf("decode --time %s,: nothing\n%s", startSec, sec.stderr)
 	}
 	first, _ := strconv.ParseFloat(strings.Fields(secLines[0])[0], 64)
-	if first < s0-1e-9 || first > s0+1e-6 {
+	if first != s0 {
 		t.Errorf("decode --time %s,: first instruction at %v s", startSec, first)
 	}
 	if n := len(secLines); n < len(lines)-len(lines)*2/5-10 {
 		t.Errorf("decode --time %s,: %d instructions, want those from the window's start to the end", startSec, n)
+	}
+	// dump --time: only the PSB segments around the window
+	fullDump := e2ePtjit(t, nil, "dump", "-i", dir)
+	winDump := e2ePtjit(t, nil, "dump", "-i", dir, "--time", "tsc:"+strconv.FormatUint(from, 10)+",tsc:"+strconv.FormatUint(to, 10))
+	m := regexp.MustCompile(`window is in bytes \[(0x[0-9a-f]+), (0x[0-9a-f]+)\)`).FindStringSubmatch(winDump.stdout)
+	if winDump.code != 0 || m == nil {
+		t.Fatalf("dump --time: exit %d, no window line\n%s", winDump.code, winDump.stderr)
+	}
+	lo, _ := strconv.ParseUint(m[1], 0, 64)
+	hi, _ := strconv.ParseUint(m[2], 0, 64)
+	nFull, nWin := strings.Count(fullDump.stdout, "\n"), strings.Count(winDump.stdout, "\n")
+	if lo == 0 || hi <= lo || nWin >= nFull*3/4 {
+		t.Errorf("dump --time: bytes [%#x, %#x), %d of %d lines: not a cut of the trace", lo, hi, nWin, nFull)
+	}
+	// the cut starts at the last PSB at or before the window's start
+	if m := regexp.MustCompile(`tsc=0x([0-9a-f]+)`).FindStringSubmatch(winDump.stdout); m == nil {
+		t.Error("dump --time: no TSC packet")
+	} else if v, _ := strconv.ParseUint(m[1], 16, 64); v > from {
+		t.Errorf("dump --time: first TSC %#x after the window's start %#x", v, from)
 	}
 }
