@@ -23,6 +23,35 @@ type nameState struct {
 	polled  uint64 // TSC of the last read
 	bad     int    // lines that did not parse
 	started bool
+	// opened: the program opened its perf map for writing (namesSeeOpen);
+	// until then no stop looks at the file
+	opened bool
+}
+
+// namesSeeOpen (exitNeeds, first, never asks for the exit stop): an open
+// for writing (the filter stops those) of the process's perf map starts
+// the reads, so that a process that writes no map costs nothing at its
+// stops (a stat(2) is several µs on a loaded VM).
+func (t *Tracer) namesSeeOpen(th *thread, op *pendingOp) bool {
+	var pathArg uint64
+	switch op.nr {
+	case unix.SYS_OPEN:
+		pathArg = op.args[0]
+	case unix.SYS_OPENAT, unix.SYS_OPENAT2:
+		pathArg = op.args[1]
+	default:
+		return false
+	}
+	sp := th.proc.space
+	if sp == nil || sp.names.opened {
+		return false
+	}
+	var buf [256]byte
+	n := readString(th.tid, pathArg, buf[:])
+	if bytes.HasSuffix(buf[:n], []byte("perf-"+strconv.Itoa(sp.owner)+".map")) {
+		sp.names.opened = true
+	}
+	return false
 }
 
 // perfMapHead is how much of a stale perf map is kept to tell a rewritten
@@ -66,7 +95,7 @@ func (sp *space) namesClose() {
 // Precondition: on the locked tracer thread.
 func (t *Tracer) pollNames(sp *space) {
 	n := &sp.names
-	if !n.started || n.polled == t.cur.at.TSC {
+	if !n.started || !n.opened || n.polled == t.cur.at.TSC {
 		return
 	}
 	after := n.polled
