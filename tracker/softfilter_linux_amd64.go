@@ -19,14 +19,35 @@ import (
 //     that jumps into JIT code faults fetching its first instruction; that
 //     fault is ptjit's (consumed) and opens the space.
 //   - opening: the faulting thread waits; every thread of the space that
-//     runs free is stopped (PTRACE_INTERRUPT) and from then on stepped.
-//     When none runs free, the JIT pages are made executable (shown) and
-//     the waiting threads step on.
-//   - shown: every thread of the space is stepped — a thread outside JIT
-//     code too, since nothing would stop it from entering unseen. Only
-//     steps inside JIT code are traced. When a step leaves no thread of the
-//     space in JIT code, the pages are hidden again and the threads run
-//     free from their next resume.
+//     runs free is stopped (PTRACE_INTERRUPT) and parked. When none runs
+//     free, the JIT pieces the waiting threads entered are made executable
+//     (shown) and the waiting threads step on.
+//   - shown: only the JIT pieces entered since the space opened are
+//     executable in the kernel (filterState.open): a thread in JIT code
+//     that goes on into another hidden piece faults again, and that piece
+//     is shown too. Opening and closing so cost an mprotect per piece
+//     entered, not one per JIT piece of the space: a program with a JIT
+//     page per thread has as many pieces as threads, and each thread's
+//     entry would otherwise protect them all, twice. The threads in JIT
+//     code are stepped. A thread outside JIT
+//     code is parked (left stopped) rather than stepped, since nothing
+//     would stop it from entering unseen: parking costs one stop per thread
+//     per opening, stepping costs one per instruction of every thread for
+//     as long as the space is shown, which made the filter's cost grow
+//     with the square of the threads (300 JIT-calling threads took more
+//     than 10 minutes). Only steps inside JIT code are traced. When a step
+//     leaves no thread of the space in JIT code, the pieces shown are
+//     hidden again and every thread runs free from its next resume; the
+//     parked ones are resumed then.
+//
+// Parking must never stall the program: a thread in JIT code may wait for
+// a parked one (a spin on a flag, a futex). So the parked threads are let
+// go, stepped as before for the rest of the shown period, once the
+// threads in JIT code have stepped maxParkedSteps instructions since the
+// space opened, or one of them steps a syscall instruction (which may
+// block), or the last thread in JIT code dies (filterThreadGone closes the
+// space through a parked thread). Parking only delays threads, as a busy
+// CPU would.
 //
 // What hides and shows pages: injected mprotects (recorded in ptjit_prot);
 // the program's own mmap(MAP_ANONYMOUS)/mprotect/pkey_mprotect with
@@ -43,10 +64,104 @@ import (
 // filterState is the soft filter's state of one address space
 // (space.filter).
 type filterState struct {
-	on      bool      // --soft-filter=jit
-	shown   bool      // JIT code executable in the kernel; every thread stepped
-	opening bool      // waiting for the threads running free to stop
-	waiting []*thread // threads that entered JIT code while opening
+	on      bool            // --soft-filter=jit
+	shown   bool            // open: threads in JIT code stepped, the others parked
+	opening bool            // waiting for the threads running free to stop
+	waiting []waitingThread // threads that entered JIT code while opening
+	// open: the JIT ranges shown (executable in the kernel) since the
+	// space opened; the rest of the JIT code stays hidden.
+	open []ival
+	// parked: threads outside JIT code left stopped while shown, with
+	// the signal to deliver at their resume; released: they were let go
+	// (stepped) for the rest of this shown period; jitSteps counts the
+	// steps in JIT code since the space opened.
+	parked   []parkedThread
+	released bool
+	jitSteps int
+}
+
+type waitingThread struct {
+	th   *thread
+	addr uint64 // where it entered JIT code
+}
+
+type parkedThread struct {
+	th  *thread
+	sig int
+}
+
+// maxParkedSteps bounds the steps in JIT code while threads are parked: a
+// JIT loop that long may be waiting for one of them. A step costs about
+// 10–50 µs here, so a thread is held for at most a few tens of ms.
+const maxParkedSteps = 1024
+
+// filterPark leaves th (stopped, outside JIT code) stopped while sp is
+// shown and returns true; false when it must be stepped instead.
+//
+// Precondition: on the locked tracer thread; th is stopped, no step in
+// flight.
+func (t *Tracer) filterPark(th *thread, sp *space, sig int) bool {
+	if !sp.filterOn() || !sp.filter.shown && !sp.filter.opening || sp.filter.released || th.inJIT || th.dying {
+		return false
+	}
+	sp.filter.parked = append(sp.filter.parked, parkedThread{th, sig})
+	return true
+}
+
+// filterJITStep counts a step in JIT code that is about to start; a
+// syscall instruction or too many steps let the parked threads go.
+func (t *Tracer) filterJITStep(sp *space, syscall bool) {
+	if !sp.filterOn() || !sp.filter.shown || sp.filter.released {
+		return
+	}
+	sp.filter.jitSteps++
+	if syscall || sp.filter.jitSteps > maxParkedSteps {
+		sp.filter.released = true
+		t.filterUnpark(sp)
+	}
+}
+
+// filterUnpark resumes sp's parked threads (stepped when sp is shown and
+// released, free when it is closed).
+func (t *Tracer) filterUnpark(sp *space) {
+	parked := sp.filter.parked
+	sp.filter.parked = nil
+	for _, p := range parked {
+		if t.threads[p.th.tid] == p.th && p.th.proc.space == sp {
+			t.resumeThread(p.th, p.sig)
+		}
+	}
+}
+
+// filterThreadGone: a thread of sp died. When none of the threads left is
+// in JIT code while sp is shown, nothing would step to close it, so it
+// closes now through a parked thread and the parked threads run free.
+//
+// Precondition: on the locked tracer thread.
+func (t *Tracer) filterThreadGone(sp *space) {
+	if sp == nil || !sp.filterOn() || !sp.filter.shown || len(sp.filter.parked) == 0 {
+		return
+	}
+	in := false
+	t.spaceThreads(sp, func(u *thread) { in = in || u.inJIT })
+	if in {
+		return
+	}
+	for _, p := range sp.filter.parked {
+		if t.threads[p.th.tid] != p.th || p.th.dying {
+			continue
+		}
+		sp.filter.shown = false
+		err := t.filterHide(p.th, sp, "soft-filter: JIT code left")
+		if !errors.Is(err, ErrThreadGone) {
+			break
+		}
+		sp.filter.shown = true
+	}
+	if !sp.filter.shown {
+		sp.filter.released, sp.filter.jitSteps = false, 0
+	}
+	t.filterUnpark(sp)
 }
 
 // filterOn reports whether sp hides its JIT code (--soft-filter=jit).
@@ -64,9 +179,39 @@ func (sp *space) inJIT(ip uint64) bool {
 }
 
 // hidden reports whether the JIT page at addr has PROT_EXEC taken away by
-// the filter right now.
+// the filter right now: always while the space is closed, outside the
+// ranges shown while it is open.
 func (sp *space) hidden(addr uint64) bool {
-	return sp.filterOn() && !sp.filter.shown && sp.inJIT(addr)
+	return sp.filterOn() && sp.inJIT(addr) && !(sp.filter.shown && inIvals(sp.filter.open, addr))
+}
+
+// filterShow makes the JIT piece at addr executable in the kernel (the
+// space is shown), through th.
+func (t *Tracer) filterShow(th *thread, sp *space, addr uint64, reason string) error {
+	p, ok := sp.PieceAt(addr)
+	if !ok || !sp.jitPiece(p) {
+		return nil
+	}
+	if !inIvals(sp.filter.open, addr) {
+		sp.filter.open = append(sp.filter.open, ival{p.Start, p.End})
+	}
+	return t.filterProtect(th, sp, p.Start, p.End, reason)
+}
+
+// filterHide hides the ranges shown, through th, once shown is false; it
+// stops at, and returns, an error matching ErrThreadGone. The ranges
+// hidden before such an error are hidden in the kernel but still listed:
+// a thread entering them faults, and filterFault shows them again.
+func (t *Tracer) filterHide(th *thread, sp *space, reason string) error {
+	for len(sp.filter.open) > 0 {
+		r := sp.filter.open[0]
+		if err := t.filterProtect(th, sp, r.s, r.e, reason); errors.Is(err, ErrThreadGone) {
+			return err
+		}
+		sp.filter.open = sp.filter.open[1:]
+	}
+	sp.filter.open = nil
+	return nil
 }
 
 // kernelProt is the protection ptjit enforces on the page at addr for the
@@ -120,12 +265,12 @@ func (t *Tracer) filterFault(th *thread, addr uint64) {
 		// The space opened after this fault, or a syscall of another
 		// thread hid this code when the space was closed at its entry:
 		// show the page and run the instruction again.
-		t.filterProtect(th, sp, page, page+pageSize, "soft-filter: JIT code entered")
+		t.filterShow(th, sp, page, "soft-filter: JIT code entered")
 		t.resumeThread(th, 0)
 		return
 	}
 	sp.filter.opening = true
-	sp.filter.waiting = append(sp.filter.waiting, th)
+	sp.filter.waiting = append(sp.filter.waiting, waitingThread{th, page})
 	t.spaceThreads(sp, func(u *thread) {
 		if u.free {
 			// stop it where it is; its stop resumes it stepping
@@ -150,26 +295,28 @@ func (t *Tracer) filterTryOpen(sp *space) {
 	}
 	waiting := sp.filter.waiting[:0]
 	for _, w := range sp.filter.waiting {
-		if t.threads[w.tid] == w && w.proc.space == sp {
+		if t.threads[w.th.tid] == w.th && w.th.proc.space == sp {
 			waiting = append(waiting, w)
 		}
 	}
 	sp.filter.waiting, sp.filter.opening = nil, false
 	if len(waiting) == 0 {
+		t.filterUnpark(sp) // the threads that entered died meanwhile
 		return
 	}
-	sp.filter.shown = true
+	sp.filter.shown, sp.filter.released, sp.filter.jitSteps = true, false, 0
 	// The mprotects run in a waiting thread; one that dies meanwhile
 	// (its group is killed, another thread exits it) leaves the work to
 	// the next, never to a stray signal in the program.
+	inj := 0
 	for _, w := range waiting {
-		if !errors.Is(t.filterProtect(w, sp, 0, ^uint64(0), "soft-filter: JIT code entered"), ErrThreadGone) {
-			break
+		for inj < len(waiting) && errors.Is(t.filterShow(waiting[inj].th, sp, w.addr, "soft-filter: JIT code entered"), ErrThreadGone) {
+			inj++
 		}
 	}
 	for _, w := range waiting {
-		if t.threads[w.tid] == w {
-			t.resumeThread(w, 0)
+		if t.threads[w.th.tid] == w.th {
+			t.resumeThread(w.th, 0)
 		}
 	}
 }
@@ -187,11 +334,14 @@ func (t *Tracer) filterMaybeClose(th *thread) {
 		return
 	}
 	sp.filter.shown = false
-	if errors.Is(t.filterProtect(th, sp, 0, ^uint64(0), "soft-filter: JIT code left"), ErrThreadGone) {
-		// th died at the step: the code stays shown, every thread
-		// steps on, and the next step trap closes it
+	if errors.Is(t.filterHide(th, sp, "soft-filter: JIT code left"), ErrThreadGone) {
+		// th died at the step: the code stays shown, and the next step
+		// trap, or the death's report (filterThreadGone), closes it
 		sp.filter.shown = true
+		return
 	}
+	sp.filter.released, sp.filter.jitSteps = false, 0
+	t.filterUnpark(sp)
 }
 
 // filterProtect makes the kernel's protection of the JIT pieces in
@@ -295,7 +445,7 @@ func inIvals(rs []ival, a uint64) bool {
 // hides it. It returns the prot the kernel will get.
 func (t *Tracer) filterEntryProt(th *thread, op *pendingOp, prot uint64) (uint64, string) {
 	sp := th.proc.space
-	if !sp.filterOn() || sp.filter.shown || prot&unix.PROT_EXEC == 0 {
+	if !sp.filterOn() || prot&unix.PROT_EXEC == 0 {
 		return prot, ""
 	}
 	switch op.nr {
@@ -341,12 +491,12 @@ func (t *Tracer) filterEffect(x *sysExit) {
 // Precondition: on the locked tracer thread; th is in syscall-exit-stop.
 func (t *Tracer) filterSyscallExit(th *thread, lo, hi uint64, rewrote bool) {
 	sp := th.proc.space
-	if !sp.filterOn() || sp.filter.shown && !rewrote || lo >= hi {
+	if !sp.filterOn() || lo >= hi {
 		return
 	}
 	if !rewrote || sp.filter.shown {
-		// New code is hidden (closed), or code hidden at the syscall's
-		// entry is shown (the space opened meanwhile).
+		// New code is hidden (outside the ranges shown), or code
+		// hidden at the syscall's entry is shown (it is in them).
 		t.filterProtect(th, sp, lo, hi, "soft-filter: new JIT code")
 	}
 	if !rewrote {

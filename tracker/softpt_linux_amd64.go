@@ -334,6 +334,9 @@ func (t *Tracer) softResume(th *thread, sig int) {
 		t.resumeCont(th.tid, sig)
 		return
 	}
+	if !st.active && t.filterPark(th, sp, sig) {
+		return // outside JIT code while it is shown: wait, don't step
+	}
 	if !st.active {
 		ip := st.ip
 		if !st.haveIP {
@@ -357,6 +360,9 @@ func (t *Tracer) softResume(th *thread, sig int) {
 			st.valid = t.softInsn(th, ip, &st.insn) == nil
 			if !s.Enabled(th.tid) && (!sp.filterOn() || sp.inJIT(ip)) {
 				s.Enable(th.tid, ip, tsc)
+			}
+			if th.inJIT {
+				t.filterJITStep(sp, st.valid && st.insn.Class == x86.ClassSyscall)
 			}
 		}
 		st.active = true

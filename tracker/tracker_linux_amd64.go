@@ -558,6 +558,7 @@ func (t *Tracer) threadGone(th *thread, kind stopKind, sig int) {
 		t.rec.ThreadExit(th.tid, at)
 	}
 	t.softGone(th.tid, p.pid)
+	t.filterThreadGone(p.space)
 	status := sig
 	if kind == stopKilled {
 		status = 128 + sig
@@ -717,7 +718,11 @@ func (t *Tracer) adopt(tid int, b birth, kind stopKind, sig int) {
 			if !p.helper {
 				// A fork copies the address space: record the copy's
 				// executable memory as the child's own.
-				p.space.filter.shown = parent.space != nil && parent.space.filter.shown
+				if parent.space != nil && parent.space.filter.shown {
+					// the kernel copied the parent's protections
+					p.space.filter.shown = true
+					p.space.filter.open = append([]ival(nil), parent.space.filter.open...)
+				}
 				t.syncSpaceView(p, parent.space, "fork")
 				if t.wxOn() && parent.space != nil {
 					t.forkView(parent.space, p.space)
