@@ -91,7 +91,7 @@ func (s *Symbolizer) Where(in *decode.FlowInsn) string {
 	}
 	tab, ok := s.tabs[sec.Tag]
 	if !ok {
-		tab, _ = ReadELFSymbols(sec.Tag)
+		tab, _ = ReadELFSymbolsDebug(sec.Tag, DebugRoot)
 		s.tabs[sec.Tag] = tab
 	}
 	s.mu.Unlock()
