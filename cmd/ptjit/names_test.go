@@ -92,7 +92,9 @@ func TestNodePerfMapNames(t *testing.T) {
 	root, _ := filepath.Abs("../..")
 	script := filepath.Join(root, "testdata", "names.js")
 	dir := filepath.Join(t.TempDir(), "rec")
-	r := e2ePtjit(t, nil, "run", "-q", "--pt=soft", "--soft-filter=jit", "-o", dir, "--", "node", "--perf-basic-prof", "--always-sparkplug", script)
+	r := e2ePtjit(t, nil, "run", "-q", "--pt=soft", "--soft-filter=jit", "-o", dir, "--", "node", "--perf-basic-prof", "--always-sparkplug",
+		// --perf-basic-prof also writes a V8 log, by default into the cwd
+		"--no-logfile-per-isolate", "--logfile="+filepath.Join(t.TempDir(), "v8.log"), script)
 	removeNodeMaps(t, dir)
 	if r.code != 0 || r.stdout != "node result 81000\n" {
 		t.Fatalf("run: exit %d, stdout %q\n%s", r.code, r.stdout, r.stderr)
