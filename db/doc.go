@@ -4,8 +4,15 @@
 // code.db copied from another machine.
 //
 // The schema is in schema.sql (with comments on every table) and its
-// version is PRAGMA user_version (SchemaVersion); Open refuses a database of
-// another version with an error naming the file.
+// version is PRAGMA user_version (SchemaVersion); Open reads versions
+// MinSchemaVersion to SchemaVersion and refuses any other with an error
+// naming the file. Changes are additive: version 4 added
+// versions.end_inexact (a version 3 code.db reads as all ends exact),
+// version 5 the names table (the names a JIT published in its perf map;
+// an older code.db reads as one whose program published none, HasNames),
+// so recordings
+// made before stay readable without being rewritten (a finished code.db
+// is opened read-only, immutable).
 //
 // Writing. A Recorder is driven by one goroutine, the tracker's. Its methods
 // assign IDs synchronously from in-memory counters (the database is new) and

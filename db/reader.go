@@ -40,6 +40,7 @@ type DB struct {
 	live bool // a run (or another process) is still writing it
 	// versionCols: the columns scanVersion reads, for this schema version
 	versionCols string
+	schema      int // PRAGMA user_version
 
 	mu sync.Mutex // guards the caches below
 	// the bytes of the base version read last: the split versions of a
@@ -95,11 +96,11 @@ func Open(path string) (*DB, error) {
 		sdb.Close()
 		return nil, &FormatError{path, "not a ptjit code.db (no ptjit meta table)"}
 	}
-	if ver < oldestSchema || ver > SchemaVersion {
+	if ver < MinSchemaVersion || ver > SchemaVersion {
 		sdb.Close()
-		return nil, &FormatError{path, fmt.Sprintf("code.db schema version %d, this ptjit reads versions %d to %d", ver, oldestSchema, SchemaVersion)}
+		return nil, &FormatError{path, fmt.Sprintf("code.db schema version %d, this ptjit reads versions %d to %d", ver, MinSchemaVersion, SchemaVersion)}
 	}
-	d := &DB{path: path, sql: sdb, live: writing, versionCols: versionCols}
+	d := &DB{path: path, sql: sdb, live: writing, versionCols: versionCols, schema: ver}
 	if ver < 4 {
 		d.versionCols = versionColsV3
 	}
@@ -765,4 +766,53 @@ func foldWAL(path string) (live, writing bool, err error) {
 		return false, false, fmt.Errorf("%s: folding the WAL a killed run left: %s", path, firstLine(err.Error()))
 	}
 	return false, false, nil
+}
+
+// NameInfo is a name a JIT published for its code (a perf-map line or a
+// jitdump code-load record), read by ptjit at At: it was written after
+// After and before At.
+type NameInfo struct {
+	ID     int64
+	PID    int
+	Addr   uint64
+	Size   uint64
+	Name   string
+	Source string // "perf-map PATH" or "jitdump PATH"
+	At     clock.Stamp
+	After  uint64 // TSC of the previous read (0: none)
+}
+
+// HasNames reports whether the code.db's schema can hold names (version 5
+// on); an older recording reads as one whose program published none.
+func (d *DB) HasNames() bool { return d.schema >= 5 }
+
+// Names lists the names published by pid (all when 0) in the order they
+// were read.
+func (d *DB) Names(pid int) ([]NameInfo, error) {
+	if !d.HasNames() {
+		return nil, nil
+	}
+	q := `SELECT id, pid, addr, size, name, source, tsc, ns, after_tsc FROM names`
+	var args []any
+	if pid != 0 {
+		q += ` WHERE pid = ?`
+		args = append(args, pid)
+	}
+	q += ` ORDER BY id`
+	rows, err := d.sql.Query(q, args...)
+	if err != nil {
+		return nil, d.wrap(err)
+	}
+	defer rows.Close()
+	var out []NameInfo
+	for rows.Next() {
+		var n NameInfo
+		var addr, size, tsc, after int64
+		if err := rows.Scan(&n.ID, &n.PID, &addr, &size, &n.Name, &n.Source, &tsc, &n.At.MonoNS, &after); err != nil {
+			return nil, d.wrap(err)
+		}
+		n.Addr, n.Size, n.At.TSC, n.After = uint64(addr), uint64(size), uint64(tsc), uint64(after)
+		out = append(out, n)
+	}
+	return out, d.wrap(rows.Err())
 }

@@ -14,12 +14,32 @@ type Region struct {
 // Several regions can cover one address over time when an address is reused
 // after munmap. Only the versions that contain addr are returned.
 func (d *DB) RegionAt(pid int, addr uint64, region int64) (*Region, error) {
+	return d.regionAt(pid, addr, region, nil)
+}
+
+// RegionLiveAt is RegionAt for the region whose version over addr was
+// valid at TSC t (when region is 0): the one live then, not the latest.
+func (d *DB) RegionLiveAt(pid int, addr uint64, region int64, t uint64) (*Region, error) {
+	return d.regionAt(pid, addr, region, &t)
+}
+
+func (d *DB) regionAt(pid int, addr uint64, region int64, at *uint64) (*Region, error) {
 	vs, err := d.Versions(VersionFilter{PID: pid, Addr: addr, HasAddr: true})
 	if err != nil {
 		return nil, err
 	}
 	if len(vs) == 0 {
 		return nil, fmt.Errorf("%s: no recorded code version contains %#x", d.Path(), addr)
+	}
+	if region == 0 && at != nil {
+		for i := len(vs) - 1; i >= 0 && region == 0; i-- {
+			if vs[i].ValidAt(*at) {
+				region = vs[i].Region
+			}
+		}
+		if region == 0 {
+			return nil, fmt.Errorf("%s: no recorded code version contains %#x at TSC %d", d.Path(), addr, *at)
+		}
 	}
 	if region == 0 {
 		region = vs[len(vs)-1].Region

@@ -7,13 +7,16 @@ import (
 	_ "github.com/mattn/go-sqlite3" // the database/sql driver "sqlite3"
 )
 
-// SchemaVersion is code.db's PRAGMA user_version.
-const SchemaVersion = 4
+// SchemaVersion is code.db's PRAGMA user_version. Version 4 added
+// versions.end_inexact, version 5 the names table.
+const SchemaVersion = 5
 
-// oldestSchema is the oldest version Open reads. Version 3 lacks
-// versions.end_inexact; it reads as 0 (a version-3 recorder stopped every
-// mprotect, so every end it wrote is exact).
-const oldestSchema = 3
+// MinSchemaVersion is the oldest schema Open reads. Version 3 lacks
+// versions.end_inexact, which reads as 0 (a version-3 recorder stopped
+// every mprotect, so every end it wrote is exact); versions 3 and 4 lack
+// the names table and read as recordings whose programs published no
+// names (DB.HasNames).
+const MinSchemaVersion = 3
 
 //go:embed schema.sql
 var schemaSQL string

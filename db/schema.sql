@@ -7,8 +7,9 @@
 -- Addresses and sizes are stored as INTEGER; SQLite integers are signed 64-bit,
 -- so user-space addresses (< 2^47) are stored as-is.
 --
--- The schema version is PRAGMA user_version; readers read this version and
--- version 3 (before versions.end_inexact), and refuse others.
+-- The schema version is PRAGMA user_version (5); readers read this version,
+-- version 4 (before the names table) and version 3 (before
+-- versions.end_inexact too), and refuse others.
 
 -- Key/value facts about the recording: ptjit version, command line, cwd,
 -- tsc_hz (measured TSC frequency), start/end stamps, and the run summary
@@ -185,3 +186,24 @@ CREATE TABLE ptjit_prot (
     prot   INTEGER NOT NULL,
     reason TEXT NOT NULL
 );
+
+-- Names a JIT published for its code (schema 5): one row per line of a
+-- perf map (/tmp/perf-PID.map) or code-load record of a jitdump file the
+-- program wrote. The line was written before tsc/ns (the stop at which
+-- ptjit read it; no code version changes between two reads, see
+-- tracker/names.go) and after after_tsc (the previous read; 0 for the
+-- first). Which code versions a name belongs to is derived by readers
+-- (recording.Names): those around tsc whose bytes in [addr, addr+size)
+-- are the bytes present when the line was written.
+CREATE TABLE names (
+    id        INTEGER PRIMARY KEY,
+    pid       INTEGER NOT NULL,
+    addr      INTEGER NOT NULL,
+    size      INTEGER NOT NULL,
+    name      TEXT NOT NULL,
+    source    TEXT NOT NULL,     -- perf-map or jitdump, with the file path: "perf-map /tmp/perf-42.map"
+    tsc       INTEGER NOT NULL,
+    ns        INTEGER NOT NULL,
+    after_tsc INTEGER NOT NULL
+);
+CREATE INDEX names_pid_addr ON names(pid, addr);

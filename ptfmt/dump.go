@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/ptjit/ptjit/decode"
 	"github.com/ptjit/ptjit/perf"
 	"github.com/ptjit/ptjit/ptpkt"
 )
@@ -91,7 +92,17 @@ func DumpPerfTrace(w io.Writer, format, name string, tr *perf.PerfTrace, s *Ptdu
 	for _, q := range tr.Queues {
 		fmt.Fprintf(w, "# %s: queue %d (cpu %d, tid %d): %d bytes in %d AUXTRACE buffers\n",
 			name, q.Idx, q.CPU, q.Tid, len(q.Data), len(q.Buffers))
-		if err := Dump(w, format, q.Data, s); err != nil {
+		data := q.Data
+		if s.To != 0 {
+			// only the PSB segments around the time window
+			lo, hi, err := decode.TimeRange(decode.BytesTrace(data), &s.Config, s.From, s.To)
+			if err != nil {
+				return err
+			}
+			data = data[lo:hi]
+			fmt.Fprintf(w, "# %s: queue %d: the time window is in bytes [%#x, %#x); offsets below count from %#x\n", name, q.Idx, lo, hi, lo)
+		}
+		if err := Dump(w, format, data, s); err != nil {
 			return err
 		}
 	}

@@ -20,24 +20,29 @@ import (
 // (address and disassembly), "calls" (the call/return tree), "json" (one
 // object per line) or "stat" (counts; a *StatSink). where names an
 // instruction's address (recording.Symbolizer.Where).
-func NewFlowSink(format string, w *bufio.Writer, where func(*decode.FlowInsn) string) decode.FlowSink {
+// time prints a TSC (nil: as the raw number).
+func NewFlowSink(format string, w *bufio.Writer, where func(*decode.FlowInsn) string, time func(uint64) string) decode.FlowSink {
+	if time == nil {
+		time = func(tsc uint64) string { return strconv.FormatUint(tsc, 10) }
+	}
 	switch format {
 	case "insn":
 		return &traceSink{w: w, where: where, short: true}
 	case "calls":
-		return &callSink{w: w, where: where}
+		return &callSink{w: w, where: where, time: time}
 	case "json":
-		return &jsonSink{enc: json.NewEncoder(w)}
+		return &jsonSink{enc: json.NewEncoder(w), where: where, time: time}
 	case "stat":
 		return &StatSink{}
 	}
-	return &traceSink{w: w, where: where}
+	return &traceSink{w: w, where: where, time: time}
 }
 
 // traceSink prints the instruction trace.
 type traceSink struct {
 	w     *bufio.Writer
 	where func(*decode.FlowInsn) string
+	time  func(uint64) string
 	short bool
 }
 
@@ -50,7 +55,7 @@ func (s *traceSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
 	if in.Speculative {
 		spec = "? "
 	}
-	fmt.Fprintf(s.w, "%16d  %s%016x  %-28s  %s\n", in.TSC, spec, in.IP, s.where(in), FlowInsnText(in))
+	fmt.Fprintf(s.w, "%16s  %s%016x  %-28s  %s\n", s.time(in.TSC), spec, in.IP, s.where(in), FlowInsnText(in))
 }
 
 func (s *traceSink) Event(ev *decode.Event, off uint64) {
@@ -71,6 +76,7 @@ func (s *traceSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
 type callSink struct {
 	w     *bufio.Writer
 	where func(*decode.FlowInsn) string
+	time  func(uint64) string
 	depth int
 	ret   bool // the previous instruction was a return
 	call  bool // the previous instruction was a call
@@ -99,11 +105,11 @@ func (s *callSink) name(in *decode.FlowInsn) string {
 	return e.name
 }
 
-// line writes "%16d  <indent><arrow><name>\n".
+// line writes "%16s  <indent><arrow><name>\n", the time as s.time prints
+// it.
 func (s *callSink) line(tsc uint64, arrow string, in *decode.FlowInsn) {
 	b := s.buf[:0]
-	var num [20]byte
-	d := strconv.AppendUint(num[:0], tsc, 10)
+	d := s.time(tsc)
 	for i := len(d); i < 16; i++ {
 		b = append(b, ' ')
 	}
@@ -153,7 +159,20 @@ func (s *callSink) Event(ev *decode.Event, off uint64) {
 		return
 	}
 	fmt.Fprintf(s.w, "%s[%s]\n", strings.Repeat("  ", s.depth), EventText(ev, true))
-	s.call, s.ret = false, false
+	switch ev.Type {
+	case decode.EvExecMode, decode.EvIflags:
+		// state, not flow: what the previous instruction was still holds
+	case decode.EvEnabled:
+		// tracing that starts (not resumes) enters the traced code, as a
+		// call would: a filtered trace's entries into JIT code, each a
+		// tree of its own (what ran outside the filter is not known)
+		s.call, s.ret = !ev.Resumed, false
+		if !ev.Resumed {
+			s.depth = 0
+		}
+	default:
+		s.call, s.ret = false, false
+	}
 }
 
 func (s *callSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
@@ -162,7 +181,11 @@ func (s *callSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
 }
 
 // jsonSink prints one JSON object per line.
-type jsonSink struct{ enc *json.Encoder }
+type jsonSink struct {
+	enc   *json.Encoder
+	where func(*decode.FlowInsn) string
+	time  func(uint64) string
+}
 
 type jsonInsn struct {
 	Kind   string `json:"kind"`
@@ -172,13 +195,18 @@ type jsonInsn struct {
 	Class  string `json:"class"`
 	Spec   bool   `json:"speculative,omitempty"`
 	Region string `json:"section,omitempty"`
+	Where  string `json:"where,omitempty"` // as the text format's column: a symbol or JIT-published name
+	Time   string `json:"time"`            // as the text format prints it: seconds since the start, or the TSC
 	Offset uint64 `json:"pt_offset"`
 }
 
 func (s *jsonSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
-	r := jsonInsn{Kind: "insn", TSC: in.TSC, IP: fmt.Sprintf("%#x", in.IP), Size: in.Size, Class: in.Class.String(), Spec: in.Speculative, Offset: off}
+	r := jsonInsn{Kind: "insn", TSC: in.TSC, Time: s.time(in.TSC), IP: fmt.Sprintf("%#x", in.IP), Size: in.Size, Class: in.Class.String(), Spec: in.Speculative, Offset: off}
 	if in.Section != nil {
 		r.Region = in.Section.Tag
+		if s.where != nil {
+			r.Where = s.where(in)
+		}
 	}
 	s.enc.Encode(&r)
 }
@@ -249,9 +277,18 @@ func (s *StatSink) Print(w io.Writer) {
 type FlowOptions struct {
 	Format string                        // as NewFlowSink
 	Where  func(*decode.FlowInsn) string // names an instruction's address
-	Window int                           // the most trace bytes held at once
-	Jobs   int                           // PSB segments decoded at once
-	Resync bool                          // resync at the next PSB after an error
+	Time   func(tsc uint64) string       // prints a time (nil: the raw TSC)
+	// From, To: only what happened in the TSC range [From, To) (To 0:
+	// no window). The caller skips to the PSBs around it
+	// (decode.TimeRange); what lies between them outside the range is
+	// decoded and left out here.
+	From, To uint64
+	// Base is the offset of src in the whole trace (a TimeRange
+	// section), added to every trace offset printed.
+	Base   uint64
+	Window int  // the most trace bytes held at once
+	Jobs   int  // PSB segments decoded at once
+	Resync bool // resync at the next PSB after an error
 	// Progress, if not nil, is told how many bytes of the trace are
 	// decoded; it is called from the goroutine that called WriteFlow.
 	Progress func(done uint64)
@@ -308,7 +345,7 @@ func WriteFlow(w *bufio.Writer, src decode.TraceReader, img *decode.Image, cfg *
 	}
 	var calls *countSink
 	if o.Format == "calls" {
-		calls = &countSink{next: o.withOrigin(NewFlowSink(o.Format, w, o.Where))}
+		calls = &countSink{next: o.withOrigin(NewFlowSink(o.Format, w, o.Where, o.Time))}
 		if o.Counts != nil {
 			defer func() {
 				o.Counts.Insns += calls.n.Insns
@@ -318,7 +355,7 @@ func WriteFlow(w *bufio.Writer, src decode.TraceReader, img *decode.Image, cfg *
 	}
 	return decode.ForEachWindow(src, o.Window, func(pt []byte, stop, base uint64) {
 		if calls != nil {
-			decode.ParallelFlowWindow(pt, stop, img, cfg, &decode.OffsetSink{Next: calls, Base: base}, o.Resync, o.Jobs)
+			decode.ParallelFlowWindow(pt, stop, img, cfg, &decode.OffsetSink{Next: o.window(calls), Base: base + o.Base}, o.Resync, o.Jobs)
 			progress(base + stop)
 			return
 		}
@@ -326,11 +363,12 @@ func WriteFlow(w *bufio.Writer, src decode.TraceReader, img *decode.Image, cfg *
 			func() decode.FlowSink {
 				c := &chunkOut{}
 				c.w = bufio.NewWriterSize(&c.buf, 1<<16)
-				c.inner = NewFlowSink(o.Format, c.w, o.Where)
+				c.inner = NewFlowSink(o.Format, c.w, o.Where, o.Time)
 				c.stat, _ = c.inner.(*StatSink)
-				c.sink = &decode.OffsetSink{Next: &c.count, Base: base}
-				c.base = base
+				c.sink = &decode.OffsetSink{Next: o.window(&c.count), Base: base + o.Base}
+				c.base = base + o.Base
 				c.count.next = o.withOrigin(c.inner)
+				c.chain = o.To != 0 || o.Origin != nil
 				return c
 			},
 			func(s decode.FlowSink) {
@@ -357,6 +395,46 @@ func (o *FlowOptions) withOrigin(s decode.FlowSink) decode.FlowSink {
 	return &originSink{next: s, origin: o.Origin}
 }
 
+// window returns next, or, with a time window (o.To != 0), a sink that
+// passes on only what happened in [o.From, o.To).
+func (o *FlowOptions) window(next decode.FlowSink) decode.FlowSink {
+	if o.To == 0 {
+		return next
+	}
+	return &timeSink{next: next, from: o.From, to: o.To}
+}
+
+// timeSink drops the instructions and timed events outside [from, to).
+type timeSink struct {
+	next     decode.FlowSink
+	from, to uint64
+	relay    decode.BlockRelay
+}
+
+// Block implements decode.BlockSink: a block's instructions share one time.
+func (s *timeSink) Block(b *decode.FlowBlock, off, tsc uint64) {
+	if b.TSC >= s.from && b.TSC < s.to {
+		s.relay.Send(s.next, b, off, tsc)
+	}
+}
+
+// TakesBlocks says whether next does.
+func (s *timeSink) TakesBlocks() bool { return s.relay.Takes(s.next) }
+
+func (s *timeSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
+	if in.TSC >= s.from && in.TSC < s.to {
+		s.next.Insn(in, off, tsc)
+	}
+}
+
+func (s *timeSink) Event(ev *decode.Event, off uint64) {
+	if !ev.HasTSC || ev.TSC >= s.from && ev.TSC < s.to {
+		s.next.Event(ev, off)
+	}
+}
+
+func (s *timeSink) Error(e *decode.FlowError, kind decode.ErrorKind) { s.next.Error(e, kind) }
+
 // chunkOut is one parallel chunk's sink and the text it produced.
 type chunkOut struct {
 	buf   bytes.Buffer
@@ -368,6 +446,9 @@ type chunkOut struct {
 	base  uint64          // sink's Base
 	stat  *StatSink       // inner, if it is one: blocks go to it directly
 	relay decode.BlockRelay
+	// chain: a time window or an origin map sits between count and
+	// inner, so blocks take the way of instructions (sink)
+	chain bool
 }
 
 func (c *chunkOut) Insn(in *decode.FlowInsn, off, tsc uint64) {
@@ -380,6 +461,10 @@ func (c *chunkOut) Insn(in *decode.FlowInsn, off, tsc uint64) {
 // block instead of three).
 func (c *chunkOut) Block(b *decode.FlowBlock, off, tsc uint64) {
 	c.last = off
+	if c.chain {
+		c.relay.Send(c.sink, b, off, tsc)
+		return
+	}
 	c.count.n.Insns += uint64(b.N)
 	if c.stat != nil {
 		c.stat.Block(b, off+c.base, tsc)
@@ -387,6 +472,11 @@ func (c *chunkOut) Block(b *decode.FlowBlock, off, tsc uint64) {
 	}
 	c.relay.Send(c.inner, b, off+c.base, tsc)
 }
-func (c *chunkOut) TakesBlocks() bool                                { return c.relay.Takes(c.inner) }
+func (c *chunkOut) TakesBlocks() bool {
+	if c.chain {
+		return c.relay.Takes(c.sink)
+	}
+	return c.relay.Takes(c.inner)
+}
 func (c *chunkOut) Event(ev *decode.Event, off uint64)               { c.sink.Event(ev, off) }
 func (c *chunkOut) Error(e *decode.FlowError, kind decode.ErrorKind) { c.sink.Error(e, kind) }

@@ -73,8 +73,21 @@ func Sweep(addr uint64, code []byte, n int) []InsnLine {
 
 // Disasm writes the first n instructions of code at addr (n <= 0: all),
 // one line each: address, bytes, text.
-func Disasm(w io.Writer, addr uint64, code []byte, n int) {
-	for _, l := range Sweep(addr, code, n) {
+func Disasm(w io.Writer, addr uint64, code []byte, n int) { DisasmNamed(w, addr, code, n, nil) }
+
+// DisasmNamed is Disasm with a "<NAME>:" line before each instruction
+// that starts a name (name returns the name over an address and the
+// address's offset in it; nil: none).
+func DisasmNamed(w io.Writer, addr uint64, code []byte, n int, name func(uint64) (string, uint64, bool)) {
+	for i, l := range Sweep(addr, code, n) {
+		if name != nil {
+			if s, off, ok := name(l.Addr); ok && (off == 0 || i == 0) {
+				if off != 0 {
+					s = fmt.Sprintf("%s+%#x", s, off)
+				}
+				fmt.Fprintf(w, "<%s>:\n", s)
+			}
+		}
 		fmt.Fprintf(w, "%#014x: %-30s %s\n", l.Addr, fmt.Sprintf("% x", l.Raw), l.Text)
 	}
 }

@@ -47,6 +47,10 @@ var PtdumpFlags = []PtdumpFlag{
 type PtdumpSettings struct {
 	Options PtdumpOptions
 	Config  ptpkt.Config
+	// From, To: a perf.data's queues are dumped only in the PSB
+	// segments around the TSC range [From, To) (decode.TimeRange); To 0:
+	// all of them.
+	From, To uint64
 }
 
 // ErrTimeAndTcal is ptdump's "specify either --time or --tcal".

@@ -237,6 +237,9 @@ func Summary(st tracker.Stats) string {
 			plural(st.Writes, "write", "writes"), st.Emulated, st.Stepped,
 			plural(st.BatchWrites, "batch-writable page", "batch-writable pages"))
 	}
+	if st.Names > 0 {
+		s += ", " + plural(st.Names, "name", "names") + " from perf maps"
+	}
 	return s
 }
 

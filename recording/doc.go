@@ -97,8 +97,19 @@
 // perf inject --jit (perf.ExportJit).
 //
 // Symbols. Symbolizer names addresses in file sections from the files'
-// ELF symbol tables (ReadELFSymbols), and code versions by region and
-// version.
+// ELF symbol tables (ReadELFSymbols), and code versions by the names their
+// JIT published (perf maps, read by the tracker into code.db's names
+// table: Names, LoadNames), else by region and version. A name goes to
+// the versions whose bytes it was written for (names.go says how), so a
+// JIT that reuses an address for another function shows each execution
+// under the name valid when it ran.
+//
+// Time. TimeBase is how every command prints and reads time: seconds since
+// the recording started (meta start_tsc and tsc_hz), or raw TSC (--tsc);
+// a time argument is seconds (s, ms, us, ns) or tsc:N, and a printed time
+// given back includes the instant it printed. History, writes and names
+// listings (WriteHistory, WriteWrites, WriteNames) live here so that the
+// command stays flags and output.
 //
 // Warnings go through Options.Warn, never to os.Stderr: the command line
 // decides where they are printed. A Recording is used by one goroutine;

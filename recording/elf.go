@@ -2,10 +2,14 @@ package recording
 
 import (
 	"debug/elf"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/ptjit/ptjit/internal/elfnote"
 )
 
 // ELF symbols and build-ids for naming addresses in decoded flow.
@@ -14,6 +18,7 @@ import (
 // (.symtab and .dynsym) with the file's PT_LOAD segments, so both link-time
 // addresses and addresses in a mapping of the file resolve.
 type ELFSymbols struct {
+	Debug string // the separate debug file the symbols came from, if any
 	Path  string
 	syms  []elfSym  // sorted by addr; one entry per address
 	loads []elfLoad // PT_LOAD segments in file order
@@ -160,4 +165,31 @@ func (t *ELFSymbols) LookupMapped(addr, start, pgoff uint64) (name string, off u
 		return "", 0, false
 	}
 	return t.Lookup(v)
+}
+
+// DebugRoot is where separate debug files are looked up by build-id
+// (ROOT/.build-id/xx/yyyy.debug, as gdb and perf do): Debian's -dbgsym
+// packages install them there.
+var DebugRoot = "/usr/lib/debug"
+
+// ReadELFSymbolsDebug is ReadELFSymbols, and for a file without function
+// symbols (stripped) the symbols of its separate debug file under root
+// (DebugRoot) found by its GNU build-id, when there is one; addresses are
+// still mapped through the file's own program headers.
+func ReadELFSymbolsDebug(path, root string) (*ELFSymbols, error) {
+	t, err := ReadELFSymbols(path)
+	if err != nil || t.Len() > 0 {
+		return t, err
+	}
+	id, err := elfnote.BuildID(path)
+	if err != nil || len(id) < 2 {
+		return t, nil
+	}
+	h := hex.EncodeToString(id)
+	dbg, err := ReadELFSymbols(filepath.Join(root, ".build-id", h[:2], h[2:]+".debug"))
+	if err != nil {
+		return t, nil // no debug file: the stripped table
+	}
+	t.syms, t.Debug = dbg.syms, dbg.Path
+	return t, nil
 }

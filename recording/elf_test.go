@@ -321,3 +321,52 @@ func TestELFSymbolsStripped(t *testing.T) {
 		t.Errorf("build-id %x (%v) vs stripped %x (%v)", a, err1, b, err2)
 	}
 }
+
+// TestELFSymbolsDebugFile strips the test program after putting its
+// symbols in a separate debug file under ROOT/.build-id/xx/yyyy.debug (as
+// Debian's -dbgsym packages do, with objcopy --only-keep-debug): the
+// stripped file has no function symbol of its own, and
+// ReadELFSymbolsDebug names alpha and gamma_fn at the addresses readelf
+// gives for them in the unstripped file.
+func TestELFSymbolsDebugFile(t *testing.T) {
+	bin := buildELFTestProg(t, "-g")
+	funcs, _ := readelfFuncs(t, "-s", bin)
+	id, err := elfnote.BuildID(bin)
+	if err != nil || len(id) < 2 {
+		t.Fatalf("gcc made no build-id: %v", err)
+	}
+	root := t.TempDir()
+	h := hex.EncodeToString(id)
+	dbg := filepath.Join(root, ".build-id", h[:2], h[2:]+".debug")
+	os.MkdirAll(filepath.Dir(dbg), 0o755)
+	for _, c := range [][]string{{"objcopy", "--only-keep-debug", bin, dbg}, {"strip", "--strip-all", bin}} {
+		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", c, err, out)
+		}
+	}
+	if plain, err := ReadELFSymbols(bin); err != nil || plain.Len() != 0 {
+		t.Fatalf("stripped: %v symbols, %v", plain.Len(), err)
+	}
+	tab, err := ReadELFSymbolsDebug(bin, root)
+	if err != nil || tab.Debug != dbg {
+		t.Fatalf("ReadELFSymbolsDebug: debug file %q, %v", tab.Debug, err)
+	}
+	found := 0
+	for addr, names := range funcs {
+		for _, want := range names {
+			if want != "alpha" && want != "gamma_fn" {
+				continue
+			}
+			found++
+			if got, off, ok := tab.Lookup(addr); !ok || got != want || off != 0 {
+				t.Errorf("Lookup(%#x) = %q+%#x, %v; want %s", addr, got, off, ok, want)
+			}
+		}
+	}
+	if found != 2 {
+		t.Fatalf("readelf found %d of alpha, gamma_fn", found)
+	}
+	if _, err := ReadELFSymbolsDebug(bin, t.TempDir()); err != nil {
+		t.Errorf("no debug file: %v, want the empty table", err)
+	}
+}

@@ -40,7 +40,9 @@ type Recording struct {
 	// stretches of CPU queues that no thread could be given (DemuxError).
 	Unattributed []*DemuxError
 	syms         *Symbolizer
-	warn         func(string)
+	// namesLoaded: the JIT-published names are in syms
+	namesLoaded bool
+	warn        func(string)
 }
 
 // Thread is one PT stream of a recording: a queue of perf.data with the
@@ -230,6 +232,16 @@ func (r *Recording) Image(pid int) (*decode.Image, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !r.namesLoaded {
+		// every process's names at once: tags are unique in a recording
+		// and a vfork child runs its owner's code
+		r.namesLoaded = true
+		names, err := LoadNames(r.DB, 0, nil)
+		if err != nil {
+			return nil, err
+		}
+		r.Symbolizer().AddNames(names)
+	}
 	r.images[pid] = img
 	return img, nil
 }
@@ -290,7 +302,7 @@ func BuildImage(cdb *db.DB, pid int, warn func(string)) (*decode.Image, error) {
 			if err != nil {
 				return nil, err
 			}
-			tag := fmt.Sprintf("region %d v%d", v.Region, v.Vno)
+			tag := versionTag(v.Region, v.Vno)
 			if err := img.AddVersion(v.Addr, data, from, to, tag); err != nil {
 				return nil, fmt.Errorf("%s: %v", cdb.Path(), err)
 			}

@@ -9,7 +9,7 @@
 
 typedef int64_t (*affine_fn)(int64_t);
 
-/* emit_affine writes f(x) = x*a + b at p and returns its length (16). */
+/* emit_affine writes f(x) = x*a + b at p and returns its length (17). */
 static size_t emit_affine(uint8_t *p, int32_t a, int32_t b)
 {
 	size_t n = 0;

@@ -43,7 +43,7 @@ const (
 //     soft filter takes PROT_EXEC away. The last feature that changed it
 //     names the reason recorded with the change.
 var (
-	exitNeeds     = []func(*Tracer, *thread, *pendingOp) bool{(*Tracer).coreNeedsExit, (*Tracer).aliasNeedsExit, (*Tracer).procmemNeedsExit}
+	exitNeeds     = []func(*Tracer, *thread, *pendingOp) bool{(*Tracer).namesSeeOpen, (*Tracer).coreNeedsExit, (*Tracer).aliasNeedsExit, (*Tracer).procmemNeedsExit}
 	entryRewrites = []func(*Tracer, *thread, *pendingOp, uint64) (uint64, string){(*Tracer).wxEntryProt, (*Tracer).aliasEntryProt, (*Tracer).filterEntryProt}
 )
 

@@ -91,6 +91,8 @@ type Stats struct {
 	// FullProtect: processes given the filter that stops every mprotect
 	// (memory ptjit manages; fullprotect_linux_amd64.go)
 	FullProtect int
+	// Names the program published (perf-map lines read)
+	Names int
 }
 
 // Result is the outcome of a trace.
@@ -195,6 +197,7 @@ type space struct {
 	wx     wxState     // W^X (wx_linux_amd64.go)
 	alias  aliasState  // writable aliases (wx_alias_linux_amd64.go)
 	filter filterState // --soft-filter=jit (softfilter_linux_amd64.go)
+	names  nameState   // the perf map's lines read so far (names_linux_amd64.go)
 }
 
 type birth struct {
@@ -352,6 +355,7 @@ func (t *Tracer) newSpace(owner int) *space {
 	// call that takes PROT_EXEC away runs unseen.
 	p := t.procs[owner]
 	sp.Space.RemovalUnseen = p == nil || !p.full.on
+	sp.namesStart()
 	return sp
 }
 
@@ -613,7 +617,9 @@ func (t *Tracer) dropSpace(p *process, at clock.Stamp) {
 	sp.refs--
 	if sp.refs == 0 {
 		t.cur.at = at
+		t.pollNames(sp)
 		sp.Clear()
+		sp.namesClose()
 		sp.inj.close()
 		sp.alias.close()
 	}
@@ -895,13 +901,15 @@ type sink struct {
 }
 
 func (s *sink) NewRegion(start, end uint64) int64 {
+	s.t.pollNames(s.sp)
 	s.t.result.Stats.Regions++
 	return s.t.rec.NewRegion(s.sp.owner, start, end-start, s.t.cur.at)
 }
 
-func (s *sink) EndRegion(id int64) { s.t.rec.EndRegion(id, s.t.cur.at) }
+func (s *sink) EndRegion(id int64) { s.t.pollNames(s.sp); s.t.rec.EndRegion(id, s.t.cur.at) }
 
 func (s *sink) AddVersion(region int64, start, end uint64, prot int, cause string) int64 {
+	s.t.pollNames(s.sp)
 	t := s.t
 	// Read through a stopped thread of the space when there is one.
 	pid := s.sp.owner
@@ -932,6 +940,7 @@ func (s *sink) AddVersion(region int64, start, end uint64, prot int, cause strin
 }
 
 func (s *sink) SplitVersion(region, from int64, fromStart, start, end uint64, prot int, cause string) int64 {
+	s.t.pollNames(s.sp)
 	t := s.t
 	t.result.Stats.Versions++
 	id, _ := t.rec.SplitVersion(db.Version{Region: region, PID: s.sp.owner, TID: t.curTID(), Addr: start, Size: end - start,
@@ -940,6 +949,7 @@ func (s *sink) SplitVersion(region, from int64, fromStart, start, end uint64, pr
 }
 
 func (s *sink) EndVersion(id int64, inexact bool) {
+	s.t.pollNames(s.sp)
 	if inexact {
 		s.t.rec.EndVersionInexact(id, s.t.cur.at)
 		return

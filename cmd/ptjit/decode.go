@@ -63,6 +63,11 @@ type decodeArgs struct {
 	ptxed   *ptfmt.PtxedOptions // ptxed's options (--stat only with --format=ptxed)
 	given   map[string]bool     // the ptxed options given
 	rawMode bool                // --pt or --raw given
+	rawTSC  bool                // --tsc: print raw TSC
+	times   string              // --time START,END
+	// timeBare: --time without =: ptxed's, or the window when a
+	// START,END argument follows
+	timeBare bool
 }
 
 func newDecodeArgs() decodeArgs {
@@ -94,6 +99,11 @@ func init() {
 		Short: "Decode Intel PT through the recorded code versions",
 		Long:  decodeUsage,
 		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 && a.timeBare && strings.Contains(args[0], ",") {
+				a.times, a.timeBare = args[0], false // --time START,END
+				a.ptxed.Time = false
+				return nil
+			}
 			if len(args) > 0 {
 				return fmt.Errorf("decode: unknown option: %s", args[0])
 			}
@@ -137,6 +147,7 @@ func init() {
 		a.window = int(n)
 		return nil
 	})
+	add("tsc", "", false, "print raw TSC instead of seconds since the start", func(string) error { a.rawTSC = true; return nil })
 	for _, f := range []string{"insn", "calls", "json", "stat"} {
 		add(f, "", false, "format", func(string) error { a.formats = append(a.formats, f); return nil })
 	}
@@ -153,11 +164,16 @@ func init() {
 			continue // the format flag, ptxed's with --format=ptxed
 		}
 		add(f.Name, f.Short, f.HasArg, "ptxed: "+f.Usage, func(v string) error {
+			if f.Name == "time" && v != "true" {
+				a.times = v // --time=START,END: the window; bare --time is ptxed's
+				return nil
+			}
 			if f.HasArg && (v == "" || strings.HasPrefix(v, "--")) {
 				return fmt.Errorf("--%s: missing argument", f.Name)
 			} else if !f.HasArg && v != "true" {
 				return fmt.Errorf("unknown option: --%s=%s", f.Name, v)
 			}
+			a.timeBare = a.timeBare || f.Name == "time"
 			a.rawMode = a.rawMode || f.Name == "pt" || f.Name == "raw"
 			a.given[f.Name] = true
 			return a.ptxed.Set(f.Name, v)
@@ -224,6 +240,7 @@ func runDecode(a *decodeArgs, stdout io.Writer) error {
 	var traces []recording.Source
 	var closer io.Closer
 	var err error
+	tb := recording.TimeBase{Raw: true} // a raw trace: no start, no frequency
 	if a.rawMode {
 		closer, traces, err = recording.OpenRaw(o, flowConfig(o), a.tid, given)
 	} else {
@@ -234,7 +251,9 @@ func runDecode(a *decodeArgs, stdout io.Writer) error {
 		})
 		if err == nil {
 			closer = rec
-			traces, err = rec.Sources(a.tid, flowConfig(o), given)
+			if traces, err = rec.Sources(a.tid, flowConfig(o), given); err == nil {
+				tb, err = recording.LoadTimeBase(rec.DB, a.rawTSC)
+			}
 		}
 	}
 	if closer != nil {
@@ -242,6 +261,12 @@ func runDecode(a *decodeArgs, stdout io.Writer) error {
 	}
 	if err != nil {
 		return fmt.Errorf("decode: %v", err)
+	}
+	var from, to uint64
+	if a.times != "" {
+		if from, to, err = tb.ParseRange("--time", a.times); err != nil {
+			return fmt.Errorf("decode: %v", err)
+		}
 	}
 	if a.format == "ptxed" {
 		// A recording: each thread's flow as ptxed prints it, through the
@@ -262,7 +287,8 @@ func runDecode(a *decodeArgs, stdout io.Writer) error {
 	w := bufio.NewWriterSize(stdout, 1<<16)
 	defer w.Flush()
 	var counts ptfmt.FlowCounts
-	fo := ptfmt.FlowOptions{Format: a.format, Window: a.window, Jobs: a.jobs, Resync: o.Resync, Stat: &ptfmt.StatSink{}, Counts: &counts}
+	fo := ptfmt.FlowOptions{Format: a.format, Window: a.window, Jobs: a.jobs, Resync: o.Resync, Stat: &ptfmt.StatSink{}, Counts: &counts,
+		Time: tb.Format, From: from, To: to}
 	var size, done uint64
 	for _, t := range traces {
 		size += uint64(t.Trace.Size())
@@ -279,7 +305,16 @@ func runDecode(a *decodeArgs, stdout io.Writer) error {
 		}
 		fo.Where, fo.Origin = t.Symbols.Where, t.Origin
 		counts.Errors += uint64(t.WriteProblems(w, a.format, fo.Stat))
-		if err := ptfmt.WriteFlow(w, t.Trace, t.Image, t.Config, &fo); err != nil {
+		src := t.Trace
+		if to != 0 {
+			// only the PSB segments around the window are read
+			lo, hi, err := decode.TimeRange(src, &t.Config.Packet, from, to)
+			if err != nil {
+				return fmt.Errorf("decode: %s: %v", t.Label, err)
+			}
+			src, fo.Base = decode.TraceSection(src, lo, hi-lo), uint64(lo)
+		}
+		if err := ptfmt.WriteFlow(w, src, t.Image, t.Config, &fo); err != nil {
 			return fmt.Errorf("decode: %s: %v", t.Label, err)
 		}
 		done += uint64(t.Trace.Size())

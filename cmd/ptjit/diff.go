@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/ptjit/ptjit/db"
 	"github.com/ptjit/ptjit/ptfmt"
+	"github.com/ptjit/ptjit/recording"
 )
 
 func init() {
@@ -32,7 +34,7 @@ longer changes as -/+ lines.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			d, addr, r, err := rf.openRegion(args[0], region)
+			d, addr, r, _, tb, err := rf.openRegion(args[0], region, "")
 			if err != nil {
 				return err
 			}
@@ -59,10 +61,14 @@ longer changes as -/+ lines.`,
 					pairs = append(pairs, [2]*db.VersionInfo{&vs[i-1], &vs[i]})
 				}
 			}
+			names, err := recording.LoadNames(d, pairs[0][0].PID, nil)
+			if err != nil {
+				return err
+			}
 			out := bufio.NewWriter(cmd.OutOrStdout())
 			defer out.Flush()
 			for _, p := range pairs {
-				if err := diffVersions(out, d, addr, p[0], p[1]); err != nil {
+				if err := diffVersions(out, d, names, tb, addr, p[0], p[1]); err != nil {
 					return err
 				}
 			}
@@ -76,7 +82,7 @@ longer changes as -/+ lines.`,
 
 // diffVersions prints the instruction-level changes between a and b from
 // addr to the end of their common range.
-func diffVersions(out io.Writer, d *db.DB, addr uint64, a, b *db.VersionInfo) error {
+func diffVersions(out io.Writer, d *db.DB, names *recording.Names, tb recording.TimeBase, addr uint64, a, b *db.VersionInfo) error {
 	da, err := d.VersionData(a)
 	if err != nil {
 		return err
@@ -85,7 +91,10 @@ func diffVersions(out io.Writer, d *db.DB, addr uint64, a, b *db.VersionInfo) er
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "region %d: version %d → %d (%s by tid %d at ip %#x, tsc %d)\n", a.Region, a.Vno, b.Vno, b.Cause, b.TID, b.IP, b.Valid.TSC)
+	fmt.Fprintf(out, "region %d: version %d → %d (%s by tid %d at ip %#x, %s)\n", a.Region, a.Vno, b.Vno, b.Cause, b.TID, b.IP, tb.At(b.Valid.TSC))
+	if sa, sb := names.At(a, addr), names.At(b, addr); sa != "" || sb != "" {
+		fmt.Fprintf(out, "  %#x: %s → %s\n", addr, cmp.Or(sa, "(no name)"), cmp.Or(sb, "(no name)"))
+	}
 	ptfmt.DiffCode(out, addr, a.Addr, da, b.Addr, db2)
 	return nil
 }

@@ -3,8 +3,10 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/ptjit/ptjit/ptfmt"
+	"github.com/ptjit/ptjit/recording"
 	"github.com/spf13/cobra"
 )
 
@@ -39,6 +41,28 @@ unless given as an option, and each queue is preceded by a "# ..." line.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s := &ptfmt.PtdumpSettings{}
+			if len(args) == 1 && *values["time"] == "true" && strings.Contains(args[0], ",") {
+				*values["time"], args = args[0], nil // --time START,END
+			}
+			if w := *values["time"]; w != "" && w != "true" {
+				// a window (bare --time is ptdump's)
+				tb := recording.TimeBase{Raw: true}
+				if len(args) == 0 {
+					d, err := openCodeDB(codeDBPath(dir), cmd.ErrOrStderr())
+					if err != nil {
+						return err
+					}
+					tb, err = recording.LoadTimeBase(d, false)
+					d.Close()
+					if err != nil {
+						return err
+					}
+				}
+				var err error
+				if s.From, s.To, err = tb.ParseRange("--time", w); err != nil {
+					return err
+				}
+			}
 			changed := map[string]bool{}
 			for _, f := range ptfmt.PtdumpFlags {
 				fl := cmd.Flags().Lookup(f.Name)
@@ -49,6 +73,10 @@ unless given as an option, and each queue is preceded by a "# ..." line.`,
 				v := ""
 				if f.HasArg {
 					v = *values[f.Name]
+				} else if f.Name == "time" {
+					if *values["time"] != "true" {
+						continue
+					}
 				} else if !*bools[f.Name] {
 					continue
 				}
@@ -78,6 +106,14 @@ unless given as an option, and each queue is preceded by a "# ..." line.`,
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or ptdump (libipt's ptdump, byte for byte)")
 	cmd.Flags().StringVarP(&dir, "input", "i", "ptjit.out", "recording directory whose perf.data is dumped when no FILE is given")
 	for _, f := range ptfmt.PtdumpFlags {
+		if f.Name == "time" {
+			// ptdump's --time, or --time START,END: the time window of a
+			// recording's or a perf.data's queues (seconds since the start,
+			// or tsc:N)
+			values["time"] = cmd.Flags().String("time", "", "ptdump: "+f.Usage+"; --time START,END: only that time")
+			cmd.Flags().Lookup("time").NoOptDefVal = "true"
+			continue
+		}
 		if f.HasArg {
 			values[f.Name] = cmd.Flags().String(f.Name, "", "ptdump: "+f.Usage)
 		} else {

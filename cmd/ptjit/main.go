@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/ptjit/ptjit/recording"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -37,7 +38,10 @@ memory (JIT code, patched code) in SQLite, and decodes Intel PT traces with the
 code bytes that were valid at each moment.`,
 	SilenceUsage:  true,
 	SilenceErrors: true,
+	Version:       recording.VersionString(),
 }
+
+func init() { rootCmd.SetVersionTemplate("{{.Version}}\n") }
 
 func main() {
 	os.Exit(run(os.Args[1:]))

@@ -140,8 +140,8 @@ func TestShow(t *testing.T) {
 		want string
 	}{
 		{[]string{"--version", "2"}, 2, "jmp"},
-		{[]string{"--at", "3500"}, 2, "jmp"},
-		{[]string{"--at", "4000"}, 3, "nop"},
+		{[]string{"--at", "tsc:3500"}, 2, "jmp"},
+		{[]string{"--at", "tsc:4000"}, 3, "nop"},
 		{nil, 3, "nop"},
 		{[]string{"--version", "1"}, 1, "nop"},
 	} {
@@ -159,7 +159,7 @@ func TestShow(t *testing.T) {
 	}
 
 	// The instruction boundaries match objdump's on the same bytes.
-	_, out, _ := ptjitIn(t, "show", "-i", dir, fmt.Sprintf("%#x", jitBase), "--version", "2", "-n", "0")
+	_, out, _ := ptjitIn(t, "show", "-i", dir, fmt.Sprintf("%#x", jitBase), "--version", "2", "-n", "100000")
 	var got []string
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
 		got = append(got, strings.TrimLeft(strings.SplitN(l, ":", 2)[0], " "))
@@ -223,7 +223,7 @@ func TestQueryErrors(t *testing.T) {
 		{[]string{"show", "-i", dir, "zzz"}, `ADDR "zzz"`},
 		{[]string{"show", "-i", dir, "0x1000"}, "no recorded code version contains 0x1000"},
 		{[]string{"show", "-i", dir, fmt.Sprint(jitBase), "--version", "9"}, "has no version 9"},
-		{[]string{"show", "-i", dir, fmt.Sprint(jitBase), "--at", "5"}, "no version of region 1 was valid at TSC 5"},
+		{[]string{"show", "-i", dir, fmt.Sprint(jitBase), "--at", "tsc:5"}, "contains 0x7f0000100000 at TSC 5"},
 		{[]string{"diff", "-i", dir, fmt.Sprint(jitBase), "1"}, "diff takes ADDR or ADDR V1 V2"},
 		{[]string{"diff", "-i", dir, fmt.Sprint(jitBase), "1", "x"}, `version "x"`},
 		{[]string{"history", "-i", dir, "--addr", "0xzz"}, `--addr "0xzz"`},

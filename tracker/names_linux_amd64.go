@@ -1,0 +1,170 @@
+package tracker
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ptjit/ptjit/db"
+)
+
+// nameState is what the tracker keeps about a space's perf map
+// (names.go). It holds the file open once it has seen it, so the lines
+// of a map the program removes before it exits are still read.
+type nameState struct {
+	path    string
+	f       *os.File
+	ino     uint64 // of f, or of the stale file at the start
+	off     int64  // bytes read (up to the last complete line)
+	stale   []byte // the start of a file that was there before the process
+	polled  uint64 // TSC of the last read
+	bad     int    // lines that did not parse
+	started bool
+	// opened: the program opened its perf map for writing (namesSeeOpen);
+	// until then no stop looks at the file
+	opened bool
+}
+
+// namesSeeOpen (exitNeeds, first, never asks for the exit stop): an open
+// for writing (the filter stops those) of the process's perf map starts
+// the reads, so that a process that writes no map costs nothing at its
+// stops (a stat(2) is several µs on a loaded VM).
+func (t *Tracer) namesSeeOpen(th *thread, op *pendingOp) bool {
+	var pathArg uint64
+	switch op.nr {
+	case unix.SYS_OPEN:
+		pathArg = op.args[0]
+	case unix.SYS_OPENAT, unix.SYS_OPENAT2:
+		pathArg = op.args[1]
+	default:
+		return false
+	}
+	sp := th.proc.space
+	if sp == nil || sp.names.opened {
+		return false
+	}
+	var buf [256]byte
+	n := readString(th.tid, pathArg, buf[:])
+	if bytes.HasSuffix(buf[:n], []byte("perf-"+strconv.Itoa(sp.owner)+".map")) {
+		sp.names.opened = true
+	}
+	return false
+}
+
+// perfMapHead is how much of a stale perf map is kept to tell a rewritten
+// one from it.
+const perfMapHead = 256
+
+// namesStart sets sp's perf map path and takes what a file of that name
+// already holds (a stale map of an earlier process with the same pid) as
+// read.
+func (sp *space) namesStart() {
+	n := &sp.names
+	n.path = "/tmp/perf-" + strconv.Itoa(sp.owner) + ".map"
+	n.started = true
+	f, err := os.Open(n.path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil {
+		return
+	}
+	n.ino, n.off = st.Ino, st.Size
+	b := make([]byte, min(st.Size, perfMapHead))
+	k, _ := io.ReadFull(f, b)
+	n.stale = b[:k]
+}
+
+// namesClose closes sp's perf map.
+func (sp *space) namesClose() {
+	if sp.names.f != nil {
+		sp.names.f.Close()
+		sp.names.f = nil
+	}
+}
+
+// pollNames reads the lines added to sp's perf map since the last read
+// and records them as written before the current stop (t.cur.at). It is
+// called before a stop records a change of sp's code, and at its end.
+//
+// Precondition: on the locked tracer thread.
+func (t *Tracer) pollNames(sp *space) {
+	n := &sp.names
+	if !n.started || !n.opened || n.polled == t.cur.at.TSC {
+		return
+	}
+	after := n.polled
+	n.polled = t.cur.at.TSC
+	var st unix.Stat_t
+	if unix.Stat(n.path, &st) == nil && (n.f == nil || st.Ino != n.ino) {
+		// the map appeared, or was replaced by another file
+		f, err := os.Open(n.path)
+		if err != nil {
+			return
+		}
+		if n.f != nil {
+			t.readNames(sp, after) // the rest of the old one
+			n.f.Close()
+		}
+		if st.Ino != n.ino {
+			n.off, n.stale = 0, nil
+		}
+		n.f, n.ino = f, st.Ino
+	}
+	if n.f == nil {
+		return
+	}
+	t.readNames(sp, after)
+}
+
+// readNames reads and records the complete lines of sp's open perf map
+// after n.off.
+func (t *Tracer) readNames(sp *space, after uint64) {
+	n := &sp.names
+	var st unix.Stat_t
+	if unix.Fstat(int(n.f.Fd()), &st) != nil {
+		return
+	}
+	if st.Size < n.off {
+		n.off = 0 // truncated and rewritten
+	}
+	if st.Size == n.off {
+		return
+	}
+	if n.stale != nil {
+		// a stale map that grew: the program appended to it, or
+		// truncated it and wrote more than it held
+		head := make([]byte, len(n.stale))
+		if k, _ := n.f.ReadAt(head, 0); k < len(head) || !bytes.Equal(head, n.stale) {
+			n.off = 0
+		}
+		n.stale = nil
+	}
+	buf := make([]byte, min(st.Size-n.off, 1<<20))
+	for n.off < st.Size {
+		k, err := n.f.ReadAt(buf[:min(int64(len(buf)), st.Size-n.off)], n.off)
+		lines, used, bad := parsePerfMap(buf[:k])
+		n.bad += bad
+		for _, l := range lines {
+			t.rec.Name(db.NameInfo{PID: sp.owner, Addr: l.addr, Size: l.size, Name: l.name,
+				Source: "perf-map " + n.path, At: t.cur.at, After: after})
+			t.result.Stats.Names++
+		}
+		if used == 0 {
+			if k == len(buf) {
+				n.off += int64(k) // a line longer than the buffer: skipped
+				continue
+			}
+			break // a line still being written
+		}
+		n.off += int64(used)
+		if err != nil && err != io.EOF {
+			break
+		}
+	}
+}
