@@ -282,3 +282,63 @@ func perCPULayout(t *testing.T, path string) perCPUScenarios {
 	}
 	return s
 }
+
+// TestSoftPTLayoutsAgree records the same single-threaded programs twice,
+// in the per-thread and in the per-cpu layout, with address-space
+// randomization off (ptjit runs under setarch -R, and its children
+// inherit that), and checks that ptjit decode gives the same instructions
+// at the same addresses, in the same order, from both: demultiplexing a
+// CPU's queue by the sideband loses, adds or reorders nothing. Only the
+// events differ (a per-cpu flow is preempted and resumed at each switch).
+func TestSoftPTLayoutsAgree(t *testing.T) {
+	e2eSetup(t)
+	setarch, err := exec.LookPath("setarch")
+	if err != nil {
+		t.Fatal("setarch (util-linux) not found")
+	}
+	for _, tc := range []struct {
+		prog string
+		args []string
+	}{
+		{"static-keys", nil},
+		{"smc", nil},
+		{"ubpf-test", nil},
+		{"ubpf-test", []string{"--soft-filter=jit"}},
+	} {
+		t.Run(tc.prog+strings.Join(tc.args, ""), func(t *testing.T) {
+			flows := map[string][]uint64{}
+			for _, layout := range []string{"per-thread", "per-cpu"} {
+				dir := filepath.Join(t.TempDir(), "rec")
+				args := append([]string{setarch, "x86_64", "-R", e2e.ptjit, "run", "-q", "--pt=soft", "--soft-cpus=2", "--soft-layout=" + layout, "-o", dir}, tc.args...)
+				if r := e2eRun(t, append(args, "--", e2eProg(tc.prog)), nil, "", ""); r.code != 0 {
+					t.Fatalf("%s: exit %d: %s", layout, r.code, r.stderr)
+				}
+				r := e2ePtjit(t, nil, "decode", "-i", dir, "--format=insn")
+				if r.code != 0 {
+					t.Fatalf("decode %s: exit %d: %s", layout, r.code, r.stderr)
+				}
+				for _, l := range strings.Split(r.stdout, "\n") {
+					if strings.HasPrefix(l, "== ") {
+						t.Fatalf("decode %s: more than one thread: %q", layout, l)
+					}
+					if strings.Contains(l, "error") {
+						t.Errorf("decode %s: %s", layout, l)
+					}
+					if len(l) > 16 && l[16] == ' ' {
+						if ip, err := strconv.ParseUint(l[:16], 16, 64); err == nil {
+							flows[layout] = append(flows[layout], ip)
+						}
+					}
+				}
+			}
+			a, b := flows["per-thread"], flows["per-cpu"]
+			if len(a) == 0 {
+				t.Fatal("nothing decoded")
+			}
+			if i := firstDiff(a, b); i >= 0 {
+				t.Errorf("per-thread: %d instructions, per-cpu: %d; first difference at #%d", len(a), len(b), i)
+			}
+			t.Logf("%d instructions, the same in both layouts", len(a))
+		})
+	}
+}
