@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"sync"
 
 	"github.com/ptjit/ptjit/decode"
 	"github.com/ptjit/ptjit/perf"
@@ -254,6 +255,53 @@ func (r *Recording) demux(cfg *ptpkt.Config) ([]*demuxed, []*DemuxError, error) 
 type threadStream struct {
 	parts []streamPart
 	size  int64
+
+	// A thread's stretches of one CPU queue come in increasing queue
+	// order with other threads' stretches between them: read each CPU
+	// queue through a block of streamBlock bytes, not one pread per
+	// stretch (a per-cpu recording has thousands of stretches).
+	mu     sync.Mutex
+	blocks map[int]*queueBlock // by CPU
+}
+
+// streamBlock is the size of threadStream's read block per CPU queue.
+const streamBlock = 1 << 20
+
+// queueBlock is the bytes [at, at+len(b)) of a CPU queue.
+type queueBlock struct {
+	at int64
+	b  []byte
+}
+
+// readQueue reads b at off of p's CPU queue, through the CPU's block.
+func (s *threadStream) readQueue(p *streamPart, b []byte, off int64) (int, error) {
+	if len(b) >= streamBlock {
+		return p.src.ReadAt(b, off)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.blocks == nil {
+		s.blocks = map[int]*queueBlock{}
+	}
+	qb := s.blocks[p.cpu]
+	if qb == nil {
+		qb = &queueBlock{b: make([]byte, 0, streamBlock)}
+		s.blocks[p.cpu] = qb
+	}
+	n := 0
+	for n < len(b) {
+		pos := off + int64(n)
+		if pos < qb.at || pos >= qb.at+int64(len(qb.b)) {
+			qb.at, qb.b = pos, qb.b[:cap(qb.b)]
+			k, err := p.src.ReadAt(qb.b, pos)
+			qb.b = qb.b[:k]
+			if k == 0 {
+				return n, err
+			}
+		}
+		n += copy(b[n:], qb.b[pos-qb.at:])
+	}
+	return n, nil
 }
 
 // streamPart is [virt, virt+n) of the stream: bytes [off, off+n) of src,
@@ -303,7 +351,7 @@ func (s *threadStream) ReadAt(b []byte, off int64) (int, error) {
 		m := int(min(int64(len(b)-n), p.n-in))
 		if p.syn != nil {
 			copy(b[n:n+m], p.syn[in:])
-		} else if k, err := p.src.ReadAt(b[n:n+m], p.off+in); k < m {
+		} else if k, err := s.readQueue(p, b[n:n+m], p.off+in); k < m {
 			if err == nil {
 				err = io.ErrUnexpectedEOF
 			}
