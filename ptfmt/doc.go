@@ -8,7 +8,8 @@
 // It also writes ptjit's own text: `ptjit dump` of a raw file or of a
 // perf.data's queues (dump.go), `ptjit decode`'s flow formats (trace,
 // insn, calls, json, stat) rendered in parallel windows (WriteFlow,
-// flowtext.go), and the code listings and instruction diffs of `ptjit
+// flowtext.go), the call stacks of --folded and --summary (Profile,
+// profile.go), and the code listings and instruction diffs of `ptjit
 // show` and `ptjit diff` (listing.go). The command line keeps only flags
 // and where the text goes.
 //

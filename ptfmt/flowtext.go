@@ -297,6 +297,9 @@ type FlowOptions struct {
 	// Counts, if not nil, receives the instructions decoded and the
 	// errors met, whatever the format.
 	Counts *FlowCounts
+	// Profile, if not nil, takes the flow instead of Format's sink, in
+	// trace order (as "calls"): the stacks carry across chunks.
+	Profile *Profile
 	// Origin, if not nil, maps the stream's offsets to the CPU queue's
 	// they came from (a thread demultiplexed from a per-CPU trace): the
 	// output's offsets are then the queue's, and errors name the CPU.
@@ -336,16 +339,21 @@ func (c *countSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
 // o.Format. The trace is decoded in windows that end at PSBs, so memory
 // stays bounded whatever its size (decode.ForEachWindow), and each window
 // on o.Jobs goroutines: each chunk renders its own text on its worker and
-// the texts are written in trace order; the call tree ("calls") is
-// rendered in order, its depth carrying from chunk to chunk.
+// the texts are written in trace order; the call tree ("calls") and a
+// Profile take the flow in order, the stack carrying from chunk to chunk
+// (the chunks are still decoded in parallel, recorded and replayed).
 func WriteFlow(w *bufio.Writer, src decode.TraceReader, img *decode.Image, cfg *decode.FlowConfig, o *FlowOptions) error {
 	progress := o.Progress
 	if progress == nil {
 		progress = func(uint64) {}
 	}
 	var calls *countSink
-	if o.Format == "calls" {
+	if o.Profile != nil {
+		calls = &countSink{next: o.Profile}
+	} else if o.Format == "calls" {
 		calls = &countSink{next: o.withOrigin(NewFlowSink(o.Format, w, o.Where, o.Time))}
+	}
+	if calls != nil {
 		if o.Counts != nil {
 			defer func() {
 				o.Counts.Insns += calls.n.Insns

@@ -102,3 +102,43 @@ func (s *Symbolizer) Where(in *decode.FlowInsn) string {
 	}
 	return fmt.Sprintf("%s+%#x", filepath.Base(sec.Tag), in.IP-sec.Vaddr+sec.FileOff)
 }
+
+// Func names the function an instruction belongs to, without offset, for
+// stacks and per-function counts (ptfmt.Profile): the symbol over it in a
+// file, else the file's base name with the offset in the file when entry
+// says the address is where a function starts (a call's target), or the
+// file's base name alone; in a code version the name the JIT published
+// for it (Names), else "[region R vN]"; "?" outside the image.
+func (s *Symbolizer) Func(in *decode.FlowInsn, entry bool) string {
+	sec := in.Section
+	if sec == nil {
+		return "?"
+	}
+	s.mu.Lock()
+	if !sec.IsFile() {
+		var best *NameSpan
+		if t := s.names[sec.Tag]; t != nil {
+			best = t.lookup(in.IP)
+		}
+		s.mu.Unlock()
+		if best != nil {
+			return best.Name
+		}
+		return "[" + sec.Tag + "]"
+	}
+	tab, ok := s.tabs[sec.Tag]
+	if !ok {
+		tab, _ = ReadELFSymbolsDebug(sec.Tag, DebugRoot)
+		s.tabs[sec.Tag] = tab
+	}
+	s.mu.Unlock()
+	if tab != nil {
+		if name, _, ok := tab.LookupMapped(in.IP, sec.Vaddr, sec.FileOff); ok {
+			return name
+		}
+	}
+	if entry {
+		return fmt.Sprintf("%s+%#x", filepath.Base(sec.Tag), in.IP-sec.Vaddr+sec.FileOff)
+	}
+	return filepath.Base(sec.Tag)
+}

@@ -43,6 +43,16 @@ Formats (one of):
   --calls           call/return tree
   --json            one JSON object per instruction, event or error
   --stat            counts only
+  --folded          folded stacks for flame graphs: "tid T;f;g;h N", N
+                    instructions run with that stack (stacks from calls and
+                    returns, frames named as --calls names functions; a
+                    trace starting mid-stack roots at the function it is in
+                    and a return past it prepends the caller; after a decode
+                    error the stack restarts, counted on stderr; stacks
+                    deeper than 512 end in "[depth > 512]")
+  --summary         per thread: instructions, calls and time (TSC between
+                    timing updates shared by instructions) per function,
+                    and instructions per code version
   --format=ptxed    exactly libipt ptxed's output (use --no-inst as ptxed)
   -j N              decode PSB segments on N goroutines (default: all cores)
   --window BYTES    hold at most this much of a trace in memory (default
@@ -56,7 +66,7 @@ resumes at the next PSB. All of ptxed's options are accepted (--cpu,
 type decodeArgs struct {
 	dir     string
 	tid     int      // 0: every thread
-	format  string   // "trace", "insn", "calls", "json", "stat", "ptxed"
+	format  string   // "trace", "insn", "calls", "json", "stat", "folded", "summary", "ptxed"
 	formats []string // --insn, --calls, --json, --stat and "format=F" in command-line order
 	jobs    int
 	window  int
@@ -148,16 +158,16 @@ func init() {
 		return nil
 	})
 	add("tsc", "", false, "print raw TSC instead of seconds since the start", func(string) error { a.rawTSC = true; return nil })
-	for _, f := range []string{"insn", "calls", "json", "stat"} {
+	for _, f := range []string{"insn", "calls", "json", "stat", "folded", "summary"} {
 		add(f, "", false, "format", func(string) error { a.formats = append(a.formats, f); return nil })
 	}
-	add("format", "", true, "ptxed, trace, insn, calls, json or stat", func(v string) error {
+	add("format", "", true, "ptxed, trace, insn, calls, json, stat, folded or summary", func(v string) error {
 		switch v {
-		case "ptxed", "trace", "insn", "calls", "json", "stat":
+		case "ptxed", "trace", "insn", "calls", "json", "stat", "folded", "summary":
 			a.formats = append(a.formats, "format="+v)
 			return nil
 		}
-		return fmt.Errorf("--format=%s: unknown format (ptxed, trace, insn, calls, json, stat)", v)
+		return fmt.Errorf("--format=%s: unknown format (ptxed, trace, insn, calls, json, stat, folded, summary)", v)
 	})
 	for _, f := range ptfmt.PtxedFlags {
 		if f.Name == "stat" {
@@ -296,15 +306,26 @@ func runDecode(a *decodeArgs, stdout io.Writer) error {
 	prog := startProgress(size)
 	defer prog.finish()
 	fo.Progress = func(n uint64) { prog.set(done + n) }
+	problems := a.format
+	if a.format == "folded" || a.format == "summary" {
+		fo.Profile, problems = &ptfmt.Profile{}, "stat" // unattributed stretches: counted as errors
+	}
 	for _, t := range traces {
-		if len(traces) > 1 && a.format != "json" && a.format != "stat" {
+		if fo.Profile != nil {
+			prefix := t.Label
+			if t.TID > 0 {
+				prefix = fmt.Sprintf("tid %d", t.TID)
+			}
+			fo.Profile.Thread(prefix, t.Label)
+			fo.Profile.Func = t.Symbols.Func
+		} else if len(traces) > 1 && a.format != "json" && a.format != "stat" {
 			fmt.Fprintf(w, "== %s\n", t.Label)
 		}
 		if a.format == "json" {
 			json.NewEncoder(w).Encode(map[string]any{"kind": "trace", "tid": t.TID, "pid": t.PID, "label": t.Label})
 		}
 		fo.Where, fo.Origin = t.Symbols.Where, t.Origin
-		counts.Errors += uint64(t.WriteProblems(w, a.format, fo.Stat))
+		counts.Errors += uint64(t.WriteProblems(w, problems, fo.Stat))
 		src := t.Trace
 		if to != 0 {
 			// only the PSB segments around the window are read
@@ -319,8 +340,20 @@ func runDecode(a *decodeArgs, stdout io.Writer) error {
 		}
 		done += uint64(t.Trace.Size())
 	}
-	if a.format == "stat" {
+	switch a.format {
+	case "stat":
 		fo.Stat.Print(w)
+	case "folded":
+		fo.Profile.WriteFolded(w)
+		if n := fo.Profile.Resets; n > 0 {
+			fmt.Fprintf(os.Stderr, "ptjit: decode: warning: %d stacks restarted after decode errors (their callers are unknown)\n", n)
+		}
+	case "summary":
+		var sec func(uint64) float64
+		if !tb.Raw && tb.Hz != 0 {
+			sec = func(t uint64) float64 { return float64(t) / float64(tb.Hz) }
+		}
+		fo.Profile.WriteSummary(w, sec)
 	}
 	if err := w.Flush(); err != nil {
 		return err
