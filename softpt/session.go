@@ -242,8 +242,22 @@ func (s *Session) Disable(tid int, tsc uint64) {
 		if st.th.Enabled() {
 			s.place(tid, st, st.nextIP, tsc)
 		}
-		st.th.Disable(tsc)
+		st.stop(tsc)
 	}
+}
+
+// stop ends the thread's tracing for good where it is: before the
+// instruction at nextIP, which it never executes (FUP there and TIP.PGD,
+// as a CPU reports the interrupt that takes a thread away), or with a
+// bare TIP.PGD when that is not known. Without the FUP a decoder would run
+// on from the last IP to the next branch, showing instructions the thread
+// never executed (a thread killed, or killed by a fault, mid-step).
+func (st *sessionThread) stop(tsc uint64) {
+	if st.nextIP != 0 {
+		st.th.Interrupt(st.nextIP, tsc)
+		return
+	}
+	st.th.Disable(tsc)
 }
 
 // Step records that in retired on tid and execution went on at next.
@@ -357,7 +371,7 @@ func (s *Session) ExitThread(tid, ppid, ptid int, tsc uint64) {
 	if st.th.Enabled() {
 		s.place(tid, st, st.nextIP, tsc)
 	}
-	st.th.Disable(tsc)
+	st.stop(tsc)
 	s.flushThread(tid, st.th)
 	s.onCPUOf(tid)
 	s.w.Exit(st.pid, ppid, tid, ptid, tsc)
@@ -415,7 +429,7 @@ func (s *Session) Close(tsc uint64) error {
 		if st.th.Enabled() {
 			s.place(tid, st, st.nextIP, tsc)
 		}
-		st.th.Disable(tsc)
+		st.stop(tsc)
 		s.flushThread(tid, st.th)
 	}
 	for c := range s.cpus {

@@ -161,6 +161,16 @@ func (t *Tracer) softExit(th *thread) {
 	tsc := clock.RDTSC()
 	if st.active && st.valid && st.insn.Class == x86.ClassSyscall {
 		t.soft.s.StepExit(th.tid, &st.insn, tsc) // exit or exit_group
+	} else if regs, err := getRegs(th.tid); err == nil && t.soft.s.Enabled(th.tid) {
+		// The thread dies elsewhere (a fatal signal, a kill, another
+		// thread's exit) before the instruction at its IP: the step in
+		// flight retired if the IP moved on, and the trace ends with
+		// FUP and TIP.PGD there, so that a decoder stops at that
+		// instruction instead of running on to the next branch.
+		if st.active && st.valid && regs.Rip != st.insn.IP && follows(&st.insn, regs.Rip) {
+			t.softRetire(th, &st.insn, regs.Rip, tsc)
+		}
+		t.soft.s.Interrupt(th.tid, regs.Rip, tsc)
 	}
 	t.soft.s.Disable(th.tid, tsc)
 	st.active, st.exiting = false, true

@@ -10,7 +10,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // groundTruth reads a --ground-truth file: the instructions each thread
@@ -321,5 +323,66 @@ func TestSoftPTTrapFlag(t *testing.T) {
 		if got.stdout != want.stdout || got.code != want.code {
 			t.Errorf("%v: exit %d, stdout %q; alone: exit %d, stdout %q\nstderr:\n%s", mode, got.code, got.stdout, want.code, want.stdout, got.stderr)
 		}
+	}
+}
+
+// TestSoftPTThreadEnds: a thread whose life ends inside JIT code — the
+// program dies of SIGSEGV at a store (jit-end fault), or ptjit is stopped
+// by SIGTERM while the thread spins (jit-end spin) — in both layouts, with
+// and without the JIT filter. The trace must end before the instruction
+// the thread was at: ptjit decode equals the ground truth, with no error
+// and no instruction after (a bare TIP.PGD let the decoder run on to the
+// next branch: the ret after the faulting store, and a decode error).
+func TestSoftPTThreadEnds(t *testing.T) {
+	e2eSetup(t)
+	alone := e2eRun(t, []string{e2eProg("jit-end"), "fault"}, nil, "", "")
+	if alone.code != 139 {
+		t.Fatalf("jit-end fault alone: exit %d, want 139", alone.code)
+	}
+	for _, mode := range [][]string{
+		{"--soft-layout=per-thread"},
+		{"--soft-layout=per-thread", "--soft-filter=jit"},
+		{"--soft-layout=per-cpu", "--soft-cpus=2"},
+		{"--soft-layout=per-cpu", "--soft-cpus=2", "--soft-filter=jit"},
+	} {
+		t.Run("fault"+strings.Join(mode, ""), func(t *testing.T) {
+			tmp := t.TempDir()
+			dir, gt := filepath.Join(tmp, "rec"), filepath.Join(tmp, "truth")
+			args := append(append([]string{"run", "-q", "--pt=soft", "--ground-truth", gt, "-o", dir}, mode...), "--", e2eProg("jit-end"), "fault")
+			if r := e2ePtjit(t, nil, args...); r.code != alone.code {
+				t.Fatalf("exit %d, alone %d: %s", r.code, alone.code, r.stderr)
+			}
+			checkAllFlows(t, dir, groundTruth(t, gt), "--format=insn")
+		})
+		t.Run("term"+strings.Join(mode, ""), func(t *testing.T) {
+			tmp := t.TempDir()
+			dir, gt := filepath.Join(tmp, "rec"), filepath.Join(tmp, "truth")
+			args := append(append([]string{"run", "-q", "--pt=soft", "--ground-truth", gt, "-o", dir}, mode...), "--", e2eProg("jit-end"), "spin")
+			cmd := exec.Command(e2e.ptjit, args...)
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			line, err := bufio.NewReader(out).ReadString('\n')
+			if err != nil || line != "spinning\n" {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("jit-end spin printed %q (%v)", line, err)
+			}
+			time.Sleep(300 * time.Millisecond) // some thousands of steps in the loop
+			cmd.Process.Signal(syscall.SIGTERM)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				cmd.Process.Kill()
+				t.Fatal("ptjit did not end within 30 s of SIGTERM")
+			}
+			checkAllFlows(t, dir, groundTruth(t, gt), "--format=insn")
+		})
 	}
 }
