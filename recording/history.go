@@ -48,6 +48,45 @@ type versionJSON struct {
 	Names      []string `json:"names,omitempty"`
 }
 
+// fileMapJSON is the JSON Lines form of a file-backed executable mapping
+// (history --files --json): kind "file", beside the versions' lines.
+type fileMapJSON struct {
+	Kind     string `json:"kind"`
+	PID      int    `json:"pid"`
+	TID      int    `json:"tid"`
+	Addr     string `json:"addr"`
+	Size     uint64 `json:"size"`
+	Path     string `json:"path"`
+	Offset   uint64 `json:"offset"`
+	BuildID  string `json:"build_id,omitempty"`
+	Cause    string `json:"cause"`
+	TSC      uint64 `json:"tsc"`
+	MonoNS   int64  `json:"mono_ns"`
+	UnmapTSC uint64 `json:"unmap_tsc,omitempty"`
+	UnmapNS  int64  `json:"unmap_mono_ns,omitempty"`
+}
+
+func writeFileMapsJSON(enc *json.Encoder, d *db.DB, f db.VersionFilter) error {
+	fms, err := d.FileMaps(f.PID)
+	if err != nil {
+		return err
+	}
+	for _, m := range fms {
+		if f.HasAddr && (f.Addr < m.Addr || f.Addr-m.Addr >= m.Size) {
+			continue
+		}
+		j := fileMapJSON{Kind: "file", PID: m.PID, TID: m.TID, Addr: hexAddr(m.Addr), Size: m.Size, Path: m.Path, Offset: m.Offset,
+			BuildID: hex.EncodeToString(m.BuildID), Cause: m.Cause, TSC: m.Map.TSC, MonoNS: m.Map.MonoNS}
+		if m.HasUnmap {
+			j.UnmapTSC, j.UnmapNS = m.Unmap.TSC, m.Unmap.MonoNS
+		}
+		if err := enc.Encode(&j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func hexAddr(v uint64) string { return "0x" + strconv.FormatUint(v, 16) }
 
 // noMatch is the line for an empty listing.
@@ -75,6 +114,11 @@ func WriteHistory(out io.Writer, d *db.DB, f db.VersionFilter, o HistoryOptions)
 	}
 	if o.JSON {
 		enc := json.NewEncoder(out)
+		if o.Files {
+			if err := writeFileMapsJSON(enc, d, f); err != nil {
+				return err
+			}
+		}
 		for _, v := range vs {
 			j := versionJSON{
 				PID: v.PID, TID: v.TID, Region: v.Region, Version: v.Vno, ID: v.ID,

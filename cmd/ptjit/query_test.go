@@ -259,3 +259,40 @@ func TestDecodeOnlyErrors(t *testing.T) {
 		t.Errorf("wrong image: stderr %q, want %q", errs, want)
 	}
 }
+
+// TestHistoryFilesJSON: history --files --json lists the file-backed
+// executable mappings (kind "file") as the text form does: the program
+// itself among them, each with its path, and as many as the text lists.
+func TestHistoryFilesJSON(t *testing.T) {
+	e2eSetup(t)
+	dir := filepath.Join(t.TempDir(), "rec")
+	prog := e2eProg("jit-threads")
+	if r := e2ePtjit(t, nil, "run", "-q", "--pt=off", "-o", dir, "--", prog); r.code != 0 {
+		t.Fatalf("run: exit %d: %s", r.code, r.stderr)
+	}
+	j := e2ePtjit(t, nil, "history", "-i", dir, "--files", "--json")
+	txt := e2ePtjit(t, nil, "history", "-i", dir, "--files")
+	if j.code != 0 || txt.code != 0 {
+		t.Fatalf("history: exit %d / %d: %s%s", j.code, txt.code, j.stderr, txt.stderr)
+	}
+	files, self := 0, false
+	for _, l := range strings.Split(strings.TrimSpace(j.stdout), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("%v: %s", err, l)
+		}
+		if m["kind"] == "file" {
+			files++
+			self = self || m["path"] == prog
+		}
+	}
+	want := 0
+	for _, l := range strings.Split(txt.stdout, "\n") {
+		if strings.Contains(l, " (0x") && strings.Contains(l, "/") {
+			want++
+		}
+	}
+	if files == 0 || files != want || !self {
+		t.Errorf("--json: %d file mappings (the program among them: %v); the text lists %d:\n%s", files, self, want, txt.stdout)
+	}
+}
