@@ -114,6 +114,9 @@ func init() {
 				a.ptxed.Time = false
 				return nil
 			}
+			if len(args) > 0 && a.timeBare {
+				return fmt.Errorf("decode: --time %s: a time window is --time START,END (seconds since the start, with ms/us/ns, or tsc:N); bare --time is ptxed's timestamps", args[0])
+			}
 			if len(args) > 0 {
 				return fmt.Errorf("decode: unknown option: %s", args[0])
 			}
@@ -277,6 +280,9 @@ func runDecode(a *decodeArgs, stdout io.Writer) error {
 		if from, to, err = tb.ParseRange("--time", a.times); err != nil {
 			return fmt.Errorf("decode: %v", err)
 		}
+	}
+	if a.format == "ptxed" && to != 0 {
+		return fmt.Errorf("decode: --time %s: a time window does not apply to --format=ptxed (its flow is libipt's, whole); use another --format", a.times)
 	}
 	if a.format == "ptxed" {
 		// A recording: each thread's flow as ptxed prints it, through the

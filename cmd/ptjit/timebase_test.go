@@ -35,6 +35,14 @@ func TestDecodeTimeWindow(t *testing.T) {
 		}
 		return lines, tscs
 	}
+	// A window that cannot be applied, or is not one, is refused in one
+	// line naming --time.
+	for _, args := range [][]string{{"--format=ptxed", "--time", "0.1,0.2"}, {"--time", "0.1"}} {
+		r := e2ePtjit(t, nil, append([]string{"decode", "-i", dir}, args...)...)
+		if r.code == 0 || !strings.Contains(r.stderr, "--time") || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+			t.Errorf("decode %v: exit %d, stderr %q: want a one-line error naming --time", args, r.code, r.stderr)
+		}
+	}
 	full := e2ePtjit(t, nil, "decode", "-i", dir, "--tsc")
 	lines, tscs := insns(full.stdout)
 	if len(lines) < 10000 {
