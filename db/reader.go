@@ -344,13 +344,7 @@ func (d *DB) fillHash(v *VersionInfo, memo map[string][]byte) error {
 			v.SHA256 = d.zeroSum(int(n))
 			return nil
 		}
-		data, err := d.VersionData(v)
-		if err != nil {
-			return err
-		}
-		sum := sha256Sum(data)
-		v.SHA256 = sum[:]
-		return nil
+		return d.hashBytes(v)
 	}
 	key, err := d.pageHashes(v)
 	if err != nil {
@@ -365,13 +359,21 @@ func (d *DB) fillHash(v *VersionInfo, memo map[string][]byte) error {
 		memo[string(key)] = v.SHA256
 		return nil
 	}
+	if err := d.hashBytes(v); err != nil {
+		return err
+	}
+	memo[string(key)] = v.SHA256
+	return nil
+}
+
+// hashBytes sets v.SHA256 from v's bytes.
+func (d *DB) hashBytes(v *VersionInfo) error {
 	data, err := d.VersionData(v)
 	if err != nil {
 		return err
 	}
 	sum := sha256Sum(data)
 	v.SHA256 = sum[:]
-	memo[string(key)] = v.SHA256
 	return nil
 }
 

@@ -77,24 +77,13 @@ func (s *Symbolizer) Where(in *decode.FlowInsn) string {
 	if sec == nil {
 		return "?"
 	}
-	s.mu.Lock()
+	name, tab := s.lookup(sec, in.IP)
 	if !sec.IsFile() {
-		var best *NameSpan
-		if t := s.names[sec.Tag]; t != nil {
-			best = t.lookup(in.IP)
-		}
-		s.mu.Unlock()
-		if best != nil {
-			return nameOff(best.Name, in.IP-best.Addr) + " [" + sec.Tag + "]"
+		if name != nil {
+			return nameOff(name.Name, in.IP-name.Addr) + " [" + sec.Tag + "]"
 		}
 		return fmt.Sprintf("[%s +%#x]", sec.Tag, in.IP-sec.Vaddr)
 	}
-	tab, ok := s.tabs[sec.Tag]
-	if !ok {
-		tab, _ = ReadELFSymbolsDebug(sec.Tag, DebugRoot)
-		s.tabs[sec.Tag] = tab
-	}
-	s.mu.Unlock()
 	if tab != nil {
 		if name, off, ok := tab.LookupMapped(in.IP, sec.Vaddr, sec.FileOff); ok {
 			return fmt.Sprintf("%s+%#x", name, off)
@@ -114,24 +103,13 @@ func (s *Symbolizer) Func(in *decode.FlowInsn, entry bool) string {
 	if sec == nil {
 		return "?"
 	}
-	s.mu.Lock()
+	name, tab := s.lookup(sec, in.IP)
 	if !sec.IsFile() {
-		var best *NameSpan
-		if t := s.names[sec.Tag]; t != nil {
-			best = t.lookup(in.IP)
-		}
-		s.mu.Unlock()
-		if best != nil {
-			return best.Name
+		if name != nil {
+			return name.Name
 		}
 		return "[" + sec.Tag + "]"
 	}
-	tab, ok := s.tabs[sec.Tag]
-	if !ok {
-		tab, _ = ReadELFSymbolsDebug(sec.Tag, DebugRoot)
-		s.tabs[sec.Tag] = tab
-	}
-	s.mu.Unlock()
 	if tab != nil {
 		if name, _, ok := tab.LookupMapped(in.IP, sec.Vaddr, sec.FileOff); ok {
 			return name
@@ -141,4 +119,24 @@ func (s *Symbolizer) Func(in *decode.FlowInsn, entry bool) string {
 		return fmt.Sprintf("%s+%#x", filepath.Base(sec.Tag), in.IP-sec.Vaddr+sec.FileOff)
 	}
 	return filepath.Base(sec.Tag)
+}
+
+// lookup returns, for a code version, the name the JIT published over ip
+// (nil: none); for a file, its symbol table (read on first use; nil when
+// it has none).
+func (s *Symbolizer) lookup(sec *decode.Section, ip uint64) (*NameSpan, *ELFSymbols) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !sec.IsFile() {
+		if t := s.names[sec.Tag]; t != nil {
+			return t.lookup(ip), nil
+		}
+		return nil, nil
+	}
+	tab, ok := s.tabs[sec.Tag]
+	if !ok {
+		tab, _ = ReadELFSymbolsDebug(sec.Tag, DebugRoot)
+		s.tabs[sec.Tag] = tab
+	}
+	return nil, tab
 }
