@@ -49,6 +49,14 @@ const DefaultWindow = 64 << 20
 // at any parallel chunk boundary. A window with no usable PSB is cut at
 // max bytes. Windows of a BytesTrace are sub-slices, never copies.
 func ForEachWindow(r TraceReader, max int, fn func(pt []byte, stop uint64, base uint64)) error {
+	_, err := ForEachWindowBuf(r, max, nil, fn)
+	return err
+}
+
+// ForEachWindowBuf is ForEachWindow reading into buf (grown as needed),
+// which it returns for the next call: a caller that walks many traces
+// one after the other touches the memory of one window only.
+func ForEachWindowBuf(r TraceReader, max int, buf []byte, fn func(pt []byte, stop uint64, base uint64)) ([]byte, error) {
 	size := r.Size()
 	// Room for a PSB+ header after the cut.
 	const margin = 4096
@@ -57,36 +65,36 @@ func ForEachWindow(r TraceReader, max int, fn func(pt []byte, stop uint64, base 
 	}
 	if b, ok := r.(BytesTrace); ok && int64(len(b)) <= int64(max) {
 		fn(b, uint64(len(b)), 0)
-		return nil
+		return buf, nil
 	}
-	var buf []byte
 	for pos := int64(0); pos < size; {
 		n := int(min(int64(max), size-pos))
+		var win []byte
 		if b, ok := r.(BytesTrace); ok {
-			buf = b[pos : pos+int64(n)]
+			win = b[pos : pos+int64(n)]
 		} else {
 			if cap(buf) < n {
 				buf = make([]byte, n)
 			}
-			buf = buf[:n]
-			if m, err := r.ReadAt(buf, pos); m < n {
-				return fmt.Errorf("trace offset %#x: reading %d bytes: %v", pos, n, err)
+			win = buf[:n]
+			if m, err := r.ReadAt(win, pos); m < n {
+				return buf, fmt.Errorf("trace offset %#x: reading %d bytes: %v", pos, n, err)
 			}
 		}
 		stop := n
 		if pos+int64(n) < size {
 			// The last PSB after the window's first byte that leaves
 			// room for its header.
-			if i := bytes.LastIndex(buf[1:n-margin], ptpkt.PSBPattern[:]); i >= 0 {
+			if i := bytes.LastIndex(win[1:n-margin], ptpkt.PSBPattern[:]); i >= 0 {
 				stop = i + 1
 			} else {
 				stop = n - margin
 			}
 		}
-		fn(buf, uint64(stop), uint64(pos))
+		fn(win, uint64(stop), uint64(pos))
 		pos += int64(stop)
 	}
-	return nil
+	return buf, nil
 }
 
 // OffsetSink passes a window's flow on to Next with every trace offset

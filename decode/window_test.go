@@ -50,6 +50,36 @@ func TestForEachWindowCuts(t *testing.T) {
 	}
 }
 
+// TestForEachWindowBuf: the buffer ForEachWindowBuf returns is the one
+// it read the windows into, reused by the next call, never the memory of
+// a BytesTrace.
+func TestForEachWindowBuf(t *testing.T) {
+	var tr []byte
+	for i := 0; i < 12; i++ {
+		tr = append(tr, ptpkt.PSBPattern[:]...)
+		tr = append(tr, make([]byte, 10000-len(ptpkt.PSBPattern))...)
+	}
+	var buf []byte
+	var first *byte
+	for i := 0; i < 2; i++ {
+		var err error
+		buf, err = ForEachWindowBuf(readerOnly{BytesTrace(tr)}, 1, buf, func(pt []byte, stop, base uint64) {
+			if first == nil {
+				first = &pt[0]
+			} else if &pt[0] != first {
+				t.Errorf("call %d: window at %d read into other memory", i, base)
+			}
+		})
+		if err != nil || cap(buf) == 0 {
+			t.Fatalf("call %d: %v, buffer of %d bytes", i, err, cap(buf))
+		}
+	}
+	got, err := ForEachWindowBuf(BytesTrace(tr), 1, nil, func([]byte, uint64, uint64) {})
+	if err != nil || got != nil {
+		t.Errorf("over a BytesTrace: buffer of %d bytes returned (%v)", cap(got), err)
+	}
+}
+
 type failing struct{ size int64 }
 
 func (f failing) ReadAt(p []byte, off int64) (int, error) { return 0, io.ErrUnexpectedEOF }

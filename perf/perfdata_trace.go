@@ -309,8 +309,28 @@ func loadPerfTrace(p *PerfData, withData bool) (*PerfTrace, error) {
 		}
 	}
 	sort.Slice(t.Queues, func(i, j int) bool { return t.Queues[i].Idx < t.Queues[j].Idx })
-	sort.SliceStable(t.Sideband, func(i, j int) bool { return t.Sideband[i].ID.Time < t.Sideband[j].ID.Time })
+	sortByTime(t.Sideband)
 	return t, nil
+}
+
+// sortByTime sorts records stably by their sample time. A per-CPU
+// recording has thousands of switch records and a PerfRecord is large:
+// records already in order (the usual case) are left as they are, and
+// others are sorted through their indices, each moved once.
+func sortByTime(recs []PerfRecord) {
+	if sort.SliceIsSorted(recs, func(i, j int) bool { return recs[i].ID.Time < recs[j].ID.Time }) {
+		return
+	}
+	idx := make([]int, len(recs))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(i, j int) bool { return recs[idx[i]].ID.Time < recs[idx[j]].ID.Time })
+	sorted := make([]PerfRecord, len(recs))
+	for i, k := range idx {
+		sorted[i] = recs[k]
+	}
+	copy(recs, sorted)
 }
 
 // Size returns the number of trace bytes in the queue.

@@ -400,7 +400,7 @@ func (o *FlowOptions) withOrigin(s decode.FlowSink) decode.FlowSink {
 	if o.Origin == nil {
 		return s
 	}
-	return &originSink{next: s, origin: o.Origin}
+	return &originSink{next: s, origin: originMap{f: o.Origin}}
 }
 
 // window returns next, or, with a time window (o.To != 0), a sink that

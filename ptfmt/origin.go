@@ -9,23 +9,56 @@ import (
 )
 
 // OriginFunc maps an offset of a thread's stream demultiplexed from a
-// per-CPU trace (recording.Thread.Origin) to the CPU whose queue the byte
-// came from and its offset in that queue.
-type OriginFunc func(off uint64) (cpu int, qoff uint64)
+// per-CPU trace (recording.Thread.Origin) to the stretch of the stream
+// around it that came, in one piece, from one CPU's queue.
+type OriginFunc func(off uint64) OriginSpan
+
+// OriginSpan says where the stream's bytes [From, To) came from: the
+// queue of CPU, from queue offset QOff on, or, when Fixed, the bytes that
+// replace the packet at QOff (an IP packet rewritten with a full IP).
+type OriginSpan struct {
+	From, To uint64
+	CPU      int
+	QOff     uint64
+	Fixed    bool
+}
+
+// Map returns the queue offset of the stream's byte at off, in s.
+func (s *OriginSpan) Map(off uint64) uint64 {
+	if s.Fixed {
+		return s.QOff
+	}
+	return s.QOff + off - s.From
+}
+
+// originMap is an OriginFunc with the last span it returned: offsets come
+// mostly in increasing order, so most lookups stay in that span.
+type originMap struct {
+	f    OriginFunc
+	span OriginSpan
+}
+
+// at returns the CPU and queue offset of the stream's byte at off.
+func (m *originMap) at(off uint64) (cpu int, qoff uint64) {
+	if off < m.span.From || off >= m.span.To {
+		m.span = m.f(off)
+	}
+	return m.span.CPU, m.span.Map(off)
+}
 
 // originSink passes a flow on to next with every trace offset mapped to
 // the CPU queue's, and each error naming its CPU (where next can print
 // it: cpuErrorSink).
 type originSink struct {
 	next   decode.FlowSink
-	origin OriginFunc
+	origin originMap
 	relay  decode.BlockRelay
 }
 
 // Block implements decode.BlockSink: a block goes on whole, at its
 // offset in the CPU queue, when next takes blocks.
 func (s *originSink) Block(b *decode.FlowBlock, off, tsc uint64) {
-	_, q := s.origin(off)
+	_, q := s.origin.at(off)
 	s.relay.Send(s.next, b, q, tsc)
 }
 
@@ -38,20 +71,20 @@ type cpuErrorSink interface {
 }
 
 func (s *originSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
-	_, q := s.origin(off)
+	_, q := s.origin.at(off)
 	s.next.Insn(in, q, tsc)
 }
 
 func (s *originSink) Event(ev *decode.Event, off uint64) {
 	c := *ev
-	_, c.Offset = s.origin(ev.Offset)
-	_, q := s.origin(off)
+	_, c.Offset = s.origin.at(ev.Offset)
+	_, q := s.origin.at(off)
 	s.next.Event(&c, q)
 }
 
 func (s *originSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
 	c := *e
-	cpu, q := s.origin(e.Offset)
+	cpu, q := s.origin.at(e.Offset)
 	c.Offset = q
 	if cs, ok := s.next.(cpuErrorSink); ok {
 		cs.errorOnCPU(&c, kind, cpu)

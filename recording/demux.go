@@ -8,6 +8,7 @@ import (
 
 	"github.com/ptjit/ptjit/decode"
 	"github.com/ptjit/ptjit/perf"
+	"github.com/ptjit/ptjit/ptfmt"
 	"github.com/ptjit/ptjit/ptpkt"
 )
 
@@ -49,10 +50,26 @@ type piece struct {
 // splitQueue is pass 1: it walks the packets of a CPU queue (no
 // instruction decoding) and cuts it into pieces, keeping the packet-layer
 // state a piece needs (last IP, time).
-func splitQueue(q *perf.PerfAuxQueue, tr decode.TraceReader, cfg *ptpkt.Config) ([]piece, error) {
+//
+// Most of a queue is short TNTs, PADs and MTCs, which pass 1 steps over
+// without decoding. The time of a piece is needed only at its first IP
+// packet, so MTCs are applied lazily: tm is the time at offset tmAt and
+// the MTCs between tmAt and the walk's position are pending, applied
+// (replayMTC) only when a piece needs its time. TSC, TMA and CBR are
+// applied where they are met: a TSC resets what the pending MTCs would
+// have changed, a TMA changes the time only right after a TSC (where
+// MTCs are ignored), and a CBR changes nothing an MTC reads. Inside a BBP
+// block (where an even byte may start a BIP) nothing is pending: every
+// packet is decoded.
+//
+// It reads the queue in windows of splitWindow bytes through *buf, which
+// the walks of all queues share: the memory of one window is all it
+// touches.
+func splitQueue(q *perf.PerfAuxQueue, tr decode.TraceReader, cfg *ptpkt.Config, buf *[]byte) ([]piece, error) {
 	var out []piece
 	var last ptpkt.LastIP
 	var tm ptpkt.Time
+	var tmAt uint64 // offset in the queue up to which tm holds the MTCs
 	cur := piece{q: q}
 	cut := func(at uint64, psb bool) {
 		if at > cur.from {
@@ -61,25 +78,29 @@ func splitQueue(q *perf.PerfAuxQueue, tr decode.TraceReader, cfg *ptpkt.Config) 
 		}
 		cur = piece{q: q, from: at, psb: psb}
 	}
-	err := decode.ForEachWindow(tr, decode.DefaultWindow, func(pt []byte, stop, base uint64) {
+	var err error
+	*buf, err = decode.ForEachWindowBuf(tr, splitWindow, *buf, func(pt []byte, stop, base uint64) {
 		buf := pt[:stop]
 		d := ptpkt.NewPacketDecoder(buf, cfg)
+		// catchUp applies the pending MTCs up to off.
+		catchUp := func(off uint64) {
+			if off > tmAt {
+				replayMTC(&tm, buf, tmAt-base, off-base, cfg)
+				tmAt = off
+			}
+		}
+		defer func() { catchUp(base + stop) }()
 		var p ptpkt.Packet
 		if err := d.SyncForward(); err != nil {
 			return
 		}
+		tmAt = max(tmAt, base+d.Offset())
 		inBlock := false // between BBP and BEP: even bytes are BIPs, not TNT
 		for {
 			if !inBlock {
-				// Most of a trace is short TNTs (even bytes but 0x02,
-				// the extended opcode) and PADs (0x00): nothing pass 1
-				// needs; skip them without decoding.
 				i := d.Offset()
-				for i < uint64(len(buf)) && buf[i]&1 == 0 && buf[i] != 2 {
-					i++
-				}
-				if i != d.Offset() {
-					d.SyncSet(i)
+				if j := skipQuiet(buf, i); j != i {
+					d.SyncSet(j)
 				}
 			}
 			off := base + d.Offset()
@@ -89,8 +110,10 @@ func splitQueue(q *perf.PerfAuxQueue, tr decode.TraceReader, cfg *ptpkt.Config) 
 				}
 				continue
 			}
+			end := base + d.Offset()
 			switch p.Type {
 			case ptpkt.PktBBP:
+				catchUp(off)
 				inBlock = true
 			case ptpkt.PktBEP, ptpkt.PktOVF:
 				inBlock = false
@@ -100,15 +123,21 @@ func splitQueue(q *perf.PerfAuxQueue, tr decode.TraceReader, cfg *ptpkt.Config) 
 				last.Reset()
 			case ptpkt.PktTSC:
 				tm.UpdateTSC(&p, cfg)
+				tmAt = end
 			case ptpkt.PktTMA:
-				tm.UpdateTMA(&p, cfg)
+				if tm.UpdateTMA(&p, cfg) == nil {
+					tmAt = end
+				}
 			case ptpkt.PktMTC:
-				tm.UpdateMTC(&p, cfg)
+				if inBlock {
+					tm.UpdateMTC(&p, cfg)
+				}
 			case ptpkt.PktCBR:
 				tm.UpdateCBR(&p, cfg)
 			case ptpkt.PktTIP, ptpkt.PktTIPPGE, ptpkt.PktTIPPGD, ptpkt.PktFUP:
 				if p.Type != ptpkt.PktTIPPGD && !cur.ipPacket {
 					cur.ipPacket = true
+					catchUp(off)
 					t, _, _, err := tm.TSC()
 					cur.tsc, cur.haveTSC = t, err == nil
 					if !cur.psb && (p.IPC == ptpkt.IPUpdate16 || p.IPC == ptpkt.IPUpdate32 || p.IPC == ptpkt.IPUpdate48) {
@@ -118,7 +147,7 @@ func splitQueue(q *perf.PerfAuxQueue, tr decode.TraceReader, cfg *ptpkt.Config) 
 							if err == nil {
 								full := ptpkt.Packet{Type: p.Type, IPC: ptpkt.IPFull, IP: ip}
 								if b, err := ptpkt.AppendPacket(nil, &full); err == nil {
-									cur.fixOff, cur.fixLen, cur.fixFull = off, int(base+d.Offset()-off), b
+									cur.fixOff, cur.fixLen, cur.fixFull = off, int(end-off), b
 								}
 							}
 						}
@@ -126,8 +155,11 @@ func splitQueue(q *perf.PerfAuxQueue, tr decode.TraceReader, cfg *ptpkt.Config) 
 				}
 				last.Update(p.IPC, p.IP)
 				if p.Type == ptpkt.PktTIPPGD {
-					cut(base+d.Offset(), false)
+					cut(end, false)
 				}
+			}
+			if inBlock {
+				tmAt = end // nothing pending inside a block
 			}
 		}
 	})
@@ -136,6 +168,65 @@ func splitQueue(q *perf.PerfAuxQueue, tr decode.TraceReader, cfg *ptpkt.Config) 
 	}
 	cut(uint64(tr.Size()), false)
 	return out, nil
+}
+
+// splitWindow is the most bytes of a CPU queue pass 1 holds at once (a
+// variable for tests).
+var splitWindow = 256 << 10
+
+// skipQuiet returns the offset of the first packet at or after i (a
+// packet boundary outside a BBP block) that pass 1 must decode: it steps
+// over short TNTs (even bytes but 0x02, the extended opcode), PADs (0x00)
+// and MTCs (0x59 and one byte).
+func skipQuiet(buf []byte, i uint64) uint64 {
+	for n := uint64(len(buf)); i < n; {
+		switch b := buf[i]; {
+		case b&1 == 0 && b != 2:
+			i++
+		case b == 0x59 && i+1 < n:
+			i += 2
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// replayMTC applies to tm the MTC packets of buf[from:to), walked as
+// splitQueue walks them (from is a packet boundary outside a BBP block,
+// and so is every packet up to to).
+func replayMTC(tm *ptpkt.Time, buf []byte, from, to uint64, cfg *ptpkt.Config) {
+	d := ptpkt.NewPacketDecoder(buf[:to], cfg)
+	if d.SyncSet(from) != nil {
+		return
+	}
+	var p ptpkt.Packet
+	for {
+		i := d.Offset()
+		for i < to {
+			if b := buf[i]; b&1 == 0 && b != 2 {
+				i++
+			} else if b == 0x59 && i+1 < to {
+				p = ptpkt.Packet{Type: ptpkt.PktMTC, Size: 2, MTC: buf[i+1]}
+				tm.UpdateMTC(&p, cfg)
+				i += 2
+			} else {
+				break
+			}
+		}
+		if i != d.Offset() {
+			d.SyncSet(i)
+		}
+		if err := d.Next(&p); err != nil {
+			if ptpkt.IsEOS(err) || d.SyncForward() != nil {
+				return
+			}
+			continue
+		}
+		if p.Type == ptpkt.PktMTC {
+			tm.UpdateMTC(&p, cfg)
+		}
+	}
 }
 
 // demuxed is one thread's trace joined from the CPU queues.
@@ -167,12 +258,13 @@ func (r *Recording) demux(cfg *ptpkt.Config) ([]*demuxed, []*DemuxError, error) 
 	byTid := map[int][]attributed{}
 	pidOf := map[int]int{}
 	seq := 0
+	var buf []byte
 	for _, q := range r.Trace.Queues {
 		if q.Size() == 0 {
 			continue
 		}
 		tr := q.Reader(r.pd)
-		pieces, err := splitQueue(q, tr, cfg)
+		pieces, err := splitQueue(q, tr, cfg, &buf)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %s: %v", r.PerfPath, q, err)
 		}
@@ -211,6 +303,7 @@ func (r *Recording) demux(cfg *ptpkt.Config) ([]*demuxed, []*DemuxError, error) 
 		}
 	}
 	var out []*demuxed
+	blocks := &queueBlocks{}
 	for tid, ps := range byTid {
 		sort.SliceStable(ps, func(i, j int) bool {
 			if ps[i].tsc != ps[j].tsc {
@@ -218,7 +311,7 @@ func (r *Recording) demux(cfg *ptpkt.Config) ([]*demuxed, []*DemuxError, error) 
 			}
 			return ps[i].seq < ps[j].seq
 		})
-		d := &demuxed{pid: pidOf[tid], tid: tid, stream: &threadStream{}}
+		d := &demuxed{pid: pidOf[tid], tid: tid, stream: &threadStream{blocks: blocks}}
 		seen := map[int]bool{}
 		var prev *attributed
 		for i := range ps {
@@ -253,19 +346,25 @@ func (r *Recording) demux(cfg *ptpkt.Config) ([]*demuxed, []*DemuxError, error) 
 // another thread's IP): a decode.TraceReader whose offsets Origin maps
 // back to the CPU queues'.
 type threadStream struct {
-	parts []streamPart
-	size  int64
+	parts  []streamPart
+	size   int64
+	blocks *queueBlocks // shared by the threads of a recording
+}
 
-	// A thread's stretches of one CPU queue come in increasing queue
-	// order with other threads' stretches between them: read each CPU
-	// queue through a block of streamBlock bytes, not one pread per
-	// stretch (a per-cpu recording has thousands of stretches).
+// queueBlocks reads CPU queues for the thread streams of a recording
+// through one block of streamBlock bytes per CPU. A thread's stretches of
+// a CPU queue come in increasing queue order with other threads'
+// stretches between them (a per-cpu recording has thousands of
+// stretches): one pread per block, not per stretch. The blocks are
+// small and shared by all the streams, since touching fresh memory costs
+// about as much as reading it.
+type queueBlocks struct {
 	mu     sync.Mutex
 	blocks map[int]*queueBlock // by CPU
 }
 
-// streamBlock is the size of threadStream's read block per CPU queue.
-const streamBlock = 1 << 20
+// streamBlock is the size of a queueBlocks block.
+const streamBlock = 256 << 10
 
 // queueBlock is the bytes [at, at+len(b)) of a CPU queue.
 type queueBlock struct {
@@ -273,20 +372,20 @@ type queueBlock struct {
 	b  []byte
 }
 
-// readQueue reads b at off of p's CPU queue, through the CPU's block.
-func (s *threadStream) readQueue(p *streamPart, b []byte, off int64) (int, error) {
+// read reads b at off of p's CPU queue, through the CPU's block.
+func (qs *queueBlocks) read(p *streamPart, b []byte, off int64) (int, error) {
 	if len(b) >= streamBlock {
 		return p.src.ReadAt(b, off)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.blocks == nil {
-		s.blocks = map[int]*queueBlock{}
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	if qs.blocks == nil {
+		qs.blocks = map[int]*queueBlock{}
 	}
-	qb := s.blocks[p.cpu]
+	qb := qs.blocks[p.cpu]
 	if qb == nil {
 		qb = &queueBlock{b: make([]byte, 0, streamBlock)}
-		s.blocks[p.cpu] = qb
+		qs.blocks[p.cpu] = qb
 	}
 	n := 0
 	for n < len(b) {
@@ -351,7 +450,7 @@ func (s *threadStream) ReadAt(b []byte, off int64) (int, error) {
 		m := int(min(int64(len(b)-n), p.n-in))
 		if p.syn != nil {
 			copy(b[n:n+m], p.syn[in:])
-		} else if k, err := s.readQueue(p, b[n:n+m], p.off+in); k < m {
+		} else if k, err := s.blocks.read(p, b[n:n+m], p.off+in); k < m {
 			if err == nil {
 				err = io.ErrUnexpectedEOF
 			}
@@ -365,19 +464,18 @@ func (s *threadStream) ReadAt(b []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// Origin returns the CPU and the offset in that CPU's queue of the
-// stream's byte at off.
-func (s *threadStream) Origin(off uint64) (cpu int, qoff uint64, ok bool) {
+// Origin returns the stretch of the stream around off that came, in one
+// piece, from one CPU's queue (the end of the stream maps to the end of
+// its last stretch).
+func (s *threadStream) Origin(off uint64) (ptfmt.OriginSpan, bool) {
 	i := sort.Search(len(s.parts), func(i int) bool { return s.parts[i].virt+s.parts[i].n > int64(off) })
 	if i == len(s.parts) {
 		if len(s.parts) == 0 {
-			return 0, 0, false
+			return ptfmt.OriginSpan{}, false
 		}
-		i-- // the end of the stream
+		p := &s.parts[i-1] // the end of the stream
+		return ptfmt.OriginSpan{From: uint64(p.virt), To: ^uint64(0), CPU: p.cpu, QOff: uint64(p.off), Fixed: p.syn != nil}, true
 	}
 	p := &s.parts[i]
-	if p.syn != nil {
-		return p.cpu, uint64(p.off), true
-	}
-	return p.cpu, uint64(p.off + int64(off) - p.virt), true
+	return ptfmt.OriginSpan{From: uint64(p.virt), To: uint64(p.virt + p.n), CPU: p.cpu, QOff: uint64(p.off), Fixed: p.syn != nil}, true
 }

@@ -41,7 +41,14 @@
 //     thread entered the kernel) or at a PSB (perf's sched-in re-enables
 //     the event, and the hardware starts with PSB+). Each piece keeps the
 //     time at its first IP packet (TSC, TMA and MTC followed as the
-//     decoder's timing does) and the CPU's last IP there.
+//     decoder's timing does) and the CPU's last IP there. The walk steps
+//     over TNT, PAD and MTC bytes without decoding them and applies the
+//     MTCs only where a piece needs its time; it reads each queue through
+//     one small window that all queues share. Pieces are joined from one
+//     small block per CPU shared by all the threads' streams: on a VM,
+//     touching fresh memory and a pread each cost about as much as
+//     decoding, and the per-CPU decode of a recording costs within a few
+//     percent of the per-thread one (BENCHMARKS.md).
 //  2. Each piece is given the thread the sideband says ran on that CPU at
 //     that time: cpuRuns replays SWITCH_CPU_WIDE (switch-out: next_prev
 //     runs from then; switch-in: the sample_id thread), SWITCH (per-task

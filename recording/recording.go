@@ -12,6 +12,7 @@ import (
 	"github.com/ptjit/ptjit/decode"
 	"github.com/ptjit/ptjit/internal/elfnote"
 	"github.com/ptjit/ptjit/perf"
+	"github.com/ptjit/ptjit/ptfmt"
 	"github.com/ptjit/ptjit/ptpkt"
 )
 
@@ -70,19 +71,21 @@ func (t *Thread) String() string {
 	return fmt.Sprintf("%s, pid %d", t.Queue.String(), t.PID)
 }
 
-// Origin maps an offset of t's stream to the CPU queue and offset it came
-// from: for a per-CPU recording's thread, the CPU and the offset in its
-// queue; for a queue of its own, the queue's CPU (-1) and off.
-func (t *Thread) Origin(off uint64) (cpu int, qoff uint64) {
+// Origin maps an offset of t's stream to the stretch around it that came
+// from one CPU queue: for a per-CPU recording's thread, the CPU and the
+// offsets in its queue; for a queue of its own, the queue's CPU (-1) and
+// the stream's own offsets.
+func (t *Thread) Origin(off uint64) ptfmt.OriginSpan {
 	if s, ok := t.Trace.(*threadStream); ok {
-		if c, o, ok := s.Origin(off); ok {
-			return c, o
+		if sp, ok := s.Origin(off); ok {
+			return sp
 		}
 	}
+	cpu := -1
 	if t.Queue != nil {
-		return int(t.Queue.CPU), off
+		cpu = int(t.Queue.CPU)
 	}
-	return -1, off
+	return ptfmt.OriginSpan{From: 0, To: ^uint64(0), CPU: cpu}
 }
 
 // Open opens the recording in dir: DIR/perf.data and DIR/code.db. The
