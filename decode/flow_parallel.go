@@ -153,6 +153,32 @@ func psbHeaderEnd(pt []byte, off uint64, cfg *ptpkt.Config) uint64 {
 	}
 }
 
+// psbTracing reports whether the PSB+ header at off says tracing is on
+// (it holds a FUP). Chunks start only at such PSBs: where tracing is off,
+// the decoder before the PSB knows where it was disabled, and the
+// TIP.PGE after it, at that IP, "resumes" tracing (libipt's resumed); a
+// fresh decoder would report it enabled, with the PSB+'s mode and
+// interrupt flag as events. A per-CPU trace has such PSBs at every
+// context switch.
+func psbTracing(pt []byte, off uint64, cfg *ptpkt.Config) bool {
+	pd := ptpkt.NewPacketDecoder(pt, cfg)
+	if pd.SyncSet(off) != nil {
+		return false
+	}
+	var p ptpkt.Packet
+	for {
+		if pd.Next(&p) != nil {
+			return false
+		}
+		switch p.Type {
+		case ptpkt.PktFUP:
+			return true
+		case ptpkt.PktPSBEnd, ptpkt.PktOVF:
+			return false
+		}
+	}
+}
+
 type flowChunk struct {
 	start, end uint64 // [start, end): this chunk's own bytes
 	last       bool
@@ -227,7 +253,7 @@ func ParallelFlowChunksWindow(pt []byte, stop uint64, img *Image, cfg *FlowConfi
 	var chunks []*flowChunk
 	start := psbs[0]
 	for _, p := range psbs[1:] {
-		if p-start >= parallelChunk {
+		if p-start >= parallelChunk && psbTracing(pt, p, &cfg.Packet) {
 			chunks = append(chunks, &flowChunk{start: start, end: p})
 			start = p
 		}

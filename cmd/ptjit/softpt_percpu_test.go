@@ -89,6 +89,9 @@ func TestSoftPTPerCPUPerf(t *testing.T) {
 			// Through ptjit decode's own format, decoded in small
 			// windows on 3 goroutines: the same flows.
 			checkAllFlows(t, dir, truth, "--format=insn", "-j", "3", "--window", "16384")
+			// Every event and offset of --json, where threads change
+			// CPUs too, is the same decoded on one goroutine as on two.
+			sameOnJobs(t, dir, "--json")
 
 			exp := filepath.Join(tmp, "exp")
 			if r := e2ePtjit(t, nil, "export", "jitdump", "-i", dir, "-o", exp); r.code != 0 {
@@ -117,6 +120,27 @@ func TestSoftPTPerCPUPerf(t *testing.T) {
 			}
 			t.Logf("%d threads, %d instructions: perf's per-thread flows equal the ground truth", len(tids), total)
 		})
+	}
+}
+
+// sameOnJobs fails unless ptjit decode -i dir args prints the same with
+// -j 1 as with -j 2.
+func sameOnJobs(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	r1 := e2ePtjit(t, nil, append([]string{"decode", "-i", dir, "-j", "1"}, args...)...)
+	r2 := e2ePtjit(t, nil, append([]string{"decode", "-i", dir, "-j", "2"}, args...)...)
+	if r1.code != 0 || r2.code != 0 {
+		t.Fatalf("decode %v: exit %d with -j 1, %d with -j 2: %s%s", args, r1.code, r2.code, r1.stderr, r2.stderr)
+	}
+	if r1.stdout != r2.stdout {
+		a, b := strings.Split(r1.stdout, "\n"), strings.Split(r2.stdout, "\n")
+		for i := 0; i < len(a) && i < len(b); i++ {
+			if a[i] != b[i] {
+				t.Errorf("decode %v: line %d with -j 1:\n%s\nwith -j 2:\n%s", args, i+1, a[i], b[i])
+				return
+			}
+		}
+		t.Errorf("decode %v: %d lines with -j 1, %d with -j 2", args, len(a), len(b))
 	}
 }
 
