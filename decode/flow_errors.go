@@ -80,11 +80,13 @@ func (c Code) String() string {
 
 // FlowError is a decode failure of the query or instruction-flow layer. It
 // carries the trace offset of the packet being processed and, where known,
-// the instruction address.
+// the instruction address and (set by RunFlow) the decoder's time then.
 type FlowError struct {
 	Code   Code
 	Offset uint64 // offset into the PT stream
 	IP     uint64 // instruction address; zero when unknown
+	TSC    uint64 // the time of the last timing packet before it, when HasTSC
+	HasTSC bool
 }
 
 func (e *FlowError) Error() string {

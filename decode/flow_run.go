@@ -69,6 +69,7 @@ func RunFlow(d *FlowDecoder, sink FlowSink, resync bool) {
 				if fe.Code == CodeEOS {
 					return
 				}
+				timeError(d, fe)
 				sink.Error(fe, KindError)
 				newSync := d.Offset()
 				if newSync <= sync {
@@ -139,12 +140,14 @@ func RunFlow(d *FlowDecoder, sink FlowSink, resync bool) {
 			return
 		}
 		if afterResync && inDrain {
+			timeError(d, fe)
 			sink.Error(fe, KindResyncError)
 			afterResync = false
 			needSync = true
 			continue
 		}
 		errOff := fe.Offset // before the sink sees (and might change) fe
+		timeError(d, fe)
 		sink.Error(fe, KindError)
 		if resync && errOff != resyncAt {
 			resyncAt = errOff
@@ -155,6 +158,7 @@ func RunFlow(d *FlowDecoder, sink FlowSink, resync bool) {
 				if fe.Code == CodeEOS {
 					return
 				}
+				timeError(d, fe)
 				sink.Error(fe, KindResyncError)
 				afterResync = false
 				needSync = true
@@ -163,4 +167,9 @@ func RunFlow(d *FlowDecoder, sink FlowSink, resync bool) {
 		}
 		needSync = true
 	}
+}
+
+// timeError sets the time of e: the decoder's time, if it has one.
+func timeError(d *FlowDecoder, e *FlowError) {
+	e.TSC, e.HasTSC = d.Time()
 }

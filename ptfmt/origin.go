@@ -93,17 +93,32 @@ func (s *originSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
 	s.next.Error(&c, kind)
 }
 
+// cpuErrorText is the error line of a per-CPU recording's thread: "[KIND:
+// cpu C pt offset X, tsc T, ip I: CODE]", X the offset in CPU C's queue,
+// T the decoder's time (left out when it has none).
+func cpuErrorText(e *decode.FlowError, kind decode.ErrorKind, cpu int) string {
+	tsc := ""
+	if e.HasTSC {
+		tsc = fmt.Sprintf(", tsc %#x", e.TSC)
+	}
+	return fmt.Sprintf("[%s: cpu %d pt offset %#x%s, ip %#x: %s]\n", kind, cpu, e.Offset, tsc, e.IP, e.Code)
+}
+
 func (s *traceSink) errorOnCPU(e *decode.FlowError, kind decode.ErrorKind, cpu int) {
-	fmt.Fprintf(s.w, "[%s: cpu %d pt offset %#x, ip %#x: %s]\n", kind, cpu, e.Offset, e.IP, e.Code)
+	s.w.WriteString(cpuErrorText(e, kind, cpu))
 }
 
 func (s *callSink) errorOnCPU(e *decode.FlowError, kind decode.ErrorKind, cpu int) {
-	fmt.Fprintf(s.w, "[%s: cpu %d pt offset %#x, ip %#x: %s]\n", kind, cpu, e.Offset, e.IP, e.Code)
+	s.w.WriteString(cpuErrorText(e, kind, cpu))
 	s.call, s.ret, s.depth = false, false, 0
 }
 
 func (s *jsonSink) errorOnCPU(e *decode.FlowError, kind decode.ErrorKind, cpu int) {
-	s.enc.Encode(map[string]any{"kind": kind, "error": e.Code.String(), "cpu": cpu, "pt_offset": e.Offset, "ip": fmt.Sprintf("%#x", e.IP)})
+	r := map[string]any{"kind": kind, "error": e.Code.String(), "cpu": cpu, "pt_offset": e.Offset, "ip": fmt.Sprintf("%#x", e.IP)}
+	if e.HasTSC {
+		r["tsc"] = e.TSC
+	}
+	s.enc.Encode(r)
 }
 
 // WriteUnattributed writes, in format, a stretch [off, end) of CPU cpu's

@@ -50,6 +50,11 @@ type PtxedOptions struct {
 	// Window is the most trace bytes held at once (0: decode.DefaultWindow;
 	// not a ptxed option).
 	Window int
+	// Origin, for a thread of a per-CPU recording (not a ptxed option),
+	// maps the offsets of its stream to its CPU queues': the offsets
+	// printed (--offset, errors) are then offsets in the CPU's queue,
+	// and an error line ends with ", cpu N".
+	Origin OriginFunc
 
 	BlockDecoder  bool // --block-decoder (the default) vs --insn-decoder
 	InsnKeepTcal  bool // --insn:keep-tcal-on-ovf
@@ -224,6 +229,7 @@ type ptxedPrinter struct {
 	ninsn   uint64
 	nblocks uint64
 	base    uint64 // offset of the decoded window in the whole trace
+	origin  originMap
 	buf     [64]byte
 	// block emulation
 	inBlock bool
@@ -239,7 +245,32 @@ func (p *ptxedPrinter) hex16(v uint64) {
 
 func (p *ptxedPrinter) diagnose(off, ip uint64, kind decode.ErrorKind, code decode.Code) {
 	p.inBlock = false
+	cpu, off := p.at(off)
+	if cpu >= 0 {
+		fmt.Fprintf(p.w, "[%x, %x: %s: %s, cpu %d]\n", off, ip, kind, code, cpu)
+		return
+	}
 	fmt.Fprintf(p.w, "[%x, %x: %s: %s]\n", off, ip, kind, code)
+}
+
+// at returns what ptxed prints for the stream offset off: off itself, or
+// for a thread of a per-CPU recording (o.Origin) its CPU and the offset
+// in that CPU's queue (cpu -1: none).
+func (p *ptxedPrinter) at(off uint64) (cpu int, qoff uint64) {
+	if p.o.Origin == nil {
+		return -1, off
+	}
+	if p.origin.f == nil {
+		p.origin.f = p.o.Origin
+	}
+	return p.origin.at(off)
+}
+
+// WithOrigin returns a copy of o whose Origin is origin.
+func (o *PtxedOptions) WithOrigin(origin OriginFunc) *PtxedOptions {
+	c := *o
+	c.Origin = origin
+	return &c
 }
 
 // startBlock emulates libipt's block decoder: instructions are grouped
@@ -281,7 +312,8 @@ func (p *ptxedPrinter) printInsn(in *decode.FlowInsn, off, tsc uint64) {
 	}
 	p.startBlock()
 	if p.o.Offset {
-		p.hex16(off)
+		_, q := p.at(off)
+		p.hex16(q)
 		p.w.WriteString("  ")
 	}
 	if p.o.Time {
@@ -328,7 +360,8 @@ func (p *ptxedPrinter) printEvent(ev *decode.Event, off uint64) {
 	w := p.w
 	w.WriteByte('[')
 	if p.o.Offset {
-		p.hex16(off)
+		_, q := p.at(off)
+		p.hex16(q)
 		w.WriteString("  ")
 	}
 	if p.o.EventTime && ev.HasTSC {

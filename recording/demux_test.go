@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -266,5 +267,109 @@ func TestCPURuns(t *testing.T) {
 		if e.TID != tt.tid || (tt.unknown == "") != (e.Unknown == "") || !strings.Contains(e.Unknown, tt.unknown) {
 			t.Errorf("cpu %d tsc %d: tid %d unknown %q; want tid %d unknown %q", tt.cpu, tt.tsc, e.TID, e.Unknown, tt.tid, tt.unknown)
 		}
+	}
+}
+
+// queuePacket returns the offset, in the queue of CPU cpu of the
+// perf.data at path, of the first packet of type typ with IP ip, and the
+// offset of that byte in the file.
+func queuePacket(t *testing.T, path string, cpu int, typ ptpkt.PacketType, ip uint64) (qoff uint64, fileOff int64) {
+	t.Helper()
+	pd, err := perf.OpenPerfData(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pd.Close()
+	tr, err := perf.LoadPerfTrace(pd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range tr.Queues {
+		if int(q.CPU) != cpu {
+			continue
+		}
+		d := ptpkt.NewPacketDecoder(q.Data, nil)
+		if err := d.SyncForward(); err != nil {
+			t.Fatal(err)
+		}
+		var p ptpkt.Packet
+		for {
+			off := d.Offset()
+			if d.Next(&p) != nil {
+				break
+			}
+			if p.Type == typ && p.IP == ip {
+				for _, b := range q.Buffers {
+					if off >= uint64(b.StreamPos) && off < uint64(b.StreamPos)+b.Size {
+						return off, b.DataOffset + int64(off) - int64(b.StreamPos)
+					}
+				}
+			}
+		}
+	}
+	t.Fatalf("no %v packet with IP %#x in the queue of cpu %d", typ, ip, cpu)
+	return 0, 0
+}
+
+// corrupt writes b at offset off of the file at path.
+func corrupt(t *testing.T, path string, off int64, b byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt([]byte{b}, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDemuxErrorOffset: one byte of CPU 0's AUX data corrupted in the
+// perf.data (an unknown opcode, 0x39, where tid 2's FUP at 0x20008 was):
+// the error names CPU 0, the offset of that byte in CPU 0's queue and the
+// time there (tsc 20), in ptjit's text format and in ptxed's, not an
+// offset in tid 2's joined stream.
+func TestDemuxErrorOffset(t *testing.T) {
+	dir := demuxRecording(t, false, true)
+	path := filepath.Join(dir, "perf.data")
+	qoff, fileOff := queuePacket(t, path, 0, ptpkt.PktFUP, 0x20008)
+	corrupt(t, path, fileOff, 0x39)
+	if d := ptpkt.NewPacketDecoder([]byte{0x39, 0, 0, 0, 0, 0, 0, 0, 0}, nil); d.SyncSet(0) != nil || d.Next(new(ptpkt.Packet)) == nil {
+		t.Fatal("0x39 decodes as a packet")
+	}
+
+	_, errs := demuxFlows(t, dir)
+	want := fmt.Sprintf("[error: cpu 0 pt offset %#x, tsc 0x14, ip ", qoff)
+	if len(errs[2]) != 1 || !strings.HasPrefix(errs[2][0], want) || !strings.HasSuffix(errs[2][0], ": unknown opcode]") {
+		t.Errorf("tid 2: errors %q, want one %q...: unknown opcode]", errs[2], want)
+	}
+
+	rec, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	srcs, err := rec.Sources(2, &decode.FlowConfig{}, func(string) bool { return false })
+	if err != nil || len(srcs) != 1 {
+		t.Fatalf("sources of tid 2: %v, %v", srcs, err)
+	}
+	var out bytes.Buffer
+	o := ptfmt.NewPtxedOptions()
+	o.Jobs = 1
+	if err := ptfmt.PtxedTrace(o.WithOrigin(srcs[0].Origin), srcs[0].Trace, srcs[0].Image, srcs[0].Config, nil, &out); err != nil {
+		t.Fatal(err)
+	}
+	wantPtxed := fmt.Sprintf("[%x, ", qoff)
+	found := false
+	for _, l := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(l, "[") && strings.Contains(l, "unknown opcode") {
+			found = strings.HasPrefix(l, wantPtxed) && strings.HasSuffix(l, ": error: unknown opcode, cpu 0]")
+			if !found {
+				t.Errorf("ptxed error line %q, want %s...: error: unknown opcode, cpu 0]", l, wantPtxed)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("ptxed printed no error:\n%s", out.String())
 	}
 }

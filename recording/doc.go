@@ -91,8 +91,12 @@
 // "unattributed". A piece given to a thread whose image cannot run its IP
 // decodes as a nomap error in that thread's flow. Decode errors and
 // events of a joined stream carry offsets in their CPU's queue
-// (Thread.Origin, ptfmt.FlowOptions.Origin), and the error lines name the
-// CPU; --format=ptxed prints offsets in the joined stream.
+// (Thread.Origin, ptfmt.FlowOptions.Origin, ptfmt.PtxedOptions.Origin):
+// an error line names the CPU, the offset in its queue (the offset in the
+// stream perf's AUXTRACE buffers of that CPU make, end to end) and the
+// decoder's time ("[error: cpu 1 pt offset 0x1f3a, tsc 0x..., ip ...:
+// unknown opcode]"; JSON: cpu, pt_offset, tsc); --format=ptxed prints
+// queue offsets too, and its error lines end with ", cpu N".
 //
 // PT configuration. The timing configuration the trace was recorded with
 // (MTC frequency, CPUID 0x15 ratio, nominal frequency) comes from

@@ -294,7 +294,7 @@ func runDecode(a *decodeArgs, stdout io.Writer) error {
 			bw := bufio.NewWriter(stdout)
 			t.WriteProblems(bw, "trace", nil)
 			bw.Flush()
-			if err := ptfmt.PtxedTrace(o, t.Trace, t.Image, t.Config, nil, stdout); err != nil {
+			if err := ptfmt.PtxedTrace(o.WithOrigin(t.Origin), t.Trace, t.Image, t.Config, nil, stdout); err != nil {
 				return err
 			}
 		}
