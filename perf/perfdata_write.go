@@ -555,6 +555,18 @@ func (w *PerfDataWriter) Lost(pid, tid int, lost, tsc uint64) {
 	w.record(RecLost, 0, pl, sid)
 }
 
+// Aux writes an AUX record of the PT event on the CPU set with SetCPU:
+// the bytes [offset, offset+size) of the AUX area landed, with flags
+// (AuxFlagTruncated: the area was full and the trace after them was
+// lost).
+func (w *PerfDataWriter) Aux(pid, tid int, offset, size, flags, tsc uint64) {
+	le := binary.LittleEndian
+	pl := le.AppendUint64(nil, offset)
+	pl = le.AppendUint64(pl, size)
+	pl = le.AppendUint64(pl, flags)
+	w.record(RecAux, 0, pl, w.sid(evPT, pid, tid, tsc))
+}
+
 // Fork writes a FORK record: thread tid of process pid was created by ptid
 // of ppid.
 func (w *PerfDataWriter) Fork(pid, ppid, tid, ptid int, tsc uint64) {

@@ -45,6 +45,24 @@ type piece struct {
 	fixOff  uint64
 	fixLen  int
 	fixFull []byte
+	// gap: the AUX data has a gap right after the piece (auxGap.at); the
+	// decoder must not read on as if the next bytes followed.
+	gap *auxGap
+}
+
+// auxGap is where a CPU queue's AUX data is not contiguous: perf lost
+// trace there (an AUXTRACE buffer that does not continue the previous
+// one, an AUX record flagged TRUNCATED). Pass 1 ends the piece before it
+// at its last whole packet (end) and resumes at the first PSB after it
+// (resume); the joined stream of the piece's thread gets an OVF there
+// (the decoder reports an overflow: trace lost, and resyncs), and
+// [end, resume) is reported as a DemuxError.
+type auxGap struct {
+	at          uint64 // queue offset where the bytes stop following each other
+	why         string
+	end, resume uint64
+	tsc         uint64 // time at end
+	haveTSC     bool
 }
 
 // splitQueue is pass 1: it walks the packets of a CPU queue (no
@@ -65,7 +83,7 @@ type piece struct {
 // It reads the queue in windows of splitWindow bytes through *buf, which
 // the walks of all queues share: the memory of one window is all it
 // touches.
-func splitQueue(q *perf.PerfAuxQueue, tr decode.TraceReader, cfg *ptpkt.Config, buf *[]byte) ([]piece, error) {
+func splitQueue(q *perf.PerfAuxQueue, tr decode.TraceReader, cfg *ptpkt.Config, buf *[]byte, gaps []*auxGap) ([]piece, error) {
 	var out []piece
 	var last ptpkt.LastIP
 	var tm ptpkt.Time
@@ -78,10 +96,12 @@ func splitQueue(q *perf.PerfAuxQueue, tr decode.TraceReader, cfg *ptpkt.Config, 
 		}
 		cur = piece{q: q, from: at, psb: psb}
 	}
-	var err error
-	*buf, err = decode.ForEachWindowBuf(tr, splitWindow, *buf, func(pt []byte, stop, base uint64) {
+	var walked uint64  // where the walk of the current segment stopped
+	var resumed uint64 // where it started
+	walk := func(pt []byte, stop, base uint64) {
 		buf := pt[:stop]
 		d := ptpkt.NewPacketDecoder(buf, cfg)
+		walked = base
 		// catchUp applies the pending MTCs up to off.
 		catchUp := func(off uint64) {
 			if off > tmAt {
@@ -92,7 +112,14 @@ func splitQueue(q *perf.PerfAuxQueue, tr decode.TraceReader, cfg *ptpkt.Config, 
 		defer func() { catchUp(base + stop) }()
 		var p ptpkt.Packet
 		if err := d.SyncForward(); err != nil {
+			walked = base + stop
+			if base == resumed {
+				resumed = walked
+			}
 			return
+		}
+		if base == resumed {
+			resumed = base + d.Offset()
 		}
 		tmAt = max(tmAt, base+d.Offset())
 		inBlock := false // between BBP and BEP: even bytes are BIPs, not TNT
@@ -104,6 +131,7 @@ func splitQueue(q *perf.PerfAuxQueue, tr decode.TraceReader, cfg *ptpkt.Config, 
 				}
 			}
 			off := base + d.Offset()
+			walked = off
 			if err := d.Next(&p); err != nil {
 				if ptpkt.IsEOS(err) || d.SyncForward() != nil {
 					return
@@ -162,13 +190,87 @@ func splitQueue(q *perf.PerfAuxQueue, tr decode.TraceReader, cfg *ptpkt.Config, 
 				tmAt = end // nothing pending inside a block
 			}
 		}
-	})
-	if err != nil {
-		return nil, err
+	}
+	// The queue is walked in segments between its gaps; at a gap the
+	// walk ends (a packet cut by it is left out) and starts afresh at
+	// the next PSB, without the time and last IP of before.
+	from := uint64(0)
+	for i := 0; i <= len(gaps); i++ {
+		to := uint64(tr.Size())
+		if i < len(gaps) {
+			to = gaps[i].at
+		}
+		var err error
+		resumed, walked = from, from
+		*buf, err = decode.ForEachWindowBuf(decode.TraceSection(tr, int64(from), int64(to-from)), splitWindow, *buf,
+			func(pt []byte, stop, base uint64) { walk(pt, stop, from+base) })
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			gaps[i-1].resume = resumed
+		}
+		if i == len(gaps) {
+			break
+		}
+		g := gaps[i]
+		g.end = max(walked, cur.from)
+		t, _, _, err := tm.TSC() // the window's end caught up with the MTCs
+		g.tsc, g.haveTSC = t, err == nil
+		if g.end > cur.from {
+			cut(g.end, false)
+			out[len(out)-1].gap = g
+		}
+		cur = piece{q: q, from: to}
+		tm, tmAt, from = ptpkt.Time{}, to, to
+		last.Reset()
 	}
 	cut(uint64(tr.Size()), false)
 	return out, nil
 }
+
+// auxGaps returns the gaps of q's AUX data, in queue order: where an
+// AUXTRACE buffer does not continue the previous one, and where an AUX
+// record of q's CPU says the data was truncated after it (and more
+// follows).
+func (r *Recording) auxGaps(q *perf.PerfAuxQueue) []*auxGap {
+	var gaps []*auxGap
+	for i, b := range q.Buffers {
+		if b.Gap && b.Size > 0 {
+			p := q.Buffers[i-1]
+			gaps = append(gaps, &auxGap{at: uint64(b.StreamPos), why: fmt.Sprintf("AUX data lost: the AUXTRACE buffer at %#x starts at AUX offset %#x, the one before ends at %#x",
+				b.RecordOffset, b.AuxOffset, p.AuxOffset+p.Size)})
+		}
+	}
+	for i := range r.Trace.Sideband {
+		rec := &r.Trace.Sideband[i]
+		if rec.Type != perf.RecAux || rec.Aux.Flags&perf.AuxFlagTruncated == 0 || rec.ID.Valid&perf.SampleCPU == 0 || int32(rec.ID.CPU) != q.CPU {
+			continue
+		}
+		end := rec.Aux.Offset + rec.Aux.Size
+		for _, b := range q.Buffers {
+			if end >= b.AuxOffset && end < b.AuxOffset+b.Size {
+				gaps = append(gaps, &auxGap{at: uint64(b.StreamPos) + end - b.AuxOffset,
+					why: fmt.Sprintf("AUX data lost: the AUX record at %#x is flagged truncated", rec.Offset)})
+				break
+			}
+		}
+	}
+	sort.SliceStable(gaps, func(i, j int) bool { return gaps[i].at < gaps[j].at })
+	// One gap per place (a truncation where a buffer also jumps).
+	out := gaps[:0]
+	for _, g := range gaps {
+		if len(out) > 0 && out[len(out)-1].at == g.at {
+			continue
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+// ovf is an OVF packet, what the joined stream of a thread holds where
+// its trace has a gap.
+var ovf = []byte{0x02, 0xf3}
 
 // splitWindow is the most bytes of a CPU queue pass 1 holds at once (a
 // variable for tests).
@@ -264,9 +366,14 @@ func (r *Recording) demux(cfg *ptpkt.Config) ([]*demuxed, []*DemuxError, error) 
 			continue
 		}
 		tr := q.Reader(r.pd)
-		pieces, err := splitQueue(q, tr, cfg, &buf)
+		gaps := r.auxGaps(q)
+		pieces, err := splitQueue(q, tr, cfg, &buf, gaps)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %s: %v", r.PerfPath, q, err)
+		}
+		for _, g := range gaps {
+			problems = append(problems, &DemuxError{CPU: int(q.CPU), Offset: g.end, End: g.resume, TSC: g.tsc,
+				Reason: fmt.Sprintf("%s (queue offset %#x); decoding goes on at the next PSB", g.why, g.at)})
 		}
 		for _, p := range pieces {
 			if !p.ipPacket {
@@ -330,6 +437,10 @@ func (r *Recording) demux(cfg *ptpkt.Config) ([]*demuxed, []*DemuxError, error) 
 				d.stream.add(p.cpu, src, p.fixOff+uint64(p.fixLen), p.to)
 			} else {
 				d.stream.add(p.cpu, src, p.from, p.to)
+			}
+			if p.gap != nil {
+				// the trace lost after the piece: an overflow
+				d.stream.addBytes(p.cpu, ovf, p.gap.at)
 			}
 			prev = p
 		}

@@ -184,7 +184,7 @@ func TestSplitQueueLazyTime(t *testing.T) {
 	for _, w := range []int{splitWindow, 16 << 10} {
 		splitWindow = w
 		var buf []byte
-		got, err := splitQueue(q, decode.BytesTrace(b.b), &cfg, &buf)
+		got, err := splitQueue(q, decode.BytesTrace(b.b), &cfg, &buf, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

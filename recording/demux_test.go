@@ -3,6 +3,7 @@ package recording
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -71,6 +72,17 @@ func (p *ptBuf) run(ipc ptpkt.IPCompression, ip, stop uint64) *ptBuf {
 //
 // Without switches, only the ITRACE_START records are written.
 func demuxRecording(t *testing.T, lost, switches bool) string {
+	dir, _ := demuxRecordingGap(t, lost, switches, "")
+	return dir
+}
+
+// demuxRecordingGap is demuxRecording with, when gap is not "", CPU 0's
+// trace written as two AUXTRACE buffers and the bytes of tid 2's FUP and
+// TIP.PGD at tsc 20 lost between them: the second buffer's AUX offset
+// leaves room for them (gap "buffer"), or an AUX record says the AUX data
+// was truncated after the first (gap "truncated"). It returns the queue
+// offset where the second buffer starts.
+func demuxRecordingGap(t *testing.T, lost, switches bool, gap string) (string, uint64) {
 	dir := t.TempDir()
 	r, err := db.Create(filepath.Join(dir, "code.db"), db.Meta{})
 	if err != nil {
@@ -113,6 +125,7 @@ func demuxRecording(t *testing.T, lost, switches bool) string {
 	cpu0.psb(10).run(ptpkt.IPSext48, 0x20000, 0x20004)
 	sw(0, 1, 1, 2, 2, 20)
 	cpu0.psb(20).run(ptpkt.IPSext48, 0x20000, 0x20008)
+	lostFrom, lostTo := len(cpu0.b)-8, len(cpu0.b) // FUP (7 bytes), TIP.PGD
 	sw(0, 2, 2, 1, 11, 30)
 	cpu0.psb(30).run(ptpkt.IPSext48, 0x20000, 0x20002)
 	w.SetCPU(1)
@@ -129,12 +142,52 @@ func demuxRecording(t *testing.T, lost, switches bool) string {
 	cpu0.pkt(ptpkt.Packet{Type: ptpkt.PktTSC, Payload: 50}).run(ptpkt.IPSext48, 0x20020, 0x20024)
 	sw(0, 1, 1, 2, 2, 60)
 	cpu0.psb(60).run(ptpkt.IPSext48, 0x20010, 0x20014)
-	w.AuxTrace(1, 0, 70, cpu0.b)
+	var at uint64
+	if gap != "" {
+		w.AuxTrace(1, 0, 70, cpu0.b[:lostFrom])
+		w.AuxTrace(1, 0, 70, cpu0.b[lostTo:])
+		at = uint64(lostFrom+7) &^ 7 // the first buffer, padded
+		if gap == "truncated" {
+			w.SetCPU(0)
+			w.Aux(2, 2, 0, at, perf.AuxFlagTruncated, 21)
+		}
+	} else {
+		w.AuxTrace(1, 0, 70, cpu0.b)
+	}
 	w.AuxTrace(1, 1, 70, cpu1.b)
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	return dir
+	if gap == "buffer" {
+		// The second buffer's AUX offset: after the lost bytes.
+		path := filepath.Join(dir, "perf.data")
+		pd, err := perf.OpenPerfData(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := perf.LoadPerfTraceLazy(pd)
+		pd.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range tr.Queues {
+			if q.CPU == 0 {
+				b := q.Buffers[1]
+				var le [8]byte
+				binary.LittleEndian.PutUint64(le[:], b.AuxOffset+uint64(lostTo-lostFrom))
+				f, err := os.OpenFile(path, os.O_RDWR, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// struct perf_record_auxtrace: header, size, offset, ...
+				if _, err := f.WriteAt(le[:], b.RecordOffset+8+8); err != nil {
+					t.Fatal(err)
+				}
+				f.Close()
+			}
+		}
+	}
+	return dir, at
 }
 
 // demuxFlows decodes every Source of the recording in dir as ptjit decode
@@ -371,5 +424,81 @@ func TestDemuxErrorOffset(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("ptxed printed no error:\n%s", out.String())
+	}
+}
+
+// TestDemuxAuxGap: CPU 0's AUX data has a gap (an AUXTRACE buffer whose
+// AUX offset does not continue the previous one, or an AUX record flagged
+// truncated) where tid 2's FUP and TIP.PGD were lost. Tid 2's flow is not
+// joined across it: it has an overflow at the time of the gap (tsc 20)
+// and goes on at its next PSB; the gap is reported as an error line with
+// the CPU, queue offsets, time and the record that tells it; the other
+// threads' flows are those of the same recording without the gap.
+func TestDemuxAuxGap(t *testing.T) {
+	for _, gap := range []string{"buffer", "truncated"} {
+		t.Run(gap, func(t *testing.T) { testDemuxAuxGap(t, gap) })
+	}
+}
+
+func testDemuxAuxGap(t *testing.T, gap string) {
+	dir, at := demuxRecordingGap(t, false, true, gap)
+	why := map[string]string{"buffer": "AUX data lost: the AUXTRACE buffer at 0x", "truncated": "AUX data lost: the AUX record at 0x"}[gap]
+	ips, errs := demuxFlows(t, dir)
+	wantIPs, _ := demuxFlows(t, demuxRecording(t, false, true))
+	for _, tid := range []int{1, 11} {
+		if fmt.Sprintf("%x", ips[tid]) != fmt.Sprintf("%x", wantIPs[tid]) || len(errs[tid]) > 0 {
+			t.Errorf("tid %d: %x, errors %q; without the gap %x", tid, ips[tid], errs[tid], wantIPs[tid])
+		}
+	}
+	u := strings.Join(errs[-1], "\n")
+	if len(errs[-1]) != 1 || !strings.Contains(u, fmt.Sprintf("cpu 0 pt offset %#x-%#x, tsc 0x14", at, at)) || !strings.Contains(u, why) {
+		t.Errorf("unattributed: %q; want the gap at %#x, tsc 0x14", errs[-1], at)
+	}
+
+	rec, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	srcs, err := rec.Sources(2, &decode.FlowConfig{}, func(string) bool { return false })
+	if err != nil || len(srcs) == 0 || srcs[0].TID != 2 {
+		t.Fatalf("sources of tid 2: %v, %v", srcs, err)
+	}
+	var out bytes.Buffer
+	w := bufio.NewWriter(&out)
+	fo := ptfmt.FlowOptions{Format: "json", Jobs: 1, Origin: srcs[0].Origin}
+	if err := ptfmt.WriteFlow(w, srcs[0].Trace, srcs[0].Image, srcs[0].Config, &fo); err != nil {
+		t.Fatal(err)
+	}
+	w.Flush()
+	var events []string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if strings.Contains(l, `"kind":"event"`) || strings.Contains(l, `"kind":"error"`) {
+			events = append(events, l)
+		}
+	}
+	// The overflow: at the time of the gap, at the offset where decoding
+	// goes on (as for any OVF: the packet after it), a PSB of CPU 0's
+	// queue after the gap.
+	var ovfOff uint64
+	if len(events) != 8 || !strings.Contains(events[0], `"event":"enabled, ip: 0000000000020000"`) ||
+		!strings.HasPrefix(events[3], `{"event":"overflow","kind":"event","pt_offset":`) || !strings.HasSuffix(events[3], `,"tsc":20}`) ||
+		!strings.Contains(events[4], `"event":"enabled, ip: 0000000000020010"`) {
+		t.Fatalf("tid 2's events:\n%s\nwant enabled at 0x20000, overflow at tsc 20, enabled at 0x20010", strings.Join(events, "\n"))
+	}
+	fmt.Sscanf(strings.TrimPrefix(events[3], `{"event":"overflow","kind":"event","pt_offset":`), "%d", &ovfOff)
+	pd, err := perf.OpenPerfData(filepath.Join(dir, "perf.data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pd.Close()
+	tr, err := perf.LoadPerfTrace(pd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range tr.Queues {
+		if q.CPU == 0 && (ovfOff <= at || !bytes.HasPrefix(q.Data[ovfOff:], ptpkt.PSBPattern[:])) {
+			t.Errorf("the overflow is at %#x of CPU 0's queue, not at a PSB after the gap at %#x", ovfOff, at)
+		}
 	}
 }

@@ -98,6 +98,18 @@
 // unknown opcode]"; JSON: cpu, pt_offset, tsc); --format=ptxed prints
 // queue offsets too, and its error lines end with ", cpu N".
 //
+// Gaps. Where a CPU queue's AUX data is not contiguous (an AUXTRACE
+// buffer whose AUX offset does not continue the previous one: perf could
+// not keep up; an AUX record flagged TRUNCATED: the AUX area was full and
+// the trace after it was lost), pass 1 does not walk across: the piece
+// before the gap ends at its last whole packet, the walk resumes at the
+// next PSB with no time or last IP carried over, and the stretch between
+// is a DemuxError naming the CPU, the queue offsets, the time and the
+// record that tells the gap. The stream of the thread whose piece the gap
+// cuts gets an OVF there, so its decoder reports an overflow (the time of
+// the gap; the offset, as for any OVF, where decoding goes on) and
+// resyncs instead of reading on as if the bytes followed.
+//
 // PT configuration. The timing configuration the trace was recorded with
 // (MTC frequency, CPUID 0x15 ratio, nominal frequency) comes from
 // perf.data's AUXTRACE_INFO and PT event, by one rule
