@@ -197,9 +197,9 @@ const chromiumTimeout = 3 * time.Minute
 // stands still while the page fetches the profile; the 2 s of it that
 // follow let speedscope parse and render before Chromium dumps or shoots
 // the page (each virtual second renders frames: more only costs time).
-// The browser runs in a process group of its own
-// with a temporary profile and home, and the group is killed afterwards
-// so no renderer outlives the test.
+// The browser runs in a process group of its own with a temporary
+// profile and home, and the group is killed afterwards so no renderer
+// outlives the test.
 func runChromium(t *testing.T, chromium string, args ...string) string {
 	t.Helper()
 	home := t.TempDir()
