@@ -410,7 +410,7 @@ func (r *Recording) demux(cfg *ptpkt.Config) ([]*demuxed, []*DemuxError, error) 
 		}
 	}
 	var out []*demuxed
-	blocks := &queueBlocks{}
+	blocks := &queueBlocks{slab: buf[:cap(buf)]} // pass 1's window, walked
 	for tid, ps := range byTid {
 		sort.SliceStable(ps, func(i, j int) bool {
 			if ps[i].tsc != ps[j].tsc {
@@ -467,15 +467,17 @@ type threadStream struct {
 // a CPU queue come in increasing queue order with other threads'
 // stretches between them (a per-cpu recording has thousands of
 // stretches): one pread per block, not per stretch. The blocks are
-// small and shared by all the streams, since touching fresh memory costs
+// small, shared by all the streams and cut from the memory pass 1 walked
+// the queues in (slab) while it lasts, since touching fresh memory costs
 // about as much as reading it.
 type queueBlocks struct {
 	mu     sync.Mutex
 	blocks map[int]*queueBlock // by CPU
+	slab   []byte
 }
 
 // streamBlock is the size of a queueBlocks block.
-const streamBlock = 256 << 10
+const streamBlock = 64 << 10
 
 // queueBlock is the bytes [at, at+len(b)) of a CPU queue.
 type queueBlock struct {
@@ -495,7 +497,12 @@ func (qs *queueBlocks) read(p *streamPart, b []byte, off int64) (int, error) {
 	}
 	qb := qs.blocks[p.cpu]
 	if qb == nil {
-		qb = &queueBlock{b: make([]byte, 0, streamBlock)}
+		qb = &queueBlock{}
+		if len(qs.slab) >= streamBlock {
+			qb.b, qs.slab = qs.slab[:0:streamBlock], qs.slab[streamBlock:]
+		} else {
+			qb.b = make([]byte, 0, streamBlock)
+		}
 		qs.blocks[p.cpu] = qb
 	}
 	n := 0
