@@ -59,7 +59,7 @@ func readJitdumpLoads(t *testing.T, path string) []jitdumpLoad {
 // decode --calls enters each of fooAdd's and barMul's baseline code 200
 // times (names.js calls each 200 times) under the name V8 gave it, every
 // version it names there holds exactly the bytes of the load of that name
-// (show --raw), and --summary lists both names with their instructions.
+// (show --raw), and --summary and --folded list both names.
 func TestNodeJitdumpNames(t *testing.T) {
 	e2eSetup(t)
 	if _, err := exec.LookPath("node"); err != nil {
@@ -88,7 +88,14 @@ func TestNodeJitdumpNames(t *testing.T) {
 	if summary.code != 0 {
 		t.Fatalf("decode --summary: exit %d\n%s", summary.code, summary.stderr)
 	}
+	folded := e2ePtjit(t, nil, "decode", "-i", dir, "--folded")
+	if folded.code != 0 {
+		t.Fatalf("decode --folded: exit %d\n%s", folded.code, folded.stderr)
+	}
 	for _, fn := range []string{"fooAdd", "barMul"} {
+		if !regexp.MustCompile(`(?m);JS:\^` + fn + ` \S+names\.js:\d+:\d+ [1-9]\d*$`).MatchString(folded.stdout) {
+			t.Errorf("decode --folded has no stack ending in %s", fn)
+		}
 		byName := map[string]jitdumpLoad{}
 		for _, l := range loads {
 			if strings.HasPrefix(l.name, "JS:^"+fn+" ") {
