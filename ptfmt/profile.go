@@ -32,7 +32,11 @@ import (
 //   - After a decode error the stack is unknown: it restarts, as a new
 //     root, with the function decoding resumes in (Resets counts these).
 //     Tracing that starts anew (enabled, not resumed: a filtered trace's
-//     entries into the traced code) also starts a new root.
+//     entries into the traced code) also starts a new root, except where
+//     it starts at the return address of a call that left the traced
+//     code (a JIT function calling a runtime function outside the
+//     filter): that is the call returning, and the caller's stack goes
+//     on (outCalls), not a new call of the caller.
 //   - Stacks deeper than MaxDepth frames end in a frame "[depth > N]"
 //     that takes everything deeper.
 //
@@ -62,6 +66,8 @@ type Profile struct {
 	fresh      bool    // the next instruction starts a new root
 	enterFresh bool    // ... entered (tracing started), not resumed after an error
 	first      decode.FlowInsn
+	callEnd    uint64    // the address after the previous instruction, a call
+	outCalls   []outCall // calls that left the traced code, the last one last
 
 	lastTSC uint64    // the last timing update (0: none since a gap)
 	pending []pending // instructions since lastTSC, by node
@@ -89,6 +95,18 @@ type profNode struct {
 	insns  uint64 // instructions run with this stack
 	ticks  uint64 // TSC ticks attributed to it
 }
+
+// outCall is a call after which tracing stopped (its target is outside
+// the traced code): where it returns to, and the stack it was made from.
+type outCall struct {
+	ret   uint64
+	stack []int32
+	over  int
+}
+
+// maxOutCalls bounds Profile.outCalls: calls out of the traced code that
+// never came back (a longjmp, an exception unwound outside) are forgotten.
+const maxOutCalls = 64
 
 type pending struct {
 	node int32
@@ -119,6 +137,7 @@ func (p *Profile) Thread(prefix, title string) {
 	p.cur = t
 	p.stack, p.over = p.stack[:0], 0
 	p.call, p.ret, p.fresh, p.enterFresh = false, false, true, false
+	p.outCalls = p.outCalls[:0]
 	p.gap()
 }
 
@@ -283,6 +302,7 @@ func (p *Profile) Insn(in *decode.FlowInsn, off, tsc uint64) {
 	}
 	p.count(in.Section, 1, in.TSC)
 	p.setEnd(in.Class)
+	p.callEnd = in.IP + uint64(in.Size)
 }
 
 // Block implements decode.BlockSink: only a block's first instruction can
@@ -294,6 +314,7 @@ func (p *Profile) Block(b *decode.FlowBlock, off, tsc uint64) {
 	}
 	p.count(b.Section, uint64(b.N), b.TSC)
 	p.setEnd(b.EndClass)
+	p.callEnd = b.End
 }
 
 // Event follows the call/return state as the calls format does.
@@ -308,12 +329,18 @@ func (p *Profile) Event(ev *decode.Event, off uint64) {
 	case decode.EvExecMode, decode.EvIflags:
 		// state, not flow
 	case decode.EvEnabled:
-		if !ev.Resumed {
+		if !ev.Resumed && !p.returnFromOut(ev) {
 			p.fresh, p.enterFresh = true, true
 		}
 		p.call, p.ret = false, false
 		p.gap()
 	default:
+		if ev.Type == decode.EvDisabled && p.call && !p.fresh && len(p.stack) > 0 {
+			if len(p.outCalls) == maxOutCalls {
+				p.outCalls = append(p.outCalls[:0], p.outCalls[1:]...)
+			}
+			p.outCalls = append(p.outCalls, outCall{p.callEnd, append([]int32(nil), p.stack...), p.over})
+		}
 		p.call, p.ret = false, false
 		if ev.Type == decode.EvDisabled || ev.Type == decode.EvOverflow {
 			p.gap()
@@ -321,8 +348,25 @@ func (p *Profile) Event(ev *decode.Event, off uint64) {
 	}
 }
 
+// returnFromOut reports whether tracing that starts at ev.IP is a call
+// out of the traced code returning, and if so takes its stack back.
+func (p *Profile) returnFromOut(ev *decode.Event) bool {
+	if ev.IPSuppressed {
+		return false
+	}
+	for i := len(p.outCalls) - 1; i >= 0; i-- {
+		if c := &p.outCalls[i]; c.ret == ev.IP {
+			p.stack, p.over, p.fresh = append(p.stack[:0], c.stack...), c.over, false
+			p.outCalls = p.outCalls[:i]
+			return true
+		}
+	}
+	return false
+}
+
 func (p *Profile) Error(e *decode.FlowError, kind decode.ErrorKind) {
 	p.call, p.ret = false, false
+	p.outCalls = p.outCalls[:0]
 	if !p.fresh && len(p.stack) > 0 {
 		p.Resets++
 		p.cur.resets++
