@@ -2,7 +2,7 @@
 GO      ?= go
 BIN     := bin/ptjit
 
-.PHONY: all ptjit testdata test lint bench demo clean
+.PHONY: all ptjit testdata speedscope test lint bench demo clean
 all: ptjit testdata
 
 ptjit:
@@ -10,6 +10,15 @@ ptjit:
 
 testdata:
 	$(MAKE) -C testdata
+
+# speedscope, the flame graph viewer the browser test opens --folded output
+# in, at the version testdata/web/package-lock.json pins; npm ci needs the
+# network the first time only (.ci/run runs this target).
+SPEEDSCOPE := testdata/web/node_modules/.installed
+speedscope: $(SPEEDSCOPE)
+$(SPEEDSCOPE): testdata/web/package.json testdata/web/package-lock.json
+	cd testdata/web && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
 
 # The differential tests against libipt (cgo) run where libipt-dev is
 # installed (.ci/run installs it; under CI=true a missing header fails the

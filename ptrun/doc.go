@@ -25,8 +25,12 @@
 // unless it is set-uid); PDEATHSIG is cleared in forked children, so
 // children and threads of the program are covered by PTRACE_O_EXITKILL
 // instead: every tracee gets SIGKILL when the tracer exits, however it
-// exits. On SIGTERM, SIGINT or SIGHUP ptjit kills every tracee with SIGKILL
-// itself, waits for them, flushes code.db and exits 128+N.
+// exits. On SIGTERM, SIGINT or SIGHUP the program gets the signal once, as
+// it would alone: from the kernel when it went to the process group
+// (Ctrl-C), from ptjit when it went to ptjit alone (passSignal); ptjit then
+// waits for it and exits with its status. On a second one ptjit kills
+// every tracee with SIGKILL itself, waits for them, flushes code.db and
+// exits 128+N.
 //
 // Signal dispositions: the program inherits SIG_IGN for SIGHUP and SIGINT
 // when ptjit did; other signals ptjit's Go runtime handles (so an inherited

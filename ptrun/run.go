@@ -151,16 +151,28 @@ func Run(cfg Config) (status int, err error) {
 		return 1, err
 	}
 	var mu sync.Mutex
-	var got syscall.Signal
+	var got syscall.Signal // the signal ptjit killed the program for
 	stop := make(chan struct{})
 	go func() {
-		select {
-		case s := <-sigc:
-			mu.Lock()
-			got = s.(syscall.Signal)
-			mu.Unlock()
-			tr.Kill()
-		case <-stop:
+		passed := false
+		for {
+			select {
+			case s := <-sigc:
+				sig := s.(syscall.Signal)
+				if !passed {
+					passed = true
+					if passSignal(tr, sig, stop) {
+						continue // the program has it: wait for its end
+					}
+				}
+				mu.Lock()
+				got = sig
+				mu.Unlock()
+				tr.Kill()
+				return
+			case <-stop:
+				return
+			}
 		}
 	}()
 	res, werr := tr.Wait()
@@ -216,6 +228,39 @@ func Run(cfg Config) (status int, err error) {
 		return 128 + int(sig), &KilledError{sig}
 	}
 	return res.Status, nil
+}
+
+// signalGrace is how long ptjit waits, after a SIGINT, SIGTERM or SIGHUP
+// of its own, to see the program receive the same signal (Ctrl-C, a hangup
+// and kill -- -PGID reach the whole process group) before it passes the
+// signal on itself.
+const signalGrace = 250 * time.Millisecond
+
+// passSignal handles the first SIGINT, SIGTERM or SIGHUP ptjit receives:
+// the program must see it as it would alone, once. If the program got it
+// too (from the terminal or a kill of the process group), nothing more is
+// sent; otherwise (kill of ptjit's pid) ptjit sends it to the program's
+// process, as kill(1) of the program alone would. Either way ptjit then
+// waits for the program to end, and exits with its status; a second signal
+// kills it. passSignal reports false where the program does not run yet
+// (ptjit's launcher): the caller kills it.
+func passSignal(tr *tracker.Tracer, sig syscall.Signal, stop <-chan struct{}) bool {
+	since := time.Now().Add(-signalGrace)
+	deadline := time.NewTimer(signalGrace)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !tr.SignalSeen(sig, since) {
+		select {
+		case <-stop:
+			return true
+		case <-tick.C:
+			continue
+		case <-deadline.C:
+		}
+		return tr.Signal(sig)
+	}
+	return true
 }
 
 // Summary formats the end-of-run line (without the "ptjit: " prefix).

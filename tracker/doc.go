@@ -218,8 +218,10 @@
 // the kernel SIGKILLs every tracee. The launched child also has
 // PR_SET_PDEATHSIG=SIGKILL. Its forks do not inherit PDEATHSIG (the
 // kernel clears it in fork) but are tracees, so EXITKILL covers them. On
-// SIGTERM/SIGINT, ptrun calls Kill, the loop sees every tracee exit, and
-// the recording is flushed.
+// ptjit's own SIGTERM/SIGINT/SIGHUP, ptrun makes sure the program got the
+// signal once (SignalSeen: a signal-delivery-stop of it; else Signal sends
+// it to the launched process), and on a second one calls Kill: the loop
+// sees every tracee exit, and the recording is flushed.
 //
 // # Pinning (--pin) and the cost of a stop
 //

@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/ptjit/ptjit/clock"
 	"github.com/ptjit/ptjit/db"
@@ -142,6 +145,11 @@ type Tracer struct {
 	mu      sync.Mutex // guards live and killing (Kill runs on another goroutine)
 	live    map[int]bool
 	killing bool
+	// Read from other goroutines (ptrun's signal handling): when each
+	// signal last reached a tracee (unix ns), and whether the program
+	// runs (its first exec happened).
+	sigSeen [65]atomic.Int64
+	running atomic.Bool
 
 	done chan struct{}
 	err  error
@@ -470,6 +478,9 @@ func (t *Tracer) dispatch(th *thread, kind stopKind, sig int, s signalStop) {
 			t.resumeThread(th, 0) // ptjit's own protection: consumed
 		}
 	case stopSignal:
+		if sig > 0 && sig < len(t.sigSeen) {
+			t.sigSeen[sig].Store(time.Now().UnixNano())
+		}
 		t.softSignal(th)
 		if t.threads[tid] != nil {
 			t.resumeThread(th, sig)
@@ -785,6 +796,9 @@ func (t *Tracer) execEvent(th *thread) {
 		argv = strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
 	}
 	p.helper = false
+	if p.pid == t.rootPID {
+		t.running.Store(true)
+	}
 	t.recordProcess(p, at)
 	t.recordThread(th, at)
 	t.rec.Exec(p.pid, path, argv, at)
@@ -983,6 +997,31 @@ func (t *Tracer) curTID() int {
 
 // PID returns the pid of the launched program.
 func (t *Tracer) PID() int { return t.rootPID }
+
+// SignalSeen reports whether sig reached a tracee (a signal-delivery-stop
+// of the program's own signal) at or after since. Safe from any goroutine.
+func (t *Tracer) SignalSeen(sig syscall.Signal, since time.Time) bool {
+	if sig <= 0 || int(sig) >= len(t.sigSeen) {
+		return false
+	}
+	return t.sigSeen[sig].Load() >= since.UnixNano()
+}
+
+// Signal sends sig to the launched program's process, as kill(1) of its
+// pid would, and reports whether it did: not before the program runs (the
+// launcher is ptjit's own; Kill is the way to stop it). Safe from any
+// goroutine.
+func (t *Tracer) Signal(sig syscall.Signal) bool {
+	if !t.running.Load() {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.live[t.rootPID] || t.killing {
+		return false
+	}
+	return unix.Kill(t.rootPID, sig) == nil
+}
 
 // forkView gives a forked child's space the parent's view of W^X pages:
 // /proc/PID/maps shows what ptjit enforces (RX, or RW for batch pages),

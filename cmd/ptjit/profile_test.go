@@ -56,7 +56,7 @@ func TestFoldedSummary(t *testing.T) {
 			if folded.code != 0 {
 				t.Fatalf("decode --folded: exit %d\n%s", folded.code, folded.stderr)
 			}
-			stacks, sum := parseFolded(t, folded.stdout)
+			stacks, _, sum := parseFolded(t, folded.stdout)
 			if sum != want {
 				t.Errorf("folded counts sum to %d, decode --stat counts %d instructions", sum, want)
 			}
@@ -128,13 +128,15 @@ func TestFoldedSummary(t *testing.T) {
 
 // parseFolded parses folded stacks strictly: every line "FRAMES COUNT",
 // FRAMES ';'-separated non-empty frames, the first "tid T", COUNT a
-// positive integer; it returns the stacks and the counts' sum.
-func parseFolded(t *testing.T, out string) ([][]string, uint64) {
+// positive integer; it returns the stacks, their counts and the counts'
+// sum.
+func parseFolded(t *testing.T, out string) ([][]string, []uint64, uint64) {
 	t.Helper()
 	if out == "" || !strings.HasSuffix(out, "\n") {
 		t.Fatalf("folded output empty or without a final newline: %q", out)
 	}
 	var stacks [][]string
+	var counts []uint64
 	var sum uint64
 	tid := regexp.MustCompile(`^tid [1-9][0-9]*$`)
 	for i, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
@@ -156,7 +158,8 @@ func parseFolded(t *testing.T, out string) ([][]string, uint64) {
 			t.Fatalf("folded line %d %q: want \"tid T;\" and a frame", i+1, l)
 		}
 		stacks = append(stacks, frames)
+		counts = append(counts, n)
 		sum += n
 	}
-	return stacks, sum
+	return stacks, counts, sum
 }

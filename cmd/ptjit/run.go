@@ -43,8 +43,10 @@ valid and stopped being valid.
 PROGRAM is found through $PATH like a shell does; its stdin, stdout, stderr,
 environment and working directory are its own. ptjit exits with PROGRAM's
 status (128+N when signal N killed it; 127 when it cannot be found, 126 when
-it cannot be executed). On SIGINT, SIGTERM or SIGHUP ptjit kills the program,
-completes the recording and exits 128+N.
+it cannot be executed). SIGINT, SIGTERM and SIGHUP reach PROGRAM once, as
+without ptjit (a signal sent to ptjit alone is passed on to it); ptjit then
+waits for it and completes the recording. A second one kills PROGRAM and ptjit
+exits 128+N.
 
 Memory the program maps writable and executable is kept executable-only
 (--wx, default auto): ptjit catches each store, carries it out and records it

@@ -161,3 +161,15 @@ func ReadExpected(t testing.TB, path string) []byte {
 	}
 	return b
 }
+
+// Missing reports that a tool or file the test needs is not installed.
+// Under CI ($CI non-empty, as make test reads it), where .ci/run
+// installs everything the tests use, it fails the test; elsewhere it
+// skips it, saying what to install.
+func Missing(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatalf("CI is set: "+format, args...)
+	}
+	t.Skipf(format, args...)
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bufio"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// sigexitRun starts argv in a process group of its own, waits for its
+// first line ("ready" or "ignoring"), sends each of sigs (to the group when
+// group is set, else to the started process: ptjit, or the program alone)
+// 500 ms apart, and returns its output and exit status. It fails the test
+// if the process is still running killBound after the last signal.
+func sigexitRun(t *testing.T, argv []string, group bool, sigs ...syscall.Signal) (string, int) {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if cmd.ProcessState == nil {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			cmd.Wait()
+		}
+	}()
+	r := bufio.NewReader(out)
+	first, err := r.ReadString('\n')
+	if err != nil {
+		t.Fatalf("%v: no first line: %v\nstderr:\n%s", argv, err, stderr.String())
+	}
+	target := cmd.Process.Pid
+	if group {
+		target = -target
+	}
+	for i, s := range sigs {
+		if i > 0 {
+			time.Sleep(500 * time.Millisecond)
+		}
+		if err := syscall.Kill(target, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rest := make(chan string, 1)
+	go func() {
+		var b strings.Builder
+		bufio.NewReader(r).WriteTo(&b)
+		rest <- b.String()
+	}()
+	if !e2eWaitTimeout(cmd, killBound+time.Second) {
+		t.Fatalf("%v: still running %v after %v\nstderr:\n%s", argv, killBound, sigs, stderr.String())
+	}
+	return first + <-rest, e2eStatus(cmd.ProcessState)
+}
+
+// TestSignalsPassed: a program that handles SIGINT, SIGTERM and SIGHUP
+// (testdata/sigexit) behaves under ptjit run as alone: Ctrl-C (SIGINT to
+// the process group) and kill of the process group reach it once, so it
+// prints what it prints alone and ptjit exits with its status; a signal
+// sent to ptjit alone is passed on to it, as kill(1) of the program's pid
+// would be; a program that ignores SIGINT keeps running after one, and a
+// second SIGINT to ptjit kills it (ptjit exits 130).
+func TestSignalsPassed(t *testing.T) {
+	e2eSetup(t)
+	prog := e2eProg("sigexit")
+	for _, c := range []struct {
+		name  string
+		group bool
+		sig   syscall.Signal
+		flags []string
+	}{
+		{"ctrl-c", true, syscall.SIGINT, nil},
+		{"kill-group-term", true, syscall.SIGTERM, nil},
+		{"hangup", true, syscall.SIGHUP, nil},
+		{"kill-ptjit-int", false, syscall.SIGINT, nil},
+		{"kill-ptjit-term", false, syscall.SIGTERM, nil},
+		{"ctrl-c-soft-jit", true, syscall.SIGINT, []string{"--pt=soft", "--soft-filter=jit"}},
+		{"kill-ptjit-term-soft", false, syscall.SIGTERM, []string{"--pt=soft"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			wantOut, wantCode := sigexitRun(t, []string{prog}, c.group, c.sig)
+			if wantCode != 3 || !strings.Contains(wantOut, " 1\n") {
+				t.Fatalf("alone: status %d, output %q; want 3 and one signal", wantCode, wantOut)
+			}
+			dir := filepath.Join(t.TempDir(), "rec")
+			argv := append(append([]string{e2e.ptjit, "run", "-q", "-o", dir}, c.flags...), "--", prog)
+			out, code := sigexitRun(t, argv, c.group, c.sig)
+			if out != wantOut || code != wantCode {
+				t.Errorf("under ptjit: status %d, output %q; alone: status %d, output %q", code, out, wantCode, wantOut)
+			}
+			if r := e2ePtjit(t, nil, "history", "-i", dir); r.code != 0 {
+				t.Errorf("history after the signal: exit %d: %s", r.code, r.stderr)
+			}
+		})
+	}
+	t.Run("ignored-then-killed", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "rec")
+		out, code := sigexitRun(t, []string{e2e.ptjit, "run", "-q", "-o", dir, "--", prog, "ignore"}, false,
+			syscall.SIGINT, syscall.SIGINT)
+		if out != "ignoring\n" || code != 128+int(syscall.SIGINT) {
+			t.Errorf("two SIGINTs to ptjit, the program ignoring SIGINT: status %d, output %q; want 130 and %q", code, out, "ignoring\n")
+		}
+	})
+}
