@@ -197,6 +197,9 @@ func (s *callSink) Event(ev *decode.Event, off uint64) {
 		// unless it starts where a call that left the traced code
 		// returns: then the caller goes on at its depth
 		s.call, s.ret = !ev.Resumed, false
+		if l := len(s.outCalls); ev.Resumed && l > 0 && s.outCalls[l-1].ret == ev.IP {
+			s.outCalls = s.outCalls[:l-1] // a syscall returning
+		}
 		if !ev.Resumed {
 			s.depth = 0
 			for i := len(s.outCalls) - 1; i >= 0; i-- {

@@ -329,7 +329,12 @@ func (p *Profile) Event(ev *decode.Event, off uint64) {
 	case decode.EvExecMode, decode.EvIflags:
 		// state, not flow
 	case decode.EvEnabled:
-		if !ev.Resumed && !p.returnFromOut(ev) {
+		if ev.Resumed {
+			// a syscall returning: not a call out of the traced code
+			if l := len(p.outCalls); l > 0 && p.outCalls[l-1].ret == ev.IP {
+				p.outCalls = p.outCalls[:l-1]
+			}
+		} else if !p.returnFromOut(ev) {
 			p.fresh, p.enterFresh = true, true
 		}
 		p.call, p.ret = false, false
