@@ -35,6 +35,9 @@ import (
 //     entries into the traced code) also starts a new root.
 //   - Stacks deeper than MaxDepth frames end in a frame "[depth > N]"
 //     that takes everything deeper.
+//   - A filtered trace stops at a call out of the traced code; when it
+//     starts again at that call's return address, the call returned:
+//     the stack goes on (what ran outside is not in it).
 //
 // Time: the instructions between two timing updates share the time
 // between them in proportion to their number (the trace says no more);
@@ -72,6 +75,9 @@ type Profile struct {
 
 	seen uint64 // the latest time seen (for Stack)
 	stop uint64 // when the flow stopped (disabled, overflow, error); 0: running
+
+	retAddr uint64 // the address after the last call
+	callout uint64 // tracing stopped at a call: where it returns to (0: not so)
 }
 
 // StackSink follows a Profile's stack: each frame entered and left, in
@@ -139,7 +145,7 @@ func (p *Profile) Thread(prefix, title string) {
 	p.cur = t
 	p.stack, p.over = p.stack[:0], 0
 	p.call, p.ret, p.fresh, p.enterFresh = false, false, true, false
-	p.seen, p.stop = 0, 0
+	p.seen, p.stop, p.callout = 0, 0, 0
 	p.gap()
 }
 
@@ -350,6 +356,9 @@ func (p *Profile) Insn(in *decode.FlowInsn, off, tsc uint64) {
 	}
 	p.count(in.Section, 1, in.TSC)
 	p.setEnd(in.Class)
+	if p.call {
+		p.retAddr = in.IP + uint64(in.Size)
+	}
 }
 
 // Block implements decode.BlockSink: only a block's first instruction can
@@ -361,6 +370,9 @@ func (p *Profile) Block(b *decode.FlowBlock, off, tsc uint64) {
 	}
 	p.count(b.Section, uint64(b.N), b.TSC)
 	p.setEnd(b.EndClass)
+	if p.call {
+		p.retAddr = b.End
+	}
 }
 
 // Event follows the call/return state as the calls format does.
@@ -378,14 +390,19 @@ func (p *Profile) Event(ev *decode.Event, off uint64) {
 	case decode.EvExecMode, decode.EvIflags:
 		// state, not flow
 	case decode.EvEnabled:
-		if !ev.Resumed {
+		returned := p.callout != 0 && !ev.IPSuppressed && ev.IP == p.callout && len(p.stack) > 0 && !p.fresh
+		if !ev.Resumed && !returned {
 			p.fresh, p.enterFresh = true, true
 		} else {
 			p.stop = 0
 		}
-		p.call, p.ret = false, false
+		p.call, p.ret, p.callout = false, false, 0
 		p.gap()
 	default:
+		p.callout = 0
+		if ev.Type == decode.EvDisabled && p.call {
+			p.callout = p.retAddr // a call out of the traced code
+		}
 		p.call, p.ret = false, false
 		if ev.Type == decode.EvDisabled || ev.Type == decode.EvOverflow {
 			p.gap()
@@ -403,7 +420,7 @@ func (p *Profile) Error(e *decode.FlowError, kind decode.ErrorKind) {
 		p.Resets++
 		p.cur.resets++
 	}
-	p.fresh, p.enterFresh = true, false
+	p.fresh, p.enterFresh, p.callout = true, false, 0
 	if p.stop == 0 {
 		p.stop = p.seen
 	}

@@ -111,9 +111,13 @@ func ExportPerfetto(dir, out string, w io.Writer, o PerfettoOptions) (*PerfettoR
 		return nil, fmt.Errorf("--min-dur %v: negative", o.MinDur)
 	}
 	cfg, _ := ptfmt.NewPtxedOptions().FlowConfig()
-	srcs, err := rec.Sources(0, cfg, func(string) bool { return false })
-	if err != nil {
-		return nil, err
+	var srcs []Source
+	if len(rec.Threads()) > 0 || rec.PerCPU() {
+		if srcs, err = rec.Sources(0, cfg, func(string) bool { return false }); err != nil {
+			return nil, err
+		}
+	} else {
+		warn(rec.PerfPath + ": no PT trace: the timeline has the code versions and writes only")
 	}
 	procs, err := rec.DB.Processes()
 	if err != nil {
@@ -352,6 +356,15 @@ func writePerfetto(w io.Writer, rec *Recording, srcs []Source, in perfettoInput,
 	}
 	if err := tw.Close(other); err != nil {
 		return nil, err
+	}
+	if res.Short > 0 {
+		o.Warn(fmt.Sprintf("%d calls shorter than --min-dur %v left out (their parents' args.short_calls count them)", res.Short, o.MinDur))
+	}
+	for _, c := range res.Cut {
+		o.Warn(fmt.Sprintf("--max-slices %d reached: the timeline of %s ends there (export a later --time window for the rest)", o.MaxSlices, c))
+	}
+	if res.Errors > 0 {
+		o.Warn(fmt.Sprintf("%d decode errors: each ends the open slices of its thread (decode shows them)", res.Errors))
 	}
 	return res, nil
 }

@@ -60,10 +60,9 @@ to the jitdumps, in OUTDIR.`,
 			if err != nil {
 				return fmt.Errorf("export perfetto: %v", err)
 			}
-			if res.Short > 0 || len(res.Cut) > 0 {
-				po.Warn(fmt.Sprintf("export perfetto: %d calls shorter than --min-dur left out; cut by --max-slices: %v", res.Short, res.Cut))
+			if out != "-" {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: %d slices of %d threads, %d code versions, %d W^X writes\n", out, res.Slices, res.Threads, res.Versions, res.Writes)
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "%s: %d slices of %d threads, %d code versions, %d W^X writes\n", out, res.Slices, res.Threads, res.Versions, res.Writes)
 			return nil
 		}}
 	f := pfCmd.Flags()
