@@ -88,6 +88,9 @@ const (
 // calls out (each parent's end counts them), MaxSlices ends a thread's
 // timeline. otherData in the file and the result say what was left out.
 func ExportPerfetto(dir, out string, w io.Writer, o PerfettoOptions) (*PerfettoResult, error) {
+	if out == "" {
+		return nil, errors.New("-o FILE is required (-o - for stdout)")
+	}
 	if o.Warn == nil {
 		o.Warn = func(string) {}
 	}
@@ -141,6 +144,11 @@ func ExportPerfetto(dir, out string, w io.Writer, o PerfettoOptions) (*PerfettoR
 	}
 
 	if out != "-" {
+		for _, in := range []string{rec.PerfPath, rec.DB.Path()} {
+			if same, _ := sameFile(in, out); same {
+				return nil, fmt.Errorf("-o %s: is the recording's %s", out, filepath.Base(in))
+			}
+		}
 		f, err := createOutput(out, o.Force)
 		if err != nil {
 			return nil, err
@@ -163,6 +171,19 @@ func ExportPerfetto(dir, out string, w io.Writer, o PerfettoOptions) (*PerfettoR
 		return res, nil
 	}
 	return writePerfetto(w, rec, srcs, perfettoInput{tb, from, to, procs, threads, versions, writes, names}, o)
+}
+
+// sameFile reports whether a and b name one existing file.
+func sameFile(a, b string) (bool, error) {
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false, err
+	}
+	sb, err := os.Stat(b)
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(sa, sb), nil
 }
 
 // createOutput creates path for writing; an existing file is replaced only

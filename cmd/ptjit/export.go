@@ -52,9 +52,6 @@ to the jitdumps, in OUTDIR.`,
 	pfCmd := &cobra.Command{Use: "perfetto -o FILE", Short: "Write a timeline (calls, code versions, W^X writes) for ui.perfetto.dev",
 		Long: recording.PerfettoUsage, Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if out == "" {
-				return errors.New("export perfetto: -o FILE is required (-o - for stdout)")
-			}
 			po.Warn = func(msg string) { fmt.Fprintf(cmd.ErrOrStderr(), "ptjit: warning: %s\n", msg) }
 			res, err := recording.ExportPerfetto(dir, out, cmd.OutOrStdout(), po)
 			if err != nil {

@@ -581,8 +581,9 @@ func TestExportPerfettoScale(t *testing.T) {
 
 // TestExportPerfettoInputs: bad arguments and outputs are one-line errors
 // with a non-zero exit that leave no file behind; an existing output file
-// is refused and kept unless --force; a recording without PT trace gives
-// a valid file with its code versions.
+// is refused and kept unless --force, and the recording's own files even
+// with it; -o - writes the JSON to stdout; a recording without PT trace
+// gives a valid file with its code versions.
 func TestExportPerfettoInputs(t *testing.T) {
 	e2eSetup(t)
 	dir := filepath.Join(t.TempDir(), "rec")
@@ -623,6 +624,15 @@ func TestExportPerfettoInputs(t *testing.T) {
 	r = e2ePtjit(t, nil, "export", "perfetto", "-i", dir, "-o", out, "--force")
 	if b, _ := os.ReadFile(out); r.code != 0 || !json.Valid(b) {
 		t.Errorf("--force: exit %d, file valid JSON: %v\n%s", r.code, json.Valid(b), r.stderr)
+	}
+	for _, f := range []string{"perf.data", "code.db"} {
+		path := filepath.Join(dir, f)
+		before, _ := os.ReadFile(path)
+		r = e2ePtjit(t, nil, "export", "perfetto", "-i", dir, "-o", path, "--force")
+		e2eOneLineError(t, r.stderr, "is the recording's "+f)
+		if after, _ := os.ReadFile(path); r.code == 0 || string(after) != string(before) {
+			t.Errorf("-o %s --force: exit %d, the recording's file changed", path, r.code)
+		}
 	}
 	r = e2ePtjit(t, nil, "export", "perfetto", "-i", dir, "-o", "-")
 	if p := parseTrace(t, []byte(r.stdout)); r.code != 0 || len(p.slices) != 1 {
