@@ -146,7 +146,19 @@ func (r *BlockRelay) Takes(next FlowSink) bool {
 
 // Send hands b to next: whole if next takes blocks, else instruction by
 // instruction.
+// It is small enough to inline: the usual case, a resolved block taker,
+// is one test and one call.
 func (r *BlockRelay) Send(next FlowSink, b *FlowBlock, off, tsc uint64) {
+	if r.bs != nil {
+		r.bs.Block(b, off, tsc)
+		return
+	}
+	r.sendSlow(next, b, off, tsc)
+}
+
+// sendSlow is Send before next is resolved, or to a sink that does not
+// take blocks.
+func (r *BlockRelay) sendSlow(next FlowSink, b *FlowBlock, off, tsc uint64) {
 	r.resolve(next)
 	if r.bs != nil {
 		r.bs.Block(b, off, tsc)

@@ -80,9 +80,11 @@ type callSink struct {
 	depth int
 	ret   bool // the previous instruction was a return
 	call  bool // the previous instruction was a call
-	buf   []byte
-	first decode.FlowInsn // a block's first instruction (kept here: no allocation per block)
 	names *[whereSlots]whereSlot
+	// the last time printed, padded (prefix): lines between two timing
+	// updates share it
+	lastTSC uint64
+	prefix  []byte
 }
 
 // whereSlot is an entry of callSink's direct-mapped memo of names.
@@ -94,47 +96,60 @@ type whereSlot struct {
 
 const whereSlots = 1 << 12
 
-func (s *callSink) name(in *decode.FlowInsn) string {
+// name returns the name of the instruction at ip in sec; in is built (by
+// mk) only when the memo does not have it.
+func (s *callSink) name(sec *decode.Section, ip uint64, mk func() decode.FlowInsn) string {
 	if s.names == nil {
 		s.names = new([whereSlots]whereSlot)
 	}
-	e := &s.names[(in.IP^in.IP>>12)&(whereSlots-1)]
-	if e.sec != in.Section || e.ip != in.IP || e.name == "" {
-		*e = whereSlot{in.Section, in.IP, s.where(in)}
+	e := &s.names[(ip^ip>>12)&(whereSlots-1)]
+	if e.sec != sec || e.ip != ip || e.name == "" {
+		in := mk()
+		*e = whereSlot{sec, ip, s.where(&in)}
 	}
 	return e.name
 }
 
 // line writes "%16s  <indent><arrow><name>\n", the time as s.time prints
-// it.
-func (s *callSink) line(tsc uint64, arrow string, in *decode.FlowInsn) {
-	b := s.buf[:0]
-	d := s.time(tsc)
-	for i := len(d); i < 16; i++ {
-		b = append(b, ' ')
+// it, straight into w's buffer.
+func (s *callSink) line(tsc uint64, arrow, name string) {
+	if tsc != s.lastTSC || s.prefix == nil {
+		d := s.time(tsc)
+		s.lastTSC, s.prefix = tsc, s.prefix[:0]
+		for i := len(d); i < 16; i++ {
+			s.prefix = append(s.prefix, ' ')
+		}
+		s.prefix = append(append(s.prefix, d...), ' ', ' ')
 	}
-	b = append(b, d...)
-	b = append(b, ' ', ' ')
+	if n := len(s.prefix) + 2*s.depth + len(arrow) + len(name) + 1; s.w.Available() < n {
+		s.w.Flush()
+	}
+	b := append(s.w.AvailableBuffer(), s.prefix...)
 	for i := 0; i < s.depth; i++ {
 		b = append(b, ' ', ' ')
 	}
-	b = append(b, arrow...)
-	b = append(b, s.name(in)...)
-	b = append(b, '\n')
+	b = append(append(append(b, arrow...), name...), '\n')
 	s.w.Write(b)
-	s.buf = b
 }
 
-func (s *callSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
+// enter prints the line of a call's or return's target, the instruction
+// at ip in sec (in, built only when its name is not known yet).
+func (s *callSink) enter(tsc uint64, sec *decode.Section, ip uint64, in func() decode.FlowInsn) {
 	if s.call {
-		s.line(in.TSC, "-> ", in)
+		s.line(tsc, "-> ", s.name(sec, ip, in))
 		s.depth++
 	}
 	if s.ret {
 		if s.depth > 0 {
 			s.depth--
 		}
-		s.line(in.TSC, "<- ", in)
+		s.line(tsc, "<- ", s.name(sec, ip, in))
+	}
+}
+
+func (s *callSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
+	if s.call || s.ret {
+		s.enter(in.TSC, in.Section, in.IP, func() decode.FlowInsn { return *in })
 	}
 	s.setEnd(in.Class)
 }
@@ -143,8 +158,7 @@ func (s *callSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
 // follow a call or return, and only its last one can be one.
 func (s *callSink) Block(b *decode.FlowBlock, off, tsc uint64) {
 	if s.call || s.ret {
-		s.first = b.First()
-		s.Insn(&s.first, off, tsc)
+		s.enter(b.TSC, b.Section, b.IP, b.First)
 	}
 	s.setEnd(b.EndClass)
 }
@@ -311,27 +325,44 @@ type FlowCounts struct {
 	Insns, Errors uint64
 }
 
-// countSink counts what passes through it to next.
+// countSink counts what passes through it to next, with every trace
+// offset moved by base (the window's offset in the whole trace: it does
+// decode.OffsetSink's work too, one call per block less on the in-order
+// path).
 type countSink struct {
 	next  decode.FlowSink
 	n     FlowCounts
+	base  uint64
 	relay decode.BlockRelay
 }
 
 func (c *countSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
 	c.n.Insns++
-	c.next.Insn(in, off, tsc)
+	c.next.Insn(in, off+c.base, tsc)
 }
-func (c *countSink) Event(ev *decode.Event, off uint64) { c.next.Event(ev, off) }
+
+func (c *countSink) Event(ev *decode.Event, off uint64) {
+	if c.base != 0 {
+		e := *ev
+		e.Offset += c.base
+		ev = &e
+	}
+	c.next.Event(ev, off+c.base)
+}
 
 // Block implements decode.BlockSink; TakesBlocks says whether next does.
 func (c *countSink) Block(b *decode.FlowBlock, off, tsc uint64) {
 	c.n.Insns += uint64(b.N)
-	c.relay.Send(c.next, b, off, tsc)
+	c.relay.Send(c.next, b, off+c.base, tsc)
 }
 func (c *countSink) TakesBlocks() bool { return c.relay.Takes(c.next) }
 func (c *countSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
 	c.n.Errors++
+	if c.base != 0 {
+		f := *e
+		f.Offset += c.base
+		e = &f
+	}
 	c.next.Error(e, kind)
 }
 
@@ -363,7 +394,8 @@ func WriteFlow(w *bufio.Writer, src decode.TraceReader, img *decode.Image, cfg *
 	}
 	return decode.ForEachWindow(src, o.Window, func(pt []byte, stop, base uint64) {
 		if calls != nil {
-			decode.ParallelFlowWindow(pt, stop, img, cfg, &decode.OffsetSink{Next: o.window(calls), Base: base + o.Base}, o.Resync, o.Jobs)
+			calls.base = base + o.Base
+			decode.ParallelFlowWindow(pt, stop, img, cfg, o.window(calls), o.Resync, o.Jobs)
 			progress(base + stop)
 			return
 		}

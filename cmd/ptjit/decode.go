@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -302,64 +301,17 @@ func runDecode(a *decodeArgs, stdout io.Writer) error {
 	}
 	w := bufio.NewWriterSize(stdout, 1<<16)
 	defer w.Flush()
-	var counts ptfmt.FlowCounts
-	fo := ptfmt.FlowOptions{Format: a.format, Window: a.window, Jobs: a.jobs, Resync: o.Resync, Stat: &ptfmt.StatSink{}, Counts: &counts,
-		Time: tb.Format, From: from, To: to}
-	var size, done uint64
+	var size uint64
 	for _, t := range traces {
 		size += uint64(t.Trace.Size())
 	}
 	prog := startProgress(size)
 	defer prog.finish()
-	fo.Progress = func(n uint64) { prog.set(done + n) }
-	problems := a.format
-	if a.format == "folded" || a.format == "summary" {
-		fo.Profile, problems = &ptfmt.Profile{}, "stat" // unattributed stretches: counted as errors
-	}
-	for _, t := range traces {
-		if fo.Profile != nil {
-			prefix := t.Label
-			if t.TID > 0 {
-				prefix = fmt.Sprintf("tid %d", t.TID)
-			}
-			fo.Profile.Thread(prefix, t.Label)
-			fo.Profile.Func = t.Symbols.Func
-		} else if len(traces) > 1 && a.format != "json" && a.format != "stat" {
-			fmt.Fprintf(w, "== %s\n", t.Label)
-		}
-		if a.format == "json" {
-			json.NewEncoder(w).Encode(map[string]any{"kind": "trace", "tid": t.TID, "pid": t.PID, "label": t.Label})
-		}
-		fo.Where, fo.Origin = t.Symbols.Where, t.Origin
-		counts.Errors += uint64(t.WriteProblems(w, problems, fo.Stat))
-		src := t.Trace
-		if to != 0 {
-			// only the PSB segments around the window are read
-			lo, hi, err := decode.TimeRange(src, &t.Config.Packet, from, to)
-			if err != nil {
-				return fmt.Errorf("decode: %s: %v", t.Label, err)
-			}
-			src, fo.Base = decode.TraceSection(src, lo, hi-lo), uint64(lo)
-		}
-		if err := ptfmt.WriteFlow(w, src, t.Image, t.Config, &fo); err != nil {
-			return fmt.Errorf("decode: %s: %v", t.Label, err)
-		}
-		done += uint64(t.Trace.Size())
-	}
-	switch a.format {
-	case "stat":
-		fo.Stat.Print(w)
-	case "folded":
-		fo.Profile.WriteFolded(w)
-		if n := fo.Profile.Resets; n > 0 {
-			fmt.Fprintf(os.Stderr, "ptjit: decode: warning: %d stacks restarted after decode errors (their callers are unknown)\n", n)
-		}
-	case "summary":
-		var sec func(uint64) float64
-		if !tb.Raw && tb.Hz != 0 {
-			sec = func(t uint64) float64 { return float64(t) / float64(tb.Hz) }
-		}
-		fo.Profile.WriteSummary(w, sec)
+	counts, err := recording.WriteFlows(w, traces, recording.FlowRun{Format: a.format, Window: a.window, Jobs: a.jobs,
+		Resync: o.Resync, Time: tb, From: from, To: to, Progress: prog.set,
+		Warn: func(msg string) { fmt.Fprintf(os.Stderr, "ptjit: decode: warning: %s\n", msg) }})
+	if err != nil {
+		return fmt.Errorf("decode: %v", err)
 	}
 	if err := w.Flush(); err != nil {
 		return err

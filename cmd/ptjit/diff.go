@@ -2,15 +2,11 @@ package main
 
 import (
 	"bufio"
-	"cmp"
 	"fmt"
-	"io"
 	"strconv"
 
 	"github.com/spf13/cobra"
 
-	"github.com/ptjit/ptjit/db"
-	"github.com/ptjit/ptjit/ptfmt"
 	"github.com/ptjit/ptjit/recording"
 )
 
@@ -39,62 +35,22 @@ longer changes as -/+ lines.`,
 				return err
 			}
 			defer d.Close()
-			var pairs [][2]*db.VersionInfo
-			if len(args) == 3 {
-				var pick [2]*db.VersionInfo
-				for i, a := range args[1:] {
-					n, err := strconv.Atoi(a)
-					if err != nil || n <= 0 {
-						return fmt.Errorf("version %q: not a version number", a)
-					}
-					if pick[i], err = r.Version(n); err != nil {
-						return err
-					}
-				}
-				pairs = append(pairs, pick)
-			} else {
-				vs := r.Versions
-				if len(vs) < 2 {
-					return fmt.Errorf("region %d has only one version containing %#x: nothing to compare", r.ID, addr)
-				}
-				for i := 1; i < len(vs); i++ {
-					pairs = append(pairs, [2]*db.VersionInfo{&vs[i-1], &vs[i]})
+			var v [2]int
+			for i, a := range args[1:] {
+				if v[i], err = strconv.Atoi(a); err != nil || v[i] <= 0 {
+					return fmt.Errorf("version %q: not a version number", a)
 				}
 			}
-			names, err := recording.LoadNames(d, pairs[0][0].PID, nil)
+			pairs, err := recording.DiffPairs(r, addr, v[0], v[1])
 			if err != nil {
 				return err
 			}
 			out := bufio.NewWriter(cmd.OutOrStdout())
 			defer out.Flush()
-			for _, p := range pairs {
-				if err := diffVersions(out, d, names, tb, addr, p[0], p[1]); err != nil {
-					return err
-				}
-			}
-			return nil
+			return recording.WriteDiff(out, d, tb, addr, pairs)
 		},
 	}
 	rf.register(cmd)
 	cmd.Flags().Int64Var(&region, "region", 0, "region id (default: the latest region containing ADDR)")
 	rootCmd.AddCommand(cmd)
-}
-
-// diffVersions prints the instruction-level changes between a and b from
-// addr to the end of their common range.
-func diffVersions(out io.Writer, d *db.DB, names *recording.Names, tb recording.TimeBase, addr uint64, a, b *db.VersionInfo) error {
-	da, err := d.VersionData(a)
-	if err != nil {
-		return err
-	}
-	db2, err := d.VersionData(b)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "region %d: version %d → %d (%s by tid %d at ip %#x, %s)\n", a.Region, a.Vno, b.Vno, b.Cause, b.TID, b.IP, tb.At(b.Valid.TSC))
-	if sa, sb := names.At(a, addr), names.At(b, addr); sa != "" || sb != "" {
-		fmt.Fprintf(out, "  %#x: %s → %s\n", addr, cmp.Or(sa, "(no name)"), cmp.Or(sb, "(no name)"))
-	}
-	ptfmt.DiffCode(out, addr, a.Addr, da, b.Addr, db2)
-	return nil
 }

@@ -1,9 +1,12 @@
 package layers
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -75,5 +78,39 @@ func TestAllowedIsAcyclic(t *testing.T) {
 	}
 	for p := range Allowed {
 		visit(p, nil)
+	}
+}
+
+// TestSizes keeps the proportions the restructure set: no package holds
+// 35% or more of the module's non-test lines, and the CLI (flags and
+// output only) stays under 1,200 non-test lines. A package that grows
+// past either bound is a sign that logic landed in the wrong room.
+func TestSizes(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{.Dir}} {{join .GoFiles \" \"}}", module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	lines := map[string]int{}
+	total := 0
+	for _, row := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(row)
+		rel := strings.TrimPrefix(strings.TrimPrefix(f[0], module), "/")
+		for _, name := range f[2:] {
+			b, err := os.ReadFile(filepath.Join(f[1], name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := bytes.Count(b, []byte("\n"))
+			lines[rel] += n
+			total += n
+		}
+	}
+	for rel, n := range lines {
+		if 100*n >= 35*total {
+			t.Errorf("package %s holds %d of %d non-test lines (%.1f%%, at most 35%%): split it by layer", rel, n, total, 100*float64(n)/float64(total))
+		}
+	}
+	if n := lines["cmd/ptjit"]; n == 0 || n >= 1200 {
+		t.Errorf("cmd/ptjit has %d non-test lines (want 1..1199): the CLI holds flags and output; move logic to recording, ptfmt or db", n)
 	}
 }

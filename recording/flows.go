@@ -1,0 +1,93 @@
+package recording
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+
+	"github.com/ptjit/ptjit/decode"
+	"github.com/ptjit/ptjit/ptfmt"
+)
+
+// FlowRun is one decode of a recording's sources into one of decode's
+// formats (ptfmt.NewFlowSink's, "folded" or "summary").
+type FlowRun struct {
+	Format string
+	Window int  // the most trace bytes held at once
+	Jobs   int  // PSB segments decoded at once
+	Resync bool // resync at the next PSB after an error
+	Time   TimeBase
+	// From, To: the TSC window [From, To) (To 0: the whole trace); only
+	// the PSB segments around it are read (decode.TimeRange).
+	From, To uint64
+	// Progress, if not nil, is told how many bytes of all the sources'
+	// traces are decoded.
+	Progress func(done uint64)
+	// Warn, if not nil, is told what the output cannot show (stacks
+	// restarted after decode errors).
+	Warn func(msg string)
+}
+
+// WriteFlows decodes every source in turn into w in r.Format, and returns
+// the instructions and errors seen. Several sources are told apart by a
+// "== LABEL" line (a {"kind": "trace"} object in JSON); "stat", "folded"
+// and "summary" are written once, for all of them, at the end.
+func WriteFlows(w *bufio.Writer, sources []Source, r FlowRun) (ptfmt.FlowCounts, error) {
+	var counts ptfmt.FlowCounts
+	fo := ptfmt.FlowOptions{Format: r.Format, Window: r.Window, Jobs: r.Jobs, Resync: r.Resync,
+		Stat: &ptfmt.StatSink{}, Counts: &counts, Time: r.Time.Format, From: r.From, To: r.To}
+	var done uint64
+	if r.Progress != nil {
+		fo.Progress = func(n uint64) { r.Progress(done + n) }
+	}
+	problems := r.Format
+	if r.Format == "folded" || r.Format == "summary" {
+		fo.Profile, problems = &ptfmt.Profile{}, "stat" // unattributed stretches: counted as errors
+	}
+	for _, s := range sources {
+		if fo.Profile != nil {
+			prefix := s.Label
+			if s.TID > 0 {
+				prefix = fmt.Sprintf("tid %d", s.TID)
+			}
+			fo.Profile.Thread(prefix, s.Label)
+			fo.Profile.Func = s.Symbols.Func
+		} else if len(sources) > 1 && r.Format != "json" && r.Format != "stat" {
+			fmt.Fprintf(w, "== %s\n", s.Label)
+		}
+		if r.Format == "json" {
+			json.NewEncoder(w).Encode(map[string]any{"kind": "trace", "tid": s.TID, "pid": s.PID, "label": s.Label})
+		}
+		fo.Where, fo.Origin = s.Symbols.Where, s.Origin
+		counts.Errors += uint64(s.WriteProblems(w, problems, fo.Stat))
+		src, base := s.Trace, uint64(0)
+		if r.To != 0 {
+			lo, hi, err := decode.TimeRange(src, &s.Config.Packet, r.From, r.To)
+			if err != nil {
+				return counts, fmt.Errorf("%s: %v", s.Label, err)
+			}
+			src, base = decode.TraceSection(src, lo, hi-lo), uint64(lo)
+		}
+		fo.Base = base
+		if err := ptfmt.WriteFlow(w, src, s.Image, s.Config, &fo); err != nil {
+			return counts, fmt.Errorf("%s: %v", s.Label, err)
+		}
+		done += uint64(s.Trace.Size())
+	}
+	switch r.Format {
+	case "stat":
+		fo.Stat.Print(w)
+	case "folded":
+		fo.Profile.WriteFolded(w)
+		if n := fo.Profile.Resets; n > 0 && r.Warn != nil {
+			r.Warn(fmt.Sprintf("%d stacks restarted after decode errors (their callers are unknown)", n))
+		}
+	case "summary":
+		var sec func(uint64) float64
+		if !r.Time.Raw && r.Time.Hz != 0 {
+			sec = func(t uint64) float64 { return float64(t) / float64(r.Time.Hz) }
+		}
+		fo.Profile.WriteSummary(w, sec)
+	}
+	return counts, nil
+}
