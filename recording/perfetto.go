@@ -279,56 +279,43 @@ func writePerfetto(w io.Writer, rec *Recording, srcs []Source, in perfettoInput,
 	}
 
 	// The calls of each thread, in turn.
-	jobs, window := o.Jobs, o.Window
-	if jobs <= 0 {
-		jobs = runtime.NumCPU()
-	}
-	if window <= 0 {
-		window = decode.DefaultWindow
-	}
 	minDur := uint64(o.MinDur.Seconds() * float64(tb.Hz))
-	prof := &ptfmt.Profile{}
-	var counts ptfmt.FlowCounts
-	fo := ptfmt.FlowOptions{Window: window, Jobs: jobs, Profile: prof, Counts: &counts, From: in.from, To: in.to}
-	discard := bufio.NewWriter(io.Discard)
-	for _, s := range srcs {
-		if s.TID <= 0 {
-			if len(s.Unattributed) > 0 {
-				o.Warn(fmt.Sprintf("%d stretches of CPU queues belong to no thread: left out", len(s.Unattributed)))
+	run := FlowRun{Format: "stack", Window: o.Window, Jobs: o.Jobs, Time: tb, From: in.from, To: in.to,
+		Stack: func(s *Source) (ptfmt.StackSink, func()) {
+			if s.TID <= 0 {
+				if len(s.Unattributed) > 0 {
+					o.Warn(fmt.Sprintf("%d stretches of CPU queues belong to no thread: left out", len(s.Unattributed)))
+				}
+				return nil, nil
 			}
-			continue
-		}
-		res.Threads++
-		name := threadName[s.TID]
-		if name == "" {
-			name = "thread"
-		}
-		tw.Meta(s.PID, s.TID, "thread_name", fmt.Sprintf("%s %d", name, s.TID))
-		start := threadStart[s.TID]
-		if start == 0 || start < in.from {
-			start = max(tb.StartTSC, in.from)
-		}
-		tl := &ptfmt.Timeline{W: tw, PID: s.PID, TID: s.TID, MinDur: minDur, MaxSlices: o.MaxSlices, Start: start}
-		prof.Thread(fmt.Sprintf("tid %d", s.TID), s.Label)
-		prof.Func, prof.Stack = s.Symbols.Func, tl
-		fo.Where, fo.Origin, fo.Base = s.Symbols.Where, s.Origin, 0
-		src := s.Trace
-		if in.to != 0 {
-			lo, hi, err := decode.TimeRange(src, &s.Config.Packet, in.from, in.to)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %v", s.Label, err)
+			res.Threads++
+			name := threadName[s.TID]
+			if name == "" {
+				name = "thread"
 			}
-			src, fo.Base = decode.TraceSection(src, lo, hi-lo), uint64(lo)
-		}
-		if err := ptfmt.WriteFlow(discard, src, s.Image, s.Config, &fo); err != nil {
-			return nil, fmt.Errorf("%s: %v", s.Label, err)
-		}
-		prof.EndThread()
-		res.Slices += tl.Slices
-		res.Short += tl.Short
-		if tl.Cut {
-			res.Cut = append(res.Cut, fmt.Sprintf("tid %d at %s s", s.TID, tb.Format(tl.CutAt)))
-		}
+			tw.Meta(s.PID, s.TID, "thread_name", fmt.Sprintf("%s %d", name, s.TID))
+			start := threadStart[s.TID]
+			if start == 0 || start < in.from {
+				start = max(tb.StartTSC, in.from)
+			}
+			tl := &ptfmt.Timeline{W: tw, PID: s.PID, TID: s.TID, MinDur: minDur, MaxSlices: o.MaxSlices, Start: start}
+			return tl, func() {
+				res.Slices += tl.Slices
+				res.Short += tl.Short
+				if tl.Cut {
+					res.Cut = append(res.Cut, fmt.Sprintf("tid %d at %s s", s.TID, tb.Format(tl.CutAt)))
+				}
+			}
+		}}
+	if run.Jobs <= 0 {
+		run.Jobs = runtime.NumCPU()
+	}
+	if run.Window <= 0 {
+		run.Window = decode.DefaultWindow
+	}
+	counts, err := WriteFlows(bufio.NewWriter(io.Discard), srcs, run)
+	if err != nil {
+		return nil, err
 	}
 	res.Errors = counts.Errors
 
