@@ -29,14 +29,13 @@ seconds of decode and history × 10^6); per process a track "code versions"
 (an instant per version: region, version, address, size, cause, writer tid
 and ip, names) and a track "W^X writes" (an instant per logged write).
 
-A big trace: the output streams, about 100 bytes per call. To keep it
-loadable (Perfetto's UI takes a few million slices of JSON), cut a window
-with --time START,END (as decode: only its PSB segments are decoded),
-leave short calls out with --min-dur (each parent's end event counts them in
-args.short_calls), or cap each thread with --max-slices (the thread's
-timeline then ends; the warning says when, for a next --time window). What
-was left out is in the file's otherData and on stderr. An existing FILE is
-refused without --force; -o - writes to stdout.`
+A big trace: the output streams, about 130 bytes per call, and a thread's
+timeline ends after --max-slices (default 1000000: about 130 MB; the warning
+says at what time; 0: no limit). To see more, cut a window with --time
+START,END (as decode: only its PSB segments are decoded), or leave short
+calls out with --min-dur (each parent's end event counts them in
+args.short_calls). What was left out is in the file's otherData and on
+stderr. An existing FILE is refused without --force; -o - writes to stdout.`
 
 // PerfettoOptions configure ExportPerfetto.
 type PerfettoOptions struct {
