@@ -1,6 +1,7 @@
 package ptfmt
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -169,5 +170,35 @@ func TestTraceEventWriterEscapes(t *testing.T) {
 	if len(f.TraceEvents) != 4 || f.TraceEvents[1].Name != name || f.TraceEvents[3].Name != name ||
 		f.TraceEvents[0].Args["name"] != name || f.TraceEvents[1].TS != 1234.567 || f.OtherData["n"] != 1.0 {
 		t.Errorf("read back %+v", f)
+	}
+}
+
+// TestCallsEntryAcrossSwitch: decode --calls prints the entry of a trace
+// that starts anew even when a disable and resume (a per-CPU trace's
+// context switch) come before its first instruction, as Profile (and so
+// --summary and the timeline) counts it; a resume alone enters nothing.
+func TestCallsEntryAcrossSwitch(t *testing.T) {
+	img := decode.NewImage()
+	if err := img.AddVersion(0, make([]byte, 0x400), 0, 1000, "region 1 v1"); err != nil {
+		t.Fatal(err)
+	}
+	sec := img.Sections()[0]
+	var b bytes.Buffer
+	w := bufio.NewWriter(&b)
+	s := NewFlowSink("calls", w, func(in *decode.FlowInsn) string { return fmt.Sprintf("%#x", in.IP) }, nil)
+	for _, st := range []tlStep{
+		{ev: decode.EvEnabled, ip: 0x100}, {ev: decode.EvDisabled}, {ev: decode.EvEnabled, ip: 0x100, tsc: 1},
+		{ip: 0x100, tsc: 1}, {ip: 0x101, tsc: 1}, {ev: decode.EvDisabled}, {ev: decode.EvEnabled, ip: 0x102, tsc: 2}, {ip: 0x102, tsc: 2},
+	} {
+		if st.ev != evNone {
+			// the second enable of each pair resumes
+			s.Event(&decode.Event{Type: st.ev, IP: st.ip, Resumed: st.tsc != 0}, 0)
+			continue
+		}
+		s.Insn(&decode.FlowInsn{IP: st.ip, Size: 1, Section: sec, TSC: st.tsc}, 0, st.tsc)
+	}
+	w.Flush()
+	if got := strings.Count(b.String(), "-> "); got != 1 || !strings.Contains(b.String(), "-> 0x100\n") {
+		t.Errorf("want one entry, into 0x100:\n%s", b.String())
 	}
 }

@@ -255,9 +255,13 @@ func checkVersionInstants(t *testing.T, p *parsedTrace, hs []historyVersion, us 
 }
 
 // funcKey is a function's name without an offset: decode --calls names
-// where a call lands (a PLT entry: "_init+0xd0"), the timeline the
-// function it is in ("_init").
+// where a call lands (a PLT entry: "_init+0xd0"; unnamed JIT code:
+// "[region R vN +0x40]"), the timeline the function it is in ("_init",
+// "[region R vN]").
 func funcKey(name string) string {
+	if v, _, ok := strings.Cut(name, " +0x"); ok && strings.HasPrefix(name, "[region ") {
+		return v + "]" // unnamed JIT code: "[region R vN +0xOFF]", "[region R vN]"
+	}
 	k, _, _ := strings.Cut(name, "+0x")
 	return k
 }
@@ -682,5 +686,54 @@ func TestExportPerfettoNode(t *testing.T) {
 		if n != 200 {
 			t.Errorf("%d slices into %s's baseline code; names.js calls it 200 times", n, fn)
 		}
+	}
+}
+
+// TestExportPerfettoThreads records testdata/jit-threads (JIT code run by
+// three threads besides main) with --soft-filter=jit, per thread and per
+// CPU (each thread's stream demultiplexed from the CPU queues), and checks
+// the timeline per thread against decode --calls: a track per traced
+// thread, named, with as many slices as --calls enters functions in that
+// thread's section ("== tid T ..."), each named as --calls names it.
+func TestExportPerfettoThreads(t *testing.T) {
+	e2eSetup(t)
+	for _, layout := range []string{"per-thread", "per-cpu"} {
+		t.Run(layout, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "rec")
+			r := e2ePtjit(t, nil, "run", "-q", "--pt=soft", "--soft-filter=jit", "--soft-layout="+layout, "-o", dir, "--", e2eProg("jit-threads"))
+			if r.code != 0 {
+				t.Fatalf("run: exit %d\n%s", r.code, r.stderr)
+			}
+			calls := e2ePtjit(t, nil, "decode", "-i", dir, "--calls")
+			if calls.code != 0 {
+				t.Fatalf("decode --calls: exit %d\n%s", calls.code, calls.stderr)
+			}
+			want := map[int]map[string]int{}
+			tid := 0
+			head := regexp.MustCompile(`^== .*?\btid (\d+)\b`)
+			tag := regexp.MustCompile(` \[region \d+ v\d+\]$`)
+			for _, l := range strings.Split(calls.stdout, "\n") {
+				if m := head.FindStringSubmatch(l); m != nil {
+					tid, _ = strconv.Atoi(m[1])
+					want[tid] = map[string]int{}
+				} else if _, name, ok := strings.Cut(l, "-> "); ok && want[tid] != nil {
+					want[tid][funcKey(tag.ReplaceAllString(name, ""))]++
+				}
+			}
+			p, _ := exportPerfetto(t, dir)
+			got := map[int]map[string]int{}
+			for k, sl := range p.slices {
+				if !strings.HasSuffix(p.threads[k], " "+strconv.Itoa(k[1])) {
+					t.Errorf("thread %v named %q", k, p.threads[k])
+				}
+				got[k[1]] = map[string]int{}
+				for _, s := range sl {
+					got[k[1]][funcKey(s.name)]++
+				}
+			}
+			if len(want) < 3 || fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("slices per thread and function:\n%v\ndecode --calls enters:\n%v", got, want)
+			}
+		})
 	}
 }
