@@ -25,8 +25,9 @@ import (
 // a version valid at the current time, or in a static section no version
 // overlaps. Anything else goes through Next, instruction by instruction.
 
-// maxBlockInsns bounds a block (blockEntry.n is 16 bits wide).
-const maxBlockInsns = 1<<16 - 1
+// maxBlockInsns bounds a block's run (blockEntry.n is 8 bits wide; a
+// longer run is several blocks), so its length fits blockEntry.bytes.
+const maxBlockInsns = 1<<8 - 1
 
 // FlowBlock is a basic block of the decoded flow: N instructions from IP
 // to End, all in Section and executed in Mode, of which all but the last
@@ -169,18 +170,27 @@ func (r *BlockRelay) sendSlow(next FlowSink, b *FlowBlock, off, tsc uint64) {
 
 // blockEntry is the cached block starting at one offset of a section: the
 // run of straight-line instructions and the instruction that ends it.
+// There is one per byte offset of a section, so its size is the cache's
+// footprint: 12 bytes (libipt's block cache entries are 8), and where a
+// trace jumps around a program of 64 KiB the load of the entry is the
+// decoder's costliest instruction.
 type blockEntry struct {
-	n      uint16 // straight-line instructions (class other) before the end
-	first  uint8  // size of the first instruction
-	mode   x86.ExecMode
-	ok     bool // computed (for mode)
-	term   bool // the run ends at an instruction of another class, cached here
+	n      uint8 // straight-line instructions (class other) before the end
+	first  uint8 // size of the first instruction
 	tsize  uint8
 	tclass x86.InsnClass
-	tflags uint8
-	bytes  uint32 // length of the run (the end instruction starts there)
+	mode   x86.ExecMode
+	flags  uint8  // blockOK, blockTerm and the end instruction's insnFlag*
+	bytes  uint16 // length of the run (the end instruction starts there)
 	tdisp  int32  // the end instruction's direct target - its address
 }
+
+// blockEntry.flags beside the end instruction's insnFlag* bits.
+const (
+	blockOK   = 1 << 7 // computed (for mode)
+	blockTerm = 1 << 6 // the run ends at an instruction of another class, cached here
+	blockInsn = blockTerm - 1
+)
 
 type blockCache struct {
 	pages []*[1 << cachePageBits]blockEntry
@@ -256,11 +266,11 @@ func (d *FlowDecoder) nextBlock(b *FlowBlock, in *FlowInsn) (ok bool, st int) {
 		}
 		d.bpageSec, d.bpageIdx, d.bpage = s, pg, s.blocks.pages[pg]
 	}
-	if !be.ok || be.mode != d.mode {
+	if be.flags&blockOK == 0 || be.mode != d.mode {
 		buildBlock(s, off, d.mode, be)
 	}
 	n := uint64(be.n)
-	term := be.term && d.steps+n+1 <= d.maxSteps
+	term := be.flags&blockTerm != 0 && d.steps+n+1 <= d.maxSteps
 	if !term && (n == 0 || d.steps+n > d.maxSteps) {
 		return false, 0
 	}
@@ -282,7 +292,7 @@ func (d *FlowDecoder) nextBlock(b *FlowBlock, in *FlowInsn) (ok bool, st int) {
 	}
 	// The end instruction, as Next decodes a quiet one.
 	in.IP, in.Size, in.Mode, in.Class, in.Speculative = d.ip, be.tsize, d.mode, be.tclass, d.speculative
-	in.TSC, in.flags, in.Target = tsc, be.tflags, 0
+	in.TSC, in.flags, in.Target = tsc, be.flags&blockInsn, 0
 	if in.Section != s {
 		in.Section = s
 	}
@@ -350,7 +360,7 @@ func (d *FlowDecoder) nextBlock(b *FlowBlock, in *FlowInsn) (ok bool, st int) {
 // buildBlock computes the block at offset off of s in mode into be,
 // reading (and filling) the section's instruction cache.
 func buildBlock(s *Section, off uint64, mode x86.ExecMode, be *blockEntry) {
-	*be = blockEntry{mode: mode, ok: true}
+	*be = blockEntry{mode: mode, flags: blockOK}
 	o := off
 	for be.n < maxBlockInsns && o < uint64(len(s.Data)) {
 		e := s.cache.entry(o, len(s.Data))
@@ -391,19 +401,19 @@ func buildBlock(s *Section, off uint64, mode x86.ExecMode, be *blockEntry) {
 			if x.Class.IsDirect() && disp != int64(int32(disp)) {
 				break
 			}
-			be.term, be.tsize, be.tclass = true, x.Len, x.Class
+			be.tsize, be.tclass = x.Len, x.Class
 			if x.Class.IsDirect() {
 				be.tdisp = int32(disp)
 			}
 			if e != nil && e.size != 0 && e.mode == mode {
-				be.tflags = e.flags
+				be.flags |= blockTerm | e.flags
 			} else {
-				be.tflags = insnFlags(&x)
+				be.flags |= blockTerm | insnFlags(&x)
 			}
 			break
 		}
 		be.n++
 		o += uint64(x.Len)
 	}
-	be.bytes = uint32(o - off)
+	be.bytes = uint16(o - off)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/ptjit/ptjit/ptpkt"
 	"github.com/ptjit/ptjit/x86"
@@ -206,11 +207,11 @@ func TestBlockEntryBounds(t *testing.T) {
 	s := img.Sections()[0]
 	var be blockEntry
 	buildBlock(s, 0, x86.Mode64, &be)
-	if be.n != 2 || be.bytes != 2 || be.first != 1 || !be.ok {
+	if be.n != 2 || be.bytes != 2 || be.first != 1 || be.flags&blockOK == 0 {
 		t.Errorf("cut run: %+v, want 2 instructions, 2 bytes", be)
 	}
 	buildBlock(s, 2, x86.Mode64, &be)
-	if be.n != 0 || !be.ok {
+	if be.n != 0 || be.flags&blockOK == 0 {
 		t.Errorf("run at a cut instruction: %+v, want empty", be)
 	}
 }
@@ -288,5 +289,17 @@ func TestWindowOneJob(t *testing.T) {
 	}
 	if blk.blocks == 0 || len(recorded.lines) < 2137044 {
 		t.Errorf("%d blocks, %d lines", blk.blocks, len(recorded.lines))
+	}
+}
+
+// TestBlockEntryLayout: the block cache's entry stays 12 bytes (one per
+// byte of code: its size is the cache's footprint), and the end
+// instruction's flags fit beside blockOK and blockTerm.
+func TestBlockEntryLayout(t *testing.T) {
+	if n := unsafe.Sizeof(blockEntry{}); n != 12 {
+		t.Errorf("blockEntry is %d bytes, want 12", n)
+	}
+	if all := insnFlagIret | insnFlagVMPtrld; all&^blockInsn != 0 {
+		t.Errorf("insn flags %#x overlap blockOK/blockTerm", all)
 	}
 }

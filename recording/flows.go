@@ -2,11 +2,13 @@ package recording
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 
 	"github.com/ptjit/ptjit/decode"
 	"github.com/ptjit/ptjit/ptfmt"
+	"github.com/ptjit/ptjit/ptpkt"
 )
 
 // FlowRun is one decode of a recording's sources into one of decode's
@@ -43,6 +45,7 @@ func WriteFlows(w *bufio.Writer, sources []Source, r FlowRun) (ptfmt.FlowCounts,
 	fo := ptfmt.FlowOptions{Format: r.Format, Window: r.Window, Jobs: r.Jobs, Resync: r.Resync,
 		Stat: &ptfmt.StatSink{}, Counts: &counts, Time: r.Time.Format, From: r.From, To: r.To}
 	var done uint64
+	noPSB := 0 // sources whose trace has no PSB: nothing decodable
 	if r.Progress != nil {
 		fo.Progress = func(n uint64) { r.Progress(done + n) }
 	}
@@ -52,6 +55,14 @@ func WriteFlows(w *bufio.Writer, sources []Source, r FlowRun) (ptfmt.FlowCounts,
 	}
 	var stackDone func()
 	for _, s := range sources {
+		if s.Trace.Size() > 0 && !hasPSB(s.Trace) {
+			// Not a trace a decoder can start on (usually not PT at all).
+			noPSB++
+			if r.Warn != nil && len(sources) > 1 {
+				r.Warn(fmt.Sprintf("%s: no PSB in %d bytes of trace: nothing to decode", s.Label, s.Trace.Size()))
+			}
+			continue
+		}
 		if fo.Profile != nil {
 			prefix := s.Label
 			if s.TID > 0 {
@@ -90,6 +101,12 @@ func WriteFlows(w *bufio.Writer, sources []Source, r FlowRun) (ptfmt.FlowCounts,
 		}
 		done += uint64(s.Trace.Size())
 	}
+	if noPSB > 0 && noPSB == len(sources) {
+		if len(sources) == 1 {
+			return counts, fmt.Errorf("%s: no PSB in %d bytes of trace: nothing to decode (not Intel PT?)", sources[0].Label, sources[0].Trace.Size())
+		}
+		return counts, fmt.Errorf("no PSB in any trace: nothing to decode (not Intel PT?)")
+	}
 	switch r.Format {
 	case "stat":
 		fo.Stat.Print(w)
@@ -106,4 +123,22 @@ func WriteFlows(w *bufio.Writer, sources []Source, r FlowRun) (ptfmt.FlowCounts,
 		fo.Profile.WriteSummary(w, sec)
 	}
 	return counts, nil
+}
+
+// hasPSB reports whether t holds a PSB packet anywhere, a sync point a
+// decoder can start from.
+func hasPSB(t decode.TraceReader) bool {
+	const chunk = 1 << 20
+	pat := ptpkt.PSBPattern[:]
+	buf := make([]byte, chunk+len(pat)-1)
+	for off := int64(0); off < t.Size(); off += chunk {
+		n, err := t.ReadAt(buf, off)
+		if bytes.Contains(buf[:n], pat) {
+			return true
+		}
+		if err != nil {
+			return false
+		}
+	}
+	return false
 }

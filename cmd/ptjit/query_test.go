@@ -258,6 +258,14 @@ func TestDecodeOnlyErrors(t *testing.T) {
 	if want := "ptjit: decode: no instruction decoded, 159 decode errors (see the output)\n"; errs != want {
 		t.Errorf("wrong image: stderr %q, want %q", errs, want)
 	}
+	// Not a trace at all: the bytes of the image, which hold no PSB.
+	for _, format := range []string{"--stat", "--calls", "--json"} {
+		code, out, errs = ptjitIn(t, "decode", "--pt", bin, "--raw", bin+":0x400000", format)
+		want := "ptjit: decode: " + bin + ": no PSB in 65552 bytes of trace: nothing to decode (not Intel PT?)\n"
+		if code != 1 || out != "" || errs != want {
+			t.Errorf("no PSB, %s: status %d, stdout %q, stderr %q; want 1, nothing, %q", format, code, out, errs, want)
+		}
+	}
 }
 
 // TestHistoryFilesJSON: history --files --json lists the file-backed
