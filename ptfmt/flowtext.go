@@ -80,6 +80,10 @@ type callSink struct {
 	depth int
 	ret   bool // the previous instruction was a return
 	call  bool // the previous instruction was a call
+	// entry: tracing started anew and no instruction ran since: the next
+	// one is entered, also after a disable and resume in between (a
+	// per-CPU trace's context switch right at the entry)
+	entry bool
 	names *[whereSlots]whereSlot
 	// the last time printed, padded (prefix): lines between two timing
 	// updates share it
@@ -164,6 +168,7 @@ func (s *callSink) Block(b *decode.FlowBlock, off, tsc uint64) {
 }
 
 func (s *callSink) setEnd(c x86.InsnClass) {
+	s.entry = false
 	s.call = c.IsCall() || c == x86.ClassFarCall || c == x86.ClassSyscall
 	s.ret = c == x86.ClassRet || c == x86.ClassFarRet || c == x86.ClassSysret
 }
@@ -180,10 +185,10 @@ func (s *callSink) Event(ev *decode.Event, off uint64) {
 		// tracing that starts (not resumes) enters the traced code, as a
 		// call would: a filtered trace's entries into JIT code, each a
 		// tree of its own (what ran outside the filter is not known)
-		s.call, s.ret = !ev.Resumed, false
 		if !ev.Resumed {
-			s.depth = 0
+			s.entry, s.depth = true, 0
 		}
+		s.call, s.ret = s.entry, false
 	default:
 		s.call, s.ret = false, false
 	}
@@ -191,7 +196,7 @@ func (s *callSink) Event(ev *decode.Event, off uint64) {
 
 func (s *callSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
 	fmt.Fprintf(s.w, "[%s: pt offset %#x, ip %#x: %s]\n", kind, e.Offset, e.IP, e.Code)
-	s.call, s.ret, s.depth = false, false, 0
+	s.call, s.ret, s.depth, s.entry = false, false, 0, false
 }
 
 // jsonSink prints one JSON object per line.
