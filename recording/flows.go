@@ -126,19 +126,21 @@ func WriteFlows(w *bufio.Writer, sources []Source, r FlowRun) (ptfmt.FlowCounts,
 }
 
 // hasPSB reports whether t holds a PSB packet anywhere, a sync point a
-// decoder can start from.
+// decoder can start from. A trace usually starts with one: the first read
+// is small, and only a trace without one is read to its end.
 func hasPSB(t decode.TraceReader) bool {
-	const chunk = 1 << 20
 	pat := ptpkt.PSBPattern[:]
-	buf := make([]byte, chunk+len(pat)-1)
-	for off := int64(0); off < t.Size(); off += chunk {
-		n, err := t.ReadAt(buf, off)
+	chunk := 4 << 10
+	buf := make([]byte, 1<<20+len(pat)-1)
+	for off := int64(0); off < t.Size(); off += int64(chunk) {
+		n, err := t.ReadAt(buf[:chunk+len(pat)-1], off)
 		if bytes.Contains(buf[:n], pat) {
 			return true
 		}
 		if err != nil {
 			return false
 		}
+		chunk = min(chunk*16, 1<<20)
 	}
 	return false
 }
