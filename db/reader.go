@@ -780,8 +780,11 @@ type NameInfo struct {
 	Size   uint64
 	Name   string
 	Source string // "perf-map PATH" or "jitdump PATH"
-	At     clock.Stamp
-	After  uint64 // TSC of the previous read (0: none)
+	// Code is the code a jitdump load reported at Addr (Size bytes);
+	// nil for a perf-map line.
+	Code  []byte
+	At    clock.Stamp
+	After uint64 // TSC of the previous read (0: none)
 }
 
 // HasNames reports whether the code.db's schema can hold names (version 5
@@ -794,7 +797,10 @@ func (d *DB) Names(pid int) ([]NameInfo, error) {
 	if !d.HasNames() {
 		return nil, nil
 	}
-	q := `SELECT id, pid, addr, size, name, source, tsc, ns, after_tsc FROM names`
+	q := `SELECT id, pid, addr, size, name, source, tsc, ns, after_tsc, NULL FROM names`
+	if d.schema >= 6 {
+		q = `SELECT id, pid, addr, size, name, source, tsc, ns, after_tsc, code FROM names`
+	}
 	var args []any
 	if pid != 0 {
 		q += ` WHERE pid = ?`
@@ -810,7 +816,7 @@ func (d *DB) Names(pid int) ([]NameInfo, error) {
 	for rows.Next() {
 		var n NameInfo
 		var addr, size, tsc, after int64
-		if err := rows.Scan(&n.ID, &n.PID, &addr, &size, &n.Name, &n.Source, &tsc, &n.At.MonoNS, &after); err != nil {
+		if err := rows.Scan(&n.ID, &n.PID, &addr, &size, &n.Name, &n.Source, &tsc, &n.At.MonoNS, &after, &n.Code); err != nil {
 			return nil, d.wrap(err)
 		}
 		n.Addr, n.Size, n.At.TSC, n.After = uint64(addr), uint64(size), uint64(tsc), uint64(after)

@@ -573,7 +573,7 @@ func (r *Recorder) AddWrite(wr Write) {
 // ID is ignored).
 func (r *Recorder) Name(n NameInfo) {
 	r.push(func(w *writer) error {
-		return w.exec(sqlName, n.PID, u(n.Addr), u(n.Size), n.Name, n.Source, u(n.At.TSC), n.At.MonoNS, u(n.After))
+		return w.exec(sqlName, n.PID, u(n.Addr), u(n.Size), n.Name, n.Source, u(n.At.TSC), n.At.MonoNS, u(n.After), nilIfEmpty(n.Code))
 	})
 }
 
@@ -652,7 +652,7 @@ const (
 	sqlEndVersionInexact = `UPDATE versions SET end_tsc = ?, end_ns = ?, end_inexact = 1 WHERE id = ? AND end_tsc IS NULL`
 	sqlPage              = `INSERT OR IGNORE INTO pages(sha256, data) VALUES (?, ?)`
 	sqlWrite             = `INSERT INTO writes(id, pid, tid, tsc, ns, ip, insn, addr, old, new, version_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	sqlName              = `INSERT INTO names(pid, addr, size, name, source, tsc, ns, after_tsc) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlName              = `INSERT INTO names(pid, addr, size, name, source, tsc, ns, after_tsc, code) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlProt              = `INSERT INTO ptjit_prot(pid, tsc, ns, addr, size, prot, reason) VALUES (?, ?, ?, ?, ?, ?, ?)`
 )
 

@@ -7,9 +7,9 @@
 -- Addresses and sizes are stored as INTEGER; SQLite integers are signed 64-bit,
 -- so user-space addresses (< 2^47) are stored as-is.
 --
--- The schema version is PRAGMA user_version (5); readers read this version,
--- version 4 (before the names table) and version 3 (before
--- versions.end_inexact too), and refuse others.
+-- The schema version is PRAGMA user_version (6); readers read this version,
+-- version 5 (before names.code), version 4 (before the names table) and
+-- version 3 (before versions.end_inexact too), and refuse others.
 
 -- Key/value facts about the recording: ptjit version, command line, cwd,
 -- tsc_hz (measured TSC frequency), start/end stamps, and the run summary
@@ -194,7 +194,9 @@ CREATE TABLE ptjit_prot (
 -- tracker/names.go) and after after_tsc (the previous read; 0 for the
 -- first). Which code versions a name belongs to is derived by readers
 -- (recording.Names): those around tsc whose bytes in [addr, addr+size)
--- are the bytes present when the line was written.
+-- are the bytes present when the line was written. A jitdump's code load
+-- carries the code bytes themselves (code, schema 6; NULL for a perf-map
+-- line): its name goes to the versions holding exactly those bytes.
 CREATE TABLE names (
     id        INTEGER PRIMARY KEY,
     pid       INTEGER NOT NULL,
@@ -204,6 +206,7 @@ CREATE TABLE names (
     source    TEXT NOT NULL,     -- perf-map or jitdump, with the file path: "perf-map /tmp/perf-42.map"
     tsc       INTEGER NOT NULL,
     ns        INTEGER NOT NULL,
-    after_tsc INTEGER NOT NULL
+    after_tsc INTEGER NOT NULL,
+    code      BLOB               -- the code a jitdump load reported (NULL: a perf-map line)
 );
 CREATE INDEX names_pid_addr ON names(pid, addr);

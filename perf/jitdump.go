@@ -9,6 +9,7 @@ package perf
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -180,19 +181,12 @@ func ReadJitDump(r io.ReaderAt, size int64, name string) (*JitDump, error) {
 	if _, err := r.ReadAt(hb[:], 0); err != nil {
 		return nil, fail(0, "%v", err)
 	}
-	le := binary.LittleEndian
-	d := &JitDump{}
-	h := &d.Header
-	h.Magic = le.Uint32(hb[0:])
-	h.Version = le.Uint32(hb[4:])
-	h.TotalSize = le.Uint32(hb[8:])
-	h.ElfMach = le.Uint32(hb[12:])
-	h.Pid = le.Uint32(hb[20:])
-	h.Timestamp = le.Uint64(hb[24:])
-	h.Flags = le.Uint64(hb[32:])
-	if h.Magic != JitDumpMagic {
-		return nil, fail(0, "bad magic %#x (not a little-endian jitdump)", h.Magic)
+	h, err := ParseJitHeader(hb[:], name)
+	if err != nil {
+		return nil, err
 	}
+	le := binary.LittleEndian
+	d := &JitDump{Header: h}
 	if h.TotalSize < JitDumpHeaderSize || int64(h.TotalSize) > size {
 		return nil, fail(8, "header size %d invalid for file size %d", h.TotalSize, size)
 	}
@@ -207,42 +201,19 @@ func ReadJitDump(r io.ReaderAt, size int64, name string) (*JitDump, error) {
 		}
 		id := le.Uint32(rh[0:])
 		total := int64(le.Uint32(rh[4:]))
-		ts := le.Uint64(rh[8:])
 		if total < jitRecordHeaderSize || total > size-off {
 			return nil, fail(off, "record id %d size %d exceeds file (%d bytes left)", id, total, size-off)
 		}
 		switch id {
 		case JitCodeLoad:
-			if total < jitCodeLoadFixedSize+1 {
-				return nil, fail(off, "JIT_CODE_LOAD size %d too small", total)
-			}
 			b := make([]byte, total)
 			if _, err := r.ReadAt(b, off); err != nil {
 				return nil, fail(off, "%v", err)
 			}
-			l := JitLoad{Timestamp: ts}
-			l.Pid = le.Uint32(b[16:])
-			l.Tid = le.Uint32(b[20:])
-			l.VMA = le.Uint64(b[24:])
-			l.CodeAddr = le.Uint64(b[32:])
-			codeSize := le.Uint64(b[40:])
-			l.Index = le.Uint64(b[48:])
-			rest := b[jitCodeLoadFixedSize:]
-			nameLen := -1
-			for i, c := range rest {
-				if c == 0 {
-					nameLen = i
-					break
-				}
+			l, msg := decodeJitLoad(b)
+			if msg != "" {
+				return nil, fail(off, "%s", msg)
 			}
-			if nameLen < 0 {
-				return nil, fail(off, "JIT_CODE_LOAD name not NUL-terminated")
-			}
-			if codeSize != uint64(len(rest)-nameLen-1) {
-				return nil, fail(off, "JIT_CODE_LOAD code size %d does not match record size %d", codeSize, total)
-			}
-			l.Name = string(rest[:nameLen])
-			l.Code = rest[nameLen+1:]
 			d.Loads = append(d.Loads, l)
 		case JitCodeClose:
 			d.Closed = true
@@ -252,6 +223,86 @@ func ReadJitDump(r io.ReaderAt, size int64, name string) (*JitDump, error) {
 		off += total
 	}
 	return d, nil
+}
+
+// decodeJitLoad decodes the JIT_CODE_LOAD record b (its header
+// included); msg says what is wrong with a record that cannot be one.
+func decodeJitLoad(b []byte) (l JitLoad, msg string) {
+	le := binary.LittleEndian
+	if len(b) < jitCodeLoadFixedSize+1 {
+		return l, fmt.Sprintf("JIT_CODE_LOAD size %d too small", len(b))
+	}
+	l.Timestamp = le.Uint64(b[8:])
+	l.Pid = le.Uint32(b[16:])
+	l.Tid = le.Uint32(b[20:])
+	l.VMA = le.Uint64(b[24:])
+	l.CodeAddr = le.Uint64(b[32:])
+	codeSize := le.Uint64(b[40:])
+	l.Index = le.Uint64(b[48:])
+	rest := b[jitCodeLoadFixedSize:]
+	nameLen := bytes.IndexByte(rest, 0)
+	if nameLen < 0 {
+		return l, "JIT_CODE_LOAD name not NUL-terminated"
+	}
+	if codeSize != uint64(len(rest)-nameLen-1) {
+		return l, fmt.Sprintf("JIT_CODE_LOAD code size %d does not match record size %d", codeSize, len(b))
+	}
+	l.Name = string(rest[:nameLen])
+	l.Code = rest[nameLen+1:]
+	return l, ""
+}
+
+// ParseJitHeader parses the header at the start of b, the first bytes of
+// a jitdump file called name.
+func ParseJitHeader(b []byte, name string) (JitDumpHeader, error) {
+	var h JitDumpHeader
+	if len(b) < JitDumpHeaderSize {
+		return h, &JitDumpError{File: name, Msg: fmt.Sprintf("%d bytes are too few for a header", len(b))}
+	}
+	le := binary.LittleEndian
+	h.Magic = le.Uint32(b[0:])
+	h.Version = le.Uint32(b[4:])
+	h.TotalSize = le.Uint32(b[8:])
+	h.ElfMach = le.Uint32(b[12:])
+	h.Pid = le.Uint32(b[20:])
+	h.Timestamp = le.Uint64(b[24:])
+	h.Flags = le.Uint64(b[32:])
+	if h.Magic != JitDumpMagic {
+		return h, &JitDumpError{File: name, Msg: fmt.Sprintf("bad magic %#x (not a little-endian jitdump)", h.Magic)}
+	}
+	if h.TotalSize < JitDumpHeaderSize {
+		return h, &JitDumpError{File: name, Offset: 8, Msg: fmt.Sprintf("header size %d too small", h.TotalSize)}
+	}
+	return h, nil
+}
+
+// ParseJitRecords parses the complete records at the start of b, the
+// bytes of jitdump file name from offset off on (a record boundary), as a
+// reader of a file its JIT is still writing does: it returns the code
+// loads, the bytes they and the other records used (up to the first
+// record not complete yet), and an error at a record that cannot be one.
+// Loads alias b.
+func ParseJitRecords(b []byte, off int64, name string) (loads []JitLoad, used int, err error) {
+	le := binary.LittleEndian
+	for len(b)-used >= jitRecordHeaderSize {
+		rec := b[used:]
+		id, total := le.Uint32(rec[0:]), int(le.Uint32(rec[4:]))
+		if total < jitRecordHeaderSize || total > jitDumpMaxRecordBytes {
+			return loads, used, &JitDumpError{File: name, Offset: off + int64(used), Msg: fmt.Sprintf("record id %d size %d invalid", id, total)}
+		}
+		if total > len(rec) {
+			break // still being written
+		}
+		if id == JitCodeLoad {
+			l, msg := decodeJitLoad(rec[:total])
+			if msg != "" {
+				return loads, used, &JitDumpError{File: name, Offset: off + int64(used), Msg: msg}
+			}
+			loads = append(loads, l)
+		}
+		used += total
+	}
+	return loads, used, nil
 }
 
 // OpenJitDump reads a jitdump file.

@@ -80,12 +80,32 @@ type callSink struct {
 	depth int
 	ret   bool // the previous instruction was a return
 	call  bool // the previous instruction was a call
-	names *[whereSlots]whereSlot
+	// entry: tracing started anew and no instruction ran since: the next
+	// one is entered, also after a disable and resume in between (a
+	// per-CPU trace's context switch right at the entry)
+	entry bool
+	// callEnd is the address after the previous instruction; outCalls
+	// the calls after which tracing stopped (their target is outside the
+	// traced code): their return address and depth, the last one last
+	callEnd  uint64
+	outCalls []outDepth
+	names    *[whereSlots]whereSlot
 	// the last time printed, padded (prefix): lines between two timing
 	// updates share it
 	lastTSC uint64
 	prefix  []byte
 }
+
+// outDepth is a call out of the traced code: where it returns to and the
+// depth of its caller.
+type outDepth struct {
+	ret   uint64
+	depth int
+}
+
+// maxOutCalls bounds callSink.outCalls and Profile.outCalls: calls out of the traced code that
+// never came back (a longjmp, an exception unwound outside) are forgotten.
+const maxOutCalls = 64
 
 // whereSlot is an entry of callSink's direct-mapped memo of names.
 type whereSlot struct {
@@ -152,6 +172,7 @@ func (s *callSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
 		s.enter(in.TSC, in.Section, in.IP, func() decode.FlowInsn { return *in })
 	}
 	s.setEnd(in.Class)
+	s.callEnd = in.IP + uint64(in.Size)
 }
 
 // Block implements decode.BlockSink: only a block's first instruction can
@@ -161,9 +182,11 @@ func (s *callSink) Block(b *decode.FlowBlock, off, tsc uint64) {
 		s.enter(b.TSC, b.Section, b.IP, b.First)
 	}
 	s.setEnd(b.EndClass)
+	s.callEnd = b.End
 }
 
 func (s *callSink) setEnd(c x86.InsnClass) {
+	s.entry = false
 	s.call = c.IsCall() || c == x86.ClassFarCall || c == x86.ClassSyscall
 	s.ret = c == x86.ClassRet || c == x86.ClassFarRet || c == x86.ClassSysret
 }
@@ -179,19 +202,38 @@ func (s *callSink) Event(ev *decode.Event, off uint64) {
 	case decode.EvEnabled:
 		// tracing that starts (not resumes) enters the traced code, as a
 		// call would: a filtered trace's entries into JIT code, each a
-		// tree of its own (what ran outside the filter is not known)
-		s.call, s.ret = !ev.Resumed, false
-		if !ev.Resumed {
-			s.depth = 0
+		// tree of its own (what ran outside the filter is not known) —
+		// unless it starts where a call that left the traced code
+		// returns (also after the code outside called back into the
+		// traced code): the caller goes on at its depth
+		if l := len(s.outCalls); ev.Resumed && l > 0 && s.outCalls[l-1].ret == ev.IP {
+			s.outCalls = s.outCalls[:l-1] // a syscall returning
 		}
+		if !ev.Resumed {
+			s.entry, s.depth = true, 0
+			for i := len(s.outCalls) - 1; i >= 0; i-- {
+				if c := s.outCalls[i]; !ev.IPSuppressed && c.ret == ev.IP {
+					s.entry, s.depth, s.outCalls = false, c.depth, s.outCalls[:i]
+					break
+				}
+			}
+		}
+		s.call, s.ret = s.entry, false
 	default:
+		if ev.Type == decode.EvDisabled && s.call {
+			if len(s.outCalls) == maxOutCalls {
+				s.outCalls = append(s.outCalls[:0], s.outCalls[1:]...)
+			}
+			s.outCalls = append(s.outCalls, outDepth{s.callEnd, s.depth})
+		}
 		s.call, s.ret = false, false
 	}
 }
 
 func (s *callSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
 	fmt.Fprintf(s.w, "[%s: pt offset %#x, ip %#x: %s]\n", kind, e.Offset, e.IP, e.Code)
-	s.call, s.ret, s.depth = false, false, 0
+	s.call, s.ret, s.depth, s.entry = false, false, 0, false
+	s.outCalls = s.outCalls[:0]
 }
 
 // jsonSink prints one JSON object per line.

@@ -3,6 +3,7 @@ package ptfmt
 import (
 	"bufio"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,6 +36,9 @@ import (
 //     entries into the traced code) also starts a new root.
 //   - Stacks deeper than MaxDepth frames end in a frame "[depth > N]"
 //     that takes everything deeper.
+//   - A filtered trace stops at a call out of the traced code; when it
+//     starts again at that call's return address, the call returned:
+//     the stack goes on (what ran outside is not in it).
 //
 // Time: the instructions between two timing updates share the time
 // between them in proportion to their number (the trace says no more);
@@ -47,6 +51,10 @@ type Profile struct {
 	MaxDepth int
 	// Resets counts the stacks restarted after decode errors.
 	Resets uint64
+	// Stack, if not nil, follows the stack as it changes, with the time
+	// of each change (a Timeline: the calls as slices); EndThread ends
+	// its thread.
+	Stack StackSink
 
 	names   map[string]int32
 	frames  []string
@@ -65,6 +73,35 @@ type Profile struct {
 
 	lastTSC uint64    // the last timing update (0: none since a gap)
 	pending []pending // instructions since lastTSC, by node
+
+	seen uint64 // the latest time seen (for Stack)
+	stop uint64 // when the flow stopped (disabled, overflow, error); 0: running
+
+	retAddr uint64 // the address after the last call
+	// outCalls: the calls after which tracing stopped (calls out of the
+	// traced code), the last one last
+	outCalls []outCall
+	rawNames map[int32]string // frames whose folded name was escaped
+}
+
+// outCall is a call after which tracing stopped: where it returns to, and
+// the stack it was made from.
+type outCall struct {
+	ret   uint64
+	stack []int32
+	over  int
+}
+
+// StackSink follows a Profile's stack: each frame entered and left, in
+// order, with the time (TSC) of the change; 0 when the trace has given
+// no time yet. The times are the trace's: the last timing update before
+// the instruction that entered or left.
+type StackSink interface {
+	// Push: the function name was entered (called, or where a trace or
+	// a stack after an error starts).
+	Push(name string, tsc uint64)
+	// Pop: the innermost frame was left.
+	Pop(tsc uint64)
 }
 
 // frameEscape keeps a name one frame of a folded stack: frames are
@@ -80,6 +117,7 @@ type funcSlot struct {
 	entry bool
 	id    int32
 	ok    bool
+	name  string // Func's name, unescaped (for Stack)
 }
 
 // profNode is a stack: a frame over its parent's stack.
@@ -119,6 +157,7 @@ func (p *Profile) Thread(prefix, title string) {
 	p.cur = t
 	p.stack, p.over = p.stack[:0], 0
 	p.call, p.ret, p.fresh, p.enterFresh = false, false, true, false
+	p.seen, p.stop, p.outCalls = 0, 0, p.outCalls[:0]
 	p.gap()
 }
 
@@ -148,8 +187,9 @@ func (p *Profile) childOf(parent, frame int32) int32 {
 	return n
 }
 
-// frame returns the frame naming in's function (memoized by address).
-func (p *Profile) frame(in *decode.FlowInsn, entry bool) int32 {
+// frame returns the frame naming in's function (memoized by address),
+// and Func's name for it, unescaped.
+func (p *Profile) frame(in *decode.FlowInsn, entry bool) (int32, string) {
 	if p.memo == nil {
 		p.memo = new([whereSlots]funcSlot)
 	}
@@ -160,10 +200,16 @@ func (p *Profile) frame(in *decode.FlowInsn, entry bool) int32 {
 			name = p.Func(in, entry)
 		}
 		// folded stacks separate frames with ';' and lines with '\n'
-		name = frameEscape.Replace(name)
-		*e = funcSlot{in.Section, in.IP, entry, p.intern(name), true}
+		esc := frameEscape.Replace(name)
+		*e = funcSlot{in.Section, in.IP, entry, p.intern(esc), true, name}
+		if esc != name {
+			if p.rawNames == nil {
+				p.rawNames = map[int32]string{}
+			}
+			p.rawNames[e.id] = name
+		}
 	}
-	return e.id
+	return e.id, e.name
 }
 
 func (p *Profile) maxDepth() int {
@@ -178,23 +224,38 @@ func (p *Profile) maxDepth() int {
 func (p *Profile) enter(in *decode.FlowInsn) {
 	switch {
 	case p.fresh:
-		f := p.frame(in, p.enterFresh)
+		f, name := p.frame(in, p.enterFresh)
 		if p.enterFresh {
 			p.cur.calls[f]++
 		}
+		if p.Stack != nil {
+			t := p.stop
+			if t == 0 {
+				t = p.seen
+			}
+			p.popAll(t)
+			p.Stack.Push(name, in.TSC)
+		}
 		p.stack = append(p.stack[:0], p.newNode(p.cur.node, f)) // a root of its own (see pop)
-		p.over, p.fresh = 0, false
+		p.over, p.fresh, p.stop = 0, false, 0
 	case p.call:
-		f := p.frame(in, true)
+		f, name := p.frame(in, true)
 		p.cur.calls[f]++
 		if len(p.stack) >= p.maxDepth() {
 			p.over++
 			if p.over == 1 {
-				p.stack = append(p.stack, p.childOf(p.top(), p.intern("[depth > "+strconv.Itoa(p.maxDepth())+"]")))
+				deep := "[depth > " + strconv.Itoa(p.maxDepth()) + "]"
+				p.stack = append(p.stack, p.childOf(p.top(), p.intern(deep)))
+				if p.Stack != nil {
+					p.Stack.Push(deep, in.TSC)
+				}
 			}
 			return
 		}
 		p.stack = append(p.stack, p.childOf(p.top(), f))
+		if p.Stack != nil {
+			p.Stack.Push(name, in.TSC)
+		}
 	case p.ret:
 		p.pop(in)
 	}
@@ -202,24 +263,54 @@ func (p *Profile) enter(in *decode.FlowInsn) {
 
 func (p *Profile) top() int32 { return p.stack[len(p.stack)-1] }
 
+// popAll tells Stack that every frame was left at tsc.
+func (p *Profile) popAll(tsc uint64) {
+	for range p.stack {
+		p.Stack.Pop(tsc)
+	}
+}
+
+// EndThread tells Stack that the frames still on the stack were left when
+// the thread's flow ended (the last time seen). Call it after a thread's
+// flow, before the next Thread.
+func (p *Profile) EndThread() {
+	if p.Stack != nil {
+		p.popAll(p.seen)
+	}
+	p.stack, p.over, p.fresh = p.stack[:0], 0, true
+}
+
 // pop returns to in.
 func (p *Profile) pop(in *decode.FlowInsn) {
 	if p.over > 0 {
 		p.over--
 		if p.over == 0 {
 			p.stack = p.stack[:len(p.stack)-1]
+			if p.Stack != nil {
+				p.Stack.Pop(in.TSC)
+			}
 		}
 		return
 	}
 	if len(p.stack) > 1 {
 		p.stack = p.stack[:len(p.stack)-1]
+		if p.Stack != nil {
+			p.Stack.Pop(in.TSC)
+		}
 		return
 	}
 	// Past the bottom: in's function called everything seen since the
 	// root was made. The root is not in p.child (each is made anew), so
-	// it can take a parent.
+	// it can take a parent. A timeline (Stack) cannot put a frame under
+	// slices it already has: there the root ends and the caller starts
+	// now.
 	root := p.stack[0]
-	c := p.newNode(p.cur.node, p.frame(in, false))
+	f, name := p.frame(in, false)
+	if p.Stack != nil {
+		p.Stack.Pop(in.TSC)
+		p.Stack.Push(name, in.TSC)
+	}
+	c := p.newNode(p.cur.node, f)
 	p.nodes[root].parent = c
 	p.child[[2]int32{c, p.nodes[root].frame}] = root
 	p.stack[0] = c
@@ -234,6 +325,7 @@ func (p *Profile) count(sec *decode.Section, n uint64, tsc uint64) {
 		p.cur.versions[sec.Tag] += n
 	}
 	if tsc != 0 {
+		p.seen = max(p.seen, tsc)
 		p.tick(tsc)
 		if l := len(p.pending); l > 0 && p.pending[l-1].node == top {
 			p.pending[l-1].n += n
@@ -283,6 +375,9 @@ func (p *Profile) Insn(in *decode.FlowInsn, off, tsc uint64) {
 	}
 	p.count(in.Section, 1, in.TSC)
 	p.setEnd(in.Class)
+	if p.call {
+		p.retAddr = in.IP + uint64(in.Size)
+	}
 }
 
 // Block implements decode.BlockSink: only a block's first instruction can
@@ -294,6 +389,9 @@ func (p *Profile) Block(b *decode.FlowBlock, off, tsc uint64) {
 	}
 	p.count(b.Section, uint64(b.N), b.TSC)
 	p.setEnd(b.EndClass)
+	if p.call {
+		p.retAddr = b.End
+	}
 }
 
 // Event follows the call/return state as the calls format does.
@@ -302,23 +400,86 @@ func (p *Profile) Event(ev *decode.Event, off uint64) {
 		return
 	}
 	if ev.HasTSC {
+		if ev.Type == decode.EvDisabled || ev.Type == decode.EvOverflow {
+			p.seen = max(p.seen, ev.TSC) // the flow stops then
+		}
 		p.tick(ev.TSC)
 	}
 	switch ev.Type {
 	case decode.EvExecMode, decode.EvIflags:
 		// state, not flow
 	case decode.EvEnabled:
-		if !ev.Resumed {
+		if l := len(p.outCalls); ev.Resumed && l > 0 && p.outCalls[l-1].ret == ev.IP {
+			p.outCalls = p.outCalls[:l-1] // a syscall returning
+		}
+		returned := !ev.Resumed && p.returnFromOut(ev)
+		if !ev.Resumed && !returned {
 			p.fresh, p.enterFresh = true, true
+		} else {
+			p.stop = 0
 		}
 		p.call, p.ret = false, false
 		p.gap()
 	default:
+		if ev.Type == decode.EvDisabled && p.call && !p.fresh && len(p.stack) > 0 {
+			// a call out of the traced code
+			if len(p.outCalls) == maxOutCalls {
+				p.outCalls = append(p.outCalls[:0], p.outCalls[1:]...)
+			}
+			p.outCalls = append(p.outCalls, outCall{p.retAddr, append([]int32(nil), p.stack...), p.over})
+		}
+		if ev.Type == decode.EvOverflow {
+			p.outCalls = p.outCalls[:0]
+		}
 		p.call, p.ret = false, false
 		if ev.Type == decode.EvDisabled || ev.Type == decode.EvOverflow {
 			p.gap()
+			p.stop = p.seen
 		}
 	}
+	if ev.HasTSC {
+		p.seen = max(p.seen, ev.TSC)
+	}
+}
+
+// returnFromOut reports whether tracing that starts at ev.IP is a call
+// out of the traced code returning — also after the code outside called
+// back into the traced code, a stack of its own — and if so takes the
+// caller's stack back (a timeline sees the callback's frames left and the
+// caller's entered again).
+func (p *Profile) returnFromOut(ev *decode.Event) bool {
+	if ev.IPSuppressed {
+		return false
+	}
+	for i := len(p.outCalls) - 1; i >= 0; i-- {
+		c := &p.outCalls[i]
+		if c.ret != ev.IP {
+			continue
+		}
+		if p.Stack != nil && !slices.Equal(c.stack, p.stack) {
+			t := p.stop
+			if t == 0 {
+				t = p.seen
+			}
+			p.popAll(t)
+			at := p.seen
+			if ev.HasTSC {
+				at = max(at, ev.TSC)
+			}
+			for _, n := range c.stack {
+				f := p.nodes[n].frame
+				name, ok := p.rawNames[f]
+				if !ok {
+					name = p.frames[f]
+				}
+				p.Stack.Push(name, at)
+			}
+		}
+		p.stack, p.over, p.fresh = append(p.stack[:0], c.stack...), c.over, false
+		p.outCalls = p.outCalls[:i]
+		return true
+	}
+	return false
 }
 
 func (p *Profile) Error(e *decode.FlowError, kind decode.ErrorKind) {
@@ -327,7 +488,10 @@ func (p *Profile) Error(e *decode.FlowError, kind decode.ErrorKind) {
 		p.Resets++
 		p.cur.resets++
 	}
-	p.fresh, p.enterFresh = true, false
+	p.fresh, p.enterFresh, p.outCalls = true, false, p.outCalls[:0]
+	if p.stop == 0 {
+		p.stop = p.seen
+	}
 	p.gap()
 }
 

@@ -18,6 +18,10 @@ type profStep struct {
 	class x86.InsnClass
 	tsc   uint64
 	err   bool
+	// enable: tracing starts at ip before it (a filtered trace entering
+	// the traced code); disable: tracing stops after it (its target is
+	// outside the traced code)
+	enable, disable bool
 }
 
 func runProfile(t *testing.T, p *Profile, steps []profStep) string {
@@ -33,7 +37,13 @@ func runProfile(t *testing.T, p *Profile, steps []profStep) string {
 		if s.err {
 			p.Error(&decode.FlowError{}, decode.KindError)
 		}
+		if s.enable {
+			p.Event(&decode.Event{Type: decode.EvEnabled, IP: s.ip}, 0)
+		}
 		p.Insn(&decode.FlowInsn{IP: s.ip, Size: 1, Class: s.class, Section: sec, TSC: s.tsc}, 0, s.tsc)
+		if s.disable {
+			p.Event(&decode.Event{Type: decode.EvDisabled, IP: 0x900}, 0)
+		}
 	}
 	var b bytes.Buffer
 	w := bufio.NewWriter(&b)
@@ -111,5 +121,30 @@ func TestProfileSummary(t *testing.T) {
 		if !strings.Contains(b.String(), l+"\n") {
 			t.Errorf("summary text lacks %q:\n%s", l, b.String())
 		}
+	}
+}
+
+// TestProfileCallOut: a filtered trace in which f calls a function outside
+// the traced code twice (tracing stops after the call and starts again at
+// its return address: the call returned, f goes on) and that function
+// once calls g back in the traced code (a root of its own: what ran
+// outside is not known), then f calls g directly. f is entered once.
+func TestProfileCallOut(t *testing.T) {
+	p := &Profile{}
+	got := runProfile(t, p, []profStep{
+		{ip: 0x100, enable: true}, {ip: 0x101, class: call, disable: true},
+		{ip: 0x102, enable: true}, {ip: 0x103, class: call, disable: true},
+		{ip: 0x200, enable: true}, {ip: 0x201, class: ret, disable: true}, // g called from outside
+		{ip: 0x104, enable: true}, {ip: 0x105, class: call}, {ip: 0x200}, {ip: 0x201, class: ret}, {ip: 0x106},
+	})
+	if want := "tid 1;f 7\ntid 1;f;g 2\ntid 1;g 2\n"; got != want {
+		t.Errorf("folded:\n%s\nwant:\n%s", got, want)
+	}
+	calls := map[string]uint64{}
+	for _, f := range p.Summaries()[0].Funcs {
+		calls[f.Name] = f.Calls
+	}
+	if calls["f"] != 1 || calls["g"] != 2 {
+		t.Errorf("calls %v, want f 1, g 2", calls)
 	}
 }

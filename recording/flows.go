@@ -28,9 +28,15 @@ type FlowRun struct {
 	// Warn, if not nil, is told what the output cannot show (stacks
 	// restarted after decode errors).
 	Warn func(msg string)
+	// Stack, with Format "stack", follows each source's call stack
+	// (ptfmt.Profile.Stack; nil: not that source's) and is told with
+	// done when the source's flow ended. Nothing is written to w but
+	// the unattributed stretches, as "stat" counts them.
+	Stack func(s *Source) (sink ptfmt.StackSink, done func())
 }
 
-// WriteFlows decodes every source in turn into w in r.Format, and returns
+// WriteFlows decodes every source in turn into w in r.Format (or,
+// "stack", into r.Stack), and returns
 // the instructions and errors seen. Several sources are told apart by a
 // "== LABEL" line (a {"kind": "trace"} object in JSON); "stat", "folded"
 // and "summary" are written once, for all of them, at the end.
@@ -44,9 +50,10 @@ func WriteFlows(w *bufio.Writer, sources []Source, r FlowRun) (ptfmt.FlowCounts,
 		fo.Progress = func(n uint64) { r.Progress(done + n) }
 	}
 	problems := r.Format
-	if r.Format == "folded" || r.Format == "summary" {
+	if r.Format == "folded" || r.Format == "summary" || r.Format == "stack" {
 		fo.Profile, problems = &ptfmt.Profile{}, "stat" // unattributed stretches: counted as errors
 	}
+	var stackDone func()
 	for _, s := range sources {
 		if s.Trace.Size() > 0 && !hasPSB(s.Trace) {
 			// Not a trace a decoder can start on (usually not PT at all).
@@ -63,6 +70,9 @@ func WriteFlows(w *bufio.Writer, sources []Source, r FlowRun) (ptfmt.FlowCounts,
 			}
 			fo.Profile.Thread(prefix, s.Label)
 			fo.Profile.Func = s.Symbols.Func
+			if r.Stack != nil {
+				fo.Profile.Stack, stackDone = r.Stack(&s)
+			}
 		} else if len(sources) > 1 && r.Format != "json" && r.Format != "stat" {
 			fmt.Fprintf(w, "== %s\n", s.Label)
 		}
@@ -82,6 +92,12 @@ func WriteFlows(w *bufio.Writer, sources []Source, r FlowRun) (ptfmt.FlowCounts,
 		fo.Base = base
 		if err := ptfmt.WriteFlow(w, src, s.Image, s.Config, &fo); err != nil {
 			return counts, fmt.Errorf("%s: %v", s.Label, err)
+		}
+		if fo.Profile != nil && fo.Profile.Stack != nil {
+			fo.Profile.EndThread()
+			if stackDone != nil {
+				stackDone()
+			}
 		}
 		done += uint64(s.Trace.Size())
 	}
@@ -110,19 +126,21 @@ func WriteFlows(w *bufio.Writer, sources []Source, r FlowRun) (ptfmt.FlowCounts,
 }
 
 // hasPSB reports whether t holds a PSB packet anywhere, a sync point a
-// decoder can start from.
+// decoder can start from. A trace usually starts with one: the first read
+// is small, and only a trace without one is read to its end.
 func hasPSB(t decode.TraceReader) bool {
-	const chunk = 1 << 20
 	pat := ptpkt.PSBPattern[:]
-	buf := make([]byte, chunk+len(pat)-1)
-	for off := int64(0); off < t.Size(); off += chunk {
-		n, err := t.ReadAt(buf, off)
+	chunk := 4 << 10
+	buf := make([]byte, 1<<20+len(pat)-1)
+	for off := int64(0); off < t.Size(); off += int64(chunk) {
+		n, err := t.ReadAt(buf[:chunk+len(pat)-1], off)
 		if bytes.Contains(buf[:n], pat) {
 			return true
 		}
 		if err != nil {
 			return false
 		}
+		chunk = min(chunk*16, 1<<20)
 	}
 	return false
 }

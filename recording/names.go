@@ -28,6 +28,14 @@ import (
 // gives its name up at the version that replaced it. A JIT that dumps its
 // map at exit (java -XX:+DumpPerfMapAtExit) names the code live at exit,
 // back to the version that put it there; code freed earlier has no name.
+//
+// A jitdump code load (node --perf-prof) carries the bytes of the code it
+// names: its name goes to the versions whose bytes in [addr, addr+size)
+// are exactly those (exact by content, whatever the timing): of those,
+// the one valid before the load was read and the versions next to it in
+// time that still hold the same bytes. A load whose bytes no version holds
+// is not placed (V8 reports its builtins, which live in the node binary,
+// not in JIT code; code patched before ptjit saw it).
 type Names struct {
 	byVersion map[versionKey][]NameSpan
 	rows      []PlacedName
@@ -166,6 +174,9 @@ func LoadNames(cdb *db.DB, pid int, data func(*db.VersionInfo) ([]byte, error)) 
 // a region whose pages changed at different times is recorded as
 // versions of single pages (split), and a name may span several.
 func (n *Names) place(r db.NameInfo, vs []db.VersionInfo, bytesOf func(*db.VersionInfo) ([]byte, error)) (bool, error) {
+	if uint64(len(r.Code)) != r.Size {
+		r.Code = nil // not a load's code: placed by time alone
+	}
 	placed := false
 	end := r.Addr + r.Size
 	for lo := r.Addr; lo < end; {
@@ -196,13 +207,18 @@ func (n *Names) placePiece(r db.NameInfo, lo, hi uint64, vs []db.VersionInfo, by
 			seed = len(holding) - 1
 		}
 	}
-	if seed >= 0 && seed+1 < len(holding) && holding[seed+1].Cause == "wx-batch" && holding[seed+1].Region == holding[seed].Region {
+	if r.Code != nil {
+		var err error
+		if seed, err = seedByCode(r, lo, hi, holding, bytesOf); err != nil {
+			return false, err
+		}
+	} else if seed >= 0 && seed+1 < len(holding) && holding[seed+1].Cause == "wx-batch" && holding[seed+1].Region == holding[seed].Region {
 		// --wx=batch lets a page be written without a stop until code
 		// runs there: the bytes stored before the read first show in
 		// the next wx-batch version, not in the one valid before it
 		seed++
 	}
-	if seed < 0 {
+	if seed < 0 && r.Code == nil {
 		// nothing was executable there when it was written: the code
 		// made there next
 		for i, v := range holding {
@@ -263,6 +279,34 @@ func (n *Names) placePiece(r db.NameInfo, lo, hi uint64, vs []db.VersionInfo, by
 		add(holding[i])
 	}
 	return true, nil
+}
+
+// seedByCode returns the index in holding (the versions holding [lo, hi),
+// in time order) of the version a jitdump load r names, by content: of
+// the versions whose bytes in [lo, hi) are the bytes the load reported,
+// the last one valid before r was read, else the first one after; -1 when
+// no version holds those bytes (the JIT changed the code before ptjit saw
+// it, or the address is not JIT code ptjit recorded, such as V8's
+// builtins embedded in the node binary).
+func seedByCode(r db.NameInfo, lo, hi uint64, holding []*db.VersionInfo, bytesOf func(*db.VersionInfo) ([]byte, error)) (int, error) {
+	want := r.Code[lo-r.Addr : hi-r.Addr]
+	seed := -1
+	for i, v := range holding {
+		b, err := bytesOf(v)
+		if err != nil {
+			return -1, err
+		}
+		if !bytes.Equal(b[lo-v.Addr:hi-v.Addr], want) {
+			continue
+		}
+		if seed < 0 || v.Valid.TSC < r.At.TSC {
+			seed = i
+		}
+		if v.Valid.TSC >= r.At.TSC {
+			break
+		}
+	}
+	return seed, nil
 }
 
 // String gives "NAME+0xOFF" (or NAME at offset 0).

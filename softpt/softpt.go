@@ -117,14 +117,7 @@ func (t *Thread) psbPlus(ip uint64, tsc uint64) {
 	t.flushTNT()
 	t.pkt = ptpkt.Packet{Type: ptpkt.PktPSB}
 	t.emit(&t.pkt)
-	t.pkt = ptpkt.Packet{Type: ptpkt.PktTSC, Payload: tsc & (1<<56 - 1)}
-	t.emit(&t.pkt)
-	if t.cfg.MTC {
-		ctc := t.ctc(tsc)
-		t.pkt = ptpkt.Packet{Type: ptpkt.PktTMA, CTC: uint16(ctc), FC: 0}
-		t.emit(&t.pkt)
-		t.lastMTC = ctc >> t.cfg.MTCFreq
-	}
+	t.timestamp(tsc)
 	t.lastIP = 0
 	t.ret = t.ret[:0]
 	if t.enabled {
@@ -136,6 +129,29 @@ func (t *Thread) psbPlus(ip uint64, tsc uint64) {
 	t.emit(&t.pkt)
 	t.psbAt = t.drained + len(t.buf) + t.cfg.PSBPeriod
 	t.started = true
+}
+
+// timestamp writes a TSC packet and, when MTC is on, the TMA that relates
+// the crystal clock to it. The SDM's TMA packet definition: "Sent with any
+// TSC packet" (IA32_RTIT_CTL.MTCEn && TSCEn), "always sent immediately
+// following a TSC packet". Decoders depend on it: libipt's pt_time (and
+// ptpkt.Time, which follows it) and perf's decoder drop every MTC between a
+// TSC and its TMA, so a TSC alone at an enable would freeze the time until
+// the next PSB.
+func (t *Thread) timestamp(tsc uint64) {
+	t.pkt = ptpkt.Packet{Type: ptpkt.PktTSC, Payload: tsc & (1<<56 - 1)}
+	t.emit(&t.pkt)
+	if t.cfg.MTC {
+		// FC is the TSC ticks since the last crystal-clock tick; it has
+		// 9 bits, enough for every CTC ratio seen in CPUID.15H.
+		ctc, fc := t.ctc(tsc), tsc%t.cfg.CTCRatio
+		if fc > 0x1ff {
+			fc = 0
+		}
+		t.pkt = ptpkt.Packet{Type: ptpkt.PktTMA, CTC: uint16(ctc), FC: uint16(fc)}
+		t.emit(&t.pkt)
+		t.lastMTC = ctc >> t.cfg.MTCFreq
+	}
 }
 
 // ipPacket writes an IP packet with the smallest compression the last IP
@@ -209,8 +225,8 @@ func (t *Thread) flushTNT() {
 }
 
 // Enable starts tracing at ip (the first user-mode instruction after exec,
-// a return from the kernel, a signal handler's first instruction): TSC,
-// MODE.Exec and TIP.PGE, preceded by the first PSB+ of the thread.
+// a return from the kernel, a signal handler's first instruction): TSC (and
+// TMA), MODE.Exec and TIP.PGE, preceded by the first PSB+ of the thread.
 func (t *Thread) Enable(ip uint64, tsc uint64) {
 	if t.enabled {
 		return
@@ -219,8 +235,7 @@ func (t *Thread) Enable(ip uint64, tsc uint64) {
 		t.psbPlus(ip, tsc)
 	}
 	t.flushTNT()
-	t.pkt = ptpkt.Packet{Type: ptpkt.PktTSC, Payload: tsc & (1<<56 - 1)}
-	t.emit(&t.pkt)
+	t.timestamp(tsc)
 	t.pkt = ptpkt.Packet{Type: ptpkt.PktModeExec, CSL: true}
 	t.emit(&t.pkt)
 	t.ipPacket(ptpkt.PktTIPPGE, ip)

@@ -178,3 +178,84 @@ func TestTiming(t *testing.T) {
 		t.Errorf("timing packets: %s", got)
 	}
 }
+
+// The time a decoder tracks from a trace advances at every MTC, also after
+// a re-enable in mid-segment (no PSB between): every TSC is followed by a
+// TMA, as the SDM requires, and libipt's time tracking (which ptpkt.Time
+// follows) ignores MTCs after a TSC until its TMA. The truth is the TSC
+// the test passed at each step: at an MTC the decoder's estimate is the
+// crystal-clock tick the MTC reports, which lies between the TSC of the
+// step before and that of the step that wrote it.
+func TestTimingAfterEnable(t *testing.T) {
+	const ratio, freq = 10, 2
+	cfg := Config{MTC: true, MTCFreq: freq, CTCRatio: ratio, PSBPeriod: 1 << 20}
+	th := NewThread(cfg)
+	var steps []uint64 // TSC of every step, in order
+	ip, tsc := uint64(0x1000), uint64(1003)
+	th.Enable(ip, tsc)
+	run := func(n int) {
+		for i := 0; i < n; i++ {
+			tsc += 7
+			th.Step(insn(ip, 1, x86.ClassOther), ip+1, tsc)
+			steps = append(steps, tsc)
+			ip++
+		}
+	}
+	run(50)
+	tsc += 5
+	th.Interrupt(ip, tsc) // a stop ptjit acts on, then the thread resumes
+	tsc += 1001
+	th.Enable(ip, tsc)
+	enableTSC := tsc
+	run(200)
+	end := tsc + 1
+	th.Disable(end)
+
+	pcfg := ptpkt.Config{CPUID15EAX: 1, CPUID15EBX: ratio, MTCFreq: freq}
+	b := th.Take()
+	d := ptpkt.NewPacketDecoder(b, &pcfg)
+	if err := d.SyncForward(); err != nil {
+		t.Fatal(err)
+	}
+	var tm ptpkt.Time
+	var p ptpkt.Packet
+	var mtcTimes []uint64
+	for d.Next(&p) == nil {
+		switch p.Type {
+		case ptpkt.PktTSC:
+			_ = tm.UpdateTSC(&p, &pcfg)
+		case ptpkt.PktTMA:
+			if err := tm.UpdateTMA(&p, &pcfg); err != nil {
+				t.Fatalf("TMA: %v", err)
+			}
+		case ptpkt.PktMTC:
+			if err := tm.UpdateMTC(&p, &pcfg); err != nil {
+				t.Fatalf("MTC: %v", err)
+			}
+			now, lost, _, err := tm.TSC()
+			if err != nil || lost != 0 {
+				t.Fatalf("time after MTC: %v, %d lost", err, lost)
+			}
+			mtcTimes = append(mtcTimes, now)
+		}
+	}
+	var after int // MTC times after the re-enable
+	for i, m := range mtcTimes {
+		if m%(ratio<<freq) != 0 {
+			t.Errorf("MTC #%d: time %d is not on a crystal-clock MTC tick", i, m)
+		}
+		if i > 0 && m <= mtcTimes[i-1] {
+			t.Errorf("MTC #%d: time %d does not advance past %d", i, m, mtcTimes[i-1])
+		}
+		if m < steps[0]-7 || m > end {
+			t.Errorf("MTC #%d: time %d outside the steps' TSCs %d..%d", i, m, steps[0], end)
+		}
+		if m > enableTSC {
+			after++
+		}
+	}
+	// 200 steps of 7 ticks cross 1400/40 = 35 MTC periods.
+	if after < 30 {
+		t.Errorf("%d MTC times after the re-enable at TSC %d, want >= 30 (all: %v)", after, enableTSC, mtcTimes)
+	}
+}

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Names a JIT publishes for its code: perf maps.
+// Names a JIT publishes for its code: perf maps and jitdump files.
 //
 // A JIT started with node --perf-basic-prof, java -XX:+DumpPerfMapAtExit,
 // or a uBPF-style program appends "START SIZE NAME" lines to
@@ -29,6 +29,18 @@ import (
 // flush each line: V8 line-buffers its map, HotSpot writes it whole at
 // exit, when nothing changes any more); a name written before its code is
 // made executable names the code valid then (none, or the old code).
+//
+// A jitdump (node --perf-prof: ./jit-PID.dump, perf's
+// jitdump-specification.txt) is read the same way, found when the process
+// opens a file named jit-PID.dump for writing (its path resolved against
+// the thread's cwd or directory fd at that stop): each JIT_CODE_LOAD record
+// is a name with the code bytes the JIT reported, stored with it, so that
+// readers give it to the versions holding exactly those bytes. A record
+// still being written is left for the next read. Its own timestamp
+// (CLOCK_MONOTONIC for V8, whose header has no JITDUMP_FLAGS_ARCH_TIMESTAMP)
+// is not needed: the reads bracket it, and the bytes pin the version.
+// Limit: a jitdump the program unlinks before ptjit's first read of it
+// (V8's --perf-prof-delete-file) is not found.
 
 // perfMapLine is one parsed perf-map line.
 type perfMapLine struct {

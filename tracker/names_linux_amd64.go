@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/ptjit/ptjit/db"
+	"github.com/ptjit/ptjit/perf"
 )
 
 // nameState is what the tracker keeps about a space's perf map
@@ -26,6 +28,18 @@ type nameState struct {
 	// opened: the program opened its perf map for writing (namesSeeOpen);
 	// until then no stop looks at the file
 	opened bool
+	jit    jitDumpState
+}
+
+// jitDumpState is what the tracker keeps about the jitdump file a process
+// writes (node --perf-prof: ./jit-PID.dump): its path, resolved when the
+// program opened it for writing, and how much of it was read.
+type jitDumpState struct {
+	path   string // "" until the program opened it
+	f      *os.File
+	off    int64 // bytes read: the header and the complete records
+	header bool  // the header was read
+	failed bool  // the file is not a jitdump ptjit reads: no more reads
 }
 
 // namesSeeOpen (exitNeeds, first, never asks for the exit stop): an open
@@ -43,15 +57,37 @@ func (t *Tracer) namesSeeOpen(th *thread, op *pendingOp) bool {
 		return false
 	}
 	sp := th.proc.space
-	if sp == nil || sp.names.opened {
+	if sp == nil || (sp.names.opened && sp.names.jit.path != "") {
 		return false
 	}
-	var buf [256]byte
+	var buf [4096]byte
 	n := readString(th.tid, pathArg, buf[:])
-	if bytes.HasSuffix(buf[:n], []byte("perf-"+strconv.Itoa(sp.owner)+".map")) {
+	path := buf[:n]
+	if bytes.HasSuffix(path, []byte("perf-"+strconv.Itoa(sp.owner)+".map")) {
 		sp.names.opened = true
 	}
+	if sp.names.jit.path == "" && filepath.Base(string(path)) == "jit-"+strconv.Itoa(sp.owner)+".dump" {
+		sp.names.jit.path = absPath(th.tid, op, string(path))
+	}
 	return false
+}
+
+// absPath resolves the path argument of an open(2) or openat(2) of thread
+// tid, at its syscall-entry stop, against its working directory or its
+// directory descriptor; "" when neither can be read.
+func absPath(tid int, op *pendingOp, path string) string {
+	if filepath.IsAbs(path) {
+		return path
+	}
+	dir := "/proc/" + strconv.Itoa(tid) + "/cwd"
+	if op.nr != unix.SYS_OPEN && int32(op.args[0]) != unix.AT_FDCWD {
+		dir = "/proc/" + strconv.Itoa(tid) + "/fd/" + strconv.Itoa(int(int32(op.args[0])))
+	}
+	d, err := os.Readlink(dir)
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(d, path)
 }
 
 // perfMapHead is how much of a stale perf map is kept to tell a rewritten
@@ -80,11 +116,15 @@ func (sp *space) namesStart() {
 	n.stale = b[:k]
 }
 
-// namesClose closes sp's perf map.
+// namesClose closes sp's perf map and jitdump.
 func (sp *space) namesClose() {
 	if sp.names.f != nil {
 		sp.names.f.Close()
 		sp.names.f = nil
+	}
+	if sp.names.jit.f != nil {
+		sp.names.jit.f.Close()
+		sp.names.jit.f = nil
 	}
 }
 
@@ -95,11 +135,17 @@ func (sp *space) namesClose() {
 // Precondition: on the locked tracer thread.
 func (t *Tracer) pollNames(sp *space) {
 	n := &sp.names
-	if !n.started || !n.opened || n.polled == t.cur.at.TSC {
+	if !n.started || (!n.opened && n.jit.path == "") || n.polled == t.cur.at.TSC {
 		return
 	}
 	after := n.polled
 	n.polled = t.cur.at.TSC
+	if n.jit.path != "" {
+		t.readJitDump(sp, after)
+	}
+	if !n.opened {
+		return
+	}
 	var st unix.Stat_t
 	if unix.Stat(n.path, &st) == nil && (n.f == nil || st.Ino != n.ino) {
 		// the map appeared, or was replaced by another file
@@ -166,5 +212,67 @@ func (t *Tracer) readNames(sp *space, after uint64) {
 		if err != nil && err != io.EOF {
 			break
 		}
+	}
+}
+
+// readJitDump reads the code loads added to sp's jitdump since the last
+// read and records each as a name written before the current stop, with
+// the code bytes it reported (the rule of readNames: no code changed since
+// the last read, so the code it names is the code valid before this stop;
+// recording.Names places it on the versions holding exactly its bytes).
+// The file is opened at the first read after the program opened it (V8
+// keeps it open and mmaps it, the marker perf inject --jit looks for), and
+// kept open: a program that removes it is still read to its end.
+//
+// Precondition: on the locked tracer thread.
+func (t *Tracer) readJitDump(sp *space, after uint64) {
+	j := &sp.names.jit
+	if j.failed {
+		return
+	}
+	if j.f == nil {
+		f, err := os.Open(j.path)
+		if err != nil {
+			return // not created yet
+		}
+		j.f = f
+	}
+	var st unix.Stat_t
+	if unix.Fstat(int(j.f.Fd()), &st) != nil || st.Size <= j.off {
+		return
+	}
+	buf := make([]byte, st.Size-j.off)
+	k, _ := j.f.ReadAt(buf, j.off)
+	buf = buf[:k]
+	if !j.header {
+		if len(buf) < perf.JitDumpHeaderSize {
+			return
+		}
+		h, err := perf.ParseJitHeader(buf, j.path)
+		if err != nil {
+			j.failed = true
+			t.warnf("names: %v (the file is not read further)", err)
+			return
+		}
+		if int64(len(buf)) < int64(h.TotalSize) {
+			return
+		}
+		buf = buf[h.TotalSize:]
+		j.off += int64(h.TotalSize)
+		j.header = true
+	}
+	loads, used, err := perf.ParseJitRecords(buf, j.off, j.path)
+	for _, l := range loads {
+		if len(l.Code) == 0 {
+			continue
+		}
+		t.rec.Name(db.NameInfo{PID: sp.owner, Addr: l.CodeAddr, Size: uint64(len(l.Code)), Name: l.Name,
+			Source: "jitdump " + j.path, Code: l.Code, At: t.cur.at, After: after})
+		t.result.Stats.Names++
+	}
+	j.off += int64(used)
+	if err != nil {
+		j.failed = true
+		t.warnf("names: %v (the file is not read further)", err)
 	}
 }

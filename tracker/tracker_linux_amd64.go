@@ -94,7 +94,7 @@ type Stats struct {
 	// FullProtect: processes given the filter that stops every mprotect
 	// (memory ptjit manages; fullprotect_linux_amd64.go)
 	FullProtect int
-	// Names the program published (perf-map lines read)
+	// Names the program published (perf-map lines and jitdump code loads read)
 	Names int
 }
 

@@ -17,7 +17,7 @@ func init() {
 		Long:  `export converts a ptjit recording into the formats other tools read.`,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return fmt.Errorf("export: name a format (ptjit export jitdump)")
+			return fmt.Errorf("export: name a format (ptjit export jitdump|perfetto)")
 		},
 	}
 	var dir, out string
@@ -48,6 +48,29 @@ to the jitdumps, in OUTDIR.`,
 	jitCmd.Flags().StringVarP(&out, "output", "o", "", "output directory (created if needed)")
 	jitCmd.Flags().BoolVar(&noPerf, "no-perf-data", false, "write only the jitdump files (the recording has no perf.data)")
 	exportCmd.AddCommand(jitCmd)
+	var po recording.PerfettoOptions
+	pfCmd := &cobra.Command{Use: "perfetto -o FILE", Short: "Write a timeline (calls, code versions, W^X writes) for ui.perfetto.dev",
+		Long: recording.PerfettoUsage, Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			po.Warn = func(msg string) { fmt.Fprintf(cmd.ErrOrStderr(), "ptjit: warning: %s\n", msg) }
+			res, err := recording.ExportPerfetto(dir, out, cmd.OutOrStdout(), po)
+			if err != nil {
+				return fmt.Errorf("export perfetto: %v", err)
+			}
+			if out != "-" {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: %d slices of %d threads, %d code versions, %d W^X writes\n", out, res.Slices, res.Threads, res.Versions, res.Writes)
+			}
+			return nil
+		}}
+	f := pfCmd.Flags()
+	f.StringVarP(&dir, "input", "i", "ptjit.out", "recording directory")
+	f.StringVarP(&out, "output", "o", "", "output file (JSON; - for stdout)")
+	f.StringVar(&po.Time, "time", "", "only the window START,END (as decode --time)")
+	f.DurationVar(&po.MinDur, "min-dur", 0, "leave out calls shorter than this (e.g. 10us)")
+	f.Uint64Var(&po.MaxSlices, "max-slices", 1000000, "at most this many slices per thread (0: no limit)")
+	f.BoolVar(&po.Force, "force", false, "replace an existing output file")
+	f.IntVarP(&po.Jobs, "jobs", "j", 0, "decode on N goroutines (default: all cores)")
+	exportCmd.AddCommand(pfCmd)
 	rootCmd.AddCommand(exportCmd)
 }
 
