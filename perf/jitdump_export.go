@@ -64,7 +64,7 @@ func ExportJit(perfIn, outDir string, versions []JitCodeVersion) (*JitExport, er
 			return nil, err
 		}
 		defer p.Close()
-		if same, _ := sameFile(perfIn, filepath.Join(absOut, "perf.data")); same {
+		if SameFile(perfIn, filepath.Join(absOut, "perf.data")) {
 			return nil, fmt.Errorf("%s: export output directory must differ from the recording directory", outDir)
 		}
 	}
@@ -115,16 +115,15 @@ func ExportJit(perfIn, outDir string, versions []JitCodeVersion) (*JitExport, er
 	return res, nil
 }
 
-func sameFile(a, b string) (bool, error) {
+// SameFile reports whether a and b name one existing file (an output
+// about to replace an input).
+func SameFile(a, b string) bool {
 	sa, err := os.Stat(a)
 	if err != nil {
-		return false, err
+		return false
 	}
 	sb, err := os.Stat(b)
-	if err != nil {
-		return false, err
-	}
-	return os.SameFile(sa, sb), nil
+	return err == nil && os.SameFile(sa, sb)
 }
 
 // perfScan is what a first pass over a perf.data learns.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ptjit/ptjit/db"
 	"github.com/ptjit/ptjit/decode"
+	"github.com/ptjit/ptjit/perf"
 	"github.com/ptjit/ptjit/ptfmt"
 )
 
@@ -144,7 +145,7 @@ func ExportPerfetto(dir, out string, w io.Writer, o PerfettoOptions) (*PerfettoR
 
 	if out != "-" {
 		for _, in := range []string{rec.PerfPath, rec.DB.Path()} {
-			if same, _ := sameFile(in, out); same {
+			if perf.SameFile(in, out) {
 				return nil, fmt.Errorf("-o %s: is the recording's %s", out, filepath.Base(in))
 			}
 		}
@@ -170,19 +171,6 @@ func ExportPerfetto(dir, out string, w io.Writer, o PerfettoOptions) (*PerfettoR
 		return res, nil
 	}
 	return writePerfetto(w, rec, srcs, perfettoInput{tb, from, to, procs, threads, versions, writes, names}, o)
-}
-
-// sameFile reports whether a and b name one existing file.
-func sameFile(a, b string) (bool, error) {
-	sa, err := os.Stat(a)
-	if err != nil {
-		return false, err
-	}
-	sb, err := os.Stat(b)
-	if err != nil {
-		return false, err
-	}
-	return os.SameFile(sa, sb), nil
 }
 
 // createOutput creates path for writing; an existing file is replaced only

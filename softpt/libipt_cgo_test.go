@@ -18,58 +18,10 @@ import (
 
 // A differential check against Intel's libipt (apt-get install libipt-dev;
 // go test -tags libipt ./softpt/). Go does not allow cgo in _test.go files,
-// so the libipt side is a small C program built with gcc -lipt at test
-// time: it decodes a raw trace with pt_insn_* and prints, per instruction,
-// its address and pt_insn_time.
-const libiptTimeC = `
-#include <intel-pt.h>
-#include <inttypes.h>
-#include <stdio.h>
-#include <stdlib.h>
-
-static uint8_t *load(const char *path, size_t *size) {
-	FILE *f = fopen(path, "rb");
-	if (!f) { perror(path); exit(2); }
-	fseek(f, 0, SEEK_END); long n = ftell(f); fseek(f, 0, SEEK_SET);
-	uint8_t *buf = malloc(n ? n : 1);
-	if (fread(buf, 1, n, f) != (size_t) n) { perror(path); exit(2); }
-	fclose(f); *size = n; return buf;
-}
-
-int main(int argc, char **argv) {
-	if (argc != 6) { fprintf(stderr, "usage: pt image base ctc-ratio mtc-freq\n"); return 2; }
-	size_t size;
-	struct pt_config config;
-	pt_config_init(&config);
-	config.begin = load(argv[1], &size);
-	config.end = config.begin + size;
-	config.cpuid_0x15_eax = 1;
-	config.cpuid_0x15_ebx = strtoul(argv[4], NULL, 0);
-	config.mtc_freq = strtoul(argv[5], NULL, 0);
-	struct pt_image *image = pt_image_alloc(NULL);
-	if (pt_image_add_file(image, argv[2], 0, UINT64_MAX, NULL, strtoull(argv[3], NULL, 0)) < 0) { fprintf(stderr, "image\n"); return 2; }
-	struct pt_insn_decoder *d = pt_insn_alloc_decoder(&config);
-	pt_insn_set_image(d, image);
-	int st = pt_insn_sync_forward(d);
-	if (st < 0) { printf("error sync %d\n", -st); return 0; }
-	for (;;) {
-		while (st & pts_event_pending) {
-			struct pt_event ev;
-			st = pt_insn_event(d, &ev, sizeof(ev));
-			if (st < 0) break;
-		}
-		if (st < 0 || (st & pts_eos)) break;
-		struct pt_insn insn;
-		st = pt_insn_next(d, &insn, sizeof(insn));
-		if (st < 0) break;
-		uint64_t tsc = 0; uint32_t lost_mtc = 0, lost_cyc = 0;
-		if (pt_insn_time(d, &tsc, &lost_mtc, &lost_cyc) < 0) { printf("error time\n"); return 0; }
-		printf("%" PRIx64 " %" PRIu64 " %u\n", insn.ip, tsc, lost_mtc);
-	}
-	if (st < 0 && st != -pte_eos) printf("error %d\n", -st);
-	return 0;
-}
-`
+// so the libipt side is testdata's libipt-helper, built with gcc -lipt at
+// test time: in mode "time" it decodes a raw trace with pt_insn_* and
+// prints, per instruction, its address and pt_insn_time.
+const libiptHelperSrc = "../testdata/libipt-helper.c"
 
 // TestLibiptTime decodes a soft trace of conditional jumps (je +0: both
 // ways lead to the next instruction, and each needs a TNT bit, so libipt
@@ -80,9 +32,9 @@ int main(int argc, char **argv) {
 // libipt ignores the MTCs until the next PSB and the time stands still.
 func TestLibiptTime(t *testing.T) {
 	dir := t.TempDir()
-	helper := filepath.Join(dir, "libipt-time")
-	src := helper + ".c"
-	if err := os.WriteFile(src, []byte(libiptTimeC), 0o644); err != nil {
+	helper := filepath.Join(dir, "libipt-helper")
+	src, err := filepath.Abs(libiptHelperSrc)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command("gcc", "-O2", "-o", helper, src, "-lipt").CombinedOutput(); err != nil {
@@ -120,13 +72,17 @@ func TestLibiptTime(t *testing.T) {
 	if err := os.WriteFile(imgPath, code, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(helper, ptPath, imgPath, fmt.Sprint(base), fmt.Sprint(ratio), fmt.Sprint(freq)).CombinedOutput()
+	out, err := exec.Command(helper, "time", ptPath, imgPath, fmt.Sprint(base), fmt.Sprint(ratio), fmt.Sprint(freq)).CombinedOutput()
 	if err != nil {
 		t.Fatalf("libipt helper: %v\n%s", err, out)
 	}
 	var i int
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for ; sc.Scan(); i++ {
+		if strings.HasPrefix(sc.Text(), "insns ") {
+			i--
+			continue
+		}
 		f := strings.Fields(sc.Text())
 		if len(f) != 3 || i >= n1 {
 			t.Fatalf("libipt: line %d: %q", i+1, sc.Text())

@@ -1,7 +1,16 @@
 /* libipt-helper: decodes a raw PT trace through one raw image with libipt's
- * instruction or block decoder (modes insn, block, bench-insn, bench-block).
- * Used by the libipt differential tests (decode/libipt_cgo_test.go) and by
- * ptjit-bench's decoders row; built into bin/ where libipt-dev is installed. */
+ * instruction or block decoder.
+ *
+ *   libipt-helper insn|block|bench-insn|bench-block PT IMAGE BASE
+ *       insn, block: every instruction's address (hex), errors as
+ *       "error OFFSET IP CODE", then "insns N"; bench-*: "N NANOSECONDS".
+ *   libipt-helper time PT IMAGE BASE CTC-RATIO MTC-FREQ
+ *       every instruction's address (hex), pt_insn_time and lost MTCs, with
+ *       CPUID 0x15 = 1:CTC-RATIO and the given MTC frequency.
+ *
+ * Used by the libipt differential tests (decode/libipt_cgo_test.go,
+ * softpt/libipt_cgo_test.go) and by ptjit-bench's decoders row; built into
+ * bin/ where libipt-dev is installed. */
 #include <intel-pt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -24,8 +33,13 @@ static uint64_t now(void) {
 }
 
 int main(int argc, char **argv) {
-	if (argc != 5) { fprintf(stderr, "usage: mode pt image base\n"); return 2; }
-	const char *mode = argv[1];
+	const char *mode = argc > 1 ? argv[1] : "";
+	int timed = strcmp(mode, "time") == 0;
+	if (argc != (timed ? 7 : 5)) {
+		fprintf(stderr, "usage: insn|block|bench-insn|bench-block PT IMAGE BASE\n"
+				"       time PT IMAGE BASE CTC-RATIO MTC-FREQ\n");
+		return 2;
+	}
 	int print = strncmp(mode, "bench", 5) != 0;
 	int block = strstr(mode, "block") != NULL;
 	size_t size;
@@ -33,6 +47,11 @@ int main(int argc, char **argv) {
 	pt_config_init(&config);
 	config.begin = load(argv[2], &size);
 	config.end = config.begin + size;
+	if (timed) {
+		config.cpuid_0x15_eax = 1;
+		config.cpuid_0x15_ebx = strtoul(argv[5], NULL, 0);
+		config.mtc_freq = strtoul(argv[6], NULL, 0);
+	}
 	uint64_t base = strtoull(argv[4], NULL, 0);
 	/* Like ptxed: sections through an image section cache. */
 	struct pt_image_section_cache *iscache = pt_iscache_alloc(NULL);
@@ -60,7 +79,13 @@ int main(int argc, char **argv) {
 					break;
 				}
 				ninsn++;
-				if (print) printf("%" PRIx64 "\n", insn.ip);
+				if (timed) {
+					uint64_t tsc = 0; uint32_t lost_mtc = 0, lost_cyc = 0;
+					if (pt_insn_time(d, &tsc, &lost_mtc, &lost_cyc) < 0) { printf("error time\n"); return 0; }
+					printf("%" PRIx64 " %" PRIu64 " %u\n", insn.ip, tsc, lost_mtc);
+				} else if (print) {
+					printf("%" PRIx64 "\n", insn.ip);
+				}
 			}
 		}
 	} else {

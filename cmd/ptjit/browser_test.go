@@ -46,31 +46,14 @@ import (
 func TestSpeedscope(t *testing.T) {
 	chromium, release := browserTools(t)
 	e2eSetup(t)
-	dir := filepath.Join(t.TempDir(), "rec")
-	r := e2ePtjit(t, nil, "run", "-q", "--pt=soft", "--soft-filter=jit", "-o", dir, "--", e2eProg("perfmap-jit"))
-	if r.code != 0 {
-		t.Fatalf("run: exit %d\n%s", r.code, r.stderr)
-	}
-	calls := map[string]int{}
-	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
-		f := strings.Fields(l)
-		if len(f) != 4 || f[0] != "call" {
-			t.Fatalf("program output line %q", l)
-		}
-		calls[f[1]]++
-	}
-	stat := e2ePtjit(t, nil, "decode", "-i", dir, "--stat")
-	m := regexp.MustCompile(`(?m)^instructions: (\d+)$`).FindStringSubmatch(stat.stdout)
-	if stat.code != 0 || m == nil {
-		t.Fatalf("decode --stat: exit %d\n%s%s", stat.code, stat.stdout, stat.stderr)
-	}
+	dir, calls, insns := recordPerfmapJIT(t, "jit")
 	folded := e2ePtjit(t, nil, "decode", "-i", dir, "--folded")
 	if folded.code != 0 {
 		t.Fatalf("decode --folded: exit %d\n%s", folded.code, folded.stderr)
 	}
 	stacks, counts, sum := parseFolded(t, folded.stdout)
-	if want, _ := strconv.ParseUint(m[1], 10, 64); sum != want {
-		t.Errorf("folded counts sum to %d, decode --stat counts %d instructions", sum, want)
+	if sum != insns {
+		t.Errorf("folded counts sum to %d, decode --stat counts %d instructions", sum, insns)
 	}
 	want := foldedWeights(stacks, counts)
 	for name := range calls {

@@ -32,25 +32,7 @@ func TestFoldedSummary(t *testing.T) {
 	e2eSetup(t)
 	for _, filter := range []string{"off", "jit"} {
 		t.Run("filter="+filter, func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), "rec")
-			r := e2ePtjit(t, nil, "run", "-q", "--pt=soft", "--soft-filter="+filter, "-o", dir, "--", e2eProg("perfmap-jit"))
-			if r.code != 0 {
-				t.Fatalf("run: exit %d\n%s", r.code, r.stderr)
-			}
-			calls := map[string]int{}
-			for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
-				f := strings.Fields(l)
-				if len(f) != 4 || f[0] != "call" {
-					t.Fatalf("program output line %q", l)
-				}
-				calls[f[1]]++
-			}
-			stat := e2ePtjit(t, nil, "decode", "-i", dir, "--stat")
-			m := regexp.MustCompile(`(?m)^instructions: (\d+)$`).FindStringSubmatch(stat.stdout)
-			if stat.code != 0 || m == nil {
-				t.Fatalf("decode --stat: exit %d\n%s%s", stat.code, stat.stdout, stat.stderr)
-			}
-			want, _ := strconv.ParseUint(m[1], 10, 64)
+			dir, calls, want := recordPerfmapJIT(t, filter)
 
 			folded := e2ePtjit(t, nil, "decode", "-i", dir, "--folded")
 			if folded.code != 0 {
@@ -162,4 +144,32 @@ func parseFolded(t *testing.T, out string) ([][]string, []uint64, uint64) {
 		sum += n
 	}
 	return stacks, counts, sum
+}
+
+// recordPerfmapJIT records testdata/perfmap-jit with --pt=soft and
+// --soft-filter=filter and returns the recording, the calls the program
+// says it made (name → count, from its "call NAME ADDR RESULT" lines) and
+// the instructions decode --stat counts.
+func recordPerfmapJIT(t *testing.T, filter string) (dir string, calls map[string]int, insns uint64) {
+	t.Helper()
+	dir = filepath.Join(t.TempDir(), "rec")
+	r := e2ePtjit(t, nil, "run", "-q", "--pt=soft", "--soft-filter="+filter, "-o", dir, "--", e2eProg("perfmap-jit"))
+	if r.code != 0 {
+		t.Fatalf("run: exit %d\n%s", r.code, r.stderr)
+	}
+	calls = map[string]int{}
+	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		f := strings.Fields(l)
+		if len(f) != 4 || f[0] != "call" {
+			t.Fatalf("program output line %q", l)
+		}
+		calls[f[1]]++
+	}
+	stat := e2ePtjit(t, nil, "decode", "-i", dir, "--stat")
+	m := regexp.MustCompile(`(?m)^instructions: (\d+)$`).FindStringSubmatch(stat.stdout)
+	if stat.code != 0 || m == nil {
+		t.Fatalf("decode --stat: exit %d\n%s%s", stat.code, stat.stdout, stat.stderr)
+	}
+	insns, _ = strconv.ParseUint(m[1], 10, 64)
+	return dir, calls, insns
 }
