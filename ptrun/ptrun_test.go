@@ -192,9 +192,13 @@ func TestRunStatusAndOutput(t *testing.T) {
 	}
 }
 
-// TestKilledByTerm: ptjit stopped by SIGTERM kills the program, exits
-// 128+15 and leaves a readable code.db; the program does not survive. The
-// test binary re-runs itself as "ptjit" (PTJIT_TEST_RUN names the program).
+// TestKilledByTerm: a SIGTERM sent to ptjit alone reaches the program
+// (ptjit passes it on): the program dies of it as it would alone, ptjit
+// exits with its status (143) and leaves a readable code.db that records
+// that exit. A program that ignores SIGTERM is killed by a second one:
+// ptjit then says so, exits 143 too, and code.db records the SIGKILL.
+// Either way the program does not survive. The test binary re-runs itself
+// as "ptjit" (PTJIT_TEST_RUN names the program).
 func TestKilledByTerm(t *testing.T) {
 	if os.Getenv("PTJIT_TEST_RUN") != "" {
 		argv := strings.Fields(os.Getenv("PTJIT_TEST_RUN"))
@@ -204,53 +208,81 @@ func TestKilledByTerm(t *testing.T) {
 		}
 		os.Exit(st)
 	}
-	tmp := t.TempDir()
-	pidFile := filepath.Join(tmp, "pid")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestKilledByTerm$")
-	cmd.Env = append(os.Environ(), "PTJIT_TEST_RUN=sh "+writeScript(t, tmp, pidFile), "PTJIT_TEST_DIR="+filepath.Join(tmp, "rec"))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var pid int
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if b, err := os.ReadFile(pidFile); err == nil && bytes.HasSuffix(b, []byte("\n")) {
-			fmt.Sscan(string(b), &pid)
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
+	for _, c := range []struct {
+		name     string
+		ignore   bool // the program ignores SIGTERM
+		terms    int  // SIGTERMs sent to ptjit
+		recorded int  // the program's exit status in code.db
+		said     bool // ptjit says it was stopped by SIGTERM
+	}{
+		{"passed", false, 1, 128 + int(syscall.SIGTERM), false},
+		{"ignored-then-killed", true, 2, 128 + int(syscall.SIGKILL), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tmp := t.TempDir()
+			pidFile := filepath.Join(tmp, "pid")
+			script := writeScript(t, tmp, pidFile, c.ignore)
+			cmd := exec.Command(os.Args[0], "-test.run=^TestKilledByTerm$")
+			cmd.Env = append(os.Environ(), "PTJIT_TEST_RUN=sh "+script, "PTJIT_TEST_DIR="+filepath.Join(tmp, "rec"))
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var pid int
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				if b, err := os.ReadFile(pidFile); err == nil && bytes.HasSuffix(b, []byte("\n")) {
+					fmt.Sscan(string(b), &pid)
+					break
+				}
+				if time.Now().After(deadline) {
+					cmd.Process.Kill()
+					cmd.Wait()
+					t.Fatalf("program did not start:\n%s", stderr.String())
+				}
+			}
+			for i := 0; i < c.terms; i++ {
+				if i > 0 {
+					time.Sleep(time.Second)
+					if err := syscall.Kill(pid, 0); err != nil {
+						t.Fatalf("the program ignoring SIGTERM is gone after one SIGTERM to ptjit")
+					}
+				}
+				cmd.Process.Signal(syscall.SIGTERM)
+			}
 			cmd.Wait()
-			t.Fatalf("program did not start:\n%s", stderr.String())
-		}
-	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	cmd.Wait()
-	if st := cmd.ProcessState.ExitCode(); st != 128+int(syscall.SIGTERM) {
-		t.Errorf("status %d, want 143\n%s", st, stderr.String())
-	}
-	if err := syscall.Kill(pid, 0); err == nil {
-		syscall.Kill(pid, syscall.SIGKILL)
-		t.Errorf("program %d survived ptjit", pid)
-	}
-	if !strings.Contains(stderr.String(), "ptjit: SIGTERM") {
-		t.Errorf("stderr: %q", stderr.String())
-	}
-	d, err := db.Open(filepath.Join(tmp, "rec", "code.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	procs, _ := d.Processes()
-	if len(procs) == 0 || procs[len(procs)-1].ExitStatus != 128+int(syscall.SIGKILL) {
-		t.Errorf("processes recorded: %+v", procs)
+			if st := cmd.ProcessState.ExitCode(); st != 128+int(syscall.SIGTERM) {
+				t.Errorf("status %d, want 143\n%s", st, stderr.String())
+			}
+			if err := syscall.Kill(pid, 0); err == nil {
+				syscall.Kill(pid, syscall.SIGKILL)
+				t.Errorf("program %d survived ptjit", pid)
+			}
+			if said := strings.Contains(stderr.String(), "ptjit: SIGTERM"); said != c.said {
+				t.Errorf("stderr says ptjit was stopped by SIGTERM: %v, want %v: %q", said, c.said, stderr.String())
+			}
+			d, err := db.Open(filepath.Join(tmp, "rec", "code.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			procs, _ := d.Processes()
+			if len(procs) == 0 || procs[len(procs)-1].ExitStatus != c.recorded {
+				t.Errorf("processes recorded (want the last to exit %d): %+v", c.recorded, procs)
+			}
+		})
 	}
 }
 
-func writeScript(t *testing.T, dir, pidFile string) string {
+// writeScript writes a script that writes its pid to pidFile and becomes
+// sleep 1000; with ignoreTerm, SIGTERM is ignored (and stays so in sleep).
+func writeScript(t *testing.T, dir, pidFile string, ignoreTerm bool) string {
 	p := filepath.Join(dir, "script.sh")
-	if err := os.WriteFile(p, []byte("echo $$ >"+pidFile+"\nexec sleep 1000\n"), 0o755); err != nil {
+	trap := ""
+	if ignoreTerm {
+		trap = "trap '' TERM\n"
+	}
+	if err := os.WriteFile(p, []byte(trap+"echo $$ >"+pidFile+"\nexec sleep 1000\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return p
