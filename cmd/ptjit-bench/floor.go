@@ -27,16 +27,8 @@ func init() {
 			return measureFloor(b, "luajit bench.lua", 1.1, luajit, filepath.Join(b.testdata, "bench.lua"), luaRounds)
 		}},
 		row{name: "floor-java", target: "-", measure: func(b *bench) ([]measurement, error) {
-			java, err1 := exec.LookPath("java")
-			javac, err2 := exec.LookPath("javac")
-			if err1 != nil || err2 != nil {
-				return nil, fmt.Errorf("java/javac not found (apt-get install -y default-jdk-headless)")
-			}
-			dir := filepath.Join(filepath.Dir(b.outDir), "java")
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return nil, err
-			}
-			if _, err := b.exec(javac, "-d", dir, filepath.Join(b.testdata, "Hot.java")); err != nil {
+			java, dir, err := compileHot(b)
+			if err != nil {
 				return nil, err
 			}
 			return measureFloor(b, "java Hot", 0, java, "-cp", dir, "Hot")

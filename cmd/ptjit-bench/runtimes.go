@@ -54,19 +54,29 @@ func measureRuntime(b *bench, name string, limit float64, argv ...string) ([]mea
 // call sites in its RWX code cache, and takes an implicit-null-check
 // SIGSEGV), compiled with javac first.
 func measureJava(b *bench) ([]measurement, error) {
-	java, err1 := exec.LookPath("java")
-	javac, err2 := exec.LookPath("javac")
-	if err1 != nil || err2 != nil {
-		return nil, fmt.Errorf("java/javac not found (apt-get install -y default-jdk-headless)")
-	}
-	dir := filepath.Join(filepath.Dir(b.outDir), "java")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	if _, err := b.exec(javac, "-d", dir, filepath.Join(b.testdata, "Hot.java")); err != nil {
+	java, dir, err := compileHot(b)
+	if err != nil {
 		return nil, err
 	}
 	return measureRuntime(b, "java Hot", 2, java, "-cp", dir, "Hot")
+}
+
+// compileHot compiles testdata/Hot.java with javac into a directory of
+// the bench's own and returns the java command and that class path.
+func compileHot(b *bench) (java, dir string, err error) {
+	java, err1 := exec.LookPath("java")
+	javac, err2 := exec.LookPath("javac")
+	if err1 != nil || err2 != nil {
+		return "", "", fmt.Errorf("java/javac not found (apt-get install -y default-jdk-headless)")
+	}
+	dir = filepath.Join(filepath.Dir(b.outDir), "java")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", "", err
+	}
+	if _, err := b.exec(javac, "-d", dir, filepath.Join(b.testdata, "Hot.java")); err != nil {
+		return "", "", err
+	}
+	return java, dir, nil
 }
 
 // measureNode: testdata/hot.js (V8 11 keeps code in RWX pages and patches
