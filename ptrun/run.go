@@ -186,6 +186,7 @@ func Run(cfg Config) (status int, err error) {
 	elapsed := time.Since(t0)
 
 	st := res.Stats
+	cpuUser, cpuSys := selfCPU()
 	for k, v := range map[string]string{
 		"processes": strconv.Itoa(st.Processes), "threads": strconv.Itoa(st.Threads),
 		"regions": strconv.Itoa(st.Regions), "versions": strconv.Itoa(st.Versions),
@@ -202,6 +203,9 @@ func Run(cfg Config) (status int, err error) {
 		// ptjit's own peak RSS (not the program's, which /usr/bin/time
 		// reports instead when it is larger): what the recording cost
 		"tracer_maxrss_kb": strconv.FormatInt(maxRSSKB(), 10),
+		// ptjit's own CPU time (user, system) up to the program's end
+		"tracer_user_ns": strconv.FormatInt(cpuUser.Nanoseconds(), 10),
+		"tracer_sys_ns":  strconv.FormatInt(cpuSys.Nanoseconds(), 10),
 	} {
 		rec.SetStat(k, v)
 	}
@@ -321,4 +325,16 @@ func maxRSSKB() int64 {
 		return 0
 	}
 	return ru.Maxrss
+}
+
+// selfCPU returns the user and system CPU time ptjit itself (all its
+// threads: tracer, database writer, Go runtime; not the program) used so
+// far: what the recording cost in CPU, beside the wall time the program
+// lost.
+func selfCPU() (user, sys time.Duration) {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return 0, 0
+	}
+	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
 }
