@@ -218,7 +218,12 @@ func (s *callSink) Event(ev *decode.Event, off uint64) {
 				}
 			}
 		}
-		s.call, s.ret = s.entry, false
+		// resumed where it paused (EvAsyncDisabled below): the call or
+		// return before the pause enters its target now
+		s.call, s.ret = s.call || s.entry, s.ret && ev.Resumed
+		if !ev.Resumed {
+			s.call = s.entry
+		}
 	default:
 		if ev.Type == decode.EvDisabled && s.call {
 			if len(s.outCalls) == maxOutCalls {
@@ -226,7 +231,12 @@ func (s *callSink) Event(ev *decode.Event, off uint64) {
 			}
 			s.outCalls = append(s.outCalls, outDepth{s.callEnd, s.depth})
 		}
-		s.call, s.ret = false, false
+		if ev.Type != decode.EvAsyncDisabled {
+			// an asynchronous disable pauses the flow at the last
+			// instruction's target (ev.From), not yet run: a call or
+			// return before it stays pending (Profile.Event)
+			s.call, s.ret = false, false
+		}
 	}
 }
 

@@ -418,7 +418,11 @@ func (p *Profile) Event(ev *decode.Event, off uint64) {
 		} else {
 			p.stop = 0
 		}
-		p.call, p.ret = false, false
+		if !ev.Resumed {
+			// tracing resumed where it paused (see EvAsyncDisabled
+			// below) keeps the call or return before the pause
+			p.call, p.ret = false, false
+		}
 		p.gap()
 	default:
 		if ev.Type == decode.EvDisabled && p.call && !p.fresh && len(p.stack) > 0 {
@@ -431,7 +435,15 @@ func (p *Profile) Event(ev *decode.Event, off uint64) {
 		if ev.Type == decode.EvOverflow {
 			p.outCalls = p.outCalls[:0]
 		}
-		p.call, p.ret = false, false
+		if ev.Type != decode.EvAsyncDisabled {
+			// An asynchronous disable stops the flow at ev.From, the
+			// target of the last instruction, not yet run (soft PT's
+			// filter: a fault entering JIT code hidden or just
+			// rewritten, java's freshly patched call sites). A call or
+			// return before it stays pending: tracing that resumes
+			// there enters the callee or returns to the caller.
+			p.call, p.ret = false, false
+		}
 		if ev.Type == decode.EvDisabled || ev.Type == decode.EvOverflow {
 			p.gap()
 			p.stop = p.seen

@@ -3,6 +3,7 @@ package ptfmt
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -146,5 +147,76 @@ func TestProfileCallOut(t *testing.T) {
 	}
 	if calls["f"] != 1 || calls["g"] != 2 {
 		t.Errorf("calls %v, want f 1, g 2", calls)
+	}
+}
+
+// TestPausedCallReturn: soft PT's filter pauses the flow (an asynchronous
+// disable at the next instruction, then tracing resumed there) where a
+// thread enters code that is hidden or was just rewritten — in java, a
+// call site patched while its caller runs. A call or return just before
+// such a pause still enters its target: f calls g, paused at g's first
+// instruction, and g returns to f, paused at the return address. The
+// stacks, calls and the calls format are those of the same flow without
+// the pauses (before the fix the return was lost, and every later call
+// of f's nested under g).
+func TestPausedCallReturn(t *testing.T) {
+	img := decode.NewImage()
+	if err := img.AddVersion(0, make([]byte, 0x400), 0, 1000, "region 1 v1"); err != nil {
+		t.Fatal(err)
+	}
+	sec := img.Sections()[0]
+	flow := []struct {
+		ip    uint64
+		class x86.InsnClass
+	}{{0x100, other}, {0x101, call}, {0x200, other}, {0x201, ret}, {0x102, call}, {0x200, other}, {0x201, ret}, {0x103, other}}
+	paused := map[int]bool{2: true, 4: true} // before the instruction at these indexes
+	feed := func(s decode.FlowSink, pauses bool) {
+		s.Event(&decode.Event{Type: decode.EvEnabled, IP: 0x100}, 0)
+		for i, in := range flow {
+			if pauses && paused[i] {
+				s.Event(&decode.Event{Type: decode.EvAsyncDisabled, From: in.ip, IP: in.ip}, 0)
+				s.Event(&decode.Event{Type: decode.EvEnabled, IP: in.ip, Resumed: true}, 0)
+			}
+			s.Insn(&decode.FlowInsn{IP: in.ip, Size: 1, Class: in.class, Section: sec}, 0, 0)
+		}
+	}
+	callsWant := ""
+	for _, l := range []string{"  -> f", "    -> g", "    <- f", "    -> g", "    <- f", ""} {
+		if l != "" {
+			l = fmt.Sprintf("%16s", "0") + l
+		}
+		callsWant += l + "\n"
+	}
+	callsWant = strings.TrimSuffix(callsWant, "\n")
+	for _, pauses := range []bool{false, true} {
+		p := &Profile{}
+		p.Thread("tid 1", "thread 1")
+		p.Func = func(in *decode.FlowInsn, entry bool) string { return string(rune('f' + in.IP>>8 - 1)) }
+		feed(p, pauses)
+		var b bytes.Buffer
+		w := bufio.NewWriter(&b)
+		p.WriteFolded(w)
+		w.Flush()
+		if want := "tid 1;f 4\ntid 1;f;g 4\n"; b.String() != want {
+			t.Errorf("pauses %v: folded:\n%s\nwant:\n%s", pauses, b.String(), want)
+		}
+		for _, f := range p.Summaries()[0].Funcs {
+			if f.Name == "g" && f.Calls != 2 {
+				t.Errorf("pauses %v: g called %d times, want 2", pauses, f.Calls)
+			}
+		}
+		var c bytes.Buffer
+		w = bufio.NewWriter(&c)
+		feed(NewFlowSink("calls", w, func(in *decode.FlowInsn) string { return string(rune('f' + in.IP>>8 - 1)) }, nil), pauses)
+		w.Flush()
+		var lines []string // without the events' lines
+		for _, l := range strings.Split(c.String(), "\n") {
+			if !strings.HasPrefix(strings.TrimSpace(l), "[") {
+				lines = append(lines, l)
+			}
+		}
+		if got := strings.Join(lines, "\n"); got != callsWant {
+			t.Errorf("pauses %v: calls format:\n%s\nwant:\n%s", pauses, got, callsWant)
+		}
 	}
 }
