@@ -290,30 +290,30 @@ func (d *FlowDecoder) nextBlock(b *FlowBlock, in *FlowInsn) (ok bool, st int) {
 	if !term {
 		return true, d.flowStatus(0)
 	}
-	// The end instruction, as Next decodes a quiet one.
-	in.IP, in.Size, in.Mode, in.Class, in.Speculative = d.ip, be.tsize, d.mode, be.tclass, d.speculative
-	in.TSC, in.flags, in.Target = tsc, be.flags&blockInsn, 0
-	if in.Section != s {
-		in.Section = s
-	}
+	// The end instruction, as Next decodes a quiet one: filled into in
+	// only where something reads it (proceed, an event or an error
+	// bound to it), not for the usual jump, call or cached TNT bit.
+	end, next := d.ip, d.ip+uint64(be.tsize)
+	var target uint64
 	if be.tclass.IsDirect() {
-		in.Target = d.ip + uint64(int64(be.tdisp))
+		target = end + uint64(int64(be.tdisp))
 	}
 	d.steps++
 	// Follow it as proceed does; the common branches inline (the
 	// libxdc lesson: the hot loop is a handful of branch kinds), the
 	// rest through proceed.
-	switch next := d.ip + uint64(be.tsize); {
+	filled := false
+	switch {
 	case be.tclass == x86.ClassJump:
-		d.ip = in.Target
+		d.ip = target
 		d.icnt++
 	case be.tclass == x86.ClassCall:
 		// A call to the next instruction is not a call for return
 		// compression.
-		if in.Target != next {
+		if target != next {
 			d.retstack.push(next)
 		}
-		d.ip = in.Target
+		d.ip = target
 		d.icnt++
 	case be.tclass == x86.ClassCondJump && !d.q.tnt.Empty() && !d.cfg.TickEvents:
 		// A cached TNT bit: QueryDecoder.condBranch without the refill.
@@ -323,14 +323,17 @@ func (d *FlowDecoder) nextBlock(b *FlowBlock, in *FlowInsn) (ok bool, st int) {
 		st := d.q.statusFlags()
 		if st < 0 {
 			d.icnt++
+			fillEnd(in, be, s, end, target, d.mode, d.speculative, tsc)
 			return true, st
 		}
 		d.icnt = 0
 		d.status = st
 		if taken {
-			d.ip = in.Target
+			d.ip = target
 		}
 	default:
+		fillEnd(in, be, s, end, target, d.mode, d.speculative, tsc)
+		filled = true
 		if st := d.proceed(in); st < 0 {
 			return true, st
 		}
@@ -339,10 +342,13 @@ func (d *FlowDecoder) nextBlock(b *FlowBlock, in *FlowInsn) (ok bool, st int) {
 		b.FirstSize = be.tsize
 	}
 	b.N++
-	b.End += uint64(be.tsize)
-	b.EndClass, b.Target = be.tclass, in.Target
+	b.End = next
+	b.EndClass, b.Target = be.tclass, target
 	if !d.processEvent && d.status&stEventPending == 0 {
 		return true, d.flowStatus(0)
+	}
+	if !filled {
+		fillEnd(in, be, s, end, target, b.Mode, b.Speculative, tsc)
 	}
 	st = d.checkIPEvent(in)
 	if st < 0 {
@@ -355,6 +361,16 @@ func (d *FlowDecoder) nextBlock(b *FlowBlock, in *FlowInsn) (ok bool, st int) {
 		}
 	}
 	return true, st
+}
+
+// fillEnd sets in to a block's end instruction at ip (entry be of section
+// s), as Next would report it.
+func fillEnd(in *FlowInsn, be *blockEntry, s *Section, ip, target uint64, mode x86.ExecMode, spec bool, tsc uint64) {
+	in.IP, in.Size, in.Mode, in.Class, in.Speculative = ip, be.tsize, mode, be.tclass, spec
+	in.TSC, in.flags, in.Target = tsc, be.flags&blockInsn, target
+	if in.Section != s {
+		in.Section = s
+	}
 }
 
 // buildBlock computes the block at offset off of s in mode into be,
