@@ -193,6 +193,7 @@ func (s *callSink) Block(b *decode.FlowBlock, off, tsc uint64) {
 
 // enterBlock is enter for a block's first instruction (out of Block, which
 // stays small enough to inline).
+//
 //go:noinline
 func (s *callSink) enterBlock(b *decode.FlowBlock) {
 	s.enter(b.TSC, b.Section, b.IP, b.First)
