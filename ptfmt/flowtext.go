@@ -223,6 +223,16 @@ const (
 	kindEntry
 )
 
+// callWant is the call tree's decode.BlockCounts.WantEnd: the blocks that
+// end in a call or a return (besides them it needs only the block after
+// one, and that while kind says so).
+var callWant = func() (t [256]bool) {
+	for c, k := range callKinds {
+		t[c] = k != 0
+	}
+	return t
+}()
+
 func (s *callSink) Event(ev *decode.Event, off uint64) {
 	if ev.StatusUpdate {
 		return
@@ -443,6 +453,15 @@ func (c *countSink) Block(b *decode.FlowBlock, off, tsc uint64) {
 	c.relay.Send(c.next, b, off+c.base, tsc)
 }
 func (c *countSink) TakesBlocks() bool { return c.relay.Takes(c.next) }
+
+// BlockCounts implements decode.BlockCounter in front of the call tree:
+// the blocks it does not need are only counted.
+func (c *countSink) BlockCounts() (decode.BlockCounts, bool) {
+	if c.calls == nil {
+		return decode.BlockCounts{}, false
+	}
+	return decode.BlockCounts{Insns: &c.n.Insns, Want: &c.calls.kind, WantEnd: &callWant}, true
+}
 func (c *countSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
 	c.n.Errors++
 	if c.base != 0 {
@@ -501,6 +520,7 @@ func WriteFlow(w *bufio.Writer, src decode.TraceReader, img *decode.Image, cfg *
 			},
 			func(s decode.FlowSink) {
 				c := s.(*chunkOut)
+				c.settle()
 				c.w.Flush()
 				w.Write(c.buf.Bytes())
 				progress(base + c.last)
@@ -577,6 +597,27 @@ type chunkOut struct {
 	// chain: a time window or an origin map sits between count and
 	// inner, so blocks take the way of instructions (sink)
 	chain bool
+	// skipped: instructions of the blocks counted into stat's classes
+	// without a Block call (decode.BlockCounter); settle adds them
+	skipped uint64
+}
+
+// BlockCounts implements decode.BlockCounter for --stat: no block need be
+// handed over, the decoder counts them.
+func (c *chunkOut) BlockCounts() (decode.BlockCounts, bool) {
+	if c.chain || c.stat == nil {
+		return decode.BlockCounts{}, false
+	}
+	return decode.BlockCounts{Insns: &c.skipped, Classes: &c.stat.classes}, true
+}
+
+// settle adds the skipped blocks' instructions to the counts.
+func (c *chunkOut) settle() {
+	if c.stat != nil {
+		c.stat.insns += c.skipped
+	}
+	c.count.n.Insns += c.skipped
+	c.skipped = 0
 }
 
 func (c *chunkOut) Insn(in *decode.FlowInsn, off, tsc uint64) {
