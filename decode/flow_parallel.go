@@ -243,7 +243,11 @@ func ParallelFlowChunksWindow(pt []byte, stop uint64, img *Image, cfg *FlowConfi
 		cfg = &FlowConfig{}
 	}
 	final := stop == uint64(len(pt))
-	psbs := psbOffsets(pt[:stop])
+	var psbs []uint64
+	if jobs > 1 && stop >= 2*parallelChunk {
+		// Only to cut chunks: one core decodes the window whole.
+		psbs = psbOffsets(pt[:stop])
+	}
 	if jobs <= 1 || len(psbs) < 2 || stop < 2*parallelChunk {
 		s := newSink()
 		if final {
