@@ -509,7 +509,10 @@ func WriteFlow(w *bufio.Writer, src decode.TraceReader, img *decode.Image, cfg *
 		decode.ParallelFlowChunksWindow(pt, stop, img, cfg, o.Resync, o.Jobs,
 			func() decode.FlowSink {
 				c := &chunkOut{}
-				c.w = bufio.NewWriterSize(&c.buf, 1<<16)
+				if o.Format != "stat" {
+					// (--stat writes nothing: no 64 KiB buffer a chunk)
+					c.w = bufio.NewWriterSize(&c.buf, 1<<16)
+				}
 				c.inner = NewFlowSink(o.Format, c.w, o.Where, o.Time)
 				c.stat, _ = c.inner.(*StatSink)
 				c.sink = &decode.OffsetSink{Next: o.window(&c.count), Base: base + o.Base}
@@ -521,8 +524,10 @@ func WriteFlow(w *bufio.Writer, src decode.TraceReader, img *decode.Image, cfg *
 			func(s decode.FlowSink) {
 				c := s.(*chunkOut)
 				c.settle()
-				c.w.Flush()
-				w.Write(c.buf.Bytes())
+				if c.w != nil {
+					c.w.Flush()
+					w.Write(c.buf.Bytes())
+				}
 				progress(base + c.last)
 				if ss, ok := c.inner.(*StatSink); ok && o.Stat != nil {
 					o.Stat.Add(ss)
