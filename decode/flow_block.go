@@ -372,12 +372,12 @@ func (d *FlowDecoder) nextBlock(b *FlowBlock, in *FlowInsn) (ok bool, st int) {
 		}
 		d.ip = target
 		d.icnt++
-	case be.tclass == x86.ClassCondJump && !d.q.tnt.Empty() && !d.cfg.TickEvents:
-		// A cached TNT bit: QueryDecoder.condBranch without the refill.
+	case be.tclass == x86.ClassCondJump && !d.cfg.TickEvents:
+		// FlowDecoder.condBranch inline: a cached TNT bit, or the
+		// next TNT packet's.
 		d.ip = next
 		d.steps = 0
-		taken, _ := d.q.tnt.Query()
-		st := d.q.statusFlags()
+		taken, st := d.q.condBranch()
 		if st < 0 {
 			d.icnt++
 			fillEnd(in, be, s, end, target, d.mode, d.speculative, tsc)

@@ -1404,6 +1404,11 @@ func (d *QueryDecoder) cacheTNT() int {
 
 // condBranch returns the next conditional branch outcome.
 func (d *QueryDecoder) condBranch() (taken bool, status int) {
+	if !d.tnt.Empty() {
+		// The usual case, without comparing errors.
+		t, _ := d.tnt.Query()
+		return t, d.statusFlags()
+	}
 	t, err := d.tnt.Query()
 	if err != nil {
 		if err != ptpkt.ErrBadQuery {
