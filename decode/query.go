@@ -1291,6 +1291,17 @@ func (d *QueryDecoder) statusFlags() int {
 }
 
 func (d *QueryDecoder) fetchQEvent() {
+	// The hot case, a TNT packet with no event waiting to be delivered:
+	// what fetchEvent, decodePacket and decodeTNT would do, without
+	// building the standalone Event (a zeroed Event a TNT packet).
+	if p := &d.pkt; (p.Type == ptpkt.PktTNT8 || p.Type == ptpkt.PktTNT64) && d.enabled && d.event == nil &&
+		d.evq.empty(bindNow) && d.evq.empty(bindExStop) {
+		d.cur.Type, d.cur.IPSuppressed, d.cur.IP = EvTNT, false, 0
+		d.cur.TNTBits, d.cur.TNTSize = p.TNTPayload, p.TNTBits
+		d.fetchPacket()
+		d.cur.Offset = d.Offset()
+		return
+	}
 	if st := d.fetchEvent(); st < 0 {
 		d.qstatus = st
 		d.cur = Event{Type: EvInvalid}
