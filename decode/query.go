@@ -1242,6 +1242,14 @@ func (d *QueryDecoder) decodePacket() int {
 // fetchEvent decodes packets until one produces an event.
 func (d *QueryDecoder) fetchEvent() int {
 	for {
+		// Runs of MTC packets (soft PT writes about one an
+		// instruction): what decodePacket and the loop below do
+		// with one when no event waits, without the dispatch.
+		for d.pkt.Type == ptpkt.PktMTC && d.event == nil && d.evq.empty(bindNow) {
+			d.time.mtc(&d.pkt)
+			d.bound = false
+			d.fetchPacket()
+		}
 		st := d.decodePacket()
 		if st <= 0 {
 			return st
@@ -1294,13 +1302,20 @@ func (d *QueryDecoder) fetchQEvent() {
 	// The hot case, a TNT packet with no event waiting to be delivered:
 	// what fetchEvent, decodePacket and decodeTNT would do, without
 	// building the standalone Event (a zeroed Event a TNT packet).
-	if p := &d.pkt; (p.Type == ptpkt.PktTNT8 || p.Type == ptpkt.PktTNT64) && d.enabled && d.event == nil &&
-		d.evq.empty(bindNow) && d.evq.empty(bindExStop) {
-		d.cur.Type, d.cur.IPSuppressed, d.cur.IP = EvTNT, false, 0
-		d.cur.TNTBits, d.cur.TNTSize = p.TNTPayload, p.TNTBits
-		d.fetchPacket()
-		d.cur.Offset = d.Offset()
-		return
+	// MTC packets before it are applied as fetchEvent does.
+	if p := &d.pkt; d.event == nil && d.evq.empty(bindNow) {
+		for p.Type == ptpkt.PktMTC {
+			d.time.mtc(p)
+			d.bound = false
+			d.fetchPacket()
+		}
+		if (p.Type == ptpkt.PktTNT8 || p.Type == ptpkt.PktTNT64) && d.enabled && d.evq.empty(bindExStop) {
+			d.cur.Type, d.cur.IPSuppressed, d.cur.IP = EvTNT, false, 0
+			d.cur.TNTBits, d.cur.TNTSize = p.TNTPayload, p.TNTBits
+			d.fetchPacket()
+			d.cur.Offset = d.Offset()
+			return
+		}
 	}
 	if st := d.fetchEvent(); st < 0 {
 		d.qstatus = st
