@@ -1299,25 +1299,38 @@ func (d *QueryDecoder) statusFlags() int {
 }
 
 func (d *QueryDecoder) fetchQEvent() {
-	// The hot case, a TNT packet with no event waiting to be delivered:
-	// what fetchEvent, decodePacket and decodeTNT would do, without
-	// building the standalone Event (a zeroed Event a TNT packet).
-	// MTC packets before it are applied as fetchEvent does.
-	if p := &d.pkt; d.event == nil && d.evq.empty(bindNow) {
-		for p.Type == ptpkt.PktMTC {
-			d.time.mtc(p)
-			d.bound = false
-			d.fetchPacket()
+	// fetchEvent's loop, with the hot cases first: a TNT packet with no
+	// event waiting to be delivered — what decodePacket and decodeTNT
+	// would do, without building the standalone Event (a zeroed Event a
+	// TNT packet) — and, before it, runs of MTC packets.
+	st := 0
+	for {
+		if p := &d.pkt; d.event == nil && d.evq.empty(bindNow) {
+			for p.Type == ptpkt.PktMTC {
+				d.time.mtc(p)
+				d.bound = false
+				d.fetchPacket()
+			}
+			if (p.Type == ptpkt.PktTNT8 || p.Type == ptpkt.PktTNT64) && d.enabled && d.evq.empty(bindExStop) {
+				d.cur.Type, d.cur.IPSuppressed, d.cur.IP = EvTNT, false, 0
+				d.cur.TNTBits, d.cur.TNTSize = p.TNTPayload, p.TNTBits
+				d.fetchPacket()
+				d.cur.Offset = d.Offset()
+				return
+			}
 		}
-		if (p.Type == ptpkt.PktTNT8 || p.Type == ptpkt.PktTNT64) && d.enabled && d.evq.empty(bindExStop) {
-			d.cur.Type, d.cur.IPSuppressed, d.cur.IP = EvTNT, false, 0
-			d.cur.TNTBits, d.cur.TNTSize = p.TNTPayload, p.TNTBits
-			d.fetchPacket()
-			d.cur.Offset = d.Offset()
-			return
+		if st = d.decodePacket(); st <= 0 {
+			break
 		}
+		if d.event != nil {
+			st = -int(CodeInternal)
+			break
+		}
+		// As fetchEvent: the new packet isn't bound.
+		d.bound = false
+		d.fetchPacket()
 	}
-	if st := d.fetchEvent(); st < 0 {
+	if st < 0 {
 		d.qstatus = st
 		d.cur = Event{Type: EvInvalid}
 		return
@@ -1430,31 +1443,21 @@ func (d *QueryDecoder) cacheTNT() int {
 
 // condBranch returns the next conditional branch outcome.
 func (d *QueryDecoder) condBranch() (taken bool, status int) {
-	if !d.tnt.Empty() {
-		// The usual case, without comparing errors.
-		t, _ := d.tnt.Query()
-		return t, d.statusFlags()
-	}
-	t, err := d.tnt.Query()
-	if err != nil {
-		if err != ptpkt.ErrBadQuery {
-			return false, tntErrCode(err)
-		}
+	// (The TNT cache's only error is ErrBadQuery, when it is empty:
+	// tested as Empty, not by comparing errors.)
+	if d.tnt.Empty() {
 		d.lastTime = d.time
 		if e := d.cacheTNT(); e < 0 {
 			return false, e
 		}
-		t, err = d.tnt.Query()
-		if err != nil {
-			if err != ptpkt.ErrBadQuery {
-				return false, tntErrCode(err)
-			}
+		if d.tnt.Empty() {
 			if d.qstatus < 0 {
 				return false, d.qstatus
 			}
 			return false, -int(CodeBadQuery)
 		}
 	}
+	t, _ := d.tnt.Query()
 	return t, d.statusFlags()
 }
 
