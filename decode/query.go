@@ -1318,6 +1318,25 @@ func (d *QueryDecoder) fetchQEvent() {
 				d.cur.Offset = d.Offset()
 				return
 			}
+			// A TIP with no event bound to it: decodeTIP's two
+			// visits (the TIP event, then, bound, the move to the
+			// next packet) without the standalone Event.
+			if p.Type == ptpkt.PktTIP && d.enabled && d.evq.empty(bindExStop) && d.evq.empty(bindTIP) {
+				if st = d.updateIP(p); st < 0 {
+					break
+				}
+				if d.bound {
+					d.bound = false
+					d.fetchPacket()
+					continue
+				}
+				d.bound = true
+				ip, c := lastIPQuery(&d.ip)
+				d.cur.Type, d.cur.IPSuppressed, d.cur.IP = EvTIP, c != 0, ip
+				d.cur.TNTBits, d.cur.TNTSize = 0, 0
+				d.cur.Offset = d.Offset()
+				return
+			}
 		}
 		if st = d.decodePacket(); st <= 0 {
 			break
