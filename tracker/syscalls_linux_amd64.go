@@ -73,6 +73,9 @@ func (t *Tracer) seccompEntry(th *thread) {
 		t.resume(th.tid, 0)
 		return
 	}
+	if t.restartForPages(th, regs, op) {
+		return // the call stops again, with the userfaultfd made
+	}
 	th.op = op
 	kprot := op.args[2]
 	for _, rewrite := range entryRewrites {

@@ -1,0 +1,81 @@
+/*
+ * jit-pages [VERSIONS [MIB]] — a large JIT region of which each version
+ * rewrites a few pages: what changed-page tracking (ptjit run --copy) is
+ * for. A MIB MiB (default 4) anonymous region is filled with one small
+ * function per page and made executable; then VERSIONS times (default 24)
+ * it is made writable, two pages get a new function, every fifth version
+ * one more page is dropped with MADV_DONTNEED (it reads as zeros: changed
+ * without a store) and filled again, and the region is made executable and
+ * the new functions are called and checked. Prints one "sum" line.
+ *
+ * Page k's function is "mov eax, imm32; ret" with imm32 = k*1000 + version
+ * it was last written in.
+ * Manifest: (VERSIONS+1) × mprotect, the whole region.
+ */
+#include "manifest.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int (*fn)(void);
+
+static void emit(uint8_t *page, int32_t k)
+{
+	page[0] = 0xb8; /* mov eax, imm32 */
+	memcpy(page + 1, &k, 4);
+	page[5] = 0xc3; /* ret */
+}
+
+static void call(uint8_t *base, long k, int32_t want, int64_t *total)
+{
+	int got = ((fn)(void *)(base + k * MF_PAGE))();
+	if (got != want)
+		mf_die("page %ld: got %d, want %d", k, got, want);
+	*total += got;
+}
+
+int main(int argc, char **argv)
+{
+	long versions = argc > 1 ? atol(argv[1]) : 24;
+	long mib = argc > 2 ? atol(argv[2]) : 4;
+	if (versions < 0 || mib < 1) {
+		fprintf(stderr, "usage: jit-pages [VERSIONS [MIB]]\n");
+		return 2;
+	}
+	long pages = mib * (1 << 20) / (long)MF_PAGE;
+	size_t size = (size_t)pages * MF_PAGE;
+	uint8_t *r = mf_mmap(NULL, size, PROT_READ | PROT_WRITE, 0);
+	for (long k = 0; k < pages; k++)
+		emit(r + k * MF_PAGE, (int32_t)(k * 1000));
+	mf_mprotect(r, size, PROT_READ | PROT_EXEC);
+	int64_t total = 0;
+	call(r, pages - 1, (int32_t)((pages - 1) * 1000), &total);
+	for (long v = 1; v <= versions; v++) {
+		mf_mprotect(r, size, PROT_READ | PROT_WRITE);
+		long a = (v * 7) % pages, b = (v * 131 + 3) % pages;
+		emit(r + a * MF_PAGE, (int32_t)(a * 1000 + v));
+		emit(r + b * MF_PAGE, (int32_t)(b * 1000 + v));
+		long d = -1;
+		if (v % 5 == 0) {
+			d = (v * 17 + 1) % pages;
+			if (madvise(r + d * MF_PAGE, MF_PAGE, MADV_DONTNEED) != 0)
+				mf_die("madvise: %s", strerror(errno));
+		}
+		mf_mprotect(r, size, PROT_READ | PROT_EXEC);
+		call(r, a, (int32_t)(a * 1000 + v), &total);
+		call(r, b, (int32_t)(b * 1000 + v), &total);
+		if (d >= 0 && d != a && d != b) {
+			/* zeros now: refill it as a new version */
+			mf_mprotect(r, size, PROT_READ | PROT_WRITE);
+			if (r[d * MF_PAGE] != 0)
+				mf_die("page %ld after MADV_DONTNEED: not zero", d);
+			emit(r + d * MF_PAGE, (int32_t)(d * 1000 + v));
+			mf_mprotect(r, size, PROT_READ | PROT_EXEC);
+			call(r, d, (int32_t)(d * 1000 + v), &total);
+		}
+	}
+	printf("sum %" PRId64 "\n", total);
+	return 0;
+}
