@@ -1,16 +1,18 @@
 /*
- * jit-pages [VERSIONS [MIB]] — a large JIT region of which each version
+ * jit-pages [VERSIONS [KIB]] — a large JIT region of which each version
  * rewrites a few pages: what changed-page tracking (ptjit run --copy) is
- * for. A MIB MiB (default 4) anonymous region is filled with one small
+ * for. A KIB KiB (default 4096) anonymous region is filled with one small
  * function per page and made executable; then VERSIONS times (default 24)
- * it is made writable, two pages get a new function, every fifth version
- * one more page is dropped with MADV_DONTNEED (it reads as zeros: changed
- * without a store) and filled again, and the region is made executable and
- * the new functions are called and checked. Prints one "sum" line.
+ * it is made writable, two pages get a new function, and the region is made
+ * executable and the new functions are called and checked. In every fifth
+ * of the first 20 versions one more page is dropped with MADV_DONTNEED
+ * first (it reads as zeros: changed without a store); unless it was one of
+ * the two, it is filled again as a version of its own. Prints one "sum"
+ * line.
  *
- * Page k's function is "mov eax, imm32; ret" with imm32 = k*1000 + version
- * it was last written in.
- * Manifest: (VERSIONS+1) × mprotect, the whole region.
+ * Page k's function is "mov eax, imm32; ret" with imm32 = k*1000 + the
+ * version it was last written in.
+ * Manifest: 1 + VERSIONS + up to 4 lines × mprotect, the whole region.
  */
 #include "manifest.h"
 
@@ -39,12 +41,12 @@ static void call(uint8_t *base, long k, int32_t want, int64_t *total)
 int main(int argc, char **argv)
 {
 	long versions = argc > 1 ? atol(argv[1]) : 24;
-	long mib = argc > 2 ? atol(argv[2]) : 4;
-	if (versions < 0 || mib < 1) {
-		fprintf(stderr, "usage: jit-pages [VERSIONS [MIB]]\n");
+	long kib = argc > 2 ? atol(argv[2]) : 4096;
+	if (versions < 0 || kib < 4) {
+		fprintf(stderr, "usage: jit-pages [VERSIONS [KIB]]\n");
 		return 2;
 	}
-	long pages = mib * (1 << 20) / (long)MF_PAGE;
+	long pages = kib * 1024 / (long)MF_PAGE;
 	size_t size = (size_t)pages * MF_PAGE;
 	uint8_t *r = mf_mmap(NULL, size, PROT_READ | PROT_WRITE, 0);
 	for (long k = 0; k < pages; k++)
@@ -54,15 +56,14 @@ int main(int argc, char **argv)
 	call(r, pages - 1, (int32_t)((pages - 1) * 1000), &total);
 	for (long v = 1; v <= versions; v++) {
 		mf_mprotect(r, size, PROT_READ | PROT_WRITE);
-		long a = (v * 7) % pages, b = (v * 131 + 3) % pages;
-		emit(r + a * MF_PAGE, (int32_t)(a * 1000 + v));
-		emit(r + b * MF_PAGE, (int32_t)(b * 1000 + v));
-		long d = -1;
-		if (v % 5 == 0) {
+		long a = (v * 7) % pages, b = (v * 131 + 3) % pages, d = -1;
+		if (v % 5 == 0 && v <= 20) {
 			d = (v * 17 + 1) % pages;
 			if (madvise(r + d * MF_PAGE, MF_PAGE, MADV_DONTNEED) != 0)
 				mf_die("madvise: %s", strerror(errno));
 		}
+		emit(r + a * MF_PAGE, (int32_t)(a * 1000 + v));
+		emit(r + b * MF_PAGE, (int32_t)(b * 1000 + v));
 		mf_mprotect(r, size, PROT_READ | PROT_EXEC);
 		call(r, a, (int32_t)(a * 1000 + v), &total);
 		call(r, b, (int32_t)(b * 1000 + v), &total);

@@ -281,7 +281,9 @@ func (t *Tracer) pagesVersion(sp *space, pid int, v db.Version, prot int, full f
 			return id, true
 		}
 	}
-	delete(st.ranges, start)
+	// protecting the range again resets what the scan would report for
+	// any tracked range it overlaps: those are read whole next time
+	st.overlapping(start, end)
 	if reason := t.pagesRegister(st, pid, start, end); reason != "" {
 		t.copyFallback(reason)
 		return 0, false
