@@ -1,5 +1,5 @@
 /*
- * jit-pages [VERSIONS [KIB]] — a large JIT region of which each version
+ * jit-pages [VERSIONS [KIB [seccomp|uffd]]] — a large JIT region of which each version
  * rewrites a few pages: what changed-page tracking (ptjit run --copy) is
  * for. A KIB KiB (default 4096) anonymous region is filled with one small
  * function per page and made executable; then VERSIONS times (default 24)
@@ -10,6 +10,10 @@
  * the two, it is filled again as a version of its own. Prints one "sum"
  * line.
  *
+ * With "seccomp" the program first installs a seccomp filter of its own that
+ * allows every call; with "uffd" it holds a userfaultfd of its own
+ * (registering nothing): where ptjit must not make one in the program.
+ *
  * Page k's function is "mov eax, imm32; ret" with imm32 = k*1000 + the
  * version it was last written in.
  * Manifest: 1 + VERSIONS + up to 4 lines × mprotect, the whole region.
@@ -17,6 +21,9 @@
 #include "manifest.h"
 
 #include <inttypes.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +51,19 @@ int main(int argc, char **argv)
 	long kib = argc > 2 ? atol(argv[2]) : 4096;
 	if (versions < 0 || kib < 4) {
 		fprintf(stderr, "usage: jit-pages [VERSIONS [KIB]]\n");
+		return 2;
+	}
+	const char *own = argc > 3 ? argv[3] : "";
+	if (strcmp(own, "seccomp") == 0) {
+		struct sock_filter allow[] = {BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)};
+		struct sock_fprog prog = {1, allow};
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+			mf_die("seccomp: %s", strerror(errno));
+	} else if (strcmp(own, "uffd") == 0) {
+		if (syscall(SYS_userfaultfd, O_CLOEXEC | 1 /* UFFD_USER_MODE_ONLY */) < 0)
+			mf_die("userfaultfd: %s", strerror(errno));
+	} else if (*own) {
+		fprintf(stderr, "usage: jit-pages [VERSIONS [KIB [seccomp|uffd]]]\n");
 		return 2;
 	}
 	long pages = kib * 1024 / (long)MF_PAGE;

@@ -57,6 +57,21 @@ func TestCopyChanged(t *testing.T) {
 			}
 		})
 	}
+	// where ptjit must not make a userfaultfd in the program: full
+	// copies, the same bytes, and the reason in the meta table
+	for _, own := range []struct{ arg, reason string }{
+		{"seccomp", "the program has a seccomp filter of its own"},
+		{"uffd", "the program uses userfaultfd"},
+	} {
+		t.Run("own-"+own.arg, func(t *testing.T) {
+			p := e2eProgram{name: "jit-pages", args: []string{"6", "4096", own.arg}}
+			ms, dir := e2eRecord(t, p, "--pt=off", "--copy=changed")
+			meta := checkManifestBytes(t, dir, ms)
+			if meta["copy_fallback"] != own.reason || meta["copy_changed_versions"] != "0" {
+				t.Errorf("copy_fallback %q, want %q; %s versions from written pages, want 0", meta["copy_fallback"], own.reason, meta["copy_changed_versions"])
+			}
+		})
+	}
 	t.Run("summary", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "rec")
 		r := e2ePtjit(t, nil, "run", "--pt=off", "--copy=changed", "-o", dir, "--", e2eProg("jit-pages"), "3")
