@@ -23,12 +23,18 @@ func Now() Stamp {
 // TSCHz measures the TSC frequency against CLOCK_MONOTONIC over about d
 // (10 ms gives better than 0.1 %). The result is rounded to kHz.
 func TSCHz(d time.Duration) uint64 {
-	m0, t0 := Mono(), RDTSC()
+	a := Now()
 	time.Sleep(d)
-	m1, t1 := Mono(), RDTSC()
-	if m1 <= m0 || t1 <= t0 {
+	return HzBetween(a, Now())
+}
+
+// HzBetween is the TSC frequency two stamps imply (rounded to kHz), or 0
+// when they do not go forward. Stamps far apart give a better figure than
+// TSCHz's short sleep: a recording measures it over its whole run.
+func HzBetween(a, b Stamp) uint64 {
+	if b.MonoNS <= a.MonoNS || b.TSC <= a.TSC {
 		return 0
 	}
-	hz := float64(t1-t0) * 1e9 / float64(m1-m0)
+	hz := float64(b.TSC-a.TSC) * 1e9 / float64(b.MonoNS-a.MonoNS)
 	return uint64(hz/1000+0.5) * 1000
 }

@@ -99,6 +99,11 @@ type Stats struct {
 	FullProtect int
 	// Names the program published (perf-map lines and jitdump code loads read)
 	Names int
+	// WriterWaits and WriterWaitNS: how often and how long the tracker
+	// (so the stopped program) waited for the database writer, which
+	// happens only when db's back-pressure bound of queued code is reached
+	WriterWaits  int
+	WriterWaitNS int64
 	// Copy: how versions were read (pages_linux_amd64.go)
 	Copy CopyStats
 }
@@ -288,6 +293,8 @@ func Start(opts Options, launch Launch) (*Tracer, error) {
 // Wait waits for every tracee to exit and returns the result.
 func (t *Tracer) Wait() (Result, error) {
 	<-t.done
+	n, d := t.rec.Waited()
+	t.result.Stats.WriterWaits, t.result.Stats.WriterWaitNS = n, d.Nanoseconds()
 	return t.result, t.err
 }
 

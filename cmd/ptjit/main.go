@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 
 	"github.com/ptjit/ptjit/recording"
 	"github.com/spf13/cobra"
@@ -56,6 +57,14 @@ func run(args []string) int {
 // reset to its default first, so that tests can run several commands in one
 // process.
 func runWith(args []string, stdout, stderr io.Writer) int {
+	if path := os.Getenv("PTJIT_CPUPROFILE"); path != "" {
+		stop, err := startCPUProfile(path)
+		if err != nil {
+			fmt.Fprintf(stderr, "ptjit: PTJIT_CPUPROFILE: %v\n", err)
+			return 1
+		}
+		defer stop()
+	}
 	resetFlags(rootCmd)
 	rootCmd.SetArgs(args)
 	rootCmd.SetOut(stdout)
@@ -73,6 +82,22 @@ func runWith(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "ptjit: %v\n", err)
 	return 1
+}
+
+// startCPUProfile writes a Go CPU profile of this ptjit process to path
+// (a new file: an existing one is refused) until the returned func runs.
+// It is for measuring ptjit's own work (go tool pprof bin/ptjit path).
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func resetFlags(cmd *cobra.Command) {

@@ -70,8 +70,9 @@ leaves); the rest of the program runs at full speed.
 writes one AUX queue per thread, as perf record --per-thread does; every
 ptjit command reads it. per-cpu writes what perf record -e intel_pt//u
 writes on hardware: one AUX queue per CPU shared by the threads and
-processes that ran there, told apart by context-switch records (perf script
-reads it; ptjit decode does not yet). Each thread is placed, at each step,
+processes that ran there, told apart by context-switch records (ptjit
+decode splits it per thread by those records; perf script reads it too).
+Each thread is placed, at each step,
 on the CPU it really ran on (/proc/TID/stat; all on one CPU when --pin
 pins the program), or with --soft-cpus=N on N virtual CPUs by a
 deterministic rule that makes threads share CPUs and migrate.
