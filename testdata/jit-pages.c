@@ -7,8 +7,8 @@
  * executable and the new functions are called and checked. In every fifth
  * of the first 20 versions one more page is dropped with MADV_DONTNEED
  * first (it reads as zeros: changed without a store); unless it was one of
- * the two, it is filled again as a version of its own. Prints one "sum"
- * line.
+ * the two, it is filled again as a version of its own. Prints one line:
+ * the sum of the results, and how many descriptors it holds at the end.
  *
  * With "seccomp" the program first installs a seccomp filter of its own that
  * allows every call; with "uffd" it holds a userfaultfd of its own
@@ -20,6 +20,7 @@
  */
 #include "manifest.h"
 
+#include <dirent.h>
 #include <inttypes.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -97,6 +98,13 @@ int main(int argc, char **argv)
 			call(r, d, (int32_t)(d * 1000 + v), &total);
 		}
 	}
-	printf("sum %" PRId64 "\n", total);
+	/* the descriptors it holds: a recorder must leave it none of its own */
+	int fds = 0;
+	DIR *dir = opendir("/proc/self/fd");
+	for (struct dirent *e; dir && (e = readdir(dir));)
+		fds += e->d_name[0] != '.';
+	if (dir)
+		closedir(dir);
+	printf("sum %" PRId64 ", %d descriptors\n", total, fds - 1 /* dir's own */);
 	return 0;
 }

@@ -314,8 +314,8 @@
 //     space gets its own userfaultfd at its first tracked call. An exec
 //     drops the space and its userfaultfd with it.
 //   - Never break the program: a process with a seccomp filter of its own
-//     (Seccomp_filters above ptjit's count; its filter could kill it for
-//     the call) or a userfaultfd of its own (its registration of a range
+//     (Seccomp_filters above ptjit's own, which it inherits, plus those
+//     ptjit installed; its filter could kill it for the call) or a userfaultfd of its own (its registration of a range
 //     ptjit registered would fail with EBUSY) gets full copies, and so does
 //     a process where any step fails (an older kernel: UFFDIO_API refuses
 //     WP_ASYNC). The summary and the meta table (copy_mode, copy_fallback)

@@ -232,15 +232,10 @@ func (t *Tracer) pagesSetup(th *thread) {
 // would (the second registration fails with EBUSY).
 func (t *Tracer) pagesRefused(p *process) string {
 	dir := "/proc/" + strconv.Itoa(p.pid)
-	if b, err := os.ReadFile(dir + "/status"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(l, "Seccomp_filters:"); ok {
-				// the launcher's filter and those ptjit injected
-				if n, _ := strconv.Atoi(strings.TrimSpace(v)); n > 1+p.full.filters {
-					return "the program has a seccomp filter of its own"
-				}
-			}
-		}
+	// ptjit's own (a container's, inherited), the launcher's and those
+	// ptjit injected
+	if seccompFilters(dir) > seccompFilters("/proc/self")+1+p.full.filters {
+		return "the program has a seccomp filter of its own"
 	}
 	fds, _ := os.ReadDir(dir + "/fd")
 	for _, f := range fds {
@@ -249,6 +244,22 @@ func (t *Tracer) pagesRefused(p *process) string {
 		}
 	}
 	return ""
+}
+
+// seccompFilters is the Seccomp_filters count of /proc/PID/status in dir
+// (0 when it cannot be read).
+func seccompFilters(dir string) int {
+	b, err := os.ReadFile(dir + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Seccomp_filters:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
 }
 
 func errnoText(err error) string {
