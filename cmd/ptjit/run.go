@@ -77,15 +77,11 @@ on the CPU it really ran on (/proc/TID/stat; all on one CPU when --pin
 pins the program), or with --soft-cpus=N on N virtual CPUs by a
 deterministic rule that makes threads share CPUs and migrate.
 
-A JIT range's first version is read whole; --copy says how later ones are
-read. With changed, ptjit write-protects the range with a userfaultfd in
-asynchronous mode (made in the program by injected syscalls, Linux 6.7 or
-later) and reads only the pages written since the previous version, which
-lends the rest its pages; full reads every version whole; auto (the
-default) tracks written pages only in ranges of 1 MiB or more, where that
-costs less than a full copy. Where tracking cannot run (an older kernel, a
-program with a seccomp filter or a userfaultfd of its own, shared or file
-memory) versions are read whole. The summary says which mode ran.
+--copy=changed reads a JIT range's later versions from the pages written
+since the previous one (a userfaultfd write-protects the range; Linux 6.7+;
+where it cannot run, versions are read whole); full reads every version
+whole; auto (default) is changed for ranges of 1 MiB or more. The summary
+says which mode ran.
 
 An existing recording in DIR is replaced; a DIR holding anything else is
 refused.`,
