@@ -165,18 +165,40 @@ func TestE2ECopyChangedPrograms(t *testing.T) {
 			if p.name != "stopbench" {
 				return
 			}
-			cdb, err := db.Open(filepath.Join(dir, "code.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cdb.Close()
-			meta, err := cdb.Meta()
-			if err != nil {
-				t.Fatal(err)
-			}
+			meta := recordingMeta(t, dir)
 			if n, _ := strconv.Atoi(meta["copy_changed_versions"]); n < 39 {
 				t.Errorf("stopbench: %d versions read from their written pages, want 39 (fallback %q)", n, meta["copy_fallback"])
 			}
 		})
 	}
+}
+
+// TestCopyChangedProcMem: procmem rewrites its RX code through
+// /proc/self/mem (no fault of its own, no protection change). Under
+// --copy=changed those versions are read from the pages the scan reports
+// written, so the kernel must count such a write (FOLL_FORCE) as one: every
+// version must still be the program's own account.
+func TestCopyChangedProcMem(t *testing.T) {
+	e2eSetup(t)
+	ms, dir := e2eRecord(t, e2eProgram{name: "procmem"}, "--pt=off", "--copy=changed")
+	e2eCompare(t, ms, e2eHistory(t, dir), false)
+	meta := recordingMeta(t, dir)
+	if n, _ := strconv.Atoi(meta["copy_changed_versions"]); n < 3 {
+		t.Errorf("%d versions read from their written pages, want 3 (fallback %q)", n, meta["copy_fallback"])
+	}
+}
+
+// recordingMeta returns the meta table of the recording in dir.
+func recordingMeta(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	cdb, err := db.Open(filepath.Join(dir, "code.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cdb.Close()
+	meta, err := cdb.Meta()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return meta
 }
