@@ -13,10 +13,14 @@
  * With "seccomp" the program first installs a seccomp filter of its own that
  * allows every call; with "uffd" it holds a userfaultfd of its own
  * (registering nothing): where ptjit must not make one in the program.
+ * With "remap", before the third version a second region of the same size
+ * (page k's function returns k*1000+500) is made executable and moved
+ * over the first with mremap (MREMAP_FIXED): the versions go on there.
  *
  * Page k's function is "mov eax, imm32; ret" with imm32 = k*1000 + the
  * version it was last written in.
- * Manifest: 1 + VERSIONS + up to 4 lines × mprotect, the whole region.
+ * Manifest: 1 + VERSIONS + up to 4 lines × mprotect, the whole region
+ * (remap: 2 more, the second region's mprotect and the mremap).
  */
 #include "manifest.h"
 
@@ -51,7 +55,7 @@ int main(int argc, char **argv)
 	long versions = argc > 1 ? atol(argv[1]) : 24;
 	long kib = argc > 2 ? atol(argv[2]) : 4096;
 	if (versions < 0 || kib < 4) {
-		fprintf(stderr, "usage: jit-pages [VERSIONS [KIB]]\n");
+		fprintf(stderr, "usage: jit-pages [VERSIONS [KIB [seccomp|uffd|remap]]]\n");
 		return 2;
 	}
 	const char *own = argc > 3 ? argv[3] : "";
@@ -63,8 +67,8 @@ int main(int argc, char **argv)
 	} else if (strcmp(own, "uffd") == 0) {
 		if (syscall(SYS_userfaultfd, O_CLOEXEC | 1 /* UFFD_USER_MODE_ONLY */) < 0)
 			mf_die("userfaultfd: %s", strerror(errno));
-	} else if (*own) {
-		fprintf(stderr, "usage: jit-pages [VERSIONS [KIB [seccomp|uffd]]]\n");
+	} else if (*own && strcmp(own, "remap") != 0) {
+		fprintf(stderr, "usage: jit-pages [VERSIONS [KIB [seccomp|uffd|remap]]]\n");
 		return 2;
 	}
 	long pages = kib * 1024 / (long)MF_PAGE;
@@ -76,6 +80,21 @@ int main(int argc, char **argv)
 	int64_t total = 0;
 	call(r, pages - 1, (int32_t)((pages - 1) * 1000), &total);
 	for (long v = 1; v <= versions; v++) {
+		if (v == 3 && strcmp(own, "remap") == 0) {
+			/* a second region, made executable (a recorder tracks
+			 * it too), moves over the first */
+			uint8_t *o = mf_mmap(NULL, size, PROT_READ | PROT_WRITE, 0);
+			for (long k = 0; k < pages; k++)
+				emit(o + k * MF_PAGE, (int32_t)(k * 1000 + 500));
+			mf_mprotect(o, size, PROT_READ | PROT_EXEC);
+			call(o, 1, 1500, &total);
+			mf_lock();
+			if (mremap(o, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, r) != r)
+				mf_die("mremap: %s", strerror(errno));
+			mf_log(r, size, "mremap");
+			mf_unlock();
+			call(r, 1, 1500, &total);
+		}
 		mf_mprotect(r, size, PROT_READ | PROT_WRITE);
 		long a = (v * 7) % pages, b = (v * 131 + 3) % pages, d = -1;
 		if (v % 5 == 0 && v <= 20) {

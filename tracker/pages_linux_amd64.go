@@ -113,6 +113,29 @@ func (st *pageState) overlapping(start, end uint64) {
 	}
 }
 
+// pagesEffect drops the tracked ranges a successful munmap, mremap or
+// mmap changed, before the Space records the call's versions: memory
+// mapped anew there is not registered (the scan would fail and the range
+// be read whole anyway), but pages an mremap moved in from another tracked
+// range are, and hold bytes no scan reports written. An exit effect
+// (syscalls_linux_amd64.go).
+func (t *Tracer) pagesEffect(x *sysExit) {
+	st := &x.sp.pages
+	if len(st.ranges) == 0 {
+		return
+	}
+	a := x.op.args
+	switch x.op.nr {
+	case unix.SYS_MUNMAP:
+		st.overlapping(a[0], a[0]+pageUp(a[1]))
+	case unix.SYS_MREMAP:
+		st.overlapping(a[0], a[0]+pageUp(a[1]))
+		st.overlapping(x.ret, x.ret+pageUp(a[2]))
+	case unix.SYS_MMAP:
+		st.overlapping(x.ret, x.ret+pageUp(a[1]))
+	}
+}
+
 func (t *Tracer) copyMode() CopyMode {
 	if t.opts.Copy == "" {
 		return CopyAuto

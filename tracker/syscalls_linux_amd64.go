@@ -279,18 +279,21 @@ func (t *Tracer) coreNeedsExit(th *thread, op *pendingOp) bool {
 //     mremap moves — before the Space changes, because a re-read of
 //     /proc/PID/maps there (a PROT_GROWSDOWN mprotect) must not take them
 //     for batch pages.
-//  3. coreEffect: the Space takes the call's effect (versions, regions,
+//  3. pagesEffect: --copy forgets the tracked ranges an munmap, mremap
+//     or mmap changed (pages_linux_amd64.go), before the Space records
+//     the call's versions there.
+//  4. coreEffect: the Space takes the call's effect (versions, regions,
 //     file mappings).
-//  4. procmemEffect: a write through /proc/PID/mem or process_vm_writev
+//  5. procmemEffect: a write through /proc/PID/mem or process_vm_writev
 //     re-records the pages it wrote; a new mem descriptor is watched.
 //     These calls are no other feature's, so the place is free; it is
 //     next to the core, whose kind of effect it is.
-//  5. aliasEffect: the shared-mapping table follows the call and the
+//  6. aliasEffect: the shared-mapping table follows the call and the
 //     writable aliases are write-protected again (injected mprotects of
 //     the mapping the call left).
-//  6. wxMovedEffect: batch pages an mremap moved become executable-only
+//  7. wxMovedEffect: batch pages an mremap moved become executable-only
 //     at their new place; kernelProt reads the Space after the move.
-//  7. filterEffect: last, the soft filter brings the kernel's protections
+//  8. filterEffect: last, the soft filter brings the kernel's protections
 //     in line with the Space every other effect left; it skips W^X batch
 //     pages, so they must be settled before.
 //
@@ -300,6 +303,7 @@ func (t *Tracer) coreNeedsExit(th *thread, op *pendingOp) bool {
 var exitEffects = []func(*Tracer, *sysExit){
 	(*Tracer).rewriteEffect,
 	(*Tracer).wxClearEffect,
+	(*Tracer).pagesEffect,
 	(*Tracer).coreEffect,
 	(*Tracer).procmemEffect,
 	(*Tracer).aliasEffect,
