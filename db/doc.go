@@ -28,7 +28,17 @@
 // 50 ms, on Flush, and on Close, so a ptjit killed with SIGKILL loses
 // about the last 60 ms when the writer goroutine gets the CPU on time (a
 // loaded machine delays it: ptjit-bench's killloss row measures it), and
-// one stopped with SIGTERM/SIGINT (which flushes) loses nothing. The database is in WAL mode with synchronous=OFF while
+// one stopped with SIGTERM/SIGINT (which flushes) loses nothing. Within a
+// transaction the writer holds versions rows and new pages for multi-row
+// INSERTs of up to 64 rows (batch.go): a JIT making thousands of versions
+// a second costs a statement per 64 versions rather than two or three
+// each (an INSERT, its end's UPDATE, a page), since each statement through
+// database/sql and cgo costs microseconds; an end recorded while its
+// version is held goes into the held row, any other statement first
+// writes the held versions, and a commit writes everything held. The
+// tracker waits for the writer only at the back-pressure bound (maxPending
+// bytes of queued code); Waited reports how often and how long, and the
+// run summary says it when it happened. The database is in WAL mode with synchronous=OFF while
 // recording: a committed transaction is in the kernel's page cache, which
 // survives any crash or kill of ptjit or of the program; only a crash of
 // the machine itself can lose the recording's tail (a checkpoint's fsync
