@@ -333,9 +333,16 @@
 // ranges of changedMin (1 MiB) or more, where a full copy (about 0.05
 // µs/KiB above a 3 µs base: 55 µs and up, plus hashing and comparing a
 // megabyte in the db writer) costs about as much as the scan and the
-// faults. ptjit-bench's copy row measures both modes at 4 MiB, 1 MiB and
-// 64 KiB and on LuaJIT (BENCHMARKS.md); --copy=changed forces tracking
-// for every eligible range (the tests use it).
+// faults. ptjit-bench's copy row measures both modes (BENCHMARKS.md,
+// 2026-11-23, load 2–6): ptjit's extra time with changed pages over that
+// with full copies is 0.16–0.21× at 4 MiB, 0.55× at 1 MiB, 0.84–1.02× at
+// 64 KiB (testdata/jit-pages, two pages written per version), and on
+// LuaJIT ptjit's time in stops grows 1.78×. --copy=changed forces
+// tracking for every eligible range (the tests use it).
+//
+// Huge pages: a store into a protected transparent huge page unprotects
+// all of it, so the scan reports 512 pages and all are read (correct, not
+// cheaper); khugepaged does not collapse registered ranges.
 //
 // # W^X (--wx)
 //
