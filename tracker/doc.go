@@ -339,10 +339,7 @@
 // 64 KiB (testdata/jit-pages, two pages written per version), and on
 // LuaJIT ptjit's time in stops grows 1.78×. --copy=changed forces
 // tracking for every eligible range (the tests use it).
-//
-// Huge pages: a store into a protected transparent huge page unprotects
-// all of it, so the scan reports 512 pages and all are read (correct, not
-// cheaper); khugepaged does not collapse registered ranges.
+
 //
 // # W^X (--wx)
 //
