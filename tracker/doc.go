@@ -339,7 +339,6 @@
 // 64 KiB (testdata/jit-pages, two pages written per version), and on
 // LuaJIT ptjit's time in stops grows 1.78×. --copy=changed forces
 // tracking for every eligible range (the tests use it).
-
 //
 // # W^X (--wx)
 //
