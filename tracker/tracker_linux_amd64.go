@@ -242,6 +242,9 @@ type pendingOp struct {
 	// one was in flight (noteLater); the kernel gave them out after this
 	// call freed them, so its exit must not unmap them
 	later []ival
+	// munmap: another thread's call mapped addresses in this one's range
+	// before its exit stop, so the Space took it then (unmapFirstEffect)
+	unmapped bool
 }
 
 // Start launches the program through launch on a new OS thread that will
