@@ -2,8 +2,8 @@
 // streams of DIR/perf.data and the code history of DIR/code.db, joined into
 // what the decoder needs per thread.
 //
-// Opening. Open maps perf.data read-only (populated at once: the kernel's
-// copy of a pread per buffer was 10% of a soft-PT decode on this VM) and
+// Opening. Open maps perf.data read-only (the kernel's copy of a pread
+// per buffer was 10% of a soft-PT decode on this VM) and
 // reads its AUXTRACE queues (lazily: the PT bytes are copied from the
 // mapping as a decoder asks for them) and code.db's thread
 // table. Threads lists the per-thread queues that hold data, each with the

@@ -30,9 +30,10 @@ func openMappedPerfData(path string) (*perf.PerfData, *mappedPerfData, error) {
 	}
 	st, err := f.Stat()
 	if err == nil && st.Mode().IsRegular() && st.Size() > 0 {
-		// Populated at once (one call, no fault per page: the
-		// recording is read whole anyway).
-		m.data, err = unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_POPULATE)
+		// Not populated: a decode of a time window reads only its
+		// part of a large recording (and populating measured no
+		// faster: the kernel maps page-cache pages 16 at a fault).
+		m.data, err = unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_PRIVATE)
 		m.mapped = err == nil
 	}
 	f.Close()
