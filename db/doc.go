@@ -21,7 +21,11 @@
 // many versions contain it) and inserts them in batched transactions. A
 // version split off another (the part of a large mapping a change left
 // alone) is a row naming its base version's pages (SplitVersion), and a
-// large version is read and queued a chunk at a time (AddVersionRead):
+// large version is read and queued a chunk at a time (AddVersionRead); a
+// version of a range the tracker tracks written pages in (ptjit run
+// --copy) brings only those pages and takes its base version's page hashes
+// for the rest (AddVersionPages: from the base's row held for a batch, or
+// read back from versions.pages):
 // the work of a stop and the memory the Recorder holds follow the pages
 // that changed, not the size of the mapping. The
 // writer takes queued rows at least every 10 ms and commits at least every

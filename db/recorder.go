@@ -545,6 +545,40 @@ func (r *Recorder) AddVersionRead(v Version, read func(addr uint64, b []byte) er
 	return id, vno, err
 }
 
+// PageRun is a run of a version's pages read anew (AddVersionPages).
+type PageRun struct {
+	Addr uint64 // page-aligned, inside the version
+	Data []byte // whole pages; from Buffer, its ownership passes with the call
+}
+
+// AddVersionPages records a version of the range [v.Addr, v.Addr+v.Size)
+// whose bytes are base's, except for the pages in runs: only those are
+// hashed and stored, and the row names base's page hashes for the rest.
+// base must be a version of the same range that AddVersion,
+// AddVersionRead or AddVersionPages recorded (not a split one); the
+// tracker calls it with the pages written since base was read
+// (tracker/pages_linux_amd64.go). v.Data is ignored.
+func (r *Recorder) AddVersionPages(v Version, base int64, runs []PageRun) (id int64, vno int) {
+	id, vno = r.newVersion(v.Region)
+	v.Data = nil
+	n := 0
+	for _, run := range runs {
+		if run.Addr < v.Addr || run.Addr+uint64(len(run.Data)) > v.Addr+v.Size || (run.Addr-v.Addr)%PageSize != 0 {
+			r.setErr(fmt.Errorf("version %d at %#x: pages at %#x outside it", id, v.Addr, run.Addr))
+			return id, vno
+		}
+		n += len(run.Data)
+	}
+	r.pushOp(op{fn: func(w *writer) error {
+		err := w.addVersionPages(id, vno, &v, base, runs)
+		if err == nil {
+			w.txSaved.Versions++
+		}
+		return err
+	}, bytes: n})
+	return id, vno
+}
+
 // SplitVersion records a version whose bytes are those that version base,
 // which starts at baseAddr, has at [v.Addr, v.Addr+v.Size): a part of a
 // version that a change of other pages left alone goes on as a version of
@@ -806,6 +840,49 @@ func (w *writer) addVersion(id int64, vno int, v *Version) error {
 	releaseBuffer(v.Data) // SQLite copied what it keeps
 	v.Data = nil
 	return err
+}
+
+// addVersionPages inserts version id (AddVersionPages): base's page
+// hashes, with those of runs stored and put in their place.
+func (w *writer) addVersionPages(id int64, vno int, v *Version, base int64, runs []PageRun) error {
+	defer func() {
+		for _, run := range runs {
+			releaseBuffer(run.Data)
+		}
+	}()
+	var hashes []byte
+	if i, ok := w.vidx[base]; ok {
+		// still held for a multi-row INSERT (batch.go)
+		hashes = append([]byte(nil), w.vrows[i].hashes...)
+	} else if err := w.queryRow(`SELECT pages FROM versions WHERE id = ?`, base).Scan(&hashes); err != nil {
+		return fmt.Errorf("version %d: base version %d: %w", id, base, err)
+	}
+	if want := int((v.Size + PageSize - 1) / PageSize * 32); len(hashes) != want {
+		return fmt.Errorf("version %d: base version %d has %d page hashes, not %d", id, base, len(hashes)/32, want/32)
+	}
+	for _, run := range runs {
+		h, err := w.pages(nil, v.PID, run.Addr, run.Data)
+		if err != nil {
+			return err
+		}
+		copy(hashes[(run.Addr-v.Addr)/PageSize*32:], h)
+	}
+	return w.holdVersion(versionRow{id: id, region: v.Region, vno: vno, pid: v.PID, tid: v.TID, addr: v.Addr, size: v.Size,
+		hashes: hashes, cause: v.Cause, ip: v.IP, byPtjit: v.ByPtjit, validTSC: v.At.TSC, validNS: v.At.MonoNS})
+}
+
+// queryRow runs a one-row query in the open transaction, preparing it once
+// per transaction (as exec does).
+func (w *writer) queryRow(q string, args ...any) *sql.Row {
+	s, ok := w.stmts[q]
+	if !ok {
+		var err error
+		if s, err = w.tx.Prepare(q); err != nil {
+			return w.tx.QueryRow(q, args...) // reports the same error
+		}
+		w.stmts[q] = s
+	}
+	return s.QueryRow(args...)
 }
 
 // addChunk stores the pages of one chunk of version id (AddVersionRead),

@@ -37,7 +37,10 @@
 //     Section) and, for files, by mapping. Sinks that implement BlockSink
 //     (--stat, --calls, counting) get one call per block; sinks that need
 //     every instruction (ptxed, trace, JSON) do not implement it and get
-//     Insn calls from the same decoder, instruction by instruction. Both
+//     Insn calls from the same decoder, instruction by instruction. A
+//     BlockCounter (--stat's chunks, the call tree) needs only some
+//     blocks: of the others RunFlow just adds the counts to counters
+//     the sink gave, saving a Block call per block. Both
 //     paths give the same flow: TestBlockFlowSynthetic,
 //     TestBlockCacheVersions, ptfmt's TestBlockPathCorpus and the libipt
 //     differential test compare them.

@@ -98,6 +98,63 @@ type BlockSink interface {
 	Block(b *FlowBlock, off, tsc uint64)
 }
 
+// BlockCounter is a BlockSink that needs to see only some blocks: of the
+// others RunFlow only adds the instructions (and the end class) to the
+// counters it gives, one Block call (an interface call, a fifth of the time
+// of ptjit decode --stat) fewer per block. --stat needs no block at all
+// (its counts are the counters); the call tree only the blocks that end in
+// a call or return and the block after one (while its state says so).
+// Skipped blocks are still decoded exactly; only their hand-over is saved.
+type BlockCounter interface {
+	BlockSink
+	// BlockCounts returns the counters, or ok false if every block must
+	// be handed over. It is asked once, before blocks flow.
+	BlockCounts() (c BlockCounts, ok bool)
+}
+
+// BlockCounts are a BlockCounter's counters and what it wants to see. A
+// block is handed over (Block) if *Want is nonzero or WantEnd[its end
+// class] is set; otherwise its N is added to *Insns and, if Classes is not
+// nil, Classes[its end class] is incremented.
+type BlockCounts struct {
+	Insns   *uint64
+	Classes *[256]uint64
+	Want    *uint8
+	WantEnd *[256]bool
+}
+
+// skip reports whether b need not be handed over, and counts it if so.
+func (c *BlockCounts) skip(b *FlowBlock) bool {
+	if *c.Want != 0 || c.WantEnd[b.EndClass] {
+		return false
+	}
+	*c.Insns += uint64(b.N)
+	if c.Classes != nil {
+		c.Classes[b.EndClass]++
+	}
+	return true
+}
+
+// blockCounts returns bs's counters if it is a BlockCounter that offers
+// them (with Want and WantEnd never nil), else nil.
+func blockCounts(bs BlockSink) *BlockCounts {
+	bc, ok := bs.(BlockCounter)
+	if !ok {
+		return nil
+	}
+	c, ok := bc.BlockCounts()
+	if !ok || c.Insns == nil {
+		return nil
+	}
+	if c.Want == nil {
+		c.Want = new(uint8)
+	}
+	if c.WantEnd == nil {
+		c.WantEnd = new([256]bool)
+	}
+	return &c
+}
+
 // BlockTaker is implemented by pass-through sinks that take blocks only
 // when the sink behind them does.
 type BlockTaker interface {
@@ -290,47 +347,50 @@ func (d *FlowDecoder) nextBlock(b *FlowBlock, in *FlowInsn) (ok bool, st int) {
 	if !term {
 		return true, d.flowStatus(0)
 	}
-	// The end instruction, as Next decodes a quiet one.
-	in.IP, in.Size, in.Mode, in.Class, in.Speculative = d.ip, be.tsize, d.mode, be.tclass, d.speculative
-	in.TSC, in.flags, in.Target = tsc, be.flags&blockInsn, 0
-	if in.Section != s {
-		in.Section = s
-	}
+	// The end instruction, as Next decodes a quiet one: filled into in
+	// only where something reads it (proceed, an event or an error
+	// bound to it), not for the usual jump, call or cached TNT bit.
+	end, next := d.ip, d.ip+uint64(be.tsize)
+	var target uint64
 	if be.tclass.IsDirect() {
-		in.Target = d.ip + uint64(int64(be.tdisp))
+		target = end + uint64(int64(be.tdisp))
 	}
 	d.steps++
 	// Follow it as proceed does; the common branches inline (the
 	// libxdc lesson: the hot loop is a handful of branch kinds), the
 	// rest through proceed.
-	switch next := d.ip + uint64(be.tsize); {
+	filled := false
+	switch {
 	case be.tclass == x86.ClassJump:
-		d.ip = in.Target
+		d.ip = target
 		d.icnt++
 	case be.tclass == x86.ClassCall:
 		// A call to the next instruction is not a call for return
 		// compression.
-		if in.Target != next {
+		if target != next {
 			d.retstack.push(next)
 		}
-		d.ip = in.Target
+		d.ip = target
 		d.icnt++
-	case be.tclass == x86.ClassCondJump && !d.q.tnt.Empty() && !d.cfg.TickEvents:
-		// A cached TNT bit: QueryDecoder.condBranch without the refill.
+	case be.tclass == x86.ClassCondJump && !d.cfg.TickEvents:
+		// FlowDecoder.condBranch inline: a cached TNT bit, or the
+		// next TNT packet's.
 		d.ip = next
 		d.steps = 0
-		taken, _ := d.q.tnt.Query()
-		st := d.q.statusFlags()
+		taken, st := d.q.condBranch()
 		if st < 0 {
 			d.icnt++
+			fillEnd(in, be, s, end, target, d.mode, d.speculative, tsc)
 			return true, st
 		}
 		d.icnt = 0
 		d.status = st
 		if taken {
-			d.ip = in.Target
+			d.ip = target
 		}
 	default:
+		fillEnd(in, be, s, end, target, d.mode, d.speculative, tsc)
+		filled = true
 		if st := d.proceed(in); st < 0 {
 			return true, st
 		}
@@ -339,10 +399,13 @@ func (d *FlowDecoder) nextBlock(b *FlowBlock, in *FlowInsn) (ok bool, st int) {
 		b.FirstSize = be.tsize
 	}
 	b.N++
-	b.End += uint64(be.tsize)
-	b.EndClass, b.Target = be.tclass, in.Target
+	b.End = next
+	b.EndClass, b.Target = be.tclass, target
 	if !d.processEvent && d.status&stEventPending == 0 {
 		return true, d.flowStatus(0)
+	}
+	if !filled {
+		fillEnd(in, be, s, end, target, b.Mode, b.Speculative, tsc)
 	}
 	st = d.checkIPEvent(in)
 	if st < 0 {
@@ -355,6 +418,16 @@ func (d *FlowDecoder) nextBlock(b *FlowBlock, in *FlowInsn) (ok bool, st int) {
 		}
 	}
 	return true, st
+}
+
+// fillEnd sets in to a block's end instruction at ip (entry be of section
+// s), as Next would report it.
+func fillEnd(in *FlowInsn, be *blockEntry, s *Section, ip, target uint64, mode x86.ExecMode, spec bool, tsc uint64) {
+	in.IP, in.Size, in.Mode, in.Class, in.Speculative = ip, be.tsize, mode, be.tclass, spec
+	in.TSC, in.flags, in.Target = tsc, be.flags&blockInsn, target
+	if in.Section != s {
+		in.Section = s
+	}
 }
 
 // buildBlock computes the block at offset off of s in mode into be,

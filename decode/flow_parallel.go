@@ -92,6 +92,10 @@ func (r *flowRecorder) replay(sink FlowSink) {
 	var in FlowInsn
 	var blk FlowBlock
 	var relay BlockRelay
+	var cnt *BlockCounts
+	if bs := AsBlockSink(sink); bs != nil {
+		cnt = blockCounts(bs)
+	}
 	for i := 0; i <= len(r.insns); i++ {
 		for x < len(r.extras) && r.extras[x].at == i {
 			e := &r.extras[x]
@@ -109,6 +113,9 @@ func (r *flowRecorder) replay(sink FlowSink) {
 		if ri.blk {
 			blk = FlowBlock{IP: ri.ip, End: ri.ip + uint64(ri.blen), N: ri.n, FirstSize: ri.flags, EndClass: ri.class,
 				Mode: ri.mode, Speculative: ri.spec, Section: r.secs[ri.sec], Target: ri.target, TSC: ri.itsc}
+			if cnt != nil && cnt.skip(&blk) {
+				continue
+			}
 			relay.Send(sink, &blk, ri.off, ri.tsc)
 			continue
 		}
@@ -236,7 +243,11 @@ func ParallelFlowChunksWindow(pt []byte, stop uint64, img *Image, cfg *FlowConfi
 		cfg = &FlowConfig{}
 	}
 	final := stop == uint64(len(pt))
-	psbs := psbOffsets(pt[:stop])
+	var psbs []uint64
+	if jobs > 1 && stop >= 2*parallelChunk {
+		// Only to cut chunks: one core decodes the window whole.
+		psbs = psbOffsets(pt[:stop])
+	}
 	if jobs <= 1 || len(psbs) < 2 || stop < 2*parallelChunk {
 		s := newSink()
 		if final {
@@ -325,6 +336,14 @@ type chunkSink struct {
 func (s *chunkSink) Insn(in *FlowInsn, off, tsc uint64)  { s.next.Insn(in, off, tsc) }
 func (s *chunkSink) Block(b *FlowBlock, off, tsc uint64) { s.relay.Send(s.next, b, off, tsc) }
 func (s *chunkSink) TakesBlocks() bool                   { return s.relay.Takes(s.next) }
+
+// BlockCounts implements BlockCounter: next's, if it is one.
+func (s *chunkSink) BlockCounts() (BlockCounts, bool) {
+	if bc, ok := s.next.(BlockCounter); ok && s.relay.Takes(s.next) {
+		return bc.BlockCounts()
+	}
+	return BlockCounts{}, false
+}
 func (s *chunkSink) Event(ev *Event, off uint64) {
 	if ev.Type == EvEndOfTrace {
 		return

@@ -60,6 +60,10 @@ func RunFlow(d *FlowDecoder, sink FlowSink, resync bool) {
 	// Runs of straight-line code go to a sink that takes them as blocks
 	// (see flow_block.go); everything else instruction by instruction.
 	bs := AsBlockSink(sink)
+	var cnt *BlockCounts
+	if bs != nil {
+		cnt = blockCounts(bs)
+	}
 	var blk FlowBlock
 	for {
 		if needSync {
@@ -108,7 +112,9 @@ func RunFlow(d *FlowDecoder, sink FlowSink, resync bool) {
 				if ok, bst := d.nextBlock(&blk, &in); ok {
 					if bst >= 0 {
 						afterResync = false
-						bs.Block(&blk, off, tsc)
+						if cnt == nil || !cnt.skip(&blk) {
+							bs.Block(&blk, off, tsc)
+						}
 						st = Status(bst)
 						continue
 					}

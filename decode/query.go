@@ -1242,6 +1242,14 @@ func (d *QueryDecoder) decodePacket() int {
 // fetchEvent decodes packets until one produces an event.
 func (d *QueryDecoder) fetchEvent() int {
 	for {
+		// Runs of MTC packets (soft PT writes about one an
+		// instruction): what decodePacket and the loop below do
+		// with one when no event waits, without the dispatch.
+		for d.pkt.Type == ptpkt.PktMTC && d.event == nil && d.evq.empty(bindNow) {
+			d.time.mtc(&d.pkt)
+			d.bound = false
+			d.fetchPacket()
+		}
 		st := d.decodePacket()
 		if st <= 0 {
 			return st
@@ -1291,7 +1299,57 @@ func (d *QueryDecoder) statusFlags() int {
 }
 
 func (d *QueryDecoder) fetchQEvent() {
-	if st := d.fetchEvent(); st < 0 {
+	// fetchEvent's loop, with the hot cases first: a TNT packet with no
+	// event waiting to be delivered — what decodePacket and decodeTNT
+	// would do, without building the standalone Event (a zeroed Event a
+	// TNT packet) — and, before it, runs of MTC packets.
+	st := 0
+	for {
+		if p := &d.pkt; d.event == nil && d.evq.empty(bindNow) {
+			for p.Type == ptpkt.PktMTC {
+				d.time.mtc(p)
+				d.bound = false
+				d.fetchPacket()
+			}
+			if (p.Type == ptpkt.PktTNT8 || p.Type == ptpkt.PktTNT64) && d.enabled && d.evq.empty(bindExStop) {
+				d.cur.Type, d.cur.IPSuppressed, d.cur.IP = EvTNT, false, 0
+				d.cur.TNTBits, d.cur.TNTSize = p.TNTPayload, p.TNTBits
+				d.fetchPacket()
+				d.cur.Offset = d.Offset()
+				return
+			}
+			// A TIP with no event bound to it: decodeTIP's two
+			// visits (the TIP event, then, bound, the move to the
+			// next packet) without the standalone Event.
+			if p.Type == ptpkt.PktTIP && d.enabled && d.evq.empty(bindExStop) && d.evq.empty(bindTIP) {
+				if st = d.updateIP(p); st < 0 {
+					break
+				}
+				if d.bound {
+					d.bound = false
+					d.fetchPacket()
+					continue
+				}
+				d.bound = true
+				ip, c := lastIPQuery(&d.ip)
+				d.cur.Type, d.cur.IPSuppressed, d.cur.IP = EvTIP, c != 0, ip
+				d.cur.TNTBits, d.cur.TNTSize = 0, 0
+				d.cur.Offset = d.Offset()
+				return
+			}
+		}
+		if st = d.decodePacket(); st <= 0 {
+			break
+		}
+		if d.event != nil {
+			st = -int(CodeInternal)
+			break
+		}
+		// As fetchEvent: the new packet isn't bound.
+		d.bound = false
+		d.fetchPacket()
+	}
+	if st < 0 {
 		d.qstatus = st
 		d.cur = Event{Type: EvInvalid}
 		return
@@ -1404,26 +1462,21 @@ func (d *QueryDecoder) cacheTNT() int {
 
 // condBranch returns the next conditional branch outcome.
 func (d *QueryDecoder) condBranch() (taken bool, status int) {
-	t, err := d.tnt.Query()
-	if err != nil {
-		if err != ptpkt.ErrBadQuery {
-			return false, tntErrCode(err)
-		}
+	// (The TNT cache's only error is ErrBadQuery, when it is empty:
+	// tested as Empty, not by comparing errors.)
+	if d.tnt.Empty() {
 		d.lastTime = d.time
 		if e := d.cacheTNT(); e < 0 {
 			return false, e
 		}
-		t, err = d.tnt.Query()
-		if err != nil {
-			if err != ptpkt.ErrBadQuery {
-				return false, tntErrCode(err)
-			}
+		if d.tnt.Empty() {
 			if d.qstatus < 0 {
 				return false, d.qstatus
 			}
 			return false, -int(CodeBadQuery)
 		}
 	}
+	t, _ := d.tnt.Query()
 	return t, d.statusFlags()
 }
 

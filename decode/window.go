@@ -49,17 +49,30 @@ const DefaultWindow = 64 << 20
 // at any parallel chunk boundary. A window with no usable PSB is cut at
 // max bytes. Windows of a BytesTrace are sub-slices, never copies.
 func ForEachWindow(r TraceReader, max int, fn func(pt []byte, stop uint64, base uint64)) error {
-	_, err := ForEachWindowBuf(r, max, nil, fn)
+	var buf []byte
+	if _, ok := r.(BytesTrace); !ok && r.Size() > 0 {
+		// The window mapping (window_linux.go), if it is free.
+		n := int64(max)
+		if n < 4*windowMargin {
+			n = 4 * windowMargin
+		}
+		if buf = takeWindow(int(min(n, r.Size()))); buf != nil {
+			defer releaseWindow()
+		}
+	}
+	_, err := ForEachWindowBuf(r, max, buf, fn)
 	return err
 }
+
+// windowMargin is the room for a PSB+ header after a window's cut.
+const windowMargin = 4096
 
 // ForEachWindowBuf is ForEachWindow reading into buf (grown as needed),
 // which it returns for the next call: a caller that walks many traces
 // one after the other touches the memory of one window only.
 func ForEachWindowBuf(r TraceReader, max int, buf []byte, fn func(pt []byte, stop uint64, base uint64)) ([]byte, error) {
 	size := r.Size()
-	// Room for a PSB+ header after the cut.
-	const margin = 4096
+	const margin = windowMargin
 	if max < 4*margin {
 		max = 4 * margin
 	}

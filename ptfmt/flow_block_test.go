@@ -67,6 +67,11 @@ func TestBlockPathCorpus(t *testing.T) {
 						t.Fatalf("%s sink does not take blocks", format)
 					}
 					counted := &countSink{next: s}
+					if blocks {
+						// As WriteFlow: the call tree behind it sees
+						// only the blocks it needs (decode.BlockCounter).
+						counted.calls, _ = sink.(*callSink)
+					}
 					decode.ParallelFlow(pt, img.Clone(), cfg, counted, o.Resync, jobs)
 					if st, ok := sink.(*StatSink); ok {
 						st.Print(w)
@@ -74,9 +79,31 @@ func TestBlockPathCorpus(t *testing.T) {
 					w.Flush()
 					return fmt.Sprintf("%s\ninsns %d errors %d\n", buf.String(), counted.n.Insns, counted.n.Errors)
 				}
+				// WriteFlow's own sinks (the --stat chunks count their
+				// blocks in the decoder, decode.BlockCounter).
+				writeFlow := func() string {
+					var buf bytes.Buffer
+					w := bufio.NewWriter(&buf)
+					var stat StatSink
+					var counts FlowCounts
+					err := WriteFlow(w, decode.BytesTrace(pt), img.Clone(), cfg, &FlowOptions{Format: format, Where: blockTestWhere,
+						Jobs: jobs, Resync: o.Resync, Stat: &stat, Counts: &counts})
+					if err != nil {
+						t.Fatalf("%s: WriteFlow: %v", row.name, err)
+					}
+					if format == "stat" {
+						stat.Print(w)
+					}
+					w.Flush()
+					return fmt.Sprintf("%s\ninsns %d errors %d\n", buf.String(), counts.Insns, counts.Errors)
+				}
 				got, want := run(true), run(false)
 				if got != want {
 					t.Errorf("%s --%s -j %d: blocks vs instructions: %s", row.name, format, jobs,
+						firstDiff(strings.Split(got, "\n"), strings.Split(want, "\n")))
+				}
+				if got := writeFlow(); got != want {
+					t.Errorf("%s --%s -j %d: WriteFlow vs instructions: %s", row.name, format, jobs,
 						firstDiff(strings.Split(got, "\n"), strings.Split(want, "\n")))
 				}
 			}

@@ -78,12 +78,11 @@ type callSink struct {
 	where func(*decode.FlowInsn) string
 	time  func(uint64) string
 	depth int
-	ret   bool // the previous instruction was a return
-	call  bool // the previous instruction was a call
-	// entry: tracing started anew and no instruction ran since: the next
-	// one is entered, also after a disable and resume in between (a
-	// per-CPU trace's context switch right at the entry)
-	entry bool
+	// kind: kindCall, the previous instruction was a call; kindRet, a
+	// return; kindEntry: tracing started anew and no instruction ran
+	// since: the next one is entered, also after a disable and resume
+	// in between (a per-CPU trace's context switch right at the entry)
+	kind uint8
 	// callEnd is the address after the previous instruction; outCalls
 	// the calls after which tracing stopped (their target is outside the
 	// traced code): their return address and depth, the last one last
@@ -116,6 +115,9 @@ type whereSlot struct {
 
 const whereSlots = 1 << 12
 
+// indent is the call tree's indentation up to depth 32, sliced.
+const indent = "                                                                "
+
 // name returns the name of the instruction at ip in sec; in is built (by
 // mk) only when the memo does not have it.
 func (s *callSink) name(sec *decode.Section, ip uint64, mk func() decode.FlowInsn) string {
@@ -145,8 +147,12 @@ func (s *callSink) line(tsc uint64, arrow, name string) {
 		s.w.Flush()
 	}
 	b := append(s.w.AvailableBuffer(), s.prefix...)
-	for i := 0; i < s.depth; i++ {
-		b = append(b, ' ', ' ')
+	if 2*s.depth <= len(indent) {
+		b = append(b, indent[:2*s.depth]...)
+	} else {
+		for i := 0; i < s.depth; i++ {
+			b = append(b, ' ', ' ')
+		}
 	}
 	b = append(append(append(b, arrow...), name...), '\n')
 	s.w.Write(b)
@@ -155,11 +161,11 @@ func (s *callSink) line(tsc uint64, arrow, name string) {
 // enter prints the line of a call's or return's target, the instruction
 // at ip in sec (in, built only when its name is not known yet).
 func (s *callSink) enter(tsc uint64, sec *decode.Section, ip uint64, in func() decode.FlowInsn) {
-	if s.call {
+	if s.kind&kindCall != 0 {
 		s.line(tsc, "-> ", s.name(sec, ip, in))
 		s.depth++
 	}
-	if s.ret {
+	if s.kind&kindRet != 0 {
 		if s.depth > 0 {
 			s.depth--
 		}
@@ -168,7 +174,7 @@ func (s *callSink) enter(tsc uint64, sec *decode.Section, ip uint64, in func() d
 }
 
 func (s *callSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
-	if s.call || s.ret {
+	if s.kind&(kindCall|kindRet) != 0 {
 		s.enter(in.TSC, in.Section, in.IP, func() decode.FlowInsn { return *in })
 	}
 	s.setEnd(in.Class)
@@ -178,18 +184,54 @@ func (s *callSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
 // Block implements decode.BlockSink: only a block's first instruction can
 // follow a call or return, and only its last one can be one.
 func (s *callSink) Block(b *decode.FlowBlock, off, tsc uint64) {
-	if s.call || s.ret {
-		s.enter(b.TSC, b.Section, b.IP, b.First)
+	if s.kind&(kindCall|kindRet) != 0 {
+		s.enterBlock(b)
+		return
 	}
+	s.kind, s.callEnd = callKinds[b.EndClass], b.End
+}
+
+// enterBlock is enter for a block's first instruction (out of Block, which
+// stays small enough to inline).
+//
+//go:noinline
+func (s *callSink) enterBlock(b *decode.FlowBlock) {
+	s.enter(b.TSC, b.Section, b.IP, b.First)
 	s.setEnd(b.EndClass)
 	s.callEnd = b.End
 }
 
 func (s *callSink) setEnd(c x86.InsnClass) {
-	s.entry = false
-	s.call = c.IsCall() || c == x86.ClassFarCall || c == x86.ClassSyscall
-	s.ret = c == x86.ClassRet || c == x86.ClassFarRet || c == x86.ClassSysret
+	s.kind = callKinds[c]
 }
+
+// callKinds says which classes of instruction end a block with a call
+// (kindCall) or a return (kindRet) for the call tree: one load per block.
+var callKinds = func() (t [256]uint8) {
+	for _, c := range []x86.InsnClass{x86.ClassCall, x86.ClassIndCall, x86.ClassFarCall, x86.ClassSyscall} {
+		t[c] |= kindCall
+	}
+	for _, c := range []x86.InsnClass{x86.ClassRet, x86.ClassFarRet, x86.ClassSysret} {
+		t[c] |= kindRet
+	}
+	return t
+}()
+
+const (
+	kindCall = 1 << iota
+	kindRet
+	kindEntry
+)
+
+// callWant is the call tree's decode.BlockCounts.WantEnd: the blocks that
+// end in a call or a return (besides them it needs only the block after
+// one, and that while kind says so).
+var callWant = func() (t [256]bool) {
+	for c, k := range callKinds {
+		t[c] = k != 0
+	}
+	return t
+}()
 
 func (s *callSink) Event(ev *decode.Event, off uint64) {
 	if ev.StatusUpdate {
@@ -210,22 +252,24 @@ func (s *callSink) Event(ev *decode.Event, off uint64) {
 			s.outCalls = s.outCalls[:l-1] // a syscall returning
 		}
 		if !ev.Resumed {
-			s.entry, s.depth = true, 0
+			s.kind, s.depth = kindEntry, 0
 			for i := len(s.outCalls) - 1; i >= 0; i-- {
 				if c := s.outCalls[i]; !ev.IPSuppressed && c.ret == ev.IP {
-					s.entry, s.depth, s.outCalls = false, c.depth, s.outCalls[:i]
+					s.kind, s.depth, s.outCalls = 0, c.depth, s.outCalls[:i]
 					break
 				}
 			}
 		}
-		// resumed where it paused (EvAsyncDisabled below): the call or
-		// return before the pause enters its target now
-		s.call, s.ret = s.call || s.entry, s.ret && ev.Resumed
-		if !ev.Resumed {
-			s.call = s.entry
+		// an entry is entered as a call is; tracing resumed where it
+		// paused (EvAsyncDisabled below) keeps the call or return
+		// before the pause: it enters its target now
+		if s.kind&kindEntry != 0 {
+			s.kind = kindEntry | kindCall
+		} else if !ev.Resumed {
+			s.kind = 0
 		}
 	default:
-		if ev.Type == decode.EvDisabled && s.call {
+		if ev.Type == decode.EvDisabled && s.kind&kindCall != 0 {
 			if len(s.outCalls) == maxOutCalls {
 				s.outCalls = append(s.outCalls[:0], s.outCalls[1:]...)
 			}
@@ -235,14 +279,14 @@ func (s *callSink) Event(ev *decode.Event, off uint64) {
 			// an asynchronous disable pauses the flow at the last
 			// instruction's target (ev.From), not yet run: a call or
 			// return before it stays pending (Profile.Event)
-			s.call, s.ret = false, false
+			s.kind &= kindEntry
 		}
 	}
 }
 
 func (s *callSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
 	fmt.Fprintf(s.w, "[%s: pt offset %#x, ip %#x: %s]\n", kind, e.Offset, e.IP, e.Code)
-	s.call, s.ret, s.depth, s.entry = false, false, 0, false
+	s.kind, s.depth = 0, 0
 	s.outCalls = s.outCalls[:0]
 }
 
@@ -386,6 +430,10 @@ type countSink struct {
 	n     FlowCounts
 	base  uint64
 	relay decode.BlockRelay
+	// calls is next when it is the call tree's sink: its blocks go
+	// there by a direct call (the usual block, not a call or return
+	// nor after one, is then a few instructions inline)
+	calls *callSink
 }
 
 func (c *countSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
@@ -405,9 +453,22 @@ func (c *countSink) Event(ev *decode.Event, off uint64) {
 // Block implements decode.BlockSink; TakesBlocks says whether next does.
 func (c *countSink) Block(b *decode.FlowBlock, off, tsc uint64) {
 	c.n.Insns += uint64(b.N)
+	if c.calls != nil {
+		c.calls.Block(b, off+c.base, tsc)
+		return
+	}
 	c.relay.Send(c.next, b, off+c.base, tsc)
 }
 func (c *countSink) TakesBlocks() bool { return c.relay.Takes(c.next) }
+
+// BlockCounts implements decode.BlockCounter in front of the call tree:
+// the blocks it does not need are only counted.
+func (c *countSink) BlockCounts() (decode.BlockCounts, bool) {
+	if c.calls == nil {
+		return decode.BlockCounts{}, false
+	}
+	return decode.BlockCounts{Insns: &c.n.Insns, Want: &c.calls.kind, WantEnd: &callWant}, true
+}
 func (c *countSink) Error(e *decode.FlowError, kind decode.ErrorKind) {
 	c.n.Errors++
 	if c.base != 0 {
@@ -435,6 +496,7 @@ func WriteFlow(w *bufio.Writer, src decode.TraceReader, img *decode.Image, cfg *
 		calls = &countSink{next: o.Profile}
 	} else if o.Format == "calls" {
 		calls = &countSink{next: o.withOrigin(NewFlowSink(o.Format, w, o.Where, o.Time))}
+		calls.calls, _ = calls.next.(*callSink)
 	}
 	if calls != nil {
 		if o.Counts != nil {
@@ -454,7 +516,10 @@ func WriteFlow(w *bufio.Writer, src decode.TraceReader, img *decode.Image, cfg *
 		decode.ParallelFlowChunksWindow(pt, stop, img, cfg, o.Resync, o.Jobs,
 			func() decode.FlowSink {
 				c := &chunkOut{}
-				c.w = bufio.NewWriterSize(&c.buf, 1<<16)
+				if o.Format != "stat" {
+					// (--stat writes nothing: no 64 KiB buffer a chunk)
+					c.w = bufio.NewWriterSize(&c.buf, 1<<16)
+				}
 				c.inner = NewFlowSink(o.Format, c.w, o.Where, o.Time)
 				c.stat, _ = c.inner.(*StatSink)
 				c.sink = &decode.OffsetSink{Next: o.window(&c.count), Base: base + o.Base}
@@ -465,8 +530,11 @@ func WriteFlow(w *bufio.Writer, src decode.TraceReader, img *decode.Image, cfg *
 			},
 			func(s decode.FlowSink) {
 				c := s.(*chunkOut)
-				c.w.Flush()
-				w.Write(c.buf.Bytes())
+				c.settle()
+				if c.w != nil {
+					c.w.Flush()
+					w.Write(c.buf.Bytes())
+				}
 				progress(base + c.last)
 				if ss, ok := c.inner.(*StatSink); ok && o.Stat != nil {
 					o.Stat.Add(ss)
@@ -541,6 +609,27 @@ type chunkOut struct {
 	// chain: a time window or an origin map sits between count and
 	// inner, so blocks take the way of instructions (sink)
 	chain bool
+	// skipped: instructions of the blocks counted into stat's classes
+	// without a Block call (decode.BlockCounter); settle adds them
+	skipped uint64
+}
+
+// BlockCounts implements decode.BlockCounter for --stat: no block need be
+// handed over, the decoder counts them.
+func (c *chunkOut) BlockCounts() (decode.BlockCounts, bool) {
+	if c.chain || c.stat == nil {
+		return decode.BlockCounts{}, false
+	}
+	return decode.BlockCounts{Insns: &c.skipped, Classes: &c.stat.classes}, true
+}
+
+// settle adds the skipped blocks' instructions to the counts.
+func (c *chunkOut) settle() {
+	if c.stat != nil {
+		c.stat.insns += c.skipped
+	}
+	c.count.n.Insns += c.skipped
+	c.skipped = 0
 }
 
 func (c *chunkOut) Insn(in *decode.FlowInsn, off, tsc uint64) {

@@ -110,7 +110,7 @@ func (s *traceSink) errorOnCPU(e *decode.FlowError, kind decode.ErrorKind, cpu i
 
 func (s *callSink) errorOnCPU(e *decode.FlowError, kind decode.ErrorKind, cpu int) {
 	s.w.WriteString(cpuErrorText(e, kind, cpu))
-	s.call, s.ret, s.depth = false, false, 0
+	s.kind, s.depth = s.kind&kindEntry, 0
 }
 
 func (s *jsonSink) errorOnCPU(e *decode.FlowError, kind decode.ErrorKind, cpu int) {

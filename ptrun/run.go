@@ -37,7 +37,10 @@ type Config struct {
 	// deterministic placement (0: the CPUs threads really ran on).
 	SoftLayout softpt.Layout
 	SoftCPUs   int
-	Stderr     io.Writer // ptjit's messages; nil: os.Stderr
+	// Copy is how later versions of a JIT range are read (--copy; "" is
+	// auto).
+	Copy   tracker.CopyMode
+	Stderr io.Writer // ptjit's messages; nil: os.Stderr
 }
 
 // KilledError says ptjit was stopped by a signal; the program was killed
@@ -147,7 +150,7 @@ func Run(cfg Config) (status int, err error) {
 	defer signal.Stop(sigc)
 
 	t0 := time.Now()
-	tr, err := tracker.Start(tracker.Options{Recorder: rec, Pin: pin, WX: cfg.WX, Warnf: warnf, SoftPT: pt.soft, SoftFilter: cfg.SoftFilter}, pt.launch(path, cfg.Argv))
+	tr, err := tracker.Start(tracker.Options{Recorder: rec, Pin: pin, WX: cfg.WX, Warnf: warnf, SoftPT: pt.soft, SoftFilter: cfg.SoftFilter, Copy: cfg.Copy}, pt.launch(path, cfg.Argv))
 	if err != nil {
 		// The program never ran: leave no half recording behind.
 		rec.Close()
@@ -200,6 +203,10 @@ func Run(cfg Config) (status int, err error) {
 		// processes where every mprotect stops (ptjit managed memory
 		// there); elsewhere only those adding PROT_EXEC (tracker/doc.go)
 		"full_protect_processes": strconv.Itoa(st.FullProtect),
+		// how versions were read (tracker/pages_linux_amd64.go)
+		"copy_mode": string(st.Copy.Mode), "copy_changed_ranges": strconv.Itoa(st.Copy.Ranges),
+		"copy_changed_versions": strconv.Itoa(st.Copy.Versions), "copy_pages_read": strconv.FormatInt(st.Copy.PagesRead, 10),
+		"copy_pages": strconv.FormatInt(st.Copy.Pages, 10), "copy_fallback": st.Copy.Fallback,
 		// ptjit's own peak RSS (not the program's, which /usr/bin/time
 		// reports instead when it is larger): what the recording cost
 		"tracer_maxrss_kb": strconv.FormatInt(maxRSSKB(), 10),
@@ -293,6 +300,7 @@ func Summary(st tracker.Stats) string {
 		plural(st.Regions, "region", "regions"), plural(st.Versions, "version", "versions"),
 		plural(st.FileMaps, "file mapping", "file mappings"), plural(int(st.Stops), "stop", "stops"),
 		float64(st.StopNS)/1e6, per, float64(st.Bytes)/1e6)
+	s += ", " + tracker.CopySummary(st.Copy)
 	if st.FullProtect > 0 {
 		s += fmt.Sprintf(", every mprotect stopped in %s (managed memory)", plural(st.FullProtect, "process", "processes"))
 	}

@@ -272,6 +272,74 @@
 // bytes: that bounds a JIT like LuaJIT under a ptrace recorder to well
 // above its time alone.
 //
+// # Changed pages (--copy)
+//
+// A JIT that rewrites a few pages of a large area between versions pays,
+// under full copies, for reading the whole area at every version. With
+// Options.Copy (ptjit run --copy; pages_linux_amd64.go) a range's first
+// version is read whole and the range write-protected with a userfaultfd
+// in asynchronous mode (UFFD_FEATURE_WP_ASYNC, Linux 6.7): a store to a
+// protected page is not reported to anyone, the kernel unprotects the page
+// and the store goes on, and the page counts as written. Each later
+// version of the same range runs PAGEMAP_SCAN on /proc/PID/pagemap, which
+// returns the written pages and protects them again in the same call
+// (PM_SCAN_WP_MATCHING), reads only those, and records a row that names
+// the previous version's page hashes for the rest (db.AddVersionPages).
+// Order makes it exact: protect, then read; a store after the scan is
+// seen by the next one, a store between the scan and the read is read now
+// and again next time.
+//
+//   - The userfaultfd must belong to the program's mm: ptjit makes it there
+//     with an injected userfaultfd(2) (UFFD_USER_MODE_ONLY, allowed with
+//     vm.unprivileged_userfaultfd=0), takes a duplicate with pidfd_getfd
+//     and closes the program's descriptor with an injected close, so the
+//     program never holds a descriptor it did not open. UFFDIO_API,
+//     UFFDIO_REGISTER and UFFDIO_WRITEPROTECT then work from ptjit on the
+//     duplicate (the context keeps the mm it was made in). Injection needs
+//     a syscall-exit stop: the first exec-adding call that the mode would
+//     track is skipped, the userfaultfd made at its exit stop, and the call
+//     restarted (restartAround, shared with the full-protect filter).
+//   - Only private anonymous memory is registered: a store through another
+//     mapping of shared or file memory changes the pages without a fault
+//     in this one. Writable-and-executable memory is W^X's (its stores are
+//     emulated or stepped). A range the program re-maps (mmap, mremap) is
+//     a new vma without the registration: PM_SCAN_CHECK_WPASYNC fails the
+//     scan, and the range is registered again and read whole; a new
+//     region over a tracked range, or its region's end, drops it too.
+//     Pages MADV_DONTNEED dropped read as zeros without a store: the
+//     scan reports them written on 6.18 (their protection marker went with
+//     them); a second scan for pages neither present nor swapped (no
+//     marker) makes that explicit for any kernel that does not.
+//   - A fork's child has no registration (no UFFD_FEATURE_EVENT_FORK): its
+//     space gets its own userfaultfd at its first tracked call. An exec
+//     drops the space and its userfaultfd with it.
+//   - Never break the program: a process with a seccomp filter of its own
+//     (Seccomp_filters above ptjit's own, which it inherits, plus those
+//     ptjit installed; its filter could kill it for the call) or a userfaultfd of its own (its registration of a range
+//     ptjit registered would fail with EBUSY) gets full copies, and so does
+//     a process where any step fails (an older kernel: UFFDIO_API refuses
+//     WP_ASYNC). The summary and the meta table (copy_mode, copy_fallback)
+//     say which mode ran and why not. Not handled: a program that makes its
+//     first userfaultfd after ptjit registered a range, and registers that
+//     range, gets EBUSY.
+//
+// What it costs, measured with testdata/wpprobe on this VM (6.18, a quiet
+// hour; 3–10× more under load): a store to a protected page faults, 15.6
+// µs, paid by the program once per written page and version; PAGEMAP_SCAN
+// with re-protection 29.9 µs, the query alone 1.7 µs; process_vm_readv 6.0
+// µs for 64 KiB, 3.1 µs for 4 KiB. Soft-dirty bits are not kept on this
+// kernel. So a version of a 64 KiB area with a page or two written costs
+// about 6 µs to copy and about 65 µs to track: --copy=auto tracks only
+// ranges of changedMin (1 MiB) or more, where a full copy (about 0.05
+// µs/KiB above a 3 µs base: 55 µs and up, plus hashing and comparing a
+// megabyte in the db writer) costs about as much as the scan and the
+// faults. ptjit-bench's copy row measures both modes (BENCHMARKS.md,
+// 2026-11-23, load 2–6): ptjit's extra time with changed pages over that
+// with full copies is 0.16–0.21× at 4 MiB, 0.55× at 1 MiB, 0.84–1.02× at
+// 64 KiB (testdata/jit-pages, two pages written per version), and on
+// LuaJIT ptjit's time in stops grows 1.78×. --copy=changed forces
+// tracking for every eligible range (the tests use it).
+//
 // # W^X (--wx)
 //
 // Stores into memory the program keeps writable and executable (RWX) change

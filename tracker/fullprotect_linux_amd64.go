@@ -65,6 +65,9 @@ import (
 type fullProtectState struct {
 	on     bool // the process has the filter
 	failed bool // injecting it failed (warned); not tried again
+	// filters counts the filters of every kind ptjit injected in the
+	// process (inherited over fork and exec, as the filters are)
+	filters int
 }
 
 // ensureFullProtect gives th's process the filter that stops every
@@ -107,6 +110,16 @@ func (t *Tracer) restartForFullProtect(th *thread, regs unix.PtraceRegs, op *pen
 	if p.full.on || p.full.failed {
 		return false
 	}
+	return t.restartAround(th, regs, op, t.ensureFullProtect)
+}
+
+// restartAround skips the call th is stopped at the seccomp stop of (op,
+// with th's registers regs), runs at(th) at its exit stop, where ptjit can
+// act in the tracee, and restarts the call, which stops again. It reports
+// true: the thread was resumed, or is gone.
+//
+// Precondition: on the locked tracer thread; th is in its seccomp stop.
+func (t *Tracer) restartAround(th *thread, regs unix.PtraceRegs, op *pendingOp, at func(*thread)) bool {
 	skip := regs
 	skip.Orig_rax = ^uint64(0)
 	if err := unix.PtraceSetRegs(th.tid, &skip); err != nil {
@@ -127,7 +140,7 @@ func (t *Tracer) restartForFullProtect(th *thread, regs unix.PtraceRegs, op *pen
 			th.held = append(th.held, sig)
 		}
 	}
-	t.ensureFullProtect(th)
+	at(th)
 	r := regs
 	r.Rip = op.ip
 	r.Rax = uint64(op.nr)

@@ -272,5 +272,8 @@ func (t *Tracer) injectFilter(th *thread, rules []Rule) error {
 	if err == nil && ret > 0 {
 		return fmt.Errorf("seccomp(SECCOMP_FILTER_FLAG_TSYNC): thread %d has other filters", ret)
 	}
+	if err == nil {
+		th.proc.full.filters++
+	}
 	return err
 }

@@ -73,6 +73,9 @@ func (t *Tracer) seccompEntry(th *thread) {
 		t.resume(th.tid, 0)
 		return
 	}
+	if t.restartForPages(th, regs, op) {
+		return // the call stops again, with the userfaultfd made
+	}
 	th.op = op
 	kprot := op.args[2]
 	for _, rewrite := range entryRewrites {
@@ -276,18 +279,24 @@ func (t *Tracer) coreNeedsExit(th *thread, op *pendingOp) bool {
 //     mremap moves — before the Space changes, because a re-read of
 //     /proc/PID/maps there (a PROT_GROWSDOWN mprotect) must not take them
 //     for batch pages.
-//  3. coreEffect: the Space takes the call's effect (versions, regions,
+//  3. pagesEffect: --copy forgets the tracked ranges an munmap, mremap
+//     or mmap changed (pages_linux_amd64.go), before the Space records
+//     the call's versions there.
+//  4. unmapFirstEffect: another thread's munmap still in flight over the
+//     range this call mapped has happened (the kernel gave the addresses
+//     out again): the Space takes it first.
+//  5. coreEffect: the Space takes the call's effect (versions, regions,
 //     file mappings).
-//  4. procmemEffect: a write through /proc/PID/mem or process_vm_writev
+//  6. procmemEffect: a write through /proc/PID/mem or process_vm_writev
 //     re-records the pages it wrote; a new mem descriptor is watched.
 //     These calls are no other feature's, so the place is free; it is
 //     next to the core, whose kind of effect it is.
-//  5. aliasEffect: the shared-mapping table follows the call and the
+//  7. aliasEffect: the shared-mapping table follows the call and the
 //     writable aliases are write-protected again (injected mprotects of
 //     the mapping the call left).
-//  6. wxMovedEffect: batch pages an mremap moved become executable-only
+//  8. wxMovedEffect: batch pages an mremap moved become executable-only
 //     at their new place; kernelProt reads the Space after the move.
-//  7. filterEffect: last, the soft filter brings the kernel's protections
+//  9. filterEffect: last, the soft filter brings the kernel's protections
 //     in line with the Space every other effect left; it skips W^X batch
 //     pages, so they must be settled before.
 //
@@ -297,6 +306,8 @@ func (t *Tracer) coreNeedsExit(th *thread, op *pendingOp) bool {
 var exitEffects = []func(*Tracer, *sysExit){
 	(*Tracer).rewriteEffect,
 	(*Tracer).wxClearEffect,
+	(*Tracer).pagesEffect,
+	(*Tracer).unmapFirstEffect,
 	(*Tracer).coreEffect,
 	(*Tracer).procmemEffect,
 	(*Tracer).aliasEffect,
@@ -356,6 +367,60 @@ func (t *Tracer) applyExit(th *thread, op *pendingOp) {
 	t.noteLater(x)
 }
 
+// mappedRange is the range a successful mmap, mprotect or mremap made
+// mapped (ok false for other calls).
+func mappedRange(x *sysExit) (r ival, ok bool) {
+	a, ret := x.op.args, x.ret
+	switch x.op.nr {
+	case unix.SYS_MMAP:
+		return ival{ret, ret + pageUp(a[1])}, true
+	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
+		return ival{a[0], a[0] + pageUp(a[1])}, true
+	case unix.SYS_MREMAP:
+		return ival{ret, ret + pageUp(a[2])}, true
+	}
+	return ival{}, false
+}
+
+// unmapFirstEffect: a call that made [lo, hi) mapped exited while another
+// thread's munmap of an overlapping range is in flight (its exit stop not
+// handled yet). The kernel gave these addresses out only after that
+// munmap freed them, and an munmap removes its whole range under the
+// mmap lock held for writing: all of it has happened, before this call.
+// Left to the munmap's exit, the Space would take this call's mapping as
+// one over the old region's pages and keep the rest of the old range as a
+// split version of its own, a version the program never had (jit-threads:
+// one thread's mmap and mprotect at addresses another thread's munmap
+// freed, about one run in 50). So the munmap's range, less what calls
+// since mapped there (op.later), is unmapped now, stamped at this stop and
+// recorded as the munmap's thread's; its exit then leaves the Space alone
+// (op.unmapped).
+//
+// Precondition: on the locked tracer thread; x.th is in its
+// syscall-exit-stop.
+func (t *Tracer) unmapFirstEffect(x *sysExit) {
+	r, ok := mappedRange(x)
+	if !ok {
+		return
+	}
+	t.spaceThreads(x.sp, func(u *thread) {
+		if u == x.th || u.op == nil || u.op.nr != unix.SYS_MUNMAP || u.op.unmapped {
+			return
+		}
+		s, e := u.op.args[0], u.op.args[0]+pageUp(u.op.args[1])
+		if !(r.s < e && s < r.e) {
+			return
+		}
+		u.op.unmapped = true
+		tid := t.cur.tid
+		t.cur.tid = u.tid
+		for _, m := range minus(s, e, u.op.later) {
+			x.sp.Unmap(m.s, m.e, "munmap")
+		}
+		t.cur.tid = tid
+	})
+}
+
 // noteLater: a call that made [lo, hi) mapped (mmap, mprotect, mremap)
 // exited while another thread's munmap of an overlapping range is in
 // flight. The exit stops of two threads come in any order, but the kernel
@@ -366,16 +431,8 @@ func (t *Tracer) applyExit(th *thread, op *pendingOp) {
 //
 // Precondition: on the locked tracer thread.
 func (t *Tracer) noteLater(x *sysExit) {
-	a, ret := x.op.args, x.ret
-	var r ival
-	switch x.op.nr {
-	case unix.SYS_MMAP:
-		r = ival{ret, ret + pageUp(a[1])}
-	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
-		r = ival{a[0], a[0] + pageUp(a[1])}
-	case unix.SYS_MREMAP:
-		r = ival{ret, ret + pageUp(a[2])}
-	default:
+	r, ok := mappedRange(x)
+	if !ok {
 		return
 	}
 	t.spaceThreads(x.sp, func(u *thread) {
@@ -455,6 +512,9 @@ func (t *Tracer) coreEffect(x *sysExit) {
 		}
 		sp.Protect(a[0], a[0]+pageUp(a[1]), int(a[2])&protRWX, cause)
 	case unix.SYS_MUNMAP:
+		if x.op.unmapped {
+			return // unmapFirstEffect did, at an earlier stop
+		}
 		for _, r := range minus(a[0], a[0]+pageUp(a[1]), x.op.later) {
 			sp.Unmap(r.s, r.e, cause)
 		}

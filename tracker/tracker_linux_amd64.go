@@ -67,6 +67,9 @@ type Options struct {
 	// SoftFilter, with SoftPT, steps and traces only JIT code (ptjit run
 	// --soft-filter=jit; see softfilter_linux_amd64.go).
 	SoftFilter bool
+	// Copy is --copy: how later versions of a JIT range are read ("" is
+	// auto; pages_linux_amd64.go).
+	Copy CopyMode
 }
 
 // Launch starts the program on the tracer thread. It returns the pid of a
@@ -101,6 +104,8 @@ type Stats struct {
 	// happens only when db's back-pressure bound of queued code is reached
 	WriterWaits  int
 	WriterWaitNS int64
+	// Copy: how versions were read (pages_linux_amd64.go)
+	Copy CopyStats
 }
 
 // Result is the outcome of a trace.
@@ -211,6 +216,7 @@ type space struct {
 	alias  aliasState  // writable aliases (wx_alias_linux_amd64.go)
 	filter filterState // --soft-filter=jit (softfilter_linux_amd64.go)
 	names  nameState   // the perf map's lines read so far (names_linux_amd64.go)
+	pages  pageState   // changed-page tracking (pages_linux_amd64.go)
 }
 
 type birth struct {
@@ -236,6 +242,9 @@ type pendingOp struct {
 	// one was in flight (noteLater); the kernel gave them out after this
 	// call freed them, so its exit must not unmap them
 	later []ival
+	// munmap: another thread's call mapped addresses in this one's range
+	// before its exit stop, so the Space took it then (unmapFirstEffect)
+	unmapped bool
 }
 
 // Start launches the program through launch on a new OS thread that will
@@ -260,6 +269,7 @@ func Start(opts Options, launch Launch) (*Tracer, error) {
 	if opts.SoftPT != nil {
 		t.soft = newSoftState(opts.SoftPT)
 	}
+	t.result.Stats.Copy.Mode = t.copyMode()
 	quietStops()
 	started := make(chan error, 1)
 	go func() {
@@ -640,6 +650,7 @@ func (t *Tracer) dropSpace(p *process, at clock.Stamp) {
 		sp.namesClose()
 		sp.inj.close()
 		sp.alias.close()
+		sp.pages.close()
 	}
 }
 
@@ -924,10 +935,15 @@ type sink struct {
 func (s *sink) NewRegion(start, end uint64) int64 {
 	s.t.pollNames(s.sp)
 	s.t.result.Stats.Regions++
+	s.sp.pages.overlapping(start, end)
 	return s.t.rec.NewRegion(s.sp.owner, start, end-start, s.t.cur.at)
 }
 
-func (s *sink) EndRegion(id int64) { s.t.pollNames(s.sp); s.t.rec.EndRegion(id, s.t.cur.at) }
+func (s *sink) EndRegion(id int64) {
+	s.t.pollNames(s.sp)
+	s.sp.pages.forget(id)
+	s.t.rec.EndRegion(id, s.t.cur.at)
+}
 
 func (s *sink) AddVersion(region int64, start, end uint64, prot int, cause string) int64 {
 	s.t.pollNames(s.sp)
@@ -938,10 +954,18 @@ func (s *sink) AddVersion(region int64, start, end uint64, prot int, cause strin
 		pid = t.cur.th.tid
 	}
 	t.result.Stats.Versions++
-	t.result.Stats.Bytes += int64(end - start)
 	v := db.Version{Region: region, PID: s.sp.owner, TID: t.curTID(), Addr: start, Size: end - start,
 		At: t.cur.at, Cause: cause, IP: t.cur.ip, ByPtjit: false}
-	if end-start > db.ChunkSize {
+	if id, ok := t.pagesVersion(s.sp, pid, v, prot, func() int64 { return t.readVersion(pid, v) }); ok {
+		return id
+	}
+	return t.readVersion(pid, v)
+}
+
+// readVersion records v with all its bytes, read through pid.
+func (t *Tracer) readVersion(pid int, v db.Version) int64 {
+	t.result.Stats.Bytes += int64(v.Size)
+	if v.Size > db.ChunkSize {
 		// a large mapping is read and queued a chunk at a time, never
 		// held whole
 		id, _, err := t.rec.AddVersionRead(v, func(addr uint64, b []byte) error { return snapshot.ReadMem(pid, addr, b) })
@@ -951,8 +975,8 @@ func (s *sink) AddVersion(region int64, start, end uint64, prot int, cause strin
 		}
 		return id
 	}
-	v.Data = db.Buffer(int(end - start))
-	if err := snapshot.ReadMem(pid, start, v.Data); err != nil {
+	v.Data = db.Buffer(int(v.Size))
+	if err := snapshot.ReadMem(pid, v.Addr, v.Data); err != nil {
 		t.result.Stats.ReadErrors++
 		t.warnf("%v (recorded as zeros)", err)
 	}

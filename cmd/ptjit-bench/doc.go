@@ -42,6 +42,12 @@
 //     ptjit run, alternating, at least 7 runs, medians, with the load:
 //     ptjit/alone, floor/alone, ptjit/floor (target for LuaJIT: ptjit ≤
 //     1.1× the notif floor);
+//   - copy: ptjit run --copy=full against --copy=changed (issue 12 item
+//     3), alternating with the program alone: testdata/jit-pages (two pages
+//     rewritten per version) with a 4 MiB, a 1 MiB and a 64 KiB region, and
+//     LuaJIT bench.lua 2000; each mode's extra time over alone, their ratio
+//     (target at 4 MiB: changed below full) and ptjit's own time in stops
+//     in each mode (the numbers behind --copy=auto's threshold);
 //   - soft PT: instructions recorded per second against stepbench's bare
 //     PTRACE_SINGLESTEP loop (target ≥ 0.8×), trace bytes per instruction,
 //     and ubpf-test with and without --soft-filter=jit.

@@ -31,9 +31,10 @@ func init() {
 		sf    string
 		sl    string
 		scpus int
+		cp    string
 	)
 	cmd := &cobra.Command{
-		Use:   "run [-o DIR] [-q] [--pt=auto|intel|soft|off] [--wx=auto|precise|batch|off] [--pin=auto|on|off] [--soft-filter=jit|off] [--soft-layout=per-thread|per-cpu] [--soft-cpus=N] [--] PROGRAM [ARGS...]",
+		Use:   "run [-o DIR] [-q] [--pt=auto|intel|soft|off] [--wx=auto|precise|batch|off] [--pin=auto|on|off] [--soft-filter=jit|off] [--soft-layout=per-thread|per-cpu] [--soft-cpus=N] [--copy=auto|changed|full] [--] PROGRAM [ARGS...]",
 		Short: "Run a program and record every version of its executable memory",
 		Long: `run starts PROGRAM under ptrace and records, in DIR/code.db, its processes and
 threads, its file-backed executable mappings, and every version of its other
@@ -76,6 +77,12 @@ on the CPU it really ran on (/proc/TID/stat; all on one CPU when --pin
 pins the program), or with --soft-cpus=N on N virtual CPUs by a
 deterministic rule that makes threads share CPUs and migrate.
 
+--copy=changed reads a JIT range's later versions from the pages written
+since the previous one (a userfaultfd write-protects the range; Linux 6.7+;
+where it cannot run, versions are read whole); full reads every version
+whole; auto (default) is changed for ranges of 1 MiB or more. The summary
+says which mode ran.
+
 An existing recording in DIR is replaced; a DIR holding anything else is
 refused.`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -107,8 +114,12 @@ refused.`,
 			if err != nil {
 				return usage(err)
 			}
+			cm, err := tracker.ParseCopy(cp)
+			if err != nil {
+				return usage(err)
+			}
 			status, err := ptrun.Run(ptrun.Config{OutDir: out, Argv: args, Quiet: quiet, Pin: pm, WX: wm, PT: ptm,
-				GroundTruth: gt, SoftFilter: filter, SoftLayout: layout, SoftCPUs: scpus})
+				GroundTruth: gt, SoftFilter: filter, SoftLayout: layout, SoftCPUs: scpus, Copy: cm})
 			var ke *ptrun.KilledError
 			if err != nil && errors.As(err, &ke) && quiet {
 				err = nil // -q: the status says it
@@ -129,5 +140,6 @@ refused.`,
 	cmd.Flags().StringVar(&sf, "soft-filter", "off", "with --pt=soft: jit steps and traces only JIT code (an IP filter on the JIT regions), off traces everything")
 	cmd.Flags().StringVar(&sl, "soft-layout", "per-thread", "with --pt=soft: perf.data layout, per-thread (one AUX queue per thread) or per-cpu (one per CPU, with context-switch records, as perf record writes on hardware)")
 	cmd.Flags().IntVar(&scpus, "soft-cpus", 0, "with --soft-layout=per-cpu: place threads on N virtual CPUs deterministically (0: on the CPUs they really ran on)")
+	cmd.Flags().StringVar(&cp, "copy", "auto", "how later versions of a JIT range are read: changed (only pages written since the last version), full, or auto (changed for ranges of 1 MiB or more)")
 	rootCmd.AddCommand(cmd)
 }

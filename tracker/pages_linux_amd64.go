@@ -1,0 +1,441 @@
+package tracker
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/ptjit/ptjit/db"
+	"github.com/ptjit/ptjit/snapshot"
+	"golang.org/x/sys/unix"
+)
+
+// Copying only what changed (issue 12 item 3; design and measurements in
+// doc.go, "Changed pages"). A JIT range's first version is read whole and
+// the range is write-protected with a userfaultfd in asynchronous mode
+// (UFFD_FEATURE_WP_ASYNC: a store to a protected page is not reported, the
+// kernel just marks the page written and lets it go on). Each later
+// version of the same range asks PAGEMAP_SCAN which pages were written
+// since (and protects them again in the same call), reads those, and
+// names the previous version's pages for the rest (db.AddVersionPages).
+
+// CopyMode is --copy: how later versions of a JIT range are read.
+type CopyMode string
+
+const (
+	// CopyAuto tracks written pages in ranges of changedMin or more,
+	// where the kernel can (see doc.go for the measured threshold).
+	CopyAuto CopyMode = "auto"
+	// CopyChanged tracks them in every range it can (tests use it).
+	CopyChanged CopyMode = "changed"
+	// CopyFull reads every version whole.
+	CopyFull CopyMode = "full"
+)
+
+// ParseCopy parses --copy.
+func ParseCopy(s string) (CopyMode, error) {
+	switch CopyMode(s) {
+	case CopyAuto, CopyChanged, CopyFull:
+		return CopyMode(s), nil
+	}
+	return "", fmt.Errorf("--copy: %q is not auto, changed or full", s)
+}
+
+// changedMin is the smallest range --copy=auto tracks: below it a full
+// copy costs less than a scan and the write faults (doc.go).
+const changedMin = 1 << 20
+
+// CopyStats say how versions were read (Stats.Copy).
+type CopyStats struct {
+	Mode CopyMode
+	// Ranges whose written pages were tracked, the versions read from
+	// their written pages alone, and the pages read and held by every
+	// version of those ranges (their first, full, versions included).
+	Ranges    int
+	Versions  int
+	PagesRead int64
+	Pages     int64
+	// Fallback is why full copies ran where tracking was wanted (the
+	// first reason seen); "" when none did.
+	Fallback string
+}
+
+// pageState is what one address space keeps for changed-page tracking
+// (space.pages).
+type pageState struct {
+	tried   bool // setup was tried (pagesSetup), with or without success
+	ok      bool // uffd and pagemap are ready
+	uffd    int  // ptjit's duplicate of the userfaultfd made in the program
+	pagemap *os.File
+	// ranges are the write-protected ranges, by start address.
+	ranges map[uint64]*trackedRange
+}
+
+// trackedRange is one write-protected range: the version last recorded
+// for exactly [start, end) of region, whose bytes are the range's at the
+// moment it was protected, plus the pages written since.
+type trackedRange struct {
+	region int64
+	end    uint64
+	last   int64
+}
+
+// close releases the descriptors; the kernel drops the registration with
+// the last reference to the userfaultfd.
+func (st *pageState) close() {
+	if st.ok {
+		unix.Close(st.uffd)
+		st.pagemap.Close()
+	}
+	st.ok = false
+	st.ranges = nil
+}
+
+// forget drops the ranges of a region that ended.
+func (st *pageState) forget(region int64) {
+	for s, r := range st.ranges {
+		if r.region == region {
+			delete(st.ranges, s)
+		}
+	}
+}
+
+// overlapping drops the ranges that [start, end) overlaps: a new region
+// there is new memory (an mremap may move pages that are protected, and
+// not written, into it).
+func (st *pageState) overlapping(start, end uint64) {
+	for s, r := range st.ranges {
+		if s < end && start < r.end {
+			delete(st.ranges, s)
+		}
+	}
+}
+
+// pagesEffect drops the tracked ranges a successful munmap, mremap or
+// mmap changed, before the Space records the call's versions: memory
+// mapped anew there is not registered (the scan would fail and the range
+// be read whole anyway), but pages an mremap moved in from another tracked
+// range are, and hold bytes no scan reports written. An exit effect
+// (syscalls_linux_amd64.go).
+func (t *Tracer) pagesEffect(x *sysExit) {
+	st := &x.sp.pages
+	if len(st.ranges) == 0 {
+		return
+	}
+	a := x.op.args
+	switch x.op.nr {
+	case unix.SYS_MUNMAP:
+		st.overlapping(a[0], a[0]+pageUp(a[1]))
+	case unix.SYS_MREMAP:
+		st.overlapping(a[0], a[0]+pageUp(a[1]))
+		st.overlapping(x.ret, x.ret+pageUp(a[2]))
+	case unix.SYS_MMAP:
+		st.overlapping(x.ret, x.ret+pageUp(a[1]))
+	}
+}
+
+func (t *Tracer) copyMode() CopyMode {
+	if t.opts.Copy == "" {
+		return CopyAuto
+	}
+	return t.opts.Copy
+}
+
+// pagesWanted: a range of size bytes is tracked in this mode.
+func (t *Tracer) pagesWanted(size uint64) bool {
+	switch t.copyMode() {
+	case CopyChanged:
+		return true
+	case CopyAuto:
+		return size >= changedMin
+	}
+	return false
+}
+
+func (t *Tracer) copyFallback(reason string) {
+	if t.result.Stats.Copy.Fallback == "" {
+		t.result.Stats.Copy.Fallback = reason
+	}
+}
+
+// restartForPages handles the seccomp stop of a call that makes anonymous
+// memory executable in a space that has no userfaultfd yet, and whose
+// range the mode tracks: the call is skipped, the userfaultfd made at its
+// exit stop (pagesSetup), and the call restarted (restartAround). Reports
+// false, with nothing done, where there is nothing to set up.
+//
+// Precondition: on the locked tracer thread; th is in its seccomp stop.
+func (t *Tracer) restartForPages(th *thread, regs unix.PtraceRegs, op *pendingOp) bool {
+	sp := th.proc.space
+	if sp == nil || sp.pages.tried || th.dying || t.copyMode() == CopyFull {
+		return false
+	}
+	switch op.nr {
+	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
+	case unix.SYS_MMAP:
+		if op.args[3]&unix.MAP_ANONYMOUS == 0 {
+			return false
+		}
+	default:
+		return false
+	}
+	prot := op.args[2]
+	if prot&unix.PROT_EXEC == 0 || prot&unix.PROT_WRITE != 0 || !t.pagesWanted(pageUp(op.args[1])) {
+		return false
+	}
+	sp.pages.tried = true
+	return t.restartAround(th, regs, op, t.pagesSetup)
+}
+
+// pagesSetup makes a userfaultfd in th's process by an injected
+// userfaultfd(2), takes a duplicate with pidfd_getfd and closes the
+// program's descriptor again by an injected close: the program never
+// holds a descriptor it did not open (for the moment between, its next
+// open may get another number, as when a thread of its own opens one).
+// The userfaultfd works on the mm of the process that made it, from any
+// process that holds it. Any failure leaves full copies, with the reason.
+//
+// Precondition: on the locked tracer thread; th is at a syscall-exit stop.
+func (t *Tracer) pagesSetup(th *thread) {
+	p := th.proc
+	st := &p.space.pages
+	st.tried = true
+	if reason := t.pagesRefused(p); reason != "" {
+		t.copyFallback(reason)
+		return
+	}
+	fd, err := t.inject(th, unix.SYS_USERFAULTFD, unix.O_CLOEXEC|uffdUserModeOnly)
+	if err != nil {
+		if !errors.Is(err, ErrThreadGone) {
+			t.copyFallback("userfaultfd: " + errnoText(err))
+		}
+		return
+	}
+	mine := -1
+	pidfd, err := unix.PidfdOpen(p.pid, 0)
+	if err == nil {
+		mine, err = unix.PidfdGetfd(pidfd, int(fd), 0) // always close-on-exec
+		unix.Close(pidfd)
+	}
+	if _, cerr := t.inject(th, unix.SYS_CLOSE, uint64(fd)); cerr != nil && err == nil && !errors.Is(cerr, ErrThreadGone) {
+		t.warnf("pid %d: closing the userfaultfd ptjit made: %v", p.pid, cerr)
+	}
+	if err != nil {
+		t.copyFallback("pidfd_getfd: " + errnoText(err))
+		return
+	}
+	if err := uffdAPIHandshake(mine); err != nil {
+		unix.Close(mine)
+		t.copyFallback("the kernel has no UFFD_FEATURE_WP_ASYNC (Linux 6.7)")
+		return
+	}
+	pm, err := os.Open("/proc/" + strconv.Itoa(p.pid) + "/pagemap")
+	if err == nil {
+		// PAGEMAP_SCAN came with WP_ASYNC; probed anyway (a page of the
+		// vdso, which no uffd covers)
+		err = pmScan(int(pm.Fd()), p.space.vdso[0], p.space.vdso[0]+pageSize, 0, 0, pageIsPresent, func(uint64, uint64) {})
+		if err != nil {
+			pm.Close()
+		}
+	}
+	if err != nil {
+		unix.Close(mine)
+		t.copyFallback("PAGEMAP_SCAN: " + errnoText(err))
+		return
+	}
+	st.ok, st.uffd, st.pagemap = true, mine, pm
+	st.ranges = map[uint64]*trackedRange{}
+}
+
+// pagesRefused says why ptjit must not make a userfaultfd in p: a
+// seccomp filter of the program's own might kill it for the call, and a
+// program with a userfaultfd of its own may register the ranges ptjit
+// would (the second registration fails with EBUSY).
+func (t *Tracer) pagesRefused(p *process) string {
+	dir := "/proc/" + strconv.Itoa(p.pid)
+	// ptjit's own (a container's, inherited), the launcher's and those
+	// ptjit injected
+	if seccompFilters(dir) > seccompFilters("/proc/self")+1+p.full.filters {
+		return "the program has a seccomp filter of its own"
+	}
+	fds, _ := os.ReadDir(dir + "/fd")
+	for _, f := range fds {
+		if l, _ := os.Readlink(dir + "/fd/" + f.Name()); l == "anon_inode:[userfaultfd]" {
+			return "the program uses userfaultfd"
+		}
+	}
+	return ""
+}
+
+// seccompFilters is the Seccomp_filters count of /proc/PID/status in dir
+// (0 when it cannot be read).
+func seccompFilters(dir string) int {
+	b, err := os.ReadFile(dir + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Seccomp_filters:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
+}
+
+func errnoText(err error) string {
+	var e unix.Errno
+	if errors.As(err, &e) {
+		return unix.ErrnoName(e) + " (" + e.Error() + ")"
+	}
+	return err.Error()
+}
+
+// pagesVersion records v, a new version of an anonymous range read
+// through pid, from its written pages when the range is tracked; full
+// reads it whole. It reports false where the version is not its to
+// record (the mode, the space or the protection rule tracking out: the
+// caller reads it whole).
+//
+// Precondition: on the locked tracer thread.
+func (t *Tracer) pagesVersion(sp *space, pid int, v db.Version, prot int, full func() int64) (int64, bool) {
+	st := &sp.pages
+	// W^X keeps writable+executable memory itself (a store is emulated or
+	// stepped); tracking is for code the program writes while it is not
+	// executable
+	if !st.ok || prot&unix.PROT_WRITE != 0 || !t.pagesWanted(v.Size) {
+		return 0, false
+	}
+	start, end := v.Addr, v.Addr+v.Size
+	cs := &t.result.Stats.Copy
+	if r := st.ranges[start]; r != nil && r.region == v.Region && r.end == end {
+		if id, ok := t.changedVersion(sp, pid, r, v); ok {
+			return id, true
+		}
+	}
+	// protecting the range again resets what the scan would report for
+	// any tracked range it overlaps: those are read whole next time
+	st.overlapping(start, end)
+	if reason := t.pagesRegister(st, pid, start, end); reason != "" {
+		t.copyFallback(reason)
+		return 0, false
+	}
+	id := full()
+	st.ranges[start] = &trackedRange{region: v.Region, end: end, last: id}
+	cs.Ranges++
+	n := int64(v.Size / pageSize)
+	cs.PagesRead += n
+	cs.Pages += n
+	return id, true
+}
+
+// pagesRegister registers [start, end) with the space's userfaultfd and
+// write-protects it, before its bytes are read: a store after this is
+// seen by the next scan. Only private anonymous memory qualifies: a store
+// through another mapping of shared or file memory changes these pages
+// without a fault here. It returns why not, or "".
+func (t *Tracer) pagesRegister(st *pageState, pid int, start, end uint64) string {
+	maps, err := snapshot.ReadMaps(pid)
+	if err != nil {
+		return "reading the maps: " + err.Error()
+	}
+	at := start
+	for _, m := range maps {
+		if m.End <= at || m.Start >= end {
+			continue
+		}
+		if m.Start > at {
+			break
+		}
+		if m.Shared || m.Inode != 0 || strings.HasPrefix(m.Path, "[v") {
+			return "shared, file-backed or special memory"
+		}
+		at = m.End
+	}
+	if at < end {
+		return "a range not mapped whole"
+	}
+	if err := uffdRegisterWP(st.uffd, start, end); err != nil {
+		return "UFFDIO_REGISTER: " + errnoText(err)
+	}
+	if err := uffdProtect(st.uffd, start, end); err != nil {
+		return "UFFDIO_WRITEPROTECT: " + errnoText(err)
+	}
+	return ""
+}
+
+// changedVersion records v from the pages of r written since its last
+// version: those PAGEMAP_SCAN reports written (and write-protects again in
+// the same call), and those no longer populated (MADV_DONTNEED drops
+// anonymous pages with their protection marker: they read as zeros now).
+// It reports false when a part of the range is no longer registered (the
+// program mapped something new there): the caller registers it again and
+// reads it whole.
+func (t *Tracer) changedVersion(sp *space, pid int, r *trackedRange, v db.Version) (int64, bool) {
+	st := &sp.pages
+	start, end := v.Addr, v.Addr+v.Size
+	fd := int(st.pagemap.Fd())
+	var dirty []ival
+	add := func(s, e uint64) { dirty = append(dirty, ival{max(s, start), min(e, end)}) }
+	err := pmScan(fd, start, end, pmScanWPMatching|pmScanCheckWPAsync, 0, pageIsWritten, add)
+	if err == nil {
+		none := uint64(pageIsPresent | pageIsSwapped)
+		err = pmScan(fd, start, end, pmScanCheckWPAsync, none, none, add)
+	}
+	if err != nil {
+		return 0, false
+	}
+	var runs []db.PageRun
+	var read int64
+	for _, d := range mergeIvals(dirty) {
+		// read and queued a chunk at a time, as AddVersionRead does
+		for s := d.s; s < d.e; s += db.ChunkSize {
+			b := db.Buffer(int(min(db.ChunkSize, d.e-s)))
+			if err := snapshot.ReadMem(pid, s, b); err != nil {
+				clear(b)
+				t.result.Stats.ReadErrors++
+				t.warnf("%v (recorded as zeros)", err)
+			}
+			runs = append(runs, db.PageRun{Addr: s, Data: b})
+			read += int64(len(b))
+		}
+	}
+	id, _ := t.rec.AddVersionPages(v, r.last, runs)
+	r.last = id
+	cs := &t.result.Stats.Copy
+	cs.Versions++
+	cs.PagesRead += read / pageSize
+	cs.Pages += int64(v.Size / pageSize)
+	t.result.Stats.Bytes += read
+	return id, true
+}
+
+// CopySummary is the run summary's part on copies: which mode ran, and
+// how much it read.
+func CopySummary(c CopyStats) string {
+	if c.Ranges > 0 {
+		s := fmt.Sprintf("copy: changed pages for %d %s (%d of %d pages read)", c.Ranges, plur(c.Ranges, "range", "ranges"), c.PagesRead, c.Pages)
+		if c.Fallback != "" {
+			s += ", full elsewhere (" + c.Fallback + ")"
+		}
+		return s
+	}
+	switch {
+	case c.Fallback != "":
+		return "copy: full (" + c.Fallback + ")"
+	case c.Mode == CopyFull:
+		return "copy: full (--copy=full)"
+	case c.Mode == CopyChanged:
+		return "copy: full (no anonymous range made executable)"
+	}
+	return fmt.Sprintf("copy: full (no range of %d MiB or more made executable)", changedMin>>20)
+}
+
+func plur(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
