@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -113,23 +112,12 @@ func TestJavaSoftFilterNames(t *testing.T) {
 
 	// the names java published, from its map
 	type named struct {
-		PID        int
-		Addr       string
-		Size       uint64
-		Name       string
-		Versions   []string
+		historyName
 		addr, size uint64 // from the map
 	}
 	var rows []named
-	for _, l := range strings.Split(strings.TrimSpace(e2ePtjit(t, nil, "history", "-i", dir, "--names", "--json").stdout), "\n") {
-		var x named
-		if err := json.Unmarshal([]byte(l), &x); err != nil {
-			t.Fatalf("history --names --json line %q: %v", l, err)
-		}
-		rows = append(rows, x)
-	}
-	if len(rows) == 0 {
-		t.Fatal("no names recorded")
+	for _, x := range historyNames(t, dir) {
+		rows = append(rows, named{historyName: x})
 	}
 	m, err := os.ReadFile(fmt.Sprintf("/tmp/perf-%d.map", rows[0].PID))
 	if err != nil {
@@ -151,7 +139,7 @@ func TestJavaSoftFilterNames(t *testing.T) {
 				if err1 != nil || err2 != nil {
 					t.Fatalf("java's map line %q", l)
 				}
-				methods[fn] = &named{Name: f[2], addr: a, size: s}
+				methods[fn] = &named{historyName: historyName{Name: f[2]}, addr: a, size: s}
 			}
 		}
 	}

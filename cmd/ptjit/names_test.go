@@ -240,29 +240,7 @@ func TestJavaPerfMapNames(t *testing.T) {
 	if r.code != 0 || r.stdout != "java result 14946\n" {
 		t.Fatalf("run: exit %d, stdout %q\n%s", r.code, r.stdout, r.stderr)
 	}
-	var rows []struct {
-		PID      int
-		Addr     string
-		Size     uint64
-		Name     string
-		Versions []string
-	}
-	for _, l := range strings.Split(strings.TrimSpace(e2ePtjit(t, nil, "history", "-i", dir, "--names", "--json").stdout), "\n") {
-		var x struct {
-			PID      int
-			Addr     string
-			Size     uint64
-			Name     string
-			Versions []string
-		}
-		if err := json.Unmarshal([]byte(l), &x); err != nil {
-			t.Fatalf("history --names --json line %q: %v", l, err)
-		}
-		rows = append(rows, x)
-	}
-	if len(rows) == 0 {
-		t.Fatal("no names recorded")
-	}
+	rows := historyNames(t, dir)
 	m, err := os.ReadFile(fmt.Sprintf("/tmp/perf-%d.map", rows[0].PID))
 	if err != nil {
 		t.Fatal(err)
@@ -299,4 +277,31 @@ func TestJavaPerfMapNames(t *testing.T) {
 	if !strings.Contains(s.stdout, "<int Names.fooAdd(int)>:") {
 		t.Errorf("show %s in version %s does not label it:\n%s%s", fooAt, fooIn, s.stdout, s.stderr)
 	}
+}
+
+// historyName is a line of `ptjit history --names --json`.
+type historyName struct {
+	PID      int
+	Addr     string
+	Size     uint64
+	Name     string
+	Versions []string
+}
+
+// historyNames returns the names `ptjit history --names --json` lists for
+// the recording in dir; none is a failure.
+func historyNames(t *testing.T, dir string) []historyName {
+	t.Helper()
+	var rows []historyName
+	for _, l := range strings.Split(strings.TrimSpace(e2ePtjit(t, nil, "history", "-i", dir, "--names", "--json").stdout), "\n") {
+		var x historyName
+		if err := json.Unmarshal([]byte(l), &x); err != nil {
+			t.Fatalf("history --names --json line %q: %v", l, err)
+		}
+		rows = append(rows, x)
+	}
+	if len(rows) == 0 {
+		t.Fatal("no names recorded")
+	}
+	return rows
 }
