@@ -243,6 +243,13 @@
 // supervisor answers before the call runs (or lets it continue blind) — so
 // mprotect/mmap would still need the ptrace exit stop, and the entry
 // notification costs a round trip like the seccomp stop it would replace.
+// Measured (issue 12 item 2, BENCHMARKS.md 2026-11-23 18:35): the floor
+// supervisor with user notification against the same with RET_TRACE, on
+// LuaJIT's 6,000 exec-adding mprotects, 0.99× on a quiet machine and
+// 1.14× under load; node, java and uBPF 0.96-0.99×. It does not win here,
+// and it would bring its own traps (a ptrace stop tears a pending
+// notification down; a program that installs its own listener gets
+// EBUSY), so the exec-adding path stays a RET_TRACE stop.
 //
 // # One stop per mprotect, and the cost of a version
 //
