@@ -178,11 +178,21 @@ func Create(path string, meta Meta) (*Recorder, error) {
 		}
 		return nil, err
 	}
-	sdb, err := sql.Open("sqlite3", "file:"+path+"?_journal_mode=WAL&_synchronous=OFF&_foreign_keys=off")
+	// synchronous=OFF before the switch to WAL: the driver applies a
+	// _journal_mode parameter before _synchronous, so the switch (a write
+	// of the new file's header through a rollback journal) would run with
+	// synchronous=FULL and cost three fsyncs, milliseconds on every run.
+	// Nothing here needs fsync: a recording survives a kill of ptjit or of
+	// the program (the page cache holds it), not a crash of the machine.
+	sdb, err := sql.Open("sqlite3", "file:"+path+"?_synchronous=OFF&_foreign_keys=off")
 	if err != nil {
 		return fail(nil, fmt.Errorf("%s: %w", path, err))
 	}
 	sdb.SetMaxOpenConns(1)
+	sdb.SetMaxIdleConns(1)
+	if _, err := sdb.Exec(`PRAGMA journal_mode = WAL`); err != nil {
+		return fail(sdb, fmt.Errorf("%s: %w", path, err))
+	}
 	// The schema and the meta rows go in one transaction: one write of
 	// the WAL instead of one per statement.
 	tx, err := sdb.Begin()

@@ -5,17 +5,23 @@
 //
 // Launching. Go cannot run code between fork and exec, and the seccomp
 // filter must be installed in the child before the program's execve. So
-// ptjit re-executes itself (/proc/self/exe) with a hidden first argument
-// (HelperArg); that helper runs before anything else in package main (an
-// init function that locks the main goroutine to the main thread), and:
-//  1. blocks reading one byte from a pipe, until the tracer thread has
-//     PTRACE_SEIZE'd it (with TRACESECCOMP, TRACEEXEC, EXITKILL, ...);
-//  2. installs the seccomp filter (tracker.InstallFilter) on the main
-//     thread — only now, because a SECCOMP_RET_TRACE syscall with no tracer
-//     attached fails with ENOSYS;
+// ptjit re-executes itself (/proc/self/exe) with a hidden first argument;
+// a C constructor (helper_linux_amd64.c) sees it before the Go runtime
+// starts, so the helper costs one execve and no Go start (it was a second
+// Go start, about a third of ptjit's fixed cost on /bin/true). It:
+//  1. writes one byte on its handshake socket and blocks reading, until
+//     the tracer thread has PTRACE_SEIZE'd it (with TRACESECCOMP,
+//     TRACEEXEC, EXITKILL, ...) and sent the filter (tracker.Rules,
+//     compiled in Go) as a uint16 count and the sock_filter array; EOF
+//     instead means the tracer is gone and the program must not run;
+//  2. installs the filter — only now, because a SECCOMP_RET_TRACE syscall
+//     with no tracer attached fails with ENOSYS; no_new_privs is set only
+//     when the kernel demands it (no CAP_SYS_ADMIN);
 //  3. execve's the program with the environment, cwd and file descriptors
 //     it was given (fds 0-2 and every inherited fd ptjit did not open
-//     itself; the pipe is closed first).
+//     itself; the socket is closed first). The helper is single-threaded,
+//     never ran Go and installed no signal handler, so the program gets
+//     the signal mask and dispositions Go's ForkExec gave the helper.
 //
 // The tracer sees the helper as a "helper" process and records nothing
 // until its PTRACE_EVENT_EXEC.

@@ -1,6 +1,7 @@
 package ptrun
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,11 +14,6 @@ import (
 	"github.com/ptjit/ptjit/tracker"
 	"golang.org/x/sys/unix"
 )
-
-// HelperArg is the hidden first argument that makes the ptjit binary act
-// as the launcher helper (see doc.go). cmd/ptjit checks for it in an init
-// function and calls Helper.
-const HelperArg = "__ptjit_exec_helper"
 
 // StartError is a program that cannot be started; Code is the shell's
 // status for it (127 not found, 126 found but not executable).
@@ -99,6 +95,10 @@ func Launcher(path string, argv []string, stdio []uintptr) tracker.Launch {
 		stdio = []uintptr{0, 1, 2}
 	}
 	return func() (int, func() error, error) {
+		filter, err := filterMessage()
+		if err != nil {
+			return 0, nil, err
+		}
 		// /proc/self/exe, not its path: the binary may have been replaced
 		// or removed since ptjit started (a rebuild during a long run).
 		const self = "/proc/self/exe"
@@ -132,18 +132,37 @@ func Launcher(path string, argv []string, stdio []uintptr) tracker.Launch {
 		}
 		release := func() error {
 			defer unix.Close(sp[0])
-			_, err := unix.Write(sp[0], []byte{1})
-			return err
+			return writeAll(sp[0], filter)
 		}
 		return pid, release, nil
 	}
+}
+
+// filterMessage is the release message the helper waits for: the seccomp
+// filter (tracker.Rules compiled) as a little-endian uint16 instruction
+// count and the struct sock_filter array, in this machine's layout.
+func filterMessage() ([]byte, error) {
+	prog, err := tracker.Compile(tracker.Rules)
+	if err != nil {
+		return nil, err
+	}
+	if len(prog) == 0 || len(prog) > 4096 {
+		return nil, fmt.Errorf("seccomp filter of %d instructions", len(prog))
+	}
+	msg := binary.LittleEndian.AppendUint16(nil, uint16(len(prog)))
+	for _, in := range prog {
+		msg = binary.LittleEndian.AppendUint16(msg, in.Code)
+		msg = append(msg, in.Jt, in.Jf)
+		msg = binary.LittleEndian.AppendUint32(msg, in.K)
+	}
+	return msg, nil
 }
 
 // helperArgs is the command line that makes the ptjit binary (self) act as
 // the launcher helper: the hand-shake fd, the standard fds to close before
 // the exec ("-" for none; see closedStdio), the resolved path and argv.
 func helperArgs(self string, fd int, path string, argv []string) []string {
-	return append([]string{self, HelperArg, strconv.Itoa(fd), closedStdio(), path}, argv...)
+	return append([]string{self, helperArg, strconv.Itoa(fd), closedStdio(), path}, argv...)
 }
 
 // closedStdio lists the standard fds (0-2) that were closed when ptjit
@@ -177,58 +196,19 @@ func closedStdio() string {
 	return strings.Join(closed, ",")
 }
 
-// Helper is the launcher helper's whole life (see doc.go): args are the
-// pipe fd, the standard fds to close, the resolved path and argv. It never
-// returns.
-//
-// Precondition: called from an init function of package main after
-// runtime.LockOSThread, so this is the process's main thread.
-func Helper(args []string) {
-	if len(args) < 4 {
-		helperFail(127, "launcher: bad arguments")
-	}
-	fd, err := strconv.Atoi(args[0])
-	if err != nil {
-		helperFail(127, "launcher: bad pipe fd")
-	}
-	var closeFDs []int
-	if args[1] != "-" {
-		for _, f := range strings.Split(args[1], ",") {
-			n, err := strconv.Atoi(f)
-			if err != nil || n < 0 || n > 2 {
-				helperFail(127, "launcher: bad fd list "+args[1])
-			}
-			closeFDs = append(closeFDs, n)
+// writeAll writes b to fd whole.
+func writeAll(fd int, b []byte) error {
+	for len(b) > 0 {
+		n, err := unix.Write(fd, b)
+		if errors.Is(err, unix.EINTR) {
+			continue
 		}
+		if err != nil {
+			return err
+		}
+		b = b[n:]
 	}
-	path, argv := args[2], args[3:]
-	var b [1]byte
-	if _, err := unix.Write(fd, []byte{1}); err != nil {
-		os.Exit(127)
-	}
-	if n, _ := readRetry(fd, b[:]); n != 1 {
-		// The tracer is gone before tracing started: do not run the
-		// program untraced.
-		os.Exit(127)
-	}
-	unix.Close(fd)
-	if err := tracker.InstallFilter(); err != nil {
-		helperFail(126, err.Error())
-	}
-	for _, f := range closeFDs {
-		unix.Close(f)
-	}
-	err = unix.Exec(path, argv, os.Environ())
-	code := 126
-	if errors.Is(err, unix.ENOENT) {
-		code = 127
-	}
-	helperFail(code, fmt.Sprintf("%s: %v", argv[0], err))
-}
-
-func helperFail(code int, msg string) {
-	fmt.Fprintf(os.Stderr, "ptjit: %s\n", msg)
-	os.Exit(code)
+	return nil
 }
 
 func readRetry(fd int, b []byte) (int, error) {

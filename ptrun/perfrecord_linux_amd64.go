@@ -75,6 +75,10 @@ func PerfArgs(out string, workload []string) []string {
 
 func (r *perfRecord) launcher(path string, argv []string) tracker.Launch {
 	return func() (int, func() error, error) {
+		filter, err := filterMessage()
+		if err != nil {
+			return 0, nil, err
+		}
 		self, err := os.Executable()
 		if err != nil {
 			self = "/proc/self/exe"
@@ -126,8 +130,7 @@ func (r *perfRecord) launcher(path string, argv []string) tracker.Launch {
 		}
 		release := func() error {
 			defer unix.Close(sp[0])
-			_, err := unix.Write(sp[0], []byte{1})
-			return err
+			return writeAll(sp[0], filter)
 		}
 		return pid, release, nil
 	}

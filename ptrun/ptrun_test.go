@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,14 +18,6 @@ import (
 	"github.com/ptjit/ptjit/ptrun"
 	"github.com/ptjit/ptjit/tracker"
 )
-
-// The test binary is also the launcher helper.
-func init() {
-	if len(os.Args) > 1 && os.Args[1] == ptrun.HelperArg {
-		runtime.LockOSThread()
-		ptrun.Helper(os.Args[2:])
-	}
-}
 
 func TestResolve(t *testing.T) {
 	tmp := t.TempDir()

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,15 +19,6 @@ import (
 	"github.com/ptjit/ptjit/ptrun"
 	"github.com/ptjit/ptjit/tracker"
 )
-
-// The test binary is also the launcher helper: ptrun.Launcher re-executes
-// os.Executable() with ptrun.HelperArg.
-func init() {
-	if len(os.Args) > 1 && os.Args[1] == ptrun.HelperArg {
-		runtime.LockOSThread()
-		ptrun.Helper(os.Args[2:])
-	}
-}
 
 var cprogs struct {
 	once sync.Once

@@ -2,8 +2,6 @@ package main
 
 import (
 	"errors"
-	"os"
-	"runtime"
 
 	"github.com/spf13/cobra"
 
@@ -12,15 +10,6 @@ import (
 )
 
 func init() {
-	// The launcher helper (see ptrun/doc.go): ptjit re-executed with a
-	// hidden first argument to install the seccomp filter and execve the
-	// program. Locking here keeps the main goroutine on the main thread,
-	// the thread that was seized and that must execve.
-	if len(os.Args) > 1 && os.Args[1] == ptrun.HelperArg {
-		runtime.LockOSThread()
-		ptrun.Helper(os.Args[2:]) // never returns
-	}
-
 	var (
 		out   string
 		quiet bool
