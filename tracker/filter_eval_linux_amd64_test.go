@@ -68,6 +68,10 @@ func TestFilterEval(t *testing.T) {
 		{"ptrace GETREGS", x86, unix.SYS_PTRACE, [6]uint64{unix.PTRACE_GETREGS, 1234}, false},
 		{"i386 int 0x80", 0x40000003, 1, [6]uint64{}, true},
 		{"x32 mmap", x86, 0x40000000 | 9, [6]uint64{}, true},
+		{"mprotect RX injected by ptjit (InjectCookie in r9)", x86, unix.SYS_MPROTECT, [6]uint64{0x10000, 4096, unix.PROT_READ | unix.PROT_EXEC, 0, 0, InjectCookie}, false},
+		{"mprotect RX, r9 with the cookie's low half only", x86, unix.SYS_MPROTECT, [6]uint64{0x10000, 4096, unix.PROT_READ | unix.PROT_EXEC, 0, 0, uint64(uint32(InjectCookie))}, true},
+		{"mprotect RX, r9 with the cookie's high half only", x86, unix.SYS_MPROTECT, [6]uint64{0x10000, 4096, unix.PROT_READ | unix.PROT_EXEC, 0, 0, InjectCookie &^ 0xffffffff}, true},
+		{"i386 call with the cookie", 0x40000003, 125, [6]uint64{0, 0, 0, 0, 0, InjectCookie}, true},
 	}
 	for _, c := range cases {
 		ret, err := evalFilter(prog, c.arch, c.nr, c.args)

@@ -1,6 +1,8 @@
 package tracker
 
 import (
+	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 
 	"golang.org/x/sys/unix"
@@ -120,6 +122,29 @@ var FullProtectRules = []Rule{
 // returns RET_TRACE|0x5054 is taken for ptjit's and its call runs.
 const TraceData = 0x5054
 
+// InjectCookie marks the syscalls ptjit injects into a tracee: their
+// sixth argument (r9; the calls ptjit injects take at most five) holds it,
+// and every filter ptjit compiles lets such a call run without a seccomp
+// stop, so an injected call is one PTRACE_SINGLESTEP over the syscall
+// instruction instead of three stops (entry, seccomp, exit). It is random
+// per ptjit run: a program cannot read its own seccomp filters (that takes
+// ptrace, and ptjit is its tracer), so it cannot make its own calls pass
+// unseen, and an r9 left equal by chance is one in 2^64. A zero cookie
+// could be any call's leftover r9, so it is never zero.
+var InjectCookie = newInjectCookie()
+
+func newInjectCookie() uint64 {
+	var b [8]byte
+	for {
+		if _, err := rand.Read(b[:]); err != nil {
+			panic("tracker: no random bytes for the inject cookie: " + err.Error())
+		}
+		if c := binary.LittleEndian.Uint64(b[:]); c != 0 && uint32(c) != 0 {
+			return c
+		}
+	}
+}
+
 // retTrace is what ptjit's filters return to stop the tracee.
 const retTrace = unix.SECCOMP_RET_TRACE | TraceData
 
@@ -166,6 +191,7 @@ const (
 // Compile turns rules into a classic BPF seccomp program:
 //
 //	arch != x86_64           → TRACE (an i386 int 0x80 call: be safe)
+//	args[5] == InjectCookie  → ALLOW (a call ptjit injects)
 //	nr has the x32 bit       → TRACE
 //	nr == rule.Nr            → rule block
 //	otherwise                → ALLOW
@@ -209,6 +235,13 @@ func Compile(rules []Rule) ([]unix.SockFilter, error) {
 		stmt(ldW, offArch),
 		jump(jeqK, auditArchX8664, 1, 0),
 		stmt(retK, retTrace),
+		// A syscall ptjit injects (inject_linux_amd64.go) carries
+		// InjectCookie in its sixth argument: it runs without a stop.
+		stmt(ldW, offArgs+8*5),
+		jump(jeqK, uint32(InjectCookie), 0, 3),
+		stmt(ldW, offArgs+8*5+4),
+		jump(jeqK, uint32(InjectCookie>>32), 0, 1),
+		stmt(retK, retAllow),
 		stmt(ldW, offNr),
 		jump(jgeK, x32SyscallBit, 0, 1),
 		stmt(retK, retTrace),

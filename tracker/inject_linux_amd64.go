@@ -72,7 +72,8 @@ func (t *Tracer) syscallInsn(th *thread) (uint64, error) {
 	return sp.inj.sysAddr, nil
 }
 
-// inject makes th run syscall nr(args) and returns its result. th must be
+// inject makes th run syscall nr(args), at most five arguments, and
+// returns its result. th must be
 // stopped in a signal-delivery-stop or a syscall-exit-stop; its registers
 // are restored afterwards. Signals that arrive meanwhile are held and
 // delivered when th resumes. When th dies meanwhile (or is dying, or
@@ -100,38 +101,53 @@ func (t *Tracer) inject(th *thread, nr int, args ...uint64) (int64, error) {
 		}
 		return 0, &InjectError{th.tid, nr, err}
 	}
+	if len(args) > 5 {
+		return 0, &InjectError{th.tid, nr, errors.New("more than five arguments (the sixth carries InjectCookie)")}
+	}
 	r := saved
 	r.Rip = addr
 	r.Rax = uint64(nr)
 	r.Orig_rax = ^uint64(0)
-	dst := []*uint64{&r.Rdi, &r.Rsi, &r.Rdx, &r.R10, &r.R8, &r.R9}
+	dst := []*uint64{&r.Rdi, &r.Rsi, &r.Rdx, &r.R10, &r.R8}
 	for i, a := range args {
 		*dst[i] = a
 	}
+	r.R9 = InjectCookie
 	if err := unix.PtraceSetRegs(th.tid, &r); err != nil {
 		return 0, &InjectError{th.tid, nr, goneErr(th.tid, err)}
 	}
 	t.result.Stats.Injected++
-	// Run to the syscall-exit stop: entry stop, the seccomp stop of our
-	// own call, exit stop.
-	sysStops := 0
-	for sysStops < 2 {
-		if err := unix.PtraceSyscall(th.tid, 0); err != nil {
+	// One PTRACE_SINGLESTEP over the syscall instruction: ptjit's filters
+	// let the call run (InjectCookie), and the step's trap comes when it
+	// returns, with RIP past the instruction. A signal that arrives first
+	// is held and the step retried; a seccomp stop (a filter of the
+	// program's own that traces the call) is passed.
+	for {
+		if err := unix.PtraceSingleStep(th.tid); err != nil {
 			return fail(err)
 		}
 		kind, sig, err := t.waitThread(th)
 		if err != nil {
 			return 0, &InjectError{th.tid, nr, err}
 		}
-		switch kind {
-		case stopSyscallExit:
-			sysStops++
-		case stopSignal:
-			th.held = append(th.held, sig)
-		default:
-			// the seccomp stop of our own call, a trap or group stop;
-			// clone/fork events cannot come from the calls ptjit makes
+		if kind != stopSignal {
+			continue // a seccomp stop, a trap or group stop
 		}
+		if sig == int(unix.SIGTRAP) {
+			if si, err := getSiginfo(th.tid); err == nil && (si.Code == trapTrace || si.Code == trapBrkpt) {
+				// the step's own trap (a SIGTRAP someone sent has
+				// SI_USER or SI_TKILL): done once the call ran
+				now, err := getRegs(th.tid)
+				if err != nil {
+					return fail(err)
+				}
+				if now.Rip == addr+2 {
+					break
+				}
+				continue
+			}
+		}
+		th.held = append(th.held, sig)
 	}
 	res, err := getRegs(th.tid)
 	if err != nil {
