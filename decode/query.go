@@ -1309,7 +1309,9 @@ func (d *QueryDecoder) fetchQEvent() {
 			for p.Type == ptpkt.PktMTC {
 				d.time.mtc(p)
 				d.bound = false
-				d.fetchPacket()
+				if !d.pd.NextMTC(p) {
+					d.fetchPacket()
+				}
 			}
 			if (p.Type == ptpkt.PktTNT8 || p.Type == ptpkt.PktTNT64) && d.enabled && d.evq.empty(bindExStop) {
 				d.cur.Type, d.cur.IPSuppressed, d.cur.IP = EvTNT, false, 0

@@ -399,5 +399,22 @@ func (d *PacketDecoder) Next(p *Packet) error {
 	return nil
 }
 
+// NextMTC decodes the next packet into p and reports true when it is an
+// MTC, whose only fields are Type, Size and MTC: the decoder's one hot
+// packet where timing packets are dense (soft PT writes one MTC per
+// instruction), read without Next's general dispatch. Anything else (or
+// the end of the trace) consumes nothing and reports false, for Next.
+//
+// Precondition: p's other fields are zero (p holds the previous MTC).
+func (d *PacketDecoder) NextMTC(p *Packet) bool {
+	pos := d.pos
+	if !d.synced || pos+1 >= uint64(len(d.buf)) || d.buf[pos] != opcMTC {
+		return false
+	}
+	p.Type, p.Size, p.MTC = PktMTC, 2, d.buf[pos+1]
+	d.pos = pos + 2
+	return true
+}
+
 // IsEOS reports whether err means the decoder reached the end of the trace.
 func IsEOS(err error) bool { return errors.Is(err, ErrEOS) || errors.Is(err, io.EOF) }

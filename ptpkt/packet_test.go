@@ -426,3 +426,68 @@ func TestHostCPU(t *testing.T) {
 		}
 	}
 }
+
+// TestNextMTC: NextMTC takes exactly the MTC packets Next would, with the
+// same fields, and consumes nothing otherwise (another packet, an MTC cut
+// by the end of the trace, an unsynchronized decoder).
+func TestNextMTC(t *testing.T) {
+	// After the PSB: MTC 0x11, MTC 0xff, TNT-8, MTC 0x22, PAD, then an
+	// MTC opcode with no payload byte.
+	in := psbThen(0x59, 0x11, 0x59, 0xff, 0x06, 0x59, 0x22, 0x00, 0x59)
+	var want []Packet
+	ref := NewPacketDecoder(in, nil)
+	if err := ref.SyncForward(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		var p Packet
+		if err := ref.Next(&p); err != nil {
+			break
+		}
+		want = append(want, p)
+	}
+
+	unsynced := NewPacketDecoder(in, nil)
+	var p Packet
+	if unsynced.NextMTC(&p) || p != (Packet{}) {
+		t.Errorf("NextMTC before sync: true or %+v", p)
+	}
+
+	dec := NewPacketDecoder(in, nil)
+	if err := dec.SyncForward(); err != nil {
+		t.Fatal(err)
+	}
+	var got []Packet
+	mtcs := 0
+	for {
+		before := dec.Offset()
+		var q Packet
+		if len(got) > 0 && got[len(got)-1].Type == PktMTC {
+			q = got[len(got)-1] // the precondition: p holds the previous MTC
+		}
+		if dec.NextMTC(&q) {
+			mtcs++
+			got = append(got, q)
+			continue
+		}
+		if dec.Offset() != before {
+			t.Fatalf("NextMTC reported false and moved from %#x to %#x", before, dec.Offset())
+		}
+		q = Packet{}
+		if err := dec.Next(&q); err != nil {
+			break
+		}
+		got = append(got, q)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d packets, want %d:\n%+v\n%+v", len(got), len(want), got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("packet %d: NextMTC/Next gave %+v, Next alone %+v", i, got[i], want[i])
+		}
+	}
+	if mtcs != 3 { // 0x11, 0xff and 0x22; the cut MTC at the end is Next's (end of trace)
+		t.Errorf("NextMTC took %d packets, want 3", mtcs)
+	}
+}
