@@ -7,8 +7,11 @@
 // filter must be installed in the child before the program's execve. So
 // ptjit re-executes itself (/proc/self/exe) with a hidden first argument;
 // a C constructor (helper_linux_amd64.c) sees it before the Go runtime
-// starts, so the helper costs one execve and no Go start (it was a second
-// Go start, about a third of ptjit's fixed cost on /bin/true). It:
+// starts, so the helper costs one execve and no Go start, and the program
+// is launched from a single-threaded process that never ran Go (with the
+// code.db change of the same day, ptjit run /bin/true went from 20.1 to
+// 19.7 ms on a quiet machine and from 28.6 to 22.6 ms under load;
+// BENCHMARKS.md, 2026-11-25). It:
 //  1. writes one byte on its handshake socket and blocks reading, until
 //     the tracer thread has PTRACE_SEIZE'd it (with TRACESECCOMP,
 //     TRACEEXEC, EXITKILL, ...) and sent the filter (tracker.Rules,

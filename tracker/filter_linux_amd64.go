@@ -14,7 +14,8 @@ import (
 // launcher right before execve (see ptrun) and is inherited by every thread
 // and child; it cannot be changed later, so each rule must be safe for the
 // whole life of the program: it may only let a call through when that call
-// can never change executable memory, whatever the address map is.
+// can never change executable memory, whatever the address map is, or when
+// ptjit made it (InjectCookie).
 //
 // Not in the filter, on purpose:
 //   - execve/execveat: PTRACE_O_TRACEEXEC stops after the new image is
