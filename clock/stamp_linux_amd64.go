@@ -1,9 +1,5 @@
 package clock
 
-import (
-	"time"
-)
-
 // RDTSC returns the raw time-stamp counter (not serialized: the callers take
 // it while the tracee is stopped, microseconds away from any event, so the
 // few cycles of out-of-order slack do not matter).
@@ -20,17 +16,19 @@ func Now() Stamp {
 	return Stamp{TSC: t, MonoNS: Mono()}
 }
 
-// TSCHz measures the TSC frequency against CLOCK_MONOTONIC over about d
-// (10 ms gives better than 0.1 %). The result is rounded to kHz.
-func TSCHz(d time.Duration) uint64 {
-	a := Now()
-	time.Sleep(d)
-	return HzBetween(a, Now())
-}
+// processStart is taken when package clock is initialized, within a
+// millisecond or two of the process's exec: a TSC frequency measured from
+// it (HzBetween(ProcessStart(), Now())) spans the whole life of ptjit
+// without sleeping for it.
+var processStart = Now()
+
+// ProcessStart returns the stamp taken when the process started (package
+// clock's initialization).
+func ProcessStart() Stamp { return processStart }
 
 // HzBetween is the TSC frequency two stamps imply (rounded to kHz), or 0
 // when they do not go forward. Stamps far apart give a better figure than
-// TSCHz's short sleep: a recording measures it over its whole run.
+// a short span: a recording measures it over its whole run.
 func HzBetween(a, b Stamp) uint64 {
 	if b.MonoNS <= a.MonoNS || b.TSC <= a.TSC {
 		return 0

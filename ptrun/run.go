@@ -96,12 +96,19 @@ func Run(cfg Config) (status int, err error) {
 	}
 	defer out.Release()
 	cwd, _ := os.Getwd()
-	// The TSC frequency is measured over the whole run (from calStart
-	// to the program's end): code.db first gets a 1 ms estimate, in case
-	// ptjit is killed, and the run's figure at the end. A 10 ms sleep
-	// before the launch cost every run 10 ms.
-	calStart := clock.Now()
-	hz := clock.TSCHz(time.Millisecond)
+	// The TSC frequency is measured over the whole life of ptjit (from
+	// the process's start, clock.ProcessStart, to the program's end):
+	// code.db first gets an estimate over at least 1 ms, in case ptjit is
+	// killed, and the run's figure at the end, over at least
+	// minCalibration. Spans taken from the process's start instead of
+	// from here leave nothing to sleep for on most runs (a 10 ms sleep
+	// before the launch cost every run 10 ms; from here, a run of
+	// /bin/true still slept 5 ms at its end).
+	calStart := clock.ProcessStart()
+	if d := time.Millisecond - time.Duration(clock.Mono()-calStart.MonoNS); d > 0 {
+		time.Sleep(d)
+	}
+	hz := clock.HzBetween(calStart, clock.Now())
 	dbPath := filepath.Join(cfg.OutDir, "code.db")
 	rec, err := db.Create(dbPath, db.Meta{Command: cfg.Argv, Cwd: cwd, TSCHz: hz, Start: clock.Now()})
 	if err != nil {
@@ -252,9 +259,14 @@ func Run(cfg Config) (status int, err error) {
 	return res.Status, nil
 }
 
-// minCalibration is the shortest span the TSC frequency is measured over
-// (better than 0.1 % here; a longer run gives a better figure).
-const minCalibration = 10 * time.Millisecond
+// minCalibration is the shortest span the TSC frequency is measured over,
+// from the process's start. A span S read with a jitter j (the two clock
+// reads of a stamp, well under a microsecond on a quiet machine) is off by
+// about j/S: 0.003 % at 5 ms here (2596.17–2596.23 MHz against the kernel's
+// 2596.146 on /bin/true runs). The error this puts on a time in the
+// recording is that fraction of the time since the start, so at most about
+// j for a run as long as the span. A longer run gives a better figure.
+const minCalibration = 5 * time.Millisecond
 
 // signalGrace is how long ptjit waits, after a SIGINT, SIGTERM or SIGHUP
 // of its own, to see the program receive the same signal (Ctrl-C, a hangup
