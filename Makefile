@@ -22,10 +22,15 @@ $(SPEEDSCOPE): testdata/web/package.json testdata/web/package-lock.json
 
 # The differential tests against libipt (cgo) run where libipt-dev is
 # installed (.ci/run installs it; under CI=true a missing header fails the
-# run instead of skipping them); every fuzz target runs for FUZZTIME; the
-# packages with goroutines of their own also run under the race detector.
+# run instead of skipping them); every fuzz target runs FUZZTIME inputs;
+# the packages with goroutines of their own also run under the race
+# detector. FUZZTIME is a count, not a duration: with a duration, Go 1.26's
+# fuzz coordinator can fail a target with a bare "context deadline
+# exceeded" at the deadline, with no failing input (golang/go#75804, fixed
+# in Go 1.27; it failed FuzzPerfDataReader in a CI run of 2026-11-25). A
+# count has no deadline to race. 300000 inputs take 5-25 s per target here.
 LIBIPT   := $(if $(wildcard /usr/include/intel-pt.h),-tags libipt)
-FUZZTIME ?= 20s
+FUZZTIME ?= 300000x
 RACE_PKGS := ./db/ ./decode/ ./ptfmt/ ./tracker/
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 test: all lint
