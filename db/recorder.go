@@ -189,7 +189,6 @@ func Create(path string, meta Meta) (*Recorder, error) {
 		return fail(nil, fmt.Errorf("%s: %w", path, err))
 	}
 	sdb.SetMaxOpenConns(1)
-	sdb.SetMaxIdleConns(1)
 	if _, err := sdb.Exec(`PRAGMA journal_mode = WAL`); err != nil {
 		return fail(sdb, fmt.Errorf("%s: %w", path, err))
 	}

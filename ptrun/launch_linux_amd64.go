@@ -146,16 +146,10 @@ func filterMessage() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(prog) == 0 || len(prog) > 4096 {
+	if len(prog) == 0 || len(prog) > unix.BPF_MAXINSNS {
 		return nil, fmt.Errorf("seccomp filter of %d instructions", len(prog))
 	}
-	msg := binary.LittleEndian.AppendUint16(nil, uint16(len(prog)))
-	for _, in := range prog {
-		msg = binary.LittleEndian.AppendUint16(msg, in.Code)
-		msg = append(msg, in.Jt, in.Jf)
-		msg = binary.LittleEndian.AppendUint32(msg, in.K)
-	}
-	return msg, nil
+	return append(binary.LittleEndian.AppendUint16(nil, uint16(len(prog))), tracker.FilterBytes(prog)...), nil
 }
 
 // helperArgs is the command line that makes the ptjit binary (self) act as

@@ -192,10 +192,12 @@ const (
 // Compile turns rules into a classic BPF seccomp program:
 //
 //	arch != x86_64           → TRACE (an i386 int 0x80 call: be safe)
-//	args[5] == InjectCookie  → ALLOW (a call ptjit injects)
 //	nr has the x32 bit       → TRACE
 //	nr == rule.Nr            → rule block
 //	otherwise                → ALLOW
+//
+// and a rule block's TRACE becomes ALLOW when args[5] == InjectCookie (a
+// call ptjit injects).
 //
 // A rule block tests its conditions in order and ends in its own RET, so
 // every jump is short and forward.
@@ -236,17 +238,11 @@ func Compile(rules []Rule) ([]unix.SockFilter, error) {
 		stmt(ldW, offArch),
 		jump(jeqK, auditArchX8664, 1, 0),
 		stmt(retK, retTrace),
-		// A syscall ptjit injects (inject_linux_amd64.go) carries
-		// InjectCookie in its sixth argument: it runs without a stop.
-		stmt(ldW, offArgs+8*5),
-		jump(jeqK, uint32(InjectCookie), 0, 3),
-		stmt(ldW, offArgs+8*5+4),
-		jump(jeqK, uint32(InjectCookie>>32), 0, 1),
-		stmt(retK, retAllow),
 		stmt(ldW, offNr),
 		jump(jgeK, x32SyscallBit, 0, 1),
 		stmt(retK, retTrace),
 	}
+	dispatch := len(prog) // the header's TRACEs stay (no cookie for i386 or x32)
 	// Dispatch: one jeq per rule, jumping over the remaining jeqs, the
 	// default ALLOW and the blocks before its own.
 	skip := 0
@@ -262,7 +258,37 @@ func Compile(rules []Rule) ([]unix.SockFilter, error) {
 	for _, b := range blocks {
 		prog = append(prog, b...)
 	}
+	// Every rule's RET TRACE jumps to one tail that lets a call ptjit
+	// injected (InjectCookie in its sixth argument) run instead: the
+	// calls no rule stops never load the argument.
+	tail := uint32(len(prog))
+	for i := dispatch; i < len(prog); i++ {
+		if prog[i] == stmt(retK, retTrace) {
+			prog[i] = stmt(jaK, tail-uint32(i)-1)
+		}
+	}
+	prog = append(prog,
+		stmt(ldW, offArgs+8*5),
+		jump(jeqK, uint32(InjectCookie), 0, 2),
+		stmt(ldW, offArgs+8*5+4),
+		jump(jeqK, uint32(InjectCookie>>32), 1, 0),
+		stmt(retK, retTrace),
+		stmt(retK, retAllow),
+	)
 	return prog, nil
+}
+
+// FilterBytes is prog as the kernel reads a struct sock_filter array
+// (u16 code, u8 jt, u8 jf, u32 k, little-endian): what ptjit hands the
+// launcher helper and writes into a tracee for an injected filter.
+func FilterBytes(prog []unix.SockFilter) []byte {
+	b := make([]byte, 0, 8*len(prog))
+	for _, in := range prog {
+		b = binary.LittleEndian.AppendUint16(b, in.Code)
+		b = append(b, in.Jt, in.Jf)
+		b = binary.LittleEndian.AppendUint32(b, in.K)
+	}
+	return b
 }
 
 // evalFilter runs a compiled filter on (arch, nr, args) the way the kernel

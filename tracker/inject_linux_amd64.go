@@ -83,6 +83,9 @@ func (t *Tracer) syscallInsn(th *thread) (uint64, error) {
 //
 // Precondition: on the locked tracer thread.
 func (t *Tracer) inject(th *thread, nr int, args ...uint64) (int64, error) {
+	if len(args) > 5 {
+		return 0, &InjectError{th.tid, nr, errors.New("more than five arguments (the sixth carries InjectCookie)")}
+	}
 	if th.dying || t.threads[th.tid] != th {
 		return 0, &InjectError{th.tid, nr, &ThreadGoneError{th.tid, "exiting"}}
 	}
@@ -100,9 +103,6 @@ func (t *Tracer) inject(th *thread, nr int, args ...uint64) (int64, error) {
 			unix.PtraceSetRegs(th.tid, &saved)
 		}
 		return 0, &InjectError{th.tid, nr, err}
-	}
-	if len(args) > 5 {
-		return 0, &InjectError{th.tid, nr, errors.New("more than five arguments (the sixth carries InjectCookie)")}
 	}
 	r := saved
 	r.Rip = addr
@@ -122,7 +122,8 @@ func (t *Tracer) inject(th *thread, nr int, args ...uint64) (int64, error) {
 	// returns, with RIP past the instruction. A signal that arrives first
 	// is held and the step retried; a seccomp stop (a filter of the
 	// program's own that traces the call) is passed.
-	for {
+	var res unix.PtraceRegs
+	for res.Rip != addr+2 {
 		if err := unix.PtraceSingleStep(th.tid); err != nil {
 			return fail(err)
 		}
@@ -133,25 +134,14 @@ func (t *Tracer) inject(th *thread, nr int, args ...uint64) (int64, error) {
 		if kind != stopSignal {
 			continue // a seccomp stop, a trap or group stop
 		}
-		if sig == int(unix.SIGTRAP) {
-			if si, err := getSiginfo(th.tid); err == nil && (si.Code == trapTrace || si.Code == trapBrkpt) {
-				// the step's own trap (a SIGTRAP someone sent has
-				// SI_USER or SI_TKILL): done once the call ran
-				now, err := getRegs(th.tid)
-				if err != nil {
-					return fail(err)
-				}
-				if now.Rip == addr+2 {
-					break
-				}
-				continue
-			}
+		if si, err := getSiginfo(th.tid); sig != int(unix.SIGTRAP) || err != nil || si.Code != trapTrace && si.Code != trapBrkpt {
+			th.held = append(th.held, sig) // not the step's own trap: SI_USER, SI_TKILL, another signal
+			continue
 		}
-		th.held = append(th.held, sig)
-	}
-	res, err := getRegs(th.tid)
-	if err != nil {
-		return fail(err)
+		// The step's trap: done once the call ran (RIP past it).
+		if res, err = getRegs(th.tid); err != nil {
+			return fail(err)
+		}
 	}
 	if err := unix.PtraceSetRegs(th.tid, &saved); err != nil {
 		return 0, &InjectError{th.tid, nr, goneErr(th.tid, err)}

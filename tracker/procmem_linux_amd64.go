@@ -255,15 +255,10 @@ func (t *Tracer) injectFilter(th *thread, rules []Rule) error {
 	}
 	size := 16 + 8*len(prog)
 	at := (regs.Rsp - 128 - uint64(size)) &^ 15
-	buf := make([]byte, size)
+	buf := make([]byte, 16, size)
 	binary.LittleEndian.PutUint16(buf[0:], uint16(len(prog)))
 	binary.LittleEndian.PutUint64(buf[8:], at+16)
-	for i, in := range prog {
-		o := 16 + 8*i
-		binary.LittleEndian.PutUint16(buf[o:], in.Code)
-		buf[o+2], buf[o+3] = in.Jt, in.Jf
-		binary.LittleEndian.PutUint32(buf[o+4:], in.K)
-	}
+	buf = append(buf, FilterBytes(prog)...)
 	if err := t.memWrite(th, at, buf); err != nil {
 		return err
 	}
