@@ -407,8 +407,9 @@
 // µs per stop and 2.04× → 1.78× alone (BENCHMARKS.md, 2026-11-25). The
 // cookie is random per run; the program cannot read its own filters (that
 // needs ptrace, and ptjit is its tracer), so it cannot pass a call of its
-// own unseen. Signals that arrive meanwhile are held and delivered when
-// the thread resumes; a filter of the program's own that traces the call
+// own unseen. Signals that arrive meanwhile are held, with their siginfo,
+// and sent again when the thread resumes for the program
+// (signals_linux_amd64.go); a filter of the program's own that traces the call
 // adds a stop, which is passed.
 //
 // The cost of a store (tracker/testdata/wxbench.c, BenchmarkWXPrecise and

@@ -101,8 +101,9 @@ func (t *Tracer) ensureFullProtect(th *thread) {
 // process without the full filter: the call is skipped, the filter added
 // at its exit stop, and the call restarted; it reports false, with nothing
 // done, when the process has the filter or cannot get it. A signal that
-// arrives meanwhile is held and delivered before the restarted call runs
-// (as when the kernel restarts a call a signal interrupted).
+// arrives meanwhile is held and sent again as the thread resumes, so it is
+// delivered before the restarted call runs (as when the kernel restarts a
+// call a signal interrupted).
 //
 // Precondition: on the locked tracer thread; th is in its seccomp stop.
 func (t *Tracer) restartForFullProtect(th *thread, regs unix.PtraceRegs, op *pendingOp) bool {
@@ -137,7 +138,7 @@ func (t *Tracer) restartAround(th *thread, regs unix.PtraceRegs, op *pendingOp, 
 			break
 		}
 		if kind == stopSignal {
-			th.held = append(th.held, sig)
+			t.hold(th, sig)
 		}
 	}
 	at(th)
@@ -148,6 +149,6 @@ func (t *Tracer) restartAround(th *thread, regs unix.PtraceRegs, op *pendingOp, 
 	if err := unix.PtraceSetRegs(th.tid, &r); err != nil && !errors.Is(err, unix.ESRCH) {
 		t.warnf("tid %d: restarting syscall %d: %v", th.tid, op.nr, err)
 	}
-	t.resumeThread(th, 0)
+	t.resume(th.tid, 0)
 	return true
 }

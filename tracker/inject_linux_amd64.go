@@ -76,7 +76,7 @@ func (t *Tracer) syscallInsn(th *thread) (uint64, error) {
 // returns its result. th must be
 // stopped in a signal-delivery-stop or a syscall-exit-stop; its registers
 // are restored afterwards. Signals that arrive meanwhile are held and
-// delivered when th resumes. When th dies meanwhile (or is dying, or
+// sent again, with their siginfo, when th resumes (signals_linux_amd64.go). When th dies meanwhile (or is dying, or
 // vanishes with its group) the error matches ErrThreadGone
 // (waitstop_linux_amd64.go); on any other failure th's registers are
 // restored, so that a failed injection never runs on in the program.
@@ -135,7 +135,7 @@ func (t *Tracer) inject(th *thread, nr int, args ...uint64) (int64, error) {
 			continue // a seccomp stop, a trap or group stop
 		}
 		if si, err := getSiginfo(th.tid); sig != int(unix.SIGTRAP) || err != nil || si.Code != trapTrace && si.Code != trapBrkpt {
-			th.held = append(th.held, sig) // not the step's own trap: SI_USER, SI_TKILL, another signal
+			t.hold(th, sig) // not the step's own trap: SI_USER, SI_TKILL, another signal
 			continue
 		}
 		// The step's trap: done once the call ran (RIP past it).

@@ -11,11 +11,25 @@ import (
 // siginfo holds the fields of a SIGSEGV siginfo_t the tracker needs
 // (must match the kernel's siginfo_t layout on x86-64: si_signo at 0,
 // si_errno at 4, si_code at 8, si_addr at 16).
+// Addr's low 32 bits are si_pid for a signal sent by kill, tgkill or
+// sigqueue. Its size is the kernel's (128 bytes), so that it can be
+// written back whole with PTRACE_SETSIGINFO.
 type siginfo struct {
 	Signo, Errno, Code int32
 	_                  int32
 	Addr               uint64
-	_                  [112]byte
+	_                  [104]byte
+}
+
+// setSiginfo replaces the siginfo of a thread in signal-delivery-stop.
+//
+// Precondition: on the locked tracer thread; tid is stopped.
+func setSiginfo(tid int, si *siginfo) error {
+	_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_SETSIGINFO, uintptr(tid), 0, uintptr(unsafe.Pointer(si)), 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
 }
 
 // getSiginfo reads the siginfo of a thread in signal-delivery-stop.

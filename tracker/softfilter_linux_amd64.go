@@ -128,7 +128,7 @@ func (t *Tracer) filterUnpark(sp *space) {
 	sp.filter.parked = nil
 	for _, p := range parked {
 		if t.threads[p.th.tid] == p.th && p.th.proc.space == sp {
-			t.resumeThread(p.th, p.sig)
+			t.resume(p.th.tid, p.sig)
 		}
 	}
 }
@@ -257,7 +257,7 @@ func (t *Tracer) filterFault(th *thread, addr uint64) {
 		if err := t.protect(th, p.Start, p.End, actualProt(p.Prot), "soft-filter: file code stays executable"); err != nil {
 			t.warnOp(err)
 		}
-		t.resumeThread(th, 0)
+		t.resume(th.tid, 0)
 		return
 	}
 	th.inJIT = true
@@ -266,7 +266,7 @@ func (t *Tracer) filterFault(th *thread, addr uint64) {
 		// thread hid this code when the space was closed at its entry:
 		// show the page and run the instruction again.
 		t.filterShow(th, sp, page, "soft-filter: JIT code entered")
-		t.resumeThread(th, 0)
+		t.resume(th.tid, 0)
 		return
 	}
 	sp.filter.opening = true
@@ -316,8 +316,35 @@ func (t *Tracer) filterTryOpen(sp *space) {
 	}
 	for _, w := range waiting {
 		if t.threads[w.th.tid] == w.th {
-			t.resumeThread(w.th, 0)
+			t.resume(w.th.tid, 0)
 		}
+	}
+}
+
+// filterForkChild: th is the only thread of a fork child, at its first
+// stop, with sp a copy of a space that was shown (the kernel copied the
+// protections). A child that forked outside JIT code closes its space at
+// once; otherwise its thread would be parked for as long as the space is
+// shown, and with no thread of the child in JIT code nothing would ever
+// close it (the child never ran: a parent waiting for it waited for
+// ever). A child at JIT code (fork from JIT code) steps on in it.
+//
+// Precondition: on the locked tracer thread; th is stopped.
+func (t *Tracer) filterForkChild(th *thread, sp *space) {
+	if !sp.filterOn() || !sp.filter.shown {
+		return
+	}
+	regs, err := getRegs(th.tid)
+	if err != nil {
+		return // gone: its exit report follows
+	}
+	if sp.inJIT(regs.Rip) {
+		th.inJIT = true
+		return
+	}
+	sp.filter.shown = false
+	if err := t.filterHide(th, sp, "soft-filter: fork child outside JIT code"); err != nil && !errors.Is(err, ErrThreadGone) {
+		t.warnOp(err)
 	}
 }
 

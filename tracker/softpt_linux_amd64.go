@@ -106,7 +106,7 @@ func (t *Tracer) stepOf(th *thread) *stepState {
 func (t *Tracer) softStepTrap(th *thread) {
 	t.softComplete(th, t.stepOf(th))
 	t.filterMaybeClose(th)
-	t.resumeThread(th, 0)
+	t.resume(th.tid, 0)
 }
 
 // softSignal: a signal-delivery-stop that is not a step trap came while a

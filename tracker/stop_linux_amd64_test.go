@@ -39,6 +39,33 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+// TestStaleStop: a stop queued for a thread that has since reached its exit
+// stop (SIGKILL woke it out of the queued one) is dropped by the loop; its
+// exit and kill reports, and the stops of a thread not dying, are not.
+func TestStaleStop(t *testing.T) {
+	const trap = int(unix.SIGTRAP)
+	stopped := func(sig, event int) unix.WaitStatus { return unix.WaitStatus(0x7f | sig<<8 | event<<16) }
+	for _, c := range []struct {
+		ws    unix.WaitStatus
+		dying bool
+		want  bool
+	}{
+		{stopped(int(unix.SIGSEGV), 0), true, true}, // a W^X fault queued before the kill
+		{stopped(trap, unix.PTRACE_EVENT_SECCOMP), true, true},
+		{stopped(trap|0x80, 0), true, true},
+		{stopped(int(unix.SIGSTOP), unix.PTRACE_EVENT_STOP), true, true},
+		{stopped(trap, unix.PTRACE_EVENT_EXIT), true, false},
+		{unix.WaitStatus(int(unix.SIGKILL)), true, false},
+		{unix.WaitStatus(3 << 8), true, false},
+		{stopped(int(unix.SIGSEGV), 0), false, false},
+		{stopped(trap, unix.PTRACE_EVENT_EXIT), false, false},
+	} {
+		if got := staleStop(&thread{dying: c.dying}, c.ws); got != c.want {
+			t.Errorf("status %#x, dying %v: stale %v, want %v", uint32(c.ws), c.dying, got, c.want)
+		}
+	}
+}
+
 // TestClassifySeccomp: a seccomp stop is ptjit's when its event message is
 // TraceData; any other is a RET_TRACE of the program's own filter, which
 // fails with ENOSYS as with no tracer.

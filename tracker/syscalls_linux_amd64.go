@@ -337,7 +337,7 @@ func (t *Tracer) syscallExit(th *thread) {
 		t.applyExit(th, op)
 	}
 	if t.threads[th.tid] != nil {
-		t.resumeThread(th, 0)
+		t.resume(th.tid, 0)
 	}
 }
 

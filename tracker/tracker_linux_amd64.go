@@ -178,8 +178,11 @@ type thread struct {
 	proc     *process
 	op       *pendingOp // seccomp stop that asked for the exit stop
 	recorded bool
-	helper   bool  // a thread of the launcher's Go runtime: dies in the exec
-	held     []int // signals that arrived while ptjit ran an injected syscall or a step
+	helper   bool // a thread of the launcher's Go runtime: dies in the exec
+	// held: signals that arrived while ptjit ran an injected syscall or
+	// a step; reraised: those sent to the thread again, whose siginfo is
+	// put back when they arrive (signals_linux_amd64.go)
+	held, reraised []heldSignal
 	// lastStale is the (RIP, address) of the last W^X fault retried as
 	// stale, so the same fault twice is handled for real; staleFetches
 	// counts the fetch faults retried again at that key (wxFault).
@@ -435,6 +438,9 @@ func (t *Tracer) handle(tid int, ws unix.WaitStatus) {
 		t.unknownStop(tid, ws)
 		return
 	}
+	if staleStop(th, ws) {
+		return
+	}
 	t.cur.th = th
 	th.free = false
 	opening := th.proc.space
@@ -492,15 +498,16 @@ func (t *Tracer) dispatch(th *thread, kind stopKind, sig int, s signalStop) {
 			t.aliasFault(th, s.si.Addr)
 		}
 		if t.threads[tid] != nil {
-			t.resumeThread(th, 0) // ptjit's own protection: consumed
+			t.resume(th.tid, 0) // ptjit's own protection: consumed
 		}
 	case stopSignal:
+		t.restoreSiginfo(th, sig, s.si)
 		if sig > 0 && sig < len(t.sigSeen) {
 			t.sigSeen[sig].Store(time.Now().UnixNano())
 		}
 		t.softSignal(th)
 		if t.threads[tid] != nil {
-			t.resumeThread(th, sig)
+			t.resume(th.tid, sig)
 		}
 	case stopGroup:
 		listen(tid)
@@ -534,16 +541,28 @@ func (t *Tracer) exitStop(th *thread) {
 			t.rec.ThreadName(th.tid, strings.TrimSuffix(string(b), "\n"))
 		}
 	}
+	if t.queued[th.tid] > 0 {
+		// stops queued before this one are stale (staleStop): the
+		// thread goes on to exit now, not after them
+		if err := unix.PtraceCont(th.tid, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+			t.warnf("PTRACE_CONT %d: %v", th.tid, err)
+		}
+		return
+	}
 	t.resume(th.tid, 0)
 }
 
-// resume continues a stopped thread, delivering sig. ESRCH means it died
-// meanwhile (SIGKILL); its exit report follows. A thread with a stop
+// resume continues a stopped thread, delivering sig; signals held while
+// ptjit used the thread are sent to it again (resendHeld). ESRCH means it
+// died meanwhile (SIGKILL); its exit report follows. A thread with a stop
 // queued for the main loop (waitThread) stays stopped: the loop resumes it
 // when it handles that stop.
 func (t *Tracer) resume(tid, sig int) {
 	if t.queued[tid] > 0 {
 		return
+	}
+	if th := t.threads[tid]; th != nil && len(th.held) > 0 {
+		t.resendHeld(th)
 	}
 	if t.soft != nil {
 		if th := t.threads[tid]; t.softEligible(th) {
@@ -560,22 +579,12 @@ func (t *Tracer) resumeCont(tid, sig int) {
 	if t.queued[tid] > 0 {
 		return
 	}
+	if th := t.threads[tid]; th != nil && len(th.held) > 0 {
+		t.resendHeld(th)
+	}
 	if err := unix.PtraceCont(tid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
 		t.warnf("PTRACE_CONT %d: %v", tid, err)
 	}
-}
-
-// resumeThread resumes th with sig, or with a signal held while ptjit
-// used the thread (the first one; others are re-sent with tgkill).
-func (t *Tracer) resumeThread(th *thread, sig int) {
-	if sig == 0 && len(th.held) > 0 {
-		sig = th.held[0]
-		for _, s := range th.held[1:] {
-			unix.Tgkill(th.proc.pid, th.tid, unix.Signal(s))
-		}
-		th.held = nil
-	}
-	t.resume(th.tid, sig)
 }
 
 // listen leaves a group-stopped thread stopped but lets the kernel report
@@ -765,6 +774,9 @@ func (t *Tracer) adopt(tid int, b birth, kind stopKind, sig int) {
 				t.syncSpaceView(p, parent.space, "fork")
 				if t.wxOn() && parent.space != nil {
 					t.forkView(parent.space, p.space)
+				}
+				if kind != stopExited && kind != stopKilled {
+					t.filterForkChild(th, p.space)
 				}
 			}
 		}

@@ -20,9 +20,14 @@ import (
 //     woken by SIGKILL — waiting for the leader alone while the others sit
 //     in their exit stops never ends (issue 11, item 1);
 //   - another thread's PTRACE_EVENT_EXIT stop is handled at once (it is
-//     resumed, so that the group can finish dying); its other stops are
-//     queued for the main loop (Tracer.loop takes them before it waits),
-//     and that thread is not resumed until the loop has handled them;
+//     resumed, so that the group can finish dying), also when that thread
+//     has stops queued: SIGKILL woke it out of them, so they are stale, and
+//     the loop drops them (Tracer.handle). Held back behind them, a
+//     thread's exit stop kept the leader's exit report from ever coming
+//     while ptjit waited for the leader (a hang of 1 in about 100 kills of
+//     jit-storm, TestKillStress); its other stops are queued for the main
+//     loop (Tracer.loop takes them before it waits), and that thread is
+//     not resumed until the loop has handled them;
 //   - th's own death (exit or kill report, PTRACE_EVENT_EXIT, or its tid
 //     taken by another thread's execve) ends the operation with an error
 //     that matches ErrThreadGone; so does ESRCH from a ptrace request;
@@ -130,11 +135,12 @@ func (t *Tracer) waitThread(th *thread) (stopKind, int, error) {
 
 // otherStop handles a stop of another thread that came while ptjit
 // waited for one: an exit stop is resumed at once (the group may be
-// dying, and its leader's report waits for it), anything else is queued.
+// dying, and its leader's report waits for it), even behind queued stops
+// of the thread (they are stale: see staleStop); anything else is queued.
 //
 // Precondition: on the locked tracer thread.
 func (t *Tracer) otherStop(tid int, ws unix.WaitStatus) {
-	if kind, _ := classifyStatus(ws); kind == stopExit && t.queued[tid] == 0 {
+	if kind, _ := classifyStatus(ws); kind == stopExit {
 		if o := t.threads[tid]; o != nil {
 			t.result.Stats.Stops++
 			o.dying = true
@@ -143,6 +149,22 @@ func (t *Tracer) otherStop(tid int, ws unix.WaitStatus) {
 		}
 	}
 	t.queue(tid, ws)
+}
+
+// staleStop reports whether a stop of th, taken from the queue, is one
+// the thread has already left: th reached its exit stop after it (only
+// SIGKILL moves a thread out of a stop ptjit has not resumed), so there
+// is nothing to resume and nothing of the program's to act on. Its exit
+// and kill reports still count.
+func staleStop(th *thread, ws unix.WaitStatus) bool {
+	if !th.dying {
+		return false
+	}
+	switch kind, _ := classifyStatus(ws); kind {
+	case stopExited, stopKilled, stopExit:
+		return false
+	}
+	return true
 }
 
 // queue keeps a stop for the main loop; the thread stays stopped until

@@ -422,7 +422,7 @@ func (t *Tracer) aliasStep(th *thread, al *sharedMap, page uint64) (changes []al
 			continue
 		}
 		if sig != int(unix.SIGTRAP) {
-			th.held = append(th.held, sig)
+			t.hold(th, sig)
 		}
 		break
 	}

@@ -427,7 +427,7 @@ func (t *Tracer) stepWrite(th *thread, regs unix.PtraceRegs, in x86asm.Inst) {
 				continue
 			}
 		}
-		th.held = append(th.held, sig)
+		t.hold(th, sig)
 		if sig == int(unix.SIGSEGV) {
 			return // the program's own fault: delivered on resume
 		}

@@ -355,6 +355,32 @@ func e2eWaitGone(pid int) bool {
 	return false
 }
 
+// e2eWaitQuit is e2eWaitTimeout for a command that should have ended:
+// past d it calls look (to see the state ptjit is stuck in), then sends
+// SIGQUIT, so that the Go runtime writes every goroutine's stack to the
+// command's stderr (ptjit does not catch SIGQUIT), and kills it 3 s later.
+func e2eWaitQuit(cmd *exec.Cmd, d time.Duration, look func()) bool {
+	done := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		look()
+		cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-done:
+		case <-time.After(3 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		return false
+	}
+}
+
 // e2eWaitTimeout waits for cmd; after d it kills it (and so, through
 // PTRACE_O_EXITKILL, its tracees), waits and returns false.
 func e2eWaitTimeout(cmd *exec.Cmd, d time.Duration) bool {

@@ -55,7 +55,11 @@ func tracedChild(ptjit int, name string, deadline time.Time) int {
 
 // threadsLeft lists the threads of pid that still exist and are not
 // zombies (a traced thread left behind sits in tracing stop, "t").
-func threadsLeft(pid int) []string {
+func threadsLeft(pid int) []string { return taskStates(pid, false) }
+
+// taskStates lists pid's threads as tid:state, zombies too where zombies
+// is set.
+func taskStates(pid int, zombies bool) []string {
 	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
 	var out []string
 	for _, f := range tasks {
@@ -64,7 +68,7 @@ func threadsLeft(pid int) []string {
 			continue
 		}
 		i := strings.LastIndexByte(string(b), ')')
-		if i > 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X' {
+		if i > 0 && i+2 < len(b) && (zombies || b[i+2] != 'Z' && b[i+2] != 'X') {
 			out = append(out, fmt.Sprintf("%s:%c", filepath.Base(filepath.Dir(f)), b[i+2]))
 		}
 	}
@@ -104,8 +108,8 @@ func killRun(t *testing.T, flags []string, argv []string, comm string, delay tim
 		t.Fatal(err)
 	}
 	t0 := time.Now()
-	if !e2eWaitTimeout(cmd, killBound) {
-		left := threadsLeft(prog)
+	var left []string
+	if !e2eWaitQuit(cmd, killBound, func() { left = taskStates(prog, true) }) {
 		syscall.Kill(prog, syscall.SIGKILL)
 		t.Fatalf("%v after %v: ptjit still running after %v (hung; program threads %v)\nstderr:\n%s",
 			act.name, delay, killBound, left, stderr.String())

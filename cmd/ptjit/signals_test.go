@@ -112,3 +112,44 @@ func TestSignalsPassed(t *testing.T) {
 		}
 	})
 }
+
+// TestSignalInfoWhilePatching: signals that arrive while ptjit acts in a
+// thread (an injected mprotect of W^X batch mode or of the soft filter, a
+// single-stepped store, a restarted call) reach the program's handler with
+// their own siginfo, in time. testdata/sigqueue-jit's main thread patches
+// JIT code without pause while a second thread sends it 2000 signals one at
+// a time (sigqueue and pthread_sigqueue with a value, SIGCHLD of forked
+// children) and its handlers check every field. Before the fix a signal
+// that came during an injected step was delivered with ptjit's pid and
+// SI_USER (1324 of 2000 wrong with --wx=batch), or not until the thread's
+// next fault; under --soft-filter=jit the forked children were parked for
+// ever and the program lost their SIGCHLD (then ptjit waited for them).
+func TestSignalInfoWhilePatching(t *testing.T) {
+	e2eSetup(t)
+	prog := e2eProg("sigqueue-jit")
+	for _, c := range []struct {
+		name    string
+		signals string
+		flags   []string
+	}{
+		{"wx-precise", "2000", []string{"--pt=off", "--wx=precise"}},
+		{"wx-batch", "2000", []string{"--pt=off", "--wx=batch"}},
+		{"wx-auto", "2000", []string{"--pt=off", "--wx=auto"}},
+		{"soft-filter", "300", []string{"--pt=soft", "--soft-filter=jit"}},
+		{"soft", "100", []string{"--pt=soft"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			argv := []string{prog, c.signals}
+			want := e2eRun(t, argv, nil, "", "")
+			if want.code != 0 || want.stdout != "signals "+c.signals+" handled "+c.signals+" bad 0 calls right\n" {
+				t.Fatalf("sigqueue-jit alone: exit %d, stdout %q, stderr %q", want.code, want.stdout, want.stderr)
+			}
+			dir := filepath.Join(t.TempDir(), "rec")
+			got := e2ePtjit(t, nil, append(append([]string{"run", "-q", "-o", dir}, c.flags...), append([]string{"--"}, argv...)...)...)
+			if got.code != want.code || got.stdout != want.stdout {
+				t.Errorf("under ptjit: exit %d, stdout %q; alone: exit %d, stdout %q\nstderr:\n%s",
+					got.code, got.stdout, want.code, want.stdout, got.stderr)
+			}
+		})
+	}
+}
