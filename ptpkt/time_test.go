@@ -1,6 +1,8 @@
 package ptpkt
 
 import (
+	"errors"
+	"math/big"
 	"testing"
 )
 
@@ -191,5 +193,28 @@ func TestTimeCalSKL168(t *testing.T) {
 	}
 	if fcr, err := cal.FCR(); err != nil || fcr != 0x80 {
 		t.Errorf("without SKL168: fcr %#x (%v), want 0x80", fcr, err)
+	}
+}
+
+// TestCtcToFC: the shift taken for a power-of-two EAX gives the quotient
+// of ctc * EBX / EAX, computed here with math/big; other EAX values
+// divide; a zero EAX or EBX is ErrBadConfig.
+func TestCtcToFC(t *testing.T) {
+	for _, c := range []struct{ ctc, eax, ebx uint64 }{
+		{0, 1, 1}, {12345, 1, 88}, {12345, 2, 216}, {0xffff, 2, 217}, {1<<20 + 3, 4, 333},
+		{1<<32 - 1, 8, 1000}, {99, 3, 250}, {1<<24 + 7, 7, 313}, {5, 1 << 31, 1<<32 - 1},
+	} {
+		cfg := &Config{CPUID15EAX: uint32(c.eax), CPUID15EBX: uint32(c.ebx)}
+		got, err := ctcToFC(c.ctc, cfg)
+		want := new(big.Int).Mul(new(big.Int).SetUint64(c.ctc), new(big.Int).SetUint64(c.ebx))
+		want.Quo(want, new(big.Int).SetUint64(c.eax))
+		if err != nil || got != want.Uint64() {
+			t.Errorf("ctcToFC(%d, EAX %d, EBX %d) = %d, %v; want %d", c.ctc, c.eax, c.ebx, got, err, want.Uint64())
+		}
+	}
+	for _, cfg := range []*Config{{CPUID15EAX: 0, CPUID15EBX: 2}, {CPUID15EAX: 2, CPUID15EBX: 0}} {
+		if _, err := ctcToFC(1, cfg); !errors.Is(err, ErrBadConfig) {
+			t.Errorf("ctcToFC with EAX %d, EBX %d: %v, want ErrBadConfig", cfg.CPUID15EAX, cfg.CPUID15EBX, err)
+		}
 	}
 }

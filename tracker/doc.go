@@ -392,8 +392,12 @@
 //   - auto (default): precise, except that a page with 2 precise stores in
 //     the last 10 ms goes batch (a patcher toggling a static key now and
 //     then stays precise; a JIT emitting a function into RWX memory goes to
-//     batch after its first stores). Measured on testdata/Hot.java and
-//     testdata/hot.js with ptjit-bench (BENCHMARKS.md).
+//     batch after its first stores). A store the emulator cannot carry out
+//     (an AVX-512 copy; x86asm has no EVEX) sends its page to batch at
+//     once: stepping it costs two injected mprotects and a step, and
+//     HotSpot's code-cache copies are made of them. Measured on
+//     testdata/Hot.java and testdata/hot.js with ptjit-bench
+//     (BENCHMARKS.md).
 //
 // Syscalls ptjit injects (inject_linux_amd64.go) execute a syscall
 // instruction already in the process (found in the vdso), never injected

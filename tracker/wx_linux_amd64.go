@@ -38,7 +38,10 @@ const (
 // spread out. Measured with java 17 on testdata/Hot.java, medians of 3
 // (0.21 s alone): a threshold of 16 stores for the page's whole life took
 // 0.57 s, 4 took 0.41 s, 2 took 0.36 s, all-batch 0.32 s; the window keeps
-// later, sparse patches of a page precise.
+// later, sparse patches of a page precise. A store the emulator cannot
+// carry out (AVX-512 copies: x86asm does not decode EVEX) makes its page
+// batch at once: stepping it costs two injected mprotects and a step, and
+// HotSpot's code-cache copies are made of them.
 const (
 	autoBatchAfter = 2
 	autoWindow     = 10 * time.Millisecond
@@ -223,6 +226,7 @@ func (t *Tracer) wxFault(th *thread, addr uint64) {
 	// batch mode (the page would stop being executable under it).
 	self := regs.Rip&^(pageSize-1) == page || (regs.Rip+15)&^(pageSize-1) == page
 	mode := t.opts.WX
+	var em *emulated
 	if mode == WXAuto {
 		mode = WXPrecise
 		r := w.writes[page]
@@ -231,6 +235,15 @@ func (t *Tracer) wxFault(th *thread, addr uint64) {
 		}
 		if r.n >= autoBatchAfter {
 			mode = WXBatch
+		} else if !self {
+			// A store the emulator cannot carry out (an AVX-512 copy:
+			// x86asm has no EVEX) would be single-stepped: the page goes
+			// batch at once instead (see autoBatchAfter).
+			e := emulateStoreOnce(th.tid, regs)
+			if e.err != nil {
+				mode = WXBatch
+			}
+			em = &e
 		}
 		r.n++
 		w.writes[page] = r
@@ -247,7 +260,7 @@ func (t *Tracer) wxFault(th *thread, addr uint64) {
 		t.result.Stats.BatchWrites++
 		return
 	}
-	t.preciseWrite(th, regs)
+	t.preciseWrite(th, regs, em)
 }
 
 // maxStaleFetches bounds the retries of one fetch fault (wxFault).
@@ -295,8 +308,12 @@ func (t *Tracer) batchExec(th *thread, page uint64) {
 // preciseWrite carries out one store the program could not make because of
 // ptjit's protection, and records it: emulated when possible, else
 // single-stepped with the page briefly writable.
-func (t *Tracer) preciseWrite(th *thread, regs unix.PtraceRegs) {
-	in, stores, nr, err := emulateStore(th.tid, regs)
+func (t *Tracer) preciseWrite(th *thread, regs unix.PtraceRegs, em *emulated) {
+	if em == nil {
+		e := emulateStoreOnce(th.tid, regs)
+		em = &e
+	}
+	in, stores, nr, err := em.in, em.stores, em.after, em.err
 	if err == nil {
 		olds := make([][]byte, len(stores))
 		for i, s := range stores {
@@ -327,6 +344,22 @@ func (t *Tracer) preciseWrite(th *thread, regs unix.PtraceRegs) {
 		t.warnf("tid %d: emulating %v at %#x: %v; single-stepping it", th.tid, in, regs.Rip, err)
 	}
 	t.stepWrite(th, regs, in)
+}
+
+// emulated is emulateStore's result, kept so that auto mode's decision
+// and the precise write decode the instruction once.
+type emulated struct {
+	in     x86asm.Inst
+	stores []x86emu.Store
+	after  unix.PtraceRegs
+	err    error
+}
+
+// emulateStoreOnce is emulateStore as an emulated.
+func emulateStoreOnce(tid int, regs unix.PtraceRegs) emulated {
+	var e emulated
+	e.in, e.stores, e.after, e.err = emulateStore(tid, regs)
+	return e
 }
 
 // emulateStore decodes the instruction at regs.Rip of the stopped thread

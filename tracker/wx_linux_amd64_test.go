@@ -51,6 +51,11 @@ func TestWX(t *testing.T) {
 				if s.Writes == 0 || s.BatchWrites == 0 {
 					t.Errorf("auto: %d precise writes, %d batch pages; want both", s.Writes, s.BatchWrites)
 				}
+				// the xchg, which precise mode steps, makes its page
+				// batch at once
+				if s.Stepped != 0 {
+					t.Errorf("auto: %d stores stepped; want 0 (a store the emulator cannot do goes batch)", s.Stepped)
+				}
 			}
 		})
 	}

@@ -42,8 +42,8 @@ Memory the program maps writable and executable is kept executable-only
 (--wx, default auto): ptjit catches each store, carries it out and records it
 (precise: every store, with its bytes and instruction), or lets a page be
 written until something executes there and then records the page (batch);
-auto is precise, except for a page written in a burst (2 stores within 10 ms):
-that page goes batch.
+auto is precise, except for a page written in a burst (2 stores within 10 ms),
+or by a store ptjit cannot emulate (AVX-512): that page goes batch.
 
 The Intel PT trace goes to DIR/perf.data (--pt): with intel, perf record
 -e intel_pt//u traces the program from its exec on, every thread and child;
