@@ -360,30 +360,26 @@ func e2eWaitGone(pid int) bool {
 // SIGQUIT, so that the Go runtime writes every goroutine's stack to the
 // command's stderr (ptjit does not catch SIGQUIT), and kills it 3 s later.
 func e2eWaitQuit(cmd *exec.Cmd, d time.Duration, look func()) bool {
-	done := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return true
-	case <-time.After(d):
+	return e2eWait(cmd, d, func(done <-chan struct{}) {
 		look()
 		cmd.Process.Signal(syscall.SIGQUIT)
 		select {
 		case <-done:
 		case <-time.After(3 * time.Second):
 			cmd.Process.Kill()
-			<-done
 		}
-		return false
-	}
+	})
 }
 
 // e2eWaitTimeout waits for cmd; after d it kills it (and so, through
 // PTRACE_O_EXITKILL, its tracees), waits and returns false.
 func e2eWaitTimeout(cmd *exec.Cmd, d time.Duration) bool {
+	return e2eWait(cmd, d, func(<-chan struct{}) { cmd.Process.Kill() })
+}
+
+// e2eWait waits for cmd; after d it calls stop (which must make cmd end)
+// with the channel closed when cmd.Wait returns, waits, and returns false.
+func e2eWait(cmd *exec.Cmd, d time.Duration, stop func(done <-chan struct{})) bool {
 	done := make(chan struct{})
 	go func() {
 		cmd.Wait()
@@ -393,7 +389,7 @@ func e2eWaitTimeout(cmd *exec.Cmd, d time.Duration) bool {
 	case <-done:
 		return true
 	case <-time.After(d):
-		cmd.Process.Kill()
+		stop(done)
 		<-done
 		return false
 	}
