@@ -210,6 +210,9 @@ func Run(cfg Config) (status int, err error) {
 		// processes where every mprotect stops (ptjit managed memory
 		// there); elsewhere only those adding PROT_EXEC (tracker/doc.go)
 		"full_protect_processes": strconv.Itoa(st.FullProtect),
+		// processes and ranges where only the mprotects of the memory
+		// ptjit manages stop (tracker/fullprotect_linux_amd64.go)
+		"range_protect_processes": strconv.Itoa(st.RangeProtect), "range_protect_filters": strconv.Itoa(st.RangeFilters),
 		// how versions were read (tracker/pages_linux_amd64.go)
 		"copy_mode": string(st.Copy.Mode), "copy_changed_ranges": strconv.Itoa(st.Copy.Ranges),
 		"copy_changed_versions": strconv.Itoa(st.Copy.Versions), "copy_pages_read": strconv.FormatInt(st.Copy.PagesRead, 10),
@@ -315,6 +318,10 @@ func Summary(st tracker.Stats) string {
 	s += ", " + tracker.CopySummary(st.Copy)
 	if st.FullProtect > 0 {
 		s += fmt.Sprintf(", every mprotect stopped in %s (managed memory)", plural(st.FullProtect, "process", "processes"))
+	}
+	if st.RangeProtect > 0 {
+		s += fmt.Sprintf(", mprotect stopped in %s of managed memory in %s", plural(st.RangeFilters, "range", "ranges"),
+			plural(st.RangeProtect, "process", "processes"))
 	}
 	if st.Writes > 0 || st.BatchWrites > 0 {
 		s += fmt.Sprintf(", %s (%d emulated, %d stepped), %s",

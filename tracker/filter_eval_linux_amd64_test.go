@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"math/rand"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -146,7 +147,8 @@ func TestFilterTraceData(t *testing.T) {
 	if TraceData&^unix.SECCOMP_RET_DATA != 0 || TraceData == 0 {
 		t.Fatalf("TraceData %#x: must be a non-zero SECCOMP_RET_DATA value (0 is what programs use)", TraceData)
 	}
-	for name, rules := range map[string][]Rule{"Rules": Rules, "MemFilterRules": MemFilterRules(3), "FullProtectRules": FullProtectRules} {
+	for name, rules := range map[string][]Rule{"Rules": Rules, "MemFilterRules": MemFilterRules(3), "FullProtectRules": FullProtectRules,
+		"RangeProtectRules": RangeProtectRules([]AddrRange{{0x10000, 0x20000}, {1 << 40, 1<<40 + 1<<24}})} {
 		prog, err := Compile(rules)
 		if err != nil {
 			t.Fatal(err)
@@ -156,5 +158,93 @@ func TestFilterTraceData(t *testing.T) {
 				t.Errorf("%s: pc %d returns %#x", name, pc, in.K)
 			}
 		}
+	}
+}
+
+// TestRangeProtectEval: the filter for ranges ptjit manages stops an
+// mprotect or pkey_mprotect exactly when its range overlaps one of them
+// (or address + length overflows), checked against a plain Go statement
+// on edge cases and random calls; other syscalls and injected calls pass.
+func TestRangeProtectEval(t *testing.T) {
+	const x86 = 0xc000003e
+	ranges := []AddrRange{
+		{0x7f0000001000, 0x7f0000003000},
+		{0x7fde01400000, 0x7fde01670000},
+		{0xffff0000, 0x100010000}, // across a 32-bit boundary
+		{0x100000000, 0x100001000},
+		{0x7fffffffe000, 0x800000000000},
+	}
+	prog, err := Compile(RangeProtectRules(ranges))
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlaps := func(addr, n uint64) bool {
+		end := addr + n
+		if end < addr {
+			return true
+		}
+		for _, r := range ranges {
+			if addr < r.Hi && end > r.Lo {
+				return true
+			}
+		}
+		return false
+	}
+	check := func(nr int, addr, n uint64) {
+		t.Helper()
+		got, err := evalFilter(prog, x86, nr, [6]uint64{addr, n, unix.PROT_READ})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stop, want := got == retTrace, overlaps(addr, n); stop != want {
+			t.Errorf("syscall %d (%#x, %#x): stops %v, want %v", nr, addr, n, stop, want)
+		}
+	}
+	var edges []uint64
+	for _, r := range ranges {
+		for _, v := range []uint64{r.Lo, r.Hi} {
+			edges = append(edges, v-0x1000, v-1, v, v+1, v+0x1000)
+		}
+	}
+	edges = append(edges, 0, 1, 0xffffffff, 1<<32, 1<<63, ^uint64(0)-0xfff, ^uint64(0))
+	for _, a := range edges {
+		for _, e := range edges {
+			for _, nr := range []int{unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT} {
+				check(nr, a, e-a)
+				check(nr, a, e)
+			}
+		}
+	}
+	rng := rand.New(rand.NewSource(1))
+	for i := 0; i < 200000; i++ {
+		var a, n uint64
+		switch i % 3 {
+		case 0: // near a range
+			r := ranges[rng.Intn(len(ranges))]
+			a = r.Lo - 0x4000 + uint64(rng.Int63n(int64(r.Hi-r.Lo)+0x8000))
+			n = uint64(rng.Int63n(0x10000))
+		case 1: // anywhere in user space
+			a = uint64(rng.Int63n(1 << 47))
+			n = uint64(rng.Int63n(1 << 40))
+		default: // any 64 bits
+			a, n = rng.Uint64(), rng.Uint64()
+		}
+		check(unix.SYS_MPROTECT, a, n)
+	}
+	for _, c := range []struct {
+		name string
+		nr   int
+		args [6]uint64
+	}{
+		{"mmap RW", unix.SYS_MMAP, [6]uint64{0x7f0000001000, 4096, unix.PROT_READ | unix.PROT_WRITE}},
+		{"munmap (the launch filter's)", unix.SYS_MUNMAP, [6]uint64{0x7f0000001000, 4096}},
+		{"injected mprotect", unix.SYS_MPROTECT, [6]uint64{0x7f0000001000, 4096, unix.PROT_READ, 0, 0, InjectCookie}},
+	} {
+		if got, err := evalFilter(prog, x86, c.nr, c.args); err != nil || got != retAllow {
+			t.Errorf("%s: %#x, %v; want ALLOW", c.name, got, err)
+		}
+	}
+	if _, err := Compile(RangeProtectRules(make([]AddrRange, maxOverlaps+1))); err == nil {
+		t.Errorf("%d ranges compiled; want an error", maxOverlaps+1)
 	}
 }

@@ -37,7 +37,19 @@ type Cond struct {
 	Except []uint32
 	// Equal: stop when the argument's low 32 bits equal one of these.
 	Equal []uint32
+	// Overlaps: stop when the range [args[Arg], args[Arg]+args[Arg+1])
+	// (an address and a length, all 64 bits) overlaps one of these, or
+	// when the sum overflows (the kernel fails such a call; stopping it
+	// costs nothing). At most maxOverlaps ranges.
+	Overlaps []AddrRange
 }
+
+// AddrRange is the address range [Lo, Hi).
+type AddrRange struct{ Lo, Hi uint64 }
+
+// maxOverlaps bounds Cond.Overlaps: every jump of its code must stay
+// within a conditional jump's 8-bit offset.
+const maxOverlaps = 16
 
 // Rule is one syscall of the filter.
 type Rule struct {
@@ -108,6 +120,17 @@ var Rules = []Rule{
 var FullProtectRules = []Rule{
 	{"mprotect", unix.SYS_MPROTECT, nil, "memory ptjit manages: every protection change"},
 	{"pkey_mprotect", unix.SYS_PKEY_MPROTECT, nil, "as mprotect"},
+}
+
+// RangeProtectRules is FullProtectRules for memory ptjit manages in the
+// given ranges only: mprotect and pkey_mprotect stop when their range
+// overlaps one of them (fullprotect_linux_amd64.go).
+func RangeProtectRules(ranges []AddrRange) []Rule {
+	when := []Cond{{Arg: 0, Overlaps: ranges}}
+	return []Rule{
+		{"mprotect", unix.SYS_MPROTECT, when, "memory ptjit manages: every protection change there"},
+		{"pkey_mprotect", unix.SYS_PKEY_MPROTECT, when, "as mprotect"},
+	}
 }
 
 // TraceData is the SECCOMP_RET_DATA of every RET_TRACE in ptjit's filters;
@@ -184,10 +207,73 @@ const (
 	ldW      = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
 	jeqK     = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
 	jgeK     = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
+	jgtK     = unix.BPF_JMP | unix.BPF_JGT | unix.BPF_K
+	jgeX     = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_X
 	jsetK    = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
 	retK     = unix.BPF_RET | unix.BPF_K
 	jaK      = unix.BPF_JMP | unix.BPF_JA
+	ldImm    = unix.BPF_LD | unix.BPF_IMM
+	ldMem    = unix.BPF_LD | unix.BPF_MEM
+	stMem    = unix.BPF_ST
+	tax      = unix.BPF_MISC | unix.BPF_TAX
+	addX     = unix.BPF_ALU | unix.BPF_ADD | unix.BPF_X
 )
+
+// overlapsCode is the code of a Cond.Overlaps on argument arg: it falls
+// through when the call's range overlaps none of ranges, and ends in the
+// RET TRACE it jumps to otherwise. Scratch words: M0 address low, M1 end
+// low, M2 carry, M3 address high, M4 end high.
+func overlapsCode(arg int, ranges []AddrRange) []unix.SockFilter {
+	lo, hi := uint32(offArgs+8*arg), uint32(offArgs+8*arg+4)
+	llo, lhi := uint32(offArgs+8*(arg+1)), uint32(offArgs+8*(arg+1)+4)
+	// end = address + length, 64 bits from 32-bit halves; an overflow
+	// stops (toTrace marks the jumps to the final RET TRACE, patched
+	// below)
+	const toTrace = 0xff
+	b := []unix.SockFilter{
+		stmt(ldW, lo), stmt(stMem, 0), stmt(tax, 0),
+		stmt(ldW, llo), stmt(addX, 0), stmt(stMem, 1),
+		jump(jgeX, 0, 2, 0), // end low >= address low: no carry
+		stmt(ldImm, 1), stmt(jaK, 1),
+		stmt(ldImm, 0),
+		stmt(stMem, 2),
+		stmt(ldW, hi), stmt(stMem, 3), stmt(tax, 0),
+		stmt(ldW, lhi), stmt(addX, 0),
+		jump(jgeX, 0, 0, toTrace), // the high halves overflow
+		stmt(tax, 0), stmt(ldMem, 2), stmt(addX, 0),
+		jump(jgeX, 0, 0, toTrace), // the carry overflows
+		stmt(stMem, 4),
+	}
+	for _, r := range ranges {
+		// next: the first instruction of the next range's test
+		// address < r.Hi, then end > r.Lo
+		b = append(b,
+			stmt(ldMem, 3),
+			jump(jgtK, uint32(r.Hi>>32), 8, 0), // address high > Hi high: next
+			jump(jeqK, uint32(r.Hi>>32), 0, 2), // address high < Hi high: on to end > Lo
+			stmt(ldMem, 0),
+			jump(jgeK, uint32(r.Hi), 5, 0), // address >= Hi: next
+			stmt(ldMem, 4),
+			jump(jgtK, uint32(r.Lo>>32), toTrace, 0),
+			jump(jeqK, uint32(r.Lo>>32), 0, 2), // end high < Lo high: next
+			stmt(ldMem, 1),
+			jump(jgtK, uint32(r.Lo), toTrace, 0),
+		)
+	}
+	b = append(b, stmt(jaK, 1), stmt(retK, retTrace))
+	end := len(b) - 1
+	for i := range b {
+		if b[i].Code&0x07 == unix.BPF_JMP && b[i].Code != jaK {
+			if b[i].Jt == toTrace {
+				b[i].Jt = uint8(end - i - 1)
+			}
+			if b[i].Jf == toTrace {
+				b[i].Jf = uint8(end - i - 1)
+			}
+		}
+	}
+	return b
+}
 
 // Compile turns rules into a classic BPF seccomp program:
 //
@@ -208,6 +294,13 @@ func Compile(rules []Rule) ([]unix.SockFilter, error) {
 		for _, c := range r.When {
 			if c.Arg < 0 || c.Arg > 5 {
 				return nil, fmt.Errorf("seccomp rule %s: argument %d out of range", r.Name, c.Arg)
+			}
+			if len(c.Overlaps) > 0 {
+				if c.Arg > 4 || len(c.Overlaps) > maxOverlaps {
+					return nil, fmt.Errorf("seccomp rule %s: %d ranges on argument %d", r.Name, len(c.Overlaps), c.Arg)
+				}
+				b = append(b, overlapsCode(c.Arg, c.Overlaps)...)
+				continue
 			}
 			b = append(b, stmt(ldW, uint32(offArgs+8*c.Arg)))
 			switch {
@@ -294,10 +387,32 @@ func FilterBytes(prog []unix.SockFilter) []byte {
 // evalFilter runs a compiled filter on (arch, nr, args) the way the kernel
 // would, for tests. It understands only the instructions Compile emits.
 func evalFilter(prog []unix.SockFilter, arch uint32, nr int, args [6]uint64) (uint32, error) {
-	var a uint32
+	var a, x uint32
+	var mem [16]uint32
 	for pc := 0; pc < len(prog); pc++ {
 		in := prog[pc]
 		switch in.Code {
+		case ldImm:
+			a = in.K
+		case ldMem, stMem:
+			if in.K >= uint32(len(mem)) {
+				return 0, fmt.Errorf("pc %d: scratch word %d", pc, in.K)
+			}
+			if in.Code == ldMem {
+				a = mem[in.K]
+			} else {
+				mem[in.K] = a
+			}
+		case tax:
+			x = a
+		case addX:
+			a += x
+		case jgtK, jgeX:
+			if in.Code == jgtK && a > in.K || in.Code == jgeX && a >= x {
+				pc += int(in.Jt)
+			} else {
+				pc += int(in.Jf)
+			}
 		case ldW:
 			switch {
 			case in.K == offNr:

@@ -31,7 +31,9 @@ import (
 // back a protection the program gave up. So before ptjit first sets a
 // kernel protection other than the program's in a process, it adds a
 // second filter there, FullProtectRules (every mprotect and pkey_mprotect
-// stops), to all its threads at once (SECCOMP_FILTER_FLAG_TSYNC).
+// stops) or, where it knows the range, RangeProtectRules (those of the
+// range stop; see "Ranges" below), to all its threads at once
+// (SECCOMP_FILTER_FLAG_TSYNC).
 // Filters only stack; this one stays for the life of the process, and
 // forks and execs keep it, as the kernel does. The two places that set
 // such a protection are:
@@ -61,13 +63,68 @@ import (
 // space keeps the filters of its own creation: its Space stays in the
 // RemovalUnseen mode, which is always correct for the history.
 
+// Ranges, not the whole process. Where the memory about to be managed is
+// known (an injected mprotect's range, the program's mprotect or MAP_FIXED
+// mmap being rewritten), the filter ptjit adds stops only the calls whose
+// range overlaps it, widened to rangeGrain (RangeProtectRules); each new
+// range outside those covered adds a filter, and after maxRangeFilters
+// (or for an mmap whose address the kernel picks) the filter that stops
+// every mprotect replaces them. Java's code cache is three MAP_FIXED
+// mappings; of the 268 mprotect stops the full filter cost a run of
+// testdata/Hot.java, about 250 were for memory outside it (BENCHMARKS.md,
+// 2026-11-25). Outside the covered ranges the launch filter's blind spot
+// stays, and the Space knows it (Space.Seen): a piece there is recorded as
+// when removals are unseen. A call that moves managed memory (mremap) gives
+// the process the full filter at its exit stop: the new address is only
+// known to the thread ptjit holds there.
+
+// rangeGrain is the alignment a managed range is widened to: one filter
+// covers a JIT's neighbouring allocations.
+const rangeGrain = 16 << 20
+
+// maxRangeFilters bounds the range filters of a process; then the filter
+// that stops every mprotect replaces them (every filter runs on every
+// syscall the program makes).
+const maxRangeFilters = 8
+
 // fullProtectState is what a process keeps about FullProtectRules.
 type fullProtectState struct {
-	on     bool // the process has the filter
+	on     bool // the process has the filter that stops every mprotect
 	failed bool // injecting it failed (warned); not tried again
+	// ranges: what the process's range filters cover (RangeProtectRules),
+	// one per filter; unused once on
+	ranges []AddrRange
 	// filters counts the filters of every kind ptjit injected in the
 	// process (inherited over fork and exec, as the filters are)
 	filters int
+}
+
+// clone is the state a fork child starts with (it inherits the filters).
+func (f fullProtectState) clone() fullProtectState {
+	f.ranges = append([]AddrRange(nil), f.ranges...)
+	return f
+}
+
+// seen reports whether every mprotect of [lo, hi) in the process stops.
+func (f *fullProtectState) seen(lo, hi uint64) bool {
+	return f.on || lo < hi && rangesCover(f.ranges, lo, hi)
+}
+
+// rangesCover reports whether [lo, hi) lies inside the union of rs.
+func rangesCover(rs []AddrRange, lo, hi uint64) bool {
+	for lo < hi {
+		next := lo
+		for _, r := range rs {
+			if r.Lo <= lo && lo < r.Hi {
+				next = max(next, r.Hi)
+			}
+		}
+		if next == lo {
+			return false
+		}
+		lo = next
+	}
+	return true
 }
 
 // ensureFullProtect gives th's process the filter that stops every
@@ -75,10 +132,40 @@ type fullProtectState struct {
 // signal-delivery-stop (inject's precondition).
 //
 // Precondition: on the locked tracer thread.
-func (t *Tracer) ensureFullProtect(th *thread) {
+func (t *Tracer) ensureFullProtect(th *thread) { t.ensureProtectSeen(th, 0, 0) }
+
+// ensureProtectSeen makes every mprotect of [lo, hi) in th's process stop
+// (every mprotect at all when lo >= hi: the range is not known): a range
+// filter, or the full one (see above). th is at a syscall-exit stop or a
+// signal-delivery-stop (inject's precondition).
+//
+// Precondition: on the locked tracer thread.
+func (t *Tracer) ensureProtectSeen(th *thread, lo, hi uint64) {
 	p := th.proc
-	if p.full.on || p.full.failed {
+	if p.full.failed || p.full.seen(lo, hi) {
 		return
+	}
+	if lo < hi && len(p.full.ranges) < maxRangeFilters {
+		r := AddrRange{lo &^ (rangeGrain - 1), (hi + rangeGrain - 1) &^ (rangeGrain - 1)}
+		if r.Hi < hi {
+			r.Hi = ^uint64(0) &^ (pageSize - 1) // the top of the address space
+		}
+		err := t.injectFilter(th, RangeProtectRules([]AddrRange{r}))
+		if err == nil {
+			if len(p.full.ranges) == 0 {
+				t.result.Stats.RangeProtect++
+			}
+			t.result.Stats.RangeFilters++
+			p.full.ranges = append(p.full.ranges, r)
+			if sp := p.space; sp != nil && sp.refs == 1 {
+				sp.Seen = append(sp.Seen, ival{r.Lo, r.Hi})
+			}
+			return
+		}
+		if errors.Is(err, ErrThreadGone) {
+			return
+		}
+		// the full filter below warns if it fails too
 	}
 	if err := t.injectFilter(th, FullProtectRules); err != nil {
 		if errors.Is(err, ErrThreadGone) {
@@ -108,10 +195,26 @@ func (t *Tracer) ensureFullProtect(th *thread) {
 // Precondition: on the locked tracer thread; th is in its seccomp stop.
 func (t *Tracer) restartForFullProtect(th *thread, regs unix.PtraceRegs, op *pendingOp) bool {
 	p := th.proc
-	if p.full.on || p.full.failed {
+	lo, hi := opRange(op)
+	if p.full.failed || p.full.seen(lo, hi) {
 		return false
 	}
-	return t.restartAround(th, regs, op, t.ensureFullProtect)
+	return t.restartAround(th, regs, op, func(th *thread) { t.ensureProtectSeen(th, lo, hi) })
+}
+
+// opRange is the range a call ptjit rewrites will change: an mprotect's or
+// pkey_mprotect's, a MAP_FIXED mmap's; empty (not known) for an mmap whose
+// address the kernel picks, and for any other call.
+func opRange(op *pendingOp) (lo, hi uint64) {
+	a := op.args
+	switch {
+	case op.nr == unix.SYS_MPROTECT || op.nr == unix.SYS_PKEY_MPROTECT,
+		op.nr == unix.SYS_MMAP && a[3]&unix.MAP_FIXED != 0:
+		if end := a[0] + pageUp(a[1]); end > a[0] {
+			return a[0], end
+		}
+	}
+	return 0, 0
 }
 
 // restartAround skips the call th is stopped at the seccomp stop of (op,
@@ -151,4 +254,23 @@ func (t *Tracer) restartAround(th *thread, regs unix.PtraceRegs, op *pendingOp, 
 	}
 	t.resume(th.tid, 0)
 	return true
+}
+
+// seenEffect: an mremap took memory out of ranges whose every mprotect
+// stops (or grew it past them); the memory where it is now gets the same
+// (exitEffects, step 0). The new address is known only to the thread
+// ptjit holds at this exit stop, so no other thread's call can slip in
+// before.
+func (t *Tracer) seenEffect(x *sysExit) {
+	if x.op.nr != unix.SYS_MREMAP || x.p.full.on {
+		return
+	}
+	a := x.op.args
+	lo, hi := x.ret, x.ret+pageUp(a[2])
+	for _, r := range x.p.full.ranges {
+		if a[0] < r.Hi && a[0]+pageUp(a[1]) > r.Lo {
+			t.ensureProtectSeen(x.th, lo, hi)
+			return
+		}
+	}
 }

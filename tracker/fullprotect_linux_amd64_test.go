@@ -105,3 +105,39 @@ func TestManagedMemoryStopsAll(t *testing.T) {
 		}
 	}
 }
+
+// TestManagedRangeStopsThere: when ptjit knows the range it is about to
+// manage (an RWX page mapped with MAP_FIXED), the filter it adds stops the
+// mprotects of that range only (widened to 16 MiB): the toggles of a page
+// mapped elsewhere stop only where they add PROT_EXEC, those of a page
+// next to the RWX one stop both ways and end exactly. No process gets the
+// filter that stops every mprotect.
+func TestManagedRangeStopsThere(t *testing.T) {
+	const n = 100
+	for _, c := range []struct {
+		mode        string
+		without     int
+		exactEnds   bool
+		rangeFilter int
+	}{
+		{"rwx-fixed", 0, false, 1},
+		{"rwx-fixed-near", n, true, 1},
+	} {
+		t.Run(c.mode, func(t *testing.T) {
+			tr, page, withExec, without := execflipRun(t, n, c.mode)
+			if withExec != n || without != c.without {
+				t.Errorf("mprotect stops on the page: %d adding PROT_EXEC, %d not; want %d and %d", withExec, without, n, c.without)
+			}
+			if s := tr.res.Stats; s.FullProtect != 0 || s.RangeProtect != 1 || s.RangeFilters != c.rangeFilter {
+				t.Errorf("filters: full in %d processes, ranges in %d (%d filters); want 0, 1 (%d)",
+					s.FullProtect, s.RangeProtect, s.RangeFilters, c.rangeFilter)
+			}
+			vs := pageVersions(t, tr, page, n)
+			for _, v := range vs[:n-1] {
+				if v.EndInexact == c.exactEnds {
+					t.Fatalf("version %d: inexact end %v, want %v", v.ID, v.EndInexact, !c.exactEnds)
+				}
+			}
+		})
+	}
+}

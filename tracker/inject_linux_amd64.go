@@ -154,10 +154,10 @@ func (t *Tracer) inject(th *thread, nr int, args ...uint64) (int64, error) {
 }
 
 // protect changes the tracee's actual protection of [start, end) by an
-// injected mprotect and records it. The process gets the filter that
-// stops every mprotect first (ptjit manages memory there from now on).
+// injected mprotect and records it. The process gets a filter that stops
+// every mprotect of that memory first (ptjit manages it from now on).
 func (t *Tracer) protect(th *thread, start, end uint64, prot int, reason string) error {
-	t.ensureFullProtect(th)
+	t.ensureProtectSeen(th, start, end)
 	if _, err := t.inject(th, unix.SYS_MPROTECT, start, end-start, uint64(prot)); err != nil {
 		return err
 	}

@@ -116,6 +116,31 @@ type Space struct {
 	// have changed, a File piece's too), also after RemovalUnseen went
 	// false.
 	RemovalUnseen bool
+	// Seen: ranges where every mprotect is seen even while RemovalUnseen
+	// (the process has filters for them: fullprotect_linux_amd64.go); a
+	// piece inside them is not loose.
+	Seen []ival
+}
+
+// unseen reports whether an mprotect of [start, end) may run without a
+// stop that takes PROT_EXEC away (RemovalUnseen, outside Seen).
+func (s *Space) unseen(start, end uint64) bool {
+	if !s.RemovalUnseen {
+		return false
+	}
+	for start < end {
+		next := start
+		for _, r := range s.Seen {
+			if r.s <= start && start < r.e {
+				next = max(next, r.e)
+			}
+		}
+		if next == start {
+			return true
+		}
+		start = next
+	}
+	return false
 }
 
 // NewSpace returns an empty address space recording into sink.
@@ -255,7 +280,7 @@ func (s *Space) end(p Piece) {
 // fresh version or file mapping.
 func (s *Space) readd(p Piece, lo, hi uint64, cause string) Piece {
 	q := clip(p, lo, hi)
-	q.loose = p.loose || s.RemovalUnseen
+	q.loose = p.loose || s.unseen(q.Start, q.End)
 	switch {
 	case p.Kind == File:
 		q.ID = s.sink.AddFile(q.Start, q.End, q.Prot, q.File, cause)
@@ -325,14 +350,14 @@ func (s *Space) addAnon(start, end uint64, prot int, cause string) {
 // addVersion records [start, end) of region reg as a new version and
 // tracks it.
 func (s *Space) addVersion(reg int64, start, end uint64, prot int, cause string) {
-	q := Piece{Start: start, End: end, Prot: prot, Kind: Anon, Region: reg, loose: s.RemovalUnseen}
+	q := Piece{Start: start, End: end, Prot: prot, Kind: Anon, Region: reg, loose: s.unseen(start, end)}
 	q.ID = s.sink.AddVersion(reg, start, end, prot, cause)
 	q.pages, q.pagesAt = q.ID, start
 	s.insert(q)
 }
 
 func (s *Space) addFile(start, end uint64, prot int, f FileInfo, cause string) {
-	p := Piece{Start: start, End: end, Prot: prot, Kind: File, File: f, loose: s.RemovalUnseen}
+	p := Piece{Start: start, End: end, Prot: prot, Kind: File, File: f, loose: s.unseen(start, end)}
 	p.ID = s.sink.AddFile(start, end, prot, f, cause)
 	s.insert(p)
 }
@@ -378,7 +403,7 @@ func (s *Space) Protect(start, end uint64, prot int, cause string) {
 		wasW := p.Prot&unix.PROT_WRITE != 0
 		fileW := p.Kind == File && prot&unix.PROT_WRITE != 0
 		switch {
-		case s.RemovalUnseen || p.loose:
+		case p.loose || s.unseen(max(p.Start, start), min(p.End, end)):
 			// it may have been made writable, written and made
 			// executable again unseen (also before the full filter
 			// came): a new version, read
@@ -400,7 +425,7 @@ func (s *Space) Protect(start, end uint64, prot int, cause string) {
 	}
 	for _, r := range redo {
 		for _, p := range s.cut(r.s, r.e, cause) {
-			if p.Kind == File && prot&unix.PROT_WRITE == 0 && !s.RemovalUnseen && !p.loose {
+			if p.Kind == File && prot&unix.PROT_WRITE == 0 && !s.unseen(p.Start, p.End) && !p.loose {
 				s.addFile(p.Start, p.End, prot, p.File, cause)
 				continue
 			}

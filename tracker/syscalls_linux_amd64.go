@@ -85,8 +85,8 @@ func (t *Tracer) seccompEntry(th *thread) {
 	}
 	if kprot != op.args[2] && t.restartForFullProtect(th, regs, op) {
 		// ptjit manages memory here from now on: the call was restarted
-		// with the filter that stops every mprotect in place, and stops
-		// again
+		// with a filter that stops every mprotect there in place, and
+		// stops again
 		th.op = nil
 		return
 	}
@@ -188,9 +188,9 @@ func (t *Tracer) ptraceEntry(th *thread, op *pendingOp) {
 // thread is in the mprotect, and after it the pages are executable and not
 // writable until its next mprotect, which stops and waits for this stop's
 // work. The stamp is taken before the resume. A JIT toggling its code area
-// RW↔RX (LuaJIT) costs one stop per call instead of two. In a process
-// without the filter that stops every mprotect (fullprotect_linux_amd64.go)
-// the next mprotect does not stop, so there the version is read before
+// RW↔RX (LuaJIT) costs one stop per call instead of two. Where no filter
+// stops every mprotect of the range (fullprotect_linux_amd64.go) the next
+// mprotect does not stop, so there the version is read before
 // the thread resumes (issue 12): one stop per version, the copy on the
 // program's time, as the floor supervisor (testdata/floor) does it.
 //
@@ -208,8 +208,8 @@ func (t *Tracer) oneStopProtect(th *thread, op *pendingOp) bool {
 		return false
 	}
 	t.cur.th, t.cur.ip, t.cur.at = th, op.ip, clock.Now()
-	if !th.proc.full.on {
-		// Without the filter that stops every mprotect, the thread's
+	if !th.proc.full.seen(start, end) {
+		// Without a filter that stops every mprotect there, the thread's
 		// next mprotect (RW) would not stop and wait for this read: it
 		// could write the pages while they are read. So the version is
 		// read first, while the thread is still stopped before the call
@@ -271,6 +271,9 @@ func (t *Tracer) coreNeedsExit(th *thread, op *pendingOp) bool {
 // At the syscall-exit stop of a successful call, each feature applies its
 // part of the call's effect, in this order:
 //
+//  0. seenEffect: an mremap that moved or grew memory in ranges where
+//     every mprotect stops (fullprotect_linux_amd64.go) makes them stop
+//     where the memory is now, before anything else acts there.
 //  1. rewriteEffect: the protection ptjit gave the kernel at the entry
 //     (W^X, the soft filter) is recorded, stamped at this stop like every
 //     version the call makes.
@@ -304,6 +307,7 @@ func (t *Tracer) coreNeedsExit(th *thread, op *pendingOp) bool {
 // ENOMEM, which may have changed the mappings before the hole: those are
 // re-read (exitFailed).
 var exitEffects = []func(*Tracer, *sysExit){
+	(*Tracer).seenEffect,
 	(*Tracer).rewriteEffect,
 	(*Tracer).wxClearEffect,
 	(*Tracer).pagesEffect,

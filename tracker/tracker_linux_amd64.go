@@ -97,6 +97,9 @@ type Stats struct {
 	// FullProtect: processes given the filter that stops every mprotect
 	// (memory ptjit manages; fullprotect_linux_amd64.go)
 	FullProtect int
+	// RangeProtect: processes given filters that stop the mprotects of
+	// the memory ptjit manages there only; RangeFilters: those filters
+	RangeProtect, RangeFilters int
 	// Names the program published (perf-map lines and jitdump code loads read)
 	Names int
 	// WriterWaits and WriterWaitNS: how often and how long the tracker
@@ -383,6 +386,11 @@ func (t *Tracer) newSpace(owner int) *space {
 	// call that takes PROT_EXEC away runs unseen.
 	p := t.procs[owner]
 	sp.Space.RemovalUnseen = p == nil || !p.full.on
+	if p != nil {
+		for _, r := range p.full.ranges {
+			sp.Space.Seen = append(sp.Space.Seen, ival{r.Lo, r.Hi})
+		}
+	}
 	sp.namesStart()
 	return sp
 }
@@ -746,7 +754,7 @@ func (t *Tracer) adopt(tid int, b birth, kind stopKind, sig int) {
 	} else {
 		// a fork copies the forking thread's filters (all threads of a
 		// process with the full filter have it: TSYNC)
-		p := &process{pid: tid, ppid: parent.pid, helper: parent.helper, threads: map[int]*thread{tid: th}, full: parent.full}
+		p := &process{pid: tid, ppid: parent.pid, helper: parent.helper, threads: map[int]*thread{tid: th}, full: parent.full.clone()}
 		th.proc = p
 		t.procs[tid] = p
 		t.setLive(tid, true)

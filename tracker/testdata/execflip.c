@@ -4,7 +4,11 @@
  * i-th RX version is i. With "rwx", first maps another page
  * read-write-execute, stores a ret there and calls it: under W^X that is
  * memory ptjit manages, so from then on every mprotect of the process
- * stops (tracker/fullprotect_linux_amd64.go).
+ * stops (tracker/fullprotect_linux_amd64.go). With "rwx-fixed", the RWX page
+ * is mapped with MAP_FIXED inside a 64 MiB reservation: ptjit
+ * then stops only the mprotects of the 16 MiB around it, not those of the
+ * toggled page, mapped elsewhere; "rwx-fixed-near" toggles a page next to
+ * the RWX one instead, whose every mprotect stops.
  * Prints "page ADDR" first, then "done N".
  */
 #include <stdint.h>
@@ -16,6 +20,28 @@
 int main(int argc, char **argv)
 {
 	long n = argc > 1 ? atol(argv[1]) : 10;
+	uint8_t *near = NULL;
+	if (argc > 2 && (strcmp(argv[2], "rwx-fixed") == 0 || strcmp(argv[2], "rwx-fixed-near") == 0)) {
+		/* a 64 MiB reservation, one RWX page mapped at its middle with
+		 * MAP_FIXED: ptjit knows the range it manages before the call */
+		uint8_t *r = mmap(NULL, 64 << 20, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (r == MAP_FAILED)
+			return 1;
+		/* at a 16 MiB boundary inside it (ptjit's grain) */
+		uint8_t *at = (uint8_t *)(((uintptr_t)r + (16 << 20) - 1) / (16 << 20) * (16 << 20)) + (16 << 20);
+		volatile uint8_t *w = mmap(at, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
+					   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+		if (w == MAP_FAILED)
+			return 1;
+		w[0] = 0xc3; /* ret */
+		((void (*)(void))w)();
+		if (strcmp(argv[2], "rwx-fixed-near") == 0) {
+			/* the toggled page: next to the RWX one */
+			near = mmap(at + 4096, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+			if (near == MAP_FAILED)
+				return 1;
+		}
+	}
 	if (argc > 2 && strcmp(argv[2], "rwx") == 0) {
 		volatile uint8_t *w = mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (w == MAP_FAILED)
@@ -23,7 +49,7 @@ int main(int argc, char **argv)
 		w[0] = 0xc3; /* ret */
 		((void (*)(void))w)();
 	}
-	uint8_t *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint8_t *p = near ? near : mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return 1;
 	p[0] = 0xc3;
