@@ -8,9 +8,12 @@
  * is mapped with MAP_FIXED inside a 64 MiB reservation: ptjit
  * then stops only the mprotects of the 16 MiB around it, not those of the
  * toggled page, mapped elsewhere; "rwx-fixed-near" toggles a page next to
- * the RWX one instead, whose every mprotect stops.
+ * the RWX one instead, whose every mprotect stops; "rwx-fixed-moved" toggles
+ * the RWX page itself after mremap moved it 16 MiB or more away: its every
+ * mprotect stops there too.
  * Prints "page ADDR" first, then "done N".
  */
+#define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +24,7 @@ int main(int argc, char **argv)
 {
 	long n = argc > 1 ? atol(argv[1]) : 10;
 	uint8_t *near = NULL;
-	if (argc > 2 && (strcmp(argv[2], "rwx-fixed") == 0 || strcmp(argv[2], "rwx-fixed-near") == 0)) {
+	if (argc > 2 && strncmp(argv[2], "rwx-fixed", 9) == 0) {
 		/* a 64 MiB reservation, one RWX page mapped at its middle with
 		 * MAP_FIXED: ptjit knows the range it manages before the call */
 		uint8_t *r = mmap(NULL, 64 << 20, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -35,6 +38,17 @@ int main(int argc, char **argv)
 			return 1;
 		w[0] = 0xc3; /* ret */
 		((void (*)(void))w)();
+		if (strcmp(argv[2], "rwx-fixed-moved") == 0) {
+			/* the toggled page: the RWX one, moved by mremap into
+			 * another reservation, 16 MiB-aligned */
+			uint8_t *r2 = mmap(NULL, 64 << 20, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+			if (r2 == MAP_FAILED)
+				return 1;
+			uint8_t *to = (uint8_t *)(((uintptr_t)r2 + (16 << 20) - 1) / (16 << 20) * (16 << 20)) + (16 << 20);
+			near = mremap((void *)w, 4096, 4096, MREMAP_MAYMOVE | MREMAP_FIXED, to);
+			if (near == MAP_FAILED)
+				return 1;
+		}
 		if (strcmp(argv[2], "rwx-fixed-near") == 0) {
 			/* the toggled page: next to the RWX one */
 			near = mmap(at + 4096, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
