@@ -127,13 +127,6 @@ func rangesCover(rs []AddrRange, lo, hi uint64) bool {
 	return true
 }
 
-// ensureFullProtect gives th's process the filter that stops every
-// mprotect, if it has not got it. th is at a syscall-exit stop or a
-// signal-delivery-stop (inject's precondition).
-//
-// Precondition: on the locked tracer thread.
-func (t *Tracer) ensureFullProtect(th *thread) { t.ensureProtectSeen(th, 0, 0) }
-
 // ensureProtectSeen makes every mprotect of [lo, hi) in th's process stop
 // (every mprotect at all when lo >= hi: the range is not known): a range
 // filter, or the full one (see above). th is at a syscall-exit stop or a
