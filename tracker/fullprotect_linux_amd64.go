@@ -93,7 +93,7 @@ type fullProtectState struct {
 	failed bool // injecting it failed (warned); not tried again
 	// ranges: what the process's range filters cover (RangeProtectRules),
 	// one per filter; unused once on
-	ranges []AddrRange
+	ranges []ival
 	// filters counts the filters of every kind ptjit injected in the
 	// process (inherited over fork and exec, as the filters are)
 	filters int
@@ -101,30 +101,13 @@ type fullProtectState struct {
 
 // clone is the state a fork child starts with (it inherits the filters).
 func (f fullProtectState) clone() fullProtectState {
-	f.ranges = append([]AddrRange(nil), f.ranges...)
+	f.ranges = append([]ival(nil), f.ranges...)
 	return f
 }
 
 // seen reports whether every mprotect of [lo, hi) in the process stops.
 func (f *fullProtectState) seen(lo, hi uint64) bool {
-	return f.on || lo < hi && rangesCover(f.ranges, lo, hi)
-}
-
-// rangesCover reports whether [lo, hi) lies inside the union of rs.
-func rangesCover(rs []AddrRange, lo, hi uint64) bool {
-	for lo < hi {
-		next := lo
-		for _, r := range rs {
-			if r.Lo <= lo && lo < r.Hi {
-				next = max(next, r.Hi)
-			}
-		}
-		if next == lo {
-			return false
-		}
-		lo = next
-	}
-	return true
+	return f.on || lo < hi && ivalsCover(f.ranges, lo, hi)
 }
 
 // ensureProtectSeen makes every mprotect of [lo, hi) in th's process stop
@@ -139,11 +122,11 @@ func (t *Tracer) ensureProtectSeen(th *thread, lo, hi uint64) {
 		return
 	}
 	if lo < hi && len(p.full.ranges) < maxRangeFilters {
-		r := AddrRange{lo &^ (rangeGrain - 1), (hi + rangeGrain - 1) &^ (rangeGrain - 1)}
-		if r.Hi < hi {
-			r.Hi = ^uint64(0) &^ (pageSize - 1) // the top of the address space
+		r := ival{lo &^ (rangeGrain - 1), (hi + rangeGrain - 1) &^ (rangeGrain - 1)}
+		if r.e < hi {
+			r.e = ^uint64(0) &^ (pageSize - 1) // the top of the address space
 		}
-		err := t.injectFilter(th, RangeProtectRules([]AddrRange{r}))
+		err := t.injectFilter(th, RangeProtectRules([]AddrRange{{r.s, r.e}}))
 		if err == nil {
 			if len(p.full.ranges) == 0 {
 				t.result.Stats.RangeProtect++
@@ -151,7 +134,7 @@ func (t *Tracer) ensureProtectSeen(th *thread, lo, hi uint64) {
 			t.result.Stats.RangeFilters++
 			p.full.ranges = append(p.full.ranges, r)
 			if sp := p.space; sp != nil && sp.refs == 1 {
-				sp.Seen = append(sp.Seen, ival{r.Lo, r.Hi})
+				sp.Seen = append(sp.Seen, r)
 			}
 			return
 		}
@@ -261,7 +244,7 @@ func (t *Tracer) seenEffect(x *sysExit) {
 	a := x.op.args
 	lo, hi := x.ret, x.ret+pageUp(a[2])
 	for _, r := range x.p.full.ranges {
-		if a[0] < r.Hi && a[0]+pageUp(a[1]) > r.Lo {
+		if a[0] < r.e && a[0]+pageUp(a[1]) > r.s {
 			t.ensureProtectSeen(x.th, lo, hi)
 			return
 		}

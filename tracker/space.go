@@ -125,22 +125,25 @@ type Space struct {
 // unseen reports whether an mprotect of [start, end) may run without a
 // stop that takes PROT_EXEC away (RemovalUnseen, outside Seen).
 func (s *Space) unseen(start, end uint64) bool {
-	if !s.RemovalUnseen {
-		return false
-	}
-	for start < end {
-		next := start
-		for _, r := range s.Seen {
-			if r.s <= start && start < r.e {
+	return s.RemovalUnseen && !ivalsCover(s.Seen, start, end)
+}
+
+// ivalsCover reports whether [lo, hi) lies inside the union of rs (an
+// empty range does).
+func ivalsCover(rs []ival, lo, hi uint64) bool {
+	for lo < hi {
+		next := lo
+		for _, r := range rs {
+			if r.s <= lo && lo < r.e {
 				next = max(next, r.e)
 			}
 		}
-		if next == start {
-			return true
+		if next == lo {
+			return false
 		}
-		start = next
+		lo = next
 	}
-	return false
+	return true
 }
 
 // NewSpace returns an empty address space recording into sink.

@@ -387,9 +387,7 @@ func (t *Tracer) newSpace(owner int) *space {
 	p := t.procs[owner]
 	sp.Space.RemovalUnseen = p == nil || !p.full.on
 	if p != nil {
-		for _, r := range p.full.ranges {
-			sp.Space.Seen = append(sp.Space.Seen, ival{r.Lo, r.Hi})
-		}
+		sp.Space.Seen = append([]ival(nil), p.full.ranges...)
 	}
 	sp.namesStart()
 	return sp
@@ -444,9 +442,6 @@ func (t *Tracer) handle(tid int, ws unix.WaitStatus) {
 	th := t.threads[tid]
 	if th == nil {
 		t.unknownStop(tid, ws)
-		return
-	}
-	if staleStop(th, ws) {
 		return
 	}
 	t.cur.th = th
@@ -549,14 +544,6 @@ func (t *Tracer) exitStop(th *thread) {
 			t.rec.ThreadName(th.tid, strings.TrimSuffix(string(b), "\n"))
 		}
 	}
-	if t.queued[th.tid] > 0 {
-		// stops queued before this one are stale (staleStop): the
-		// thread goes on to exit now, not after them
-		if err := unix.PtraceCont(th.tid, 0); err != nil && !errors.Is(err, unix.ESRCH) {
-			t.warnf("PTRACE_CONT %d: %v", th.tid, err)
-		}
-		return
-	}
 	t.resume(th.tid, 0)
 }
 
@@ -569,20 +556,19 @@ func (t *Tracer) resume(tid, sig int) {
 	if t.queued[tid] > 0 {
 		return
 	}
-	if th := t.threads[tid]; th != nil && len(th.held) > 0 {
+	th := t.threads[tid]
+	if th != nil && len(th.held) > 0 {
 		t.resendHeld(th)
 	}
-	if t.soft != nil {
-		if th := t.threads[tid]; t.softEligible(th) {
-			t.softResume(th, sig)
-			return
-		}
+	if t.soft != nil && t.softEligible(th) {
+		t.softResume(th, sig)
+		return
 	}
-	t.resumeCont(tid, sig)
+	t.cont(tid, sig)
 }
 
 // resumeCont continues a stopped thread with PTRACE_CONT (no stepping),
-// delivering sig.
+// delivering sig, as resume does.
 func (t *Tracer) resumeCont(tid, sig int) {
 	if t.queued[tid] > 0 {
 		return
@@ -590,6 +576,12 @@ func (t *Tracer) resumeCont(tid, sig int) {
 	if th := t.threads[tid]; th != nil && len(th.held) > 0 {
 		t.resendHeld(th)
 	}
+	t.cont(tid, sig)
+}
+
+// cont is PTRACE_CONT with sig; ESRCH (the thread died) is not worth a
+// warning.
+func (t *Tracer) cont(tid, sig int) {
 	if err := unix.PtraceCont(tid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
 		t.warnf("PTRACE_CONT %d: %v", tid, err)
 	}

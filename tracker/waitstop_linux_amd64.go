@@ -21,8 +21,8 @@ import (
 //     in their exit stops never ends (issue 11, item 1);
 //   - another thread's PTRACE_EVENT_EXIT stop is handled at once (it is
 //     resumed, so that the group can finish dying), also when that thread
-//     has stops queued: SIGKILL woke it out of them, so they are stale, and
-//     the loop drops them (Tracer.handle). Held back behind them, a
+//     has stops queued: SIGKILL woke it out of them, so they are stale and
+//     are dropped from the queue (dropStale). Held back behind them, a
 //     thread's exit stop kept the leader's exit report from ever coming
 //     while ptjit waited for the leader (a hang of 1 in about 100 kills of
 //     jit-storm, TestKillStress); its other stops are queued for the main
@@ -136,7 +136,7 @@ func (t *Tracer) waitThread(th *thread) (stopKind, int, error) {
 // otherStop handles a stop of another thread that came while ptjit
 // waited for one: an exit stop is resumed at once (the group may be
 // dying, and its leader's report waits for it), even behind queued stops
-// of the thread (they are stale: see staleStop); anything else is queued.
+// of the thread, which are dropped (dropStale); anything else is queued.
 //
 // Precondition: on the locked tracer thread.
 func (t *Tracer) otherStop(tid int, ws unix.WaitStatus) {
@@ -144,6 +144,7 @@ func (t *Tracer) otherStop(tid int, ws unix.WaitStatus) {
 		if o := t.threads[tid]; o != nil {
 			t.result.Stats.Stops++
 			o.dying = true
+			t.dropStale(o)
 			t.exitStop(o)
 			return
 		}
@@ -151,11 +152,11 @@ func (t *Tracer) otherStop(tid int, ws unix.WaitStatus) {
 	t.queue(tid, ws)
 }
 
-// staleStop reports whether a stop of th, taken from the queue, is one
-// the thread has already left: th reached its exit stop after it (only
-// SIGKILL moves a thread out of a stop ptjit has not resumed), so there
-// is nothing to resume and nothing of the program's to act on. Its exit
-// and kill reports still count.
+// staleStop reports whether a queued stop of th is one the thread has
+// already left: th reached its exit stop after it (only SIGKILL moves a
+// thread out of a stop ptjit has not resumed), so there is nothing to
+// resume and nothing of the program's to act on. Its exit and kill
+// reports still count.
 func staleStop(th *thread, ws unix.WaitStatus) bool {
 	if !th.dying {
 		return false
@@ -165,6 +166,25 @@ func staleStop(th *thread, ws unix.WaitStatus) bool {
 		return false
 	}
 	return true
+}
+
+// dropStale removes th's stale stops (staleStop) from the queue, so that
+// its exit stop can resume it now.
+func (t *Tracer) dropStale(th *thread) {
+	if t.queued[th.tid] == 0 {
+		return
+	}
+	kept := t.queuedStops[:0]
+	for _, q := range t.queuedStops {
+		if q.tid == th.tid && staleStop(th, q.ws) {
+			if t.queued[q.tid]--; t.queued[q.tid] <= 0 {
+				delete(t.queued, q.tid)
+			}
+			continue
+		}
+		kept = append(kept, q)
+	}
+	t.queuedStops = kept
 }
 
 // queue keeps a stop for the main loop; the thread stays stopped until

@@ -374,7 +374,8 @@ func (t *Tracer) aliasFault(th *thread, addr uint64) {
 //
 // Precondition: on the locked tracer thread; th is in signal-delivery-stop.
 func (t *Tracer) aliasEmulate(th *thread, al *sharedMap, regs unix.PtraceRegs) (x86asm.Inst, []aliasChange, error) {
-	in, stores, nr, err := emulateStore(th.tid, regs)
+	e := emulateStore(th.tid, regs)
+	in, stores, nr, err := e.in, e.stores, e.after, e.err
 	if err != nil {
 		return in, nil, err
 	}

@@ -239,7 +239,7 @@ func (t *Tracer) wxFault(th *thread, addr uint64) {
 			// A store the emulator cannot carry out (an AVX-512 copy:
 			// x86asm has no EVEX) would be single-stepped: the page goes
 			// batch at once instead (see autoBatchAfter).
-			e := emulateStoreOnce(th.tid, regs)
+			e := emulateStore(th.tid, regs)
 			if e.err != nil {
 				mode = WXBatch
 			}
@@ -269,11 +269,11 @@ const maxStaleFetches = 64
 // storesAt reports whether the instruction at regs.Rip stores into addr,
 // as the emulator sees it (false when it cannot emulate it).
 func storesAt(tid int, regs unix.PtraceRegs, addr uint64) bool {
-	_, stores, _, err := emulateStore(tid, regs)
-	if err != nil {
+	e := emulateStore(tid, regs)
+	if e.err != nil {
 		return false
 	}
-	for _, s := range stores {
+	for _, s := range e.stores {
 		if addr >= s.Addr && addr-s.Addr < uint64(len(s.Data)) {
 			return true
 		}
@@ -310,7 +310,7 @@ func (t *Tracer) batchExec(th *thread, page uint64) {
 // single-stepped with the page briefly writable.
 func (t *Tracer) preciseWrite(th *thread, regs unix.PtraceRegs, em *emulated) {
 	if em == nil {
-		e := emulateStoreOnce(th.tid, regs)
+		e := emulateStore(th.tid, regs)
 		em = &e
 	}
 	in, stores, nr, err := em.in, em.stores, em.after, em.err
@@ -346,8 +346,8 @@ func (t *Tracer) preciseWrite(th *thread, regs unix.PtraceRegs, em *emulated) {
 	t.stepWrite(th, regs, in)
 }
 
-// emulated is emulateStore's result, kept so that auto mode's decision
-// and the precise write decode the instruction once.
+// emulated is emulateStore's result: the instruction, its stores, the
+// registers after it, or why it cannot be emulated.
 type emulated struct {
 	in     x86asm.Inst
 	stores []x86emu.Store
@@ -355,20 +355,13 @@ type emulated struct {
 	err    error
 }
 
-// emulateStoreOnce is emulateStore as an emulated.
-func emulateStoreOnce(tid int, regs unix.PtraceRegs) emulated {
-	var e emulated
-	e.in, e.stores, e.after, e.err = emulateStore(tid, regs)
-	return e
-}
-
 // emulateStore decodes the instruction at regs.Rip of the stopped thread
 // tid and computes its stores (x86emu.Emulate): the code and a MOVS source
 // are read from the tracee, the XMM registers only when the instruction
-// stores one. after is regs as executing the instruction leaves them.
+// stores one. e.after is regs as executing the instruction leaves them.
 //
 // Precondition: on the locked tracer thread; tid is stopped.
-func emulateStore(tid int, regs unix.PtraceRegs) (in x86asm.Inst, stores []x86emu.Store, after unix.PtraceRegs, err error) {
+func emulateStore(tid int, regs unix.PtraceRegs) (e emulated) {
 	code := make([]byte, 16)
 	for n := 16; n > 0; n -= 4 {
 		if snapshot.ReadMem(tid, regs.Rip, code[:n]) == nil {
@@ -376,10 +369,10 @@ func emulateStore(tid int, regs unix.PtraceRegs) (in x86asm.Inst, stores []x86em
 			break
 		}
 	}
-	after = regs
+	e.after = regs
 	var fx *fxsave
-	in, stores, err = x86emu.Emulate(code, x86emu.Machine{
-		Regs: &after,
+	e.in, e.stores, e.err = x86emu.Emulate(code, x86emu.Machine{
+		Regs: &e.after,
 		XMM: func(i int) ([]byte, error) {
 			if fx == nil {
 				var err error
@@ -391,7 +384,7 @@ func emulateStore(tid int, regs unix.PtraceRegs) (in x86asm.Inst, stores []x86em
 		},
 		Read: func(a uint64, b []byte) error { return snapshot.ReadMem(tid, a, b) },
 	})
-	return in, stores, after, err
+	return e
 }
 
 // stepWrite runs the faulting instruction with its target pages writable
