@@ -41,7 +41,7 @@ type QueryDecoder struct {
 	tnt      ptpkt.TNTCache
 	cur      Event // the next event, read ahead (libipt: qry->event)
 	qstatus  int   // deferred error of the read-ahead (negative) or 0
-	lastTime timeState
+	lastTime timeSnap
 }
 
 // NewQueryDecoder returns a query decoder over the PT bytes in buf.
@@ -72,7 +72,7 @@ func (d *QueryDecoder) evtReset() {
 func (d *QueryDecoder) qryReset() {
 	d.qstatus = -int(CodeNosync)
 	d.tnt.Reset()
-	d.lastTime = d.time
+	d.lastTime = d.time.snap()
 }
 
 // Offset returns the trace offset of the packet being processed, as libipt's
@@ -1307,16 +1307,18 @@ func (d *QueryDecoder) fetchQEvent() {
 	for {
 		if p := &d.pkt; d.event == nil && d.evq.empty(bindNow) {
 			for p.Type == ptpkt.PktMTC {
-				d.time.mtc(p)
+				d.time.mtcRun(&d.pd, p)
 				d.bound = false
-				if !d.pd.NextMTC(p) {
+				if !d.pd.NextHot(p) {
 					d.fetchPacket()
 				}
 			}
 			if (p.Type == ptpkt.PktTNT8 || p.Type == ptpkt.PktTNT64) && d.enabled && d.evq.empty(bindExStop) {
 				d.cur.Type, d.cur.IPSuppressed, d.cur.IP = EvTNT, false, 0
 				d.cur.TNTBits, d.cur.TNTSize = p.TNTPayload, p.TNTBits
-				d.fetchPacket()
+				if !d.pd.NextHot(p) {
+					d.fetchPacket()
+				}
 				d.cur.Offset = d.Offset()
 				return
 			}
@@ -1467,7 +1469,7 @@ func (d *QueryDecoder) condBranch() (taken bool, status int) {
 	// (The TNT cache's only error is ErrBadQuery, when it is empty:
 	// tested as Empty, not by comparing errors.)
 	if d.tnt.Empty() {
-		d.lastTime = d.time
+		d.lastTime = d.time.snap()
 		if e := d.cacheTNT(); e < 0 {
 			return false, e
 		}
@@ -1515,7 +1517,7 @@ func (d *QueryDecoder) indirectBranch() (ip uint64, status int) {
 	} else {
 		ip = d.cur.IP
 	}
-	d.lastTime = d.time
+	d.lastTime = d.time.snap()
 	d.fetchQEvent()
 	return ip, st | d.statusFlags()
 }
@@ -1538,7 +1540,7 @@ func (d *QueryDecoder) peekEvent(ev *Event) int {
 // consumeEvent moves past the pending event and returns the status flags
 // for the next one.
 func (d *QueryDecoder) consumeEvent() int {
-	d.lastTime = d.time
+	d.lastTime = d.time.snap()
 	d.fetchQEvent()
 	return d.statusFlags()
 }

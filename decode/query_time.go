@@ -8,15 +8,17 @@ import "github.com/ptjit/ptjit/ptpkt"
 // timing imprecise (they are counted as lost MTC/CYC), so they are not
 // decode errors, as in libipt.
 type timeState struct {
-	t   ptpkt.Time
-	cal ptpkt.TimeCal
-	cfg *ptpkt.Config
+	t     ptpkt.Time
+	cal   ptpkt.TimeCal
+	cfg   *ptpkt.Config
+	clock ptpkt.MTCClock // cfg's, for runs of MTC packets
 }
 
 func (s *timeState) init(cfg *FlowConfig) {
 	s.t.Reset()
 	s.cal = ptpkt.NewTimeCal()
 	s.cfg = &cfg.Packet
+	s.clock = ptpkt.NewMTCClock(s.cfg)
 }
 
 func (s *timeState) headerTSC(p *ptpkt.Packet) {
@@ -47,6 +49,11 @@ func (s *timeState) tma(p *ptpkt.Packet) {
 func (s *timeState) mtc(p *ptpkt.Packet) {
 	_ = s.cal.UpdateMTC(p, s.cfg)
 	_ = s.t.UpdateMTC(p, s.cfg)
+}
+
+// mtcRun applies the MTC p and the MTCs after it (ptpkt.MTCRun).
+func (s *timeState) mtcRun(pd *ptpkt.PacketDecoder, p *ptpkt.Packet) {
+	pd.MTCRun(p, &s.t, &s.cal, &s.clock)
 }
 
 func (s *timeState) cyc(p *ptpkt.Packet) {
@@ -81,3 +88,23 @@ func (s *timeState) tscOrZero() uint64 {
 	tsc, _, _, _ := s.t.TSC()
 	return tsc
 }
+
+// timeSnap is the time at a query (libipt's last-query time): what the
+// flow layer reads of it, a copy far smaller than the timeState it is
+// taken from at every TNT refill.
+type timeSnap struct {
+	tsc              uint64
+	lostMTC, lostCYC uint32
+	ok               bool
+}
+
+func (s *timeState) snap() timeSnap {
+	tsc, lostMTC, lostCYC, err := s.t.TSC()
+	return timeSnap{tsc, lostMTC, lostCYC, err == nil}
+}
+
+func (s *timeSnap) query() (tsc uint64, lostMTC, lostCYC uint32, ok bool) {
+	return s.tsc, s.lostMTC, s.lostCYC, s.ok
+}
+
+func (s *timeSnap) tscOrZero() uint64 { return s.tsc }

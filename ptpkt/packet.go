@@ -416,5 +416,35 @@ func (d *PacketDecoder) NextMTC(p *Packet) bool {
 	return true
 }
 
+// NextHot decodes the next packet into p and reports true when it is an
+// MTC or a TNT-8, the packets that follow each other in a soft-PT trace
+// (an MTC per instruction, a TNT-8 per conditional branch), read without
+// Next's general dispatch. Anything else, a BIP context, or the end of
+// the trace consumes nothing and reports false, for Next.
+//
+// Precondition: p holds an MTC, a TNT-8 or a TNT-64 (only Type, Size,
+// MTC, TNTBits and TNTPayload may be non-zero).
+func (d *PacketDecoder) NextHot(p *Packet) bool {
+	pos := d.pos
+	if !d.synced || pos >= uint64(len(d.buf)) {
+		return false
+	}
+	switch op := d.buf[pos]; {
+	case op == opcMTC:
+		if pos+1 >= uint64(len(d.buf)) {
+			return false
+		}
+		p.Type, p.Size, p.MTC, p.TNTBits, p.TNTPayload = PktMTC, 2, d.buf[pos+1], 0, 0
+		d.pos = pos + 2
+		return true
+	case op&1 == 0 && op != opcExt && op != opcPad && !d.inBlock:
+		p.MTC = 0
+		decodeTNT(p, PktTNT8, uint64(op>>1), 1)
+		d.pos = pos + 1
+		return true
+	}
+	return false
+}
+
 // IsEOS reports whether err means the decoder reached the end of the trace.
 func IsEOS(err error) bool { return errors.Is(err, ErrEOS) || errors.Is(err, io.EOF) }

@@ -495,3 +495,99 @@ func (t *Timer) TSC() (uint64, error) {
 	tsc, _, _, err := t.Time.TSC()
 	return tsc, err
 }
+
+// MTCClock is what MTCRun needs of a Config, derived once per decoder:
+// the configuration, and for its steady loop the MTC shift, the mask of
+// the CTC bits an MTC covers, and the CTC-to-TSC ratio as a multiplier
+// and a shift or divisor.
+type MTCClock struct {
+	cfg        *Config
+	freq       uint
+	mask       uint32
+	mul, div   uint64
+	shift      uint
+	pow2, fast bool
+}
+
+// NewMTCClock returns cfg's MTCClock; cfg must not change while it is used.
+func NewMTCClock(cfg *Config) MTCClock {
+	freq := uint(cfg.MTCFreq)
+	wrap := shl32(1, freq+mtcBits)
+	div := uint64(cfg.CPUID15EAX)
+	return MTCClock{
+		cfg: cfg, freq: freq, mask: wrap - 1,
+		mul: uint64(cfg.CPUID15EBX), div: div,
+		shift: uint(bits.TrailingZeros64(div)), pow2: div&(div-1) == 0,
+		// Without a wrap below 2^32 or a valid ratio, UpdateMTC does it.
+		fast: wrap != 0 && cfg.CPUID15EAX != 0 && cfg.CPUID15EBX != 0,
+	}
+}
+
+// MTCRun applies the MTC packet p to t and c, then every MTC packet that
+// follows it in d's buffer, as UpdateMTC on c and then t would one packet
+// at a time with k's configuration; it leaves p holding the last MTC
+// applied and d after it.
+//
+// Where timing packets are dense (soft PT writes an MTC per instruction)
+// this is the decoder's hottest loop. Once c has no cycles to calibrate
+// with and t has its TSC, TMA and an MTC with no cycles since, an MTC
+// changes only t's CTC and TSC estimate (c keeps the CTC of the MTC it
+// last calibrated at, until cycles come): those packets are read straight
+// from the buffer and their CTC deltas converted in a register. Anything
+// else — the first MTC after a TSC, a TMA or a CYC, a bad CPUID 0x15
+// configuration — goes through UpdateMTC.
+func (d *PacketDecoder) MTCRun(p *Packet, t *Time, c *TimeCal, k *MTCClock) {
+	for {
+		if k.fast && t.mtcSteady() && c.haveMTC && c.cycMTC == 0 && d.mtcFast(p, t, k) {
+			c.checkSKL168 = false
+		} else {
+			_ = c.UpdateMTC(p, k.cfg)
+			_ = t.UpdateMTC(p, k.cfg)
+		}
+		if !d.NextMTC(p) {
+			return
+		}
+	}
+}
+
+// mtcSteady: an MTC now changes only ctc, tsc and base (UpdateMTC with
+// haveTSC, haveTMA, haveMTC, fc == 0 and lostCYC == 0).
+func (t *Time) mtcSteady() bool {
+	return t.haveTSC && t.haveTMA && t.haveMTC && t.fc == 0 && t.lostCYC == 0
+}
+
+// mtcFast is MTCRun's steady loop: it applies p, then the MTC packets
+// after it in the buffer, and stops before any other packet. It reports
+// false, having applied nothing, where the last CTC has bits above the
+// MTC's (only a TMA's has, and the first MTC after a TMA is not steady;
+// checked all the same). Otherwise every delta is (ctc - last) mod the
+// wrap, as ctcDelta's single wrap correction gives when last is below the
+// wrap, without a branch the wraps would mispredict.
+func (d *PacketDecoder) mtcFast(p *Packet, t *Time, k *MTCClock) bool {
+	last := t.ctc
+	if last > k.mask || !d.synced {
+		return false
+	}
+	buf, pos, base := d.buf, d.pos, t.base
+	mtc := p.MTC
+	for {
+		ctc := uint32(mtc) << k.freq
+		fc := uint64((ctc-last)&k.mask) * k.mul
+		if k.pow2 {
+			fc >>= k.shift
+		} else {
+			fc /= k.div
+		}
+		base += fc
+		last = ctc
+		if pos+1 >= uint64(len(buf)) || buf[pos] != opcMTC {
+			break
+		}
+		mtc = buf[pos+1]
+		pos += 2
+	}
+	t.ctc, t.tsc, t.base = last, base, base
+	p.MTC = mtc
+	d.pos = pos
+	return true
+}
