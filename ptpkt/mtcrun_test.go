@@ -89,38 +89,13 @@ func randomTimingStream(rng *rand.Rand) []Packet {
 // MTC packets the steady loop applied.
 func checkMTCRun(t *testing.T, cfg *Config, buf []byte) int {
 	t.Helper()
-	var ref, got struct {
+	type timing struct {
 		tm  Time
 		cal TimeCal
 	}
+	var ref, got timing
 	ref.cal, got.cal = NewTimeCal(), NewTimeCal()
-	apply := func(s *struct {
-		tm  Time
-		cal TimeCal
-	}, p *Packet) {
-		switch p.Type {
-		case PktPSB:
-			s.cal.UpdatePSB(cfg)
-		case PktTSC:
-			s.cal.UpdateTSC(p, cfg)
-			s.tm.UpdateTSC(p, cfg)
-		case PktCBR:
-			s.cal.UpdateCBR(p, cfg)
-			s.tm.UpdateCBR(p, cfg)
-		case PktTMA:
-			s.cal.UpdateTMA(p, cfg)
-			s.tm.UpdateTMA(p, cfg)
-		case PktMTC:
-			s.cal.UpdateMTC(p, cfg)
-			s.tm.UpdateMTC(p, cfg)
-		case PktCYC:
-			fcr, _ := s.cal.FCR()
-			s.cal.UpdateCYC(p, cfg)
-			s.tm.UpdateCYC(p, cfg, fcr)
-		case PktOVF:
-			s.cal.UpdateOVF(cfg)
-		}
-	}
+	apply := func(s *timing, p *Packet) { _ = applyTiming(&s.tm, &s.cal, p, cfg, false) }
 	rd, gd := NewPacketDecoder(buf, cfg), NewPacketDecoder(buf, cfg)
 	if rd.SyncForward() != nil || gd.SyncForward() != nil {
 		t.Fatal("no PSB")

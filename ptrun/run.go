@@ -206,6 +206,7 @@ func Run(cfg Config) (status int, err error) {
 		"wall_ns": strconv.FormatInt(elapsed.Nanoseconds(), 10),
 		"wx":      string(cfg.WX), "wx_writes": strconv.Itoa(st.Writes), "wx_emulated": strconv.Itoa(st.Emulated),
 		"wx_stepped": strconv.Itoa(st.Stepped), "wx_batch_pages": strconv.Itoa(st.BatchWrites),
+		"wx_fresh_pages": strconv.Itoa(st.FreshMapped), "wx_fresh_executed": strconv.Itoa(st.FreshExecuted),
 		"injected_syscalls": strconv.Itoa(st.Injected),
 		// processes where every mprotect stops (ptjit managed memory
 		// there); elsewhere only those adding PROT_EXEC (tracker/doc.go)
@@ -327,6 +328,10 @@ func Summary(st tracker.Stats) string {
 		s += fmt.Sprintf(", %s (%d emulated, %d stepped), %s",
 			plural(st.Writes, "write", "writes"), st.Emulated, st.Stepped,
 			plural(st.BatchWrites, "batch-writable page", "batch-writable pages"))
+	}
+	if st.FreshMapped > 0 {
+		s += fmt.Sprintf(", %d of %s of fresh RWX memory recorded at first execution",
+			st.FreshExecuted, plural(st.FreshMapped, "page", "pages"))
 	}
 	if st.Names > 0 {
 		s += ", " + plural(st.Names, "name", "names") + " from perf maps"

@@ -16,10 +16,11 @@ import (
 // names is the version of its address valid just before T (or, when no
 // code was executable there yet, the first version made there after T: a
 // JIT that publishes the name before it makes the code executable; and
-// when the next version there has cause wx-batch, that one: --wx=batch
-// lets a page be written without a stop, so the bytes stored before T
-// first show in it, and the name goes to the first version that holds
-// them — exact under --wx=precise, where every store is a stop). The
+// when the next version there has cause wx-batch or wx-fresh, that one:
+// --wx=batch, and fresh RWX memory under --wx=auto, let a page be written
+// without a stop, so the bytes stored before T first show in it, and the
+// name goes to the first version that holds them — exact under
+// --wx=precise, where every store is a stop). The
 // name then holds for every earlier and later version of that region, in
 // time order, whose bytes in [addr, addr+size) are the same: a JIT that
 // changes other code of a large buffer (a HotSpot code heap: every
@@ -212,10 +213,11 @@ func (n *Names) placePiece(r db.NameInfo, lo, hi uint64, vs []db.VersionInfo, by
 		if seed, err = seedByCode(r, lo, hi, holding, bytesOf); err != nil {
 			return false, err
 		}
-	} else if seed >= 0 && seed+1 < len(holding) && holding[seed+1].Cause == "wx-batch" && holding[seed+1].Region == holding[seed].Region {
+	} else if seed >= 0 && seed+1 < len(holding) && unwatchedCause(holding[seed+1].Cause) && holding[seed+1].Region == holding[seed].Region {
 		// --wx=batch lets a page be written without a stop until code
-		// runs there: the bytes stored before the read first show in
-		// the next wx-batch version, not in the one valid before it
+		// runs there, and so does fresh RWX memory under auto: the
+		// bytes stored before the read first show in the next wx-batch
+		// or wx-fresh version, not in the one valid before it
 		seed++
 	}
 	if seed < 0 && r.Code == nil {
@@ -335,3 +337,7 @@ func (n *Names) At(v *db.VersionInfo, addr uint64) string {
 	}
 	return ""
 }
+
+// unwatchedCause: a version whose page was written without a stop until
+// it was recorded (tracker: W^X batch pages and fresh memory).
+func unwatchedCause(cause string) bool { return cause == "wx-batch" || cause == "wx-fresh" }

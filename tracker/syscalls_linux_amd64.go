@@ -76,6 +76,9 @@ func (t *Tracer) seccompEntry(th *thread) {
 	if t.restartForPages(th, regs, op) {
 		return // the call stops again, with the userfaultfd made
 	}
+	if t.restartForMremap(th, regs, op) {
+		return // the call stops again, its range one protection
+	}
 	th.op = op
 	kprot := op.args[2]
 	for _, rewrite := range entryRewrites {
@@ -313,6 +316,7 @@ var exitEffects = []func(*Tracer, *sysExit){
 	(*Tracer).pagesEffect,
 	(*Tracer).unmapFirstEffect,
 	(*Tracer).coreEffect,
+	(*Tracer).wxFreshEffect,
 	(*Tracer).procmemEffect,
 	(*Tracer).aliasEffect,
 	(*Tracer).wxMovedEffect,

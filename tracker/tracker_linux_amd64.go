@@ -93,7 +93,10 @@ type Stats struct {
 	Emulated    int // of which emulated
 	Stepped     int // of which single-stepped
 	BatchWrites int // pages made writable in batch mode
-	Injected    int // syscalls ptjit ran in the tracee
+	// Fresh memory (wxFreshEffect): pages of new RWX mappings started
+	// as batch pages, and of those the ones recorded at a first execution
+	FreshMapped, FreshExecuted int
+	Injected                   int // syscalls ptjit ran in the tracee
 	// FullProtect: processes given the filter that stops every mprotect
 	// (memory ptjit manages; fullprotect_linux_amd64.go)
 	FullProtect int
@@ -244,6 +247,8 @@ type pendingOp struct {
 	rewrote bool
 	kprot   uint64
 	reason  string
+	// W^X: a fresh mapping that starts as batch pages (wxFreshEffect)
+	fresh bool
 	// munmap: ranges other threads' calls mapped or protected while this
 	// one was in flight (noteLater); the kernel gave them out after this
 	// call freed them, so its exit must not unmap them
@@ -1083,7 +1088,9 @@ func (t *Tracer) forkView(parent, child *space) {
 		w := child.wxs()
 		for page, bp := range parent.wx.batch {
 			w.batch[page] = bp
-			child.Protect(page, page+pageSize, protRWX, "fork")
+			if !bp.fresh {
+				child.Protect(page, page+pageSize, protRWX, "fork")
+			}
 		}
 	}
 }

@@ -3,6 +3,7 @@ package tracker
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ptjit/ptjit/clock"
@@ -111,13 +112,20 @@ func (sp *space) wxs() *wxState {
 // batchPage is a page left writable in batch mode: the first store into it
 // (its thread and instruction are the new version's TID and IP).
 type batchPage struct {
-	tid int
-	ip  uint64
+	tid   int
+	ip    uint64
+	fresh bool // a page of fresh memory (wxFreshEffect): no store seen
 }
 
 // clearBatch forgets batch pages in [start, end): a syscall of the program
 // just set their protection itself.
 func (sp *space) clearBatch(start, end uint64) {
+	if n := (end - start) / pageSize; n < uint64(len(sp.wx.batch)) {
+		for p := start &^ (pageSize - 1); p < end; p += pageSize {
+			delete(sp.wx.batch, p)
+		}
+		return
+	}
 	for p := range sp.wx.batch {
 		if p >= start && p < end {
 			delete(sp.wx.batch, p)
@@ -132,13 +140,56 @@ func (t *Tracer) wxEntryProt(th *thread, op *pendingOp, prot uint64) (uint64, st
 	switch op.nr {
 	case unix.SYS_MMAP, unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
 		if t.wxOn() && isWX(int(op.args[2])) {
+			if t.freshBatch(op) {
+				op.fresh = true
+				return prot &^ unix.PROT_EXEC, wxFreshReason
+			}
 			return prot &^ unix.PROT_WRITE, wxEntryReason
 		}
 	}
 	return prot, ""
 }
 
-const wxEntryReason = "wx: the program asked for write+exec"
+const (
+	wxEntryReason = "wx: the program asked for write+exec"
+	wxFreshReason = "wx: fresh write+exec memory, writable until executed"
+)
+
+// Fresh memory. A new private anonymous RWX mapping holds only zeros:
+// there is no code in it until the program writes some, and it must run
+// none before. In batch and auto modes it starts as batch pages (RW, not
+// executable) instead of RX: the program fills it at full speed and each
+// page is recorded at its first execution (batchExec), as a batch page
+// is. Started RX, a page a JIT fills cost a precise store, a second fault
+// that sent it to batch with an injected mprotect, then the same fetch
+// fault: java Hot's code heaps are three such mappings of 2.5 MiB that
+// HotSpot fills page after page (BENCHMARKS.md). Precise mode keeps every
+// store, so it starts RX as before. A mapping larger than freshBatchMax
+// starts RX too: batch pages are kept one map entry a page.
+const freshBatchMax = 64 << 20
+
+// freshBatch reports whether op maps fresh memory that starts as batch
+// pages (see above).
+func (t *Tracer) freshBatch(op *pendingOp) bool {
+	return op.nr == unix.SYS_MMAP && t.opts.WX != WXPrecise &&
+		op.args[3]&unix.MAP_ANONYMOUS != 0 && op.args[3]&unix.MAP_TYPE == unix.MAP_PRIVATE &&
+		op.args[1] != 0 && pageUp(op.args[1]) <= freshBatchMax
+}
+
+// wxFreshEffect (exitEffects, after the Space took the mapping): the
+// pages of a fresh mapping are batch pages (see freshBatch), with no
+// first store: the version takes the thread and IP that first executes
+// there.
+func (t *Tracer) wxFreshEffect(x *sysExit) {
+	if !x.op.fresh {
+		return
+	}
+	w := x.sp.wxs()
+	for p, end := x.ret, x.ret+pageUp(x.op.args[1]); p < end; p += pageSize {
+		w.batch[p] = batchPage{fresh: true}
+	}
+	t.result.Stats.FreshMapped += int(pageUp(x.op.args[1]) / pageSize)
+}
 
 // wxClearEffect (exitEffects): batch pages in the range the call sets get
 // the program's protection, so W^X forgets them; an mremap's moved batch
@@ -152,7 +203,8 @@ func (t *Tracer) wxClearEffect(x *sysExit) {
 		sp.clearBatch(a[0], a[0]+pageUp(a[1]))
 	case unix.SYS_MREMAP:
 		// batch pages (RW in the kernel) that moved must become
-		// executable-only again at their new place
+		// executable-only again at their new place (settleBatch made
+		// them so before the call: this is for a settle that failed)
 		for p := range sp.wx.batch {
 			if p >= a[0] && p < a[0]+min(pageUp(a[1]), pageUp(a[2])) {
 				x.moved = append(x.moved, ret+(p-a[0]))
@@ -256,7 +308,7 @@ func (t *Tracer) wxFault(th *thread, addr uint64) {
 			t.warnOp(err)
 			return
 		}
-		w.batch[page] = batchPage{th.tid, regs.Rip}
+		w.batch[page] = batchPage{tid: th.tid, ip: regs.Rip}
 		t.result.Stats.BatchWrites++
 		return
 	}
@@ -297,6 +349,16 @@ func (t *Tracer) batchExec(th *thread, page uint64) {
 	}
 	if err := t.protect(th, page, page+pageSize, sp.kernelProt(page, view), "wx-batch: executed"); err != nil {
 		t.warnOp(err)
+		return
+	}
+	if bp.fresh {
+		// No store was seen: the version is the executing thread's,
+		// at the instruction that first runs there.
+		ip := t.cur.ip
+		t.cur.at, t.cur.ip, t.cur.tid = clock.Now(), ip, th.tid
+		sp.RefreshSplit(page, page+pageSize, "wx-fresh")
+		t.cur.tid = 0
+		t.result.Stats.FreshExecuted++
 		return
 	}
 	// The version is the first writer's work: its thread and store IP.
@@ -499,4 +561,86 @@ func (t *Tracer) recordWrite(th *thread, ip uint64, in x86asm.Inst, addr uint64,
 	t.rec.AddWrite(db.Write{PID: sp.owner, TID: th.tid, At: t.cur.at, IP: ip, Insn: x86asm.GNUSyntax(in, ip, nil),
 		Addr: addr, Old: old, New: new, Version: ver})
 	t.result.Stats.Writes++
+}
+
+// Before an mremap. W^X gives the pages of one mapping different
+// protections (RX, and RW for batch and fresh pages), so the kernel keeps
+// them as several VMAs, and an mremap of a range spanning VMAs fails with
+// EFAULT where the program alone, with one RWX mapping, succeeds. At the
+// seccomp stop of an mremap whose old range holds batch pages, the call is
+// skipped (restartAround), the batch pages are settled, and the call runs
+// again: each is recorded as a version as at its first execution (the
+// program may have written it since), and its range is made what the rest
+// of the mapping is (kernelProt of the view), in one injected mprotect per
+// run of pages. The moved memory then faults on stores like any other.
+
+// restartForMremap reports true when th's mremap was restarted around
+// settleBatch (see above).
+//
+// Precondition: on the locked tracer thread; th is in its seccomp stop.
+func (t *Tracer) restartForMremap(th *thread, regs unix.PtraceRegs, op *pendingOp) bool {
+	if op.nr != unix.SYS_MREMAP {
+		return false
+	}
+	sp := th.proc.space
+	lo, hi := op.args[0], op.args[0]+pageUp(op.args[1])
+	if len(sp.wx.batch) == 0 || hi <= lo || !sp.batchIn(lo, hi) {
+		return false
+	}
+	return t.restartAround(th, regs, op, func(th *thread) { t.settleBatch(th, lo, hi) })
+}
+
+// batchIn reports whether [lo, hi) holds a batch page.
+func (sp *space) batchIn(lo, hi uint64) bool {
+	if (hi-lo)/pageSize < uint64(len(sp.wx.batch)) {
+		for p := lo &^ (pageSize - 1); p < hi; p += pageSize {
+			if _, ok := sp.wx.batch[p]; ok {
+				return true
+			}
+		}
+		return false
+	}
+	for p := range sp.wx.batch {
+		if p >= lo && p < hi {
+			return true
+		}
+	}
+	return false
+}
+
+// settleBatch records the batch pages of [lo, hi) and gives them the
+// protection of their view (see restartForMremap).
+//
+// Precondition: on the locked tracer thread; th is stopped.
+func (t *Tracer) settleBatch(th *thread, lo, hi uint64) {
+	sp := th.proc.space
+	var pages []uint64
+	for p := range sp.wx.batch {
+		if p >= lo && p < hi {
+			pages = append(pages, p)
+		}
+	}
+	slices.Sort(pages)
+	for i := 0; i < len(pages); {
+		j, prot := i+1, sp.kernelProt(pages[i], sp.ProtOf(pages[i]))
+		for j < len(pages) && pages[j] == pages[j-1]+pageSize && sp.kernelProt(pages[j], sp.ProtOf(pages[j])) == prot {
+			j++
+		}
+		if err := t.protect(th, pages[i], pages[j-1]+pageSize, prot, "wx-batch: settled before mremap"); err != nil {
+			t.warnOp(err)
+			return
+		}
+		for _, p := range pages[i:j] {
+			bp := sp.wx.batch[p]
+			delete(sp.wx.batch, p)
+			cause, tid, ip := "wx-batch", bp.tid, bp.ip
+			if bp.fresh {
+				cause, tid, ip = "wx-fresh", th.tid, 0
+			}
+			t.cur.at, t.cur.ip, t.cur.tid = clock.Now(), ip, tid
+			sp.RefreshSplit(p, p+pageSize, cause)
+		}
+		t.cur.tid = 0
+		i = j
+	}
 }

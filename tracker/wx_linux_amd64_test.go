@@ -1,10 +1,13 @@
 package tracker_test
 
 import (
+	"bytes"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/ptjit/ptjit/db"
 	"github.com/ptjit/ptjit/tracker"
 )
 
@@ -110,5 +113,115 @@ func TestWXAlias(t *testing.T) {
 		if off := w.Addr - v.Addr; string(data[off:off+8]) != string(w.New) || v.Cause != "write" {
 			t.Errorf("write %d: version %d (%s) holds %x at %#x, want %x", i, v.ID, v.Cause, data[off:off+8], w.Addr, w.New)
 		}
+	}
+}
+
+// TestWXFresh runs freshjit (testdata/freshjit.c: functions written into a
+// fresh RWX mapping, run, one patched, the mapping moved and grown with
+// mremap, then written and run in a forked child). Under auto and batch
+// the mapping starts writable, not executable: the fill costs no stop, and
+// each page is recorded once, at its first execution (cause wx-fresh),
+// holding every function the program wrote there; the patch into code
+// that ran is a store of its own. The mremap of a range whose pages W^X
+// protects differently (RX, RW) succeeds as alone (the pages are settled
+// first: the two never run are recorded as zeros). Under precise the
+// mapping starts RX and every store of the fill is recorded. The program
+// behaves as alone throughout. Without the fresh path (a mapping started
+// RX in auto mode) the fill would be recorded as stores and no wx-fresh
+// version would exist.
+func TestWXFresh(t *testing.T) {
+	prog := cprog(t, "freshjit")
+	alone, st := run(t, prog)
+	if st != 0 || !strings.HasSuffix(alone, "\nok\n") {
+		t.Fatalf("freshjit alone: status %d\n%s", st, alone)
+	}
+	// the output without its addresses ("buf ADDR", "moved ADDR")
+	checks := func(out string) string {
+		var keep []string
+		for _, l := range strings.Split(out, "\n") {
+			if !strings.HasPrefix(l, "buf ") && !strings.HasPrefix(l, "moved ") {
+				keep = append(keep, l)
+			}
+		}
+		return strings.Join(keep, "\n")
+	}
+	// What the program wrote into page p before running it (its own
+	// layout, see freshjit.c).
+	page := func(p int) []byte {
+		b := make([]byte, 4096)
+		if p == 1 || p == 3 {
+			return b // never written before the move
+		}
+		for k := 0; k < 64; k++ {
+			imm := uint32(p*1000 + k)
+			copy(b[k*64:], []byte{0xb8, byte(imm), byte(imm >> 8), byte(imm >> 16), byte(imm >> 24), 0xc3})
+		}
+		return b
+	}
+	for _, mode := range []tracker.WXMode{tracker.WXAuto, tracker.WXBatch, tracker.WXPrecise} {
+		t.Run(string(mode), func(t *testing.T) {
+			tr := traceWX(t, mode, prog)
+			if tr.res.Status != 0 || checks(tr.stdout) != checks(alone) {
+				t.Fatalf("under --wx=%s: status %d\n%s", mode, tr.res.Status, tr.stdout)
+			}
+			var buf uint64
+			if _, err := fmt.Sscanf(tr.stdout, "buf %v", &buf); err != nil || buf == 0 {
+				t.Fatalf("no buffer address in %q", tr.stdout)
+			}
+			s := tr.res.Stats
+			writes, err := tr.db.Writes(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var fill int // stores recorded into the mapping before the move
+			for _, w := range writes {
+				if w.Addr >= buf && w.Addr < buf+4*4096 {
+					fill++
+				}
+			}
+			vs, err := tr.db.Versions(db.VersionFilter{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fresh := map[uint64]db.VersionInfo{}
+			for _, v := range vs {
+				if v.Cause == "wx-fresh" && v.Addr >= buf && v.Addr < buf+4*4096 {
+					fresh[v.Addr] = v
+				}
+			}
+			if mode == tracker.WXPrecise {
+				if s.FreshMapped != 0 || len(fresh) != 0 {
+					t.Errorf("precise: %d fresh pages, %d wx-fresh versions; want none", s.FreshMapped, len(fresh))
+				}
+				// 2 × 64 functions of 6 byte stores, and the patch
+				if fill != 2*64*6+1 {
+					t.Errorf("precise: %d stores recorded in the first mapping, want %d", fill, 2*64*6+1)
+				}
+				return
+			}
+			if s.FreshMapped != 4 || s.FreshExecuted != 2 || len(fresh) != 4 {
+				t.Fatalf("%d fresh pages, %d recorded at first execution, %d wx-fresh versions; want 4, 2, 4 (2 run, 2 settled before the mremap)",
+					s.FreshMapped, s.FreshExecuted, len(fresh))
+			}
+			for p := 0; p < 4; p++ {
+				v, ok := fresh[buf+uint64(p)*4096]
+				if !ok {
+					t.Fatalf("no wx-fresh version of page %d (%#x)", p, buf+uint64(p)*4096)
+				}
+				data, err := tr.db.VersionData(&v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(data, page(p)) {
+					t.Errorf("wx-fresh version of page %d: % x..., want what the program wrote: % x...", p, data[:16], page(p)[:16])
+				}
+			}
+			// The fill made no store stop; under auto the patch, into
+			// code that ran, is a precise store.
+			want := map[tracker.WXMode]int{tracker.WXAuto: 1, tracker.WXBatch: 0}[mode]
+			if fill != want {
+				t.Errorf("%d stores recorded in the first mapping, want %d (the fill makes none)", fill, want)
+			}
+		})
 	}
 }

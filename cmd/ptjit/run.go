@@ -43,7 +43,9 @@ Memory the program maps writable and executable is kept executable-only
 (precise: every store, with its bytes and instruction), or lets a page be
 written until something executes there and then records the page (batch);
 auto is precise, except for a page written in a burst (2 stores within 10 ms),
-or by a store ptjit cannot emulate (AVX-512): that page goes batch.
+or by a store ptjit cannot emulate (AVX-512): that page goes batch. New
+anonymous RWX memory holds no code yet: under batch and auto it starts
+writable, not executable, and each page is recorded when it first runs.
 
 The Intel PT trace goes to DIR/perf.data (--pt): with intel, perf record
 -e intel_pt//u traces the program from its exec on, every thread and child;
