@@ -13,7 +13,12 @@
 //     (enable/disable, overflow, paging, mode changes, event trace) bound
 //     to the instruction where they happen; it applies the errata
 //     workarounds of ptpkt.Config. Its workings are internal; the flow
-//     layer drives it.
+//     layer drives it. Its read-ahead takes the packets of a soft-PT trace
+//     (an MTC per instruction, a one-bit TNT-8 per conditional branch)
+//     without the packet decoder's general dispatch: a run of MTCs is
+//     applied to the timing in one loop over the bytes once the timing is
+//     steady (ptpkt.MTCRun, tested against UpdateMTC packet by packet),
+//     and the MTC or TNT-8 after it is read by ptpkt.NextHot.
 //  2. Instruction flow (flow*.go): FlowDecoder walks the code through the
 //     image, decoding instructions with package x86 (flow_cache.go keeps
 //     them per section, so hot code is decoded once), asking the query

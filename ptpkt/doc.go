@@ -21,7 +21,10 @@
 //     TNTCache (tnt.go) holds the taken/not-taken bits of one TNT packet
 //     until the instruction flow consumes them; Time, TimeCal and Timer
 //     (time.go) estimate the TSC at every packet from TSC, TMA, MTC, CYC
-//     and CBR (libipt's pt_time.c).
+//     and CBR (libipt's pt_time.c). PacketDecoder.MTCRun applies a run of
+//     MTC packets straight from the trace bytes where an MTC changes only
+//     the TSC estimate (the hot loop of a soft-PT trace, which has an MTC
+//     per instruction); TestMTCRun holds it to UpdateMTC.
 //
 // Errors are the sentinel values of each file (ErrBadPacket, ErrNoIP,
 // ErrBadQuery...), whose texts are libipt's, wrapped in a *DecodeError
