@@ -308,7 +308,8 @@ func (d *FlowDecoder) nextBlock(b *FlowBlock, in *FlowInsn) (ok bool, st int) {
 		return false, 0
 	}
 	s := d.sec
-	if s == nil || d.ip-s.Vaddr >= uint64(len(s.Data)) || len(d.img.versions) != 0 {
+	if s == nil || d.ip-s.Vaddr >= uint64(len(s.Data)) ||
+		len(d.img.versions) != 0 && (s.shadowed || !s.validAt(d.q.lastTime.tscOrZero())) {
 		if s, ok = d.blockSection(); !ok {
 			return false, 0
 		}
