@@ -1309,14 +1309,15 @@ func (d *QueryDecoder) fetchQEvent() {
 			for p.Type == ptpkt.PktMTC {
 				d.time.mtcRun(&d.pd, p)
 				d.bound = false
-				if !d.pd.NextHot(p) {
+				// (no MTC follows a run: MTCRun took them all)
+				if !d.pd.NextTNT8(p) {
 					d.fetchPacket()
 				}
 			}
 			if (p.Type == ptpkt.PktTNT8 || p.Type == ptpkt.PktTNT64) && d.enabled && d.evq.empty(bindExStop) {
 				d.cur.Type, d.cur.IPSuppressed, d.cur.IP = EvTNT, false, 0
 				d.cur.TNTBits, d.cur.TNTSize = p.TNTPayload, p.TNTBits
-				if !d.pd.NextHot(p) {
+				if !d.pd.NextMTC(p) && !d.pd.NextTNT8(p) {
 					d.fetchPacket()
 				}
 				d.cur.Offset = d.Offset()

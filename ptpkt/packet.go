@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mbits "math/bits"
 )
 
 // PacketType identifies an Intel PT packet kind.
@@ -405,14 +406,37 @@ func (d *PacketDecoder) Next(p *Packet) error {
 // instruction), read without Next's general dispatch. Anything else (or
 // the end of the trace) consumes nothing and reports false, for Next.
 //
-// Precondition: p's other fields are zero (p holds the previous MTC).
+// Precondition: p holds an MTC, a TNT-8 or a TNT-64 (only Type, Size,
+// MTC, TNTBits and TNTPayload may be non-zero).
 func (d *PacketDecoder) NextMTC(p *Packet) bool {
 	pos := d.pos
 	if !d.synced || pos+1 >= uint64(len(d.buf)) || d.buf[pos] != opcMTC {
 		return false
 	}
-	p.Type, p.Size, p.MTC = PktMTC, 2, d.buf[pos+1]
+	p.Type, p.Size, p.MTC, p.TNTBits, p.TNTPayload = PktMTC, 2, d.buf[pos+1], 0, 0
 	d.pos = pos + 2
+	return true
+}
+
+// NextTNT8 is NextMTC for a TNT-8: the packet after a run of MTCs in a
+// soft-PT trace. (A BIP context takes bytes that look like TNT-8s: false.)
+//
+// Precondition: as NextMTC's; p was decoded by d (so d is synchronized).
+func (d *PacketDecoder) NextTNT8(p *Packet) bool {
+	pos := d.pos
+	if pos >= uint64(len(d.buf)) || d.inBlock {
+		return false
+	}
+	// bits 7:1: the outcomes and a stop bit (decodeTNT); not PAD, not
+	// the extended opcode
+	op := d.buf[pos]
+	if op&1 != 0 || op <= opcExt {
+		return false
+	}
+	v := op >> 1
+	n := uint8(mbits.Len8(v)) - 1
+	p.Type, p.Size, p.MTC, p.TNTBits, p.TNTPayload = PktTNT8, 1, 0, n, uint64(v&^(1<<n))
+	d.pos = pos + 1
 	return true
 }
 
@@ -425,25 +449,7 @@ func (d *PacketDecoder) NextMTC(p *Packet) bool {
 // Precondition: p holds an MTC, a TNT-8 or a TNT-64 (only Type, Size,
 // MTC, TNTBits and TNTPayload may be non-zero).
 func (d *PacketDecoder) NextHot(p *Packet) bool {
-	pos := d.pos
-	if !d.synced || pos >= uint64(len(d.buf)) {
-		return false
-	}
-	switch op := d.buf[pos]; {
-	case op == opcMTC:
-		if pos+1 >= uint64(len(d.buf)) {
-			return false
-		}
-		p.Type, p.Size, p.MTC, p.TNTBits, p.TNTPayload = PktMTC, 2, d.buf[pos+1], 0, 0
-		d.pos = pos + 2
-		return true
-	case op&1 == 0 && op != opcExt && op != opcPad && !d.inBlock:
-		p.MTC = 0
-		decodeTNT(p, PktTNT8, uint64(op>>1), 1)
-		d.pos = pos + 1
-		return true
-	}
-	return false
+	return d.NextMTC(p) || d.NextTNT8(p)
 }
 
 // IsEOS reports whether err means the decoder reached the end of the trace.
