@@ -516,8 +516,11 @@ func (t *Tracer) stepWrite(th *thread, regs unix.PtraceRegs, in x86asm.Inst) {
 			}
 		}
 		t.hold(th, sig)
-		if sig == int(unix.SIGSEGV) {
-			return // the program's own fault: delivered on resume
+		if sig == int(unix.SIGSEGV) || instructionFault(th.tid, sig) {
+			// the program's own fault (a store past the end of a
+			// shared file's pages is SIGBUS): delivered on resume;
+			// stepping again would fault again, for ever
+			return
 		}
 	}
 	t.result.Stats.Stepped++
@@ -532,6 +535,18 @@ func (t *Tracer) stepWrite(th *thread, regs unix.PtraceRegs, in x86asm.Inst) {
 			t.recordWrite(th, regs.Rip, in, o.page+uint64(lo), o.old[lo:hi], now[lo:hi])
 		}
 	}
+}
+
+// instructionFault reports whether sig, just reported for tid, is a fault
+// of the instruction being stepped (SIGBUS, SIGILL, SIGFPE raised by the
+// kernel: si_code > 0), not a signal sent to the thread meanwhile.
+func instructionFault(tid, sig int) bool {
+	switch unix.Signal(sig) {
+	case unix.SIGBUS, unix.SIGILL, unix.SIGFPE:
+		si, err := getSiginfo(tid)
+		return err == nil && si.Code > 0
+	}
+	return false
 }
 
 func diffRange(a, b []byte) (int, int) {

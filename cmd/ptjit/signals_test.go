@@ -153,3 +153,30 @@ func TestSignalInfoWhilePatching(t *testing.T) {
 		})
 	}
 }
+
+// TestStoreFaultsSigbus: a store into W^X-protected memory that the kernel
+// answers with SIGBUS (testdata/sigbus-store: past the end of a shared
+// memory object grown by mremap) reaches the program as alone, with and
+// without its own handler, in every W^X mode. ptjit cannot emulate the
+// store (the page cannot be read) and steps it; before the fix the step's
+// SIGBUS was held and the step retried for ever: ptjit and the program
+// spun until killed.
+func TestStoreFaultsSigbus(t *testing.T) {
+	e2eSetup(t)
+	prog := e2eProg("sigbus-store")
+	for _, args := range [][]string{nil, {"handler"}} {
+		alone := e2eRun(t, append([]string{prog}, args...), nil, "", "")
+		if want := map[bool]int{false: 128 + int(syscall.SIGBUS), true: 7}[len(args) > 0]; alone.code != want {
+			t.Fatalf("alone %v: status %d, want %d\n%s", args, alone.code, want, alone.stdout)
+		}
+		for _, mode := range []string{"auto", "precise", "batch"} {
+			t.Run(mode+"/"+strings.Join(append([]string{"plain"}, args...), "-"), func(t *testing.T) {
+				dir := filepath.Join(t.TempDir(), "rec")
+				r := e2ePtjit(t, nil, append([]string{"run", "-q", "--pt=off", "--wx=" + mode, "-o", dir, "--", prog}, args...)...)
+				if r.code != alone.code || r.stdout != alone.stdout {
+					t.Errorf("under ptjit: status %d, output %q; alone: status %d, output %q\n%s", r.code, r.stdout, alone.code, alone.stdout, r.stderr)
+				}
+			})
+		}
+	}
+}
