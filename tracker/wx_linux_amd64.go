@@ -588,6 +588,10 @@ func (t *Tracer) recordWrite(th *thread, ip uint64, in x86asm.Inst, addr uint64,
 // program may have written it since), and its range is made what the rest
 // of the mapping is (kernelProt of the view), in one injected mprotect per
 // run of pages. The moved memory then faults on stores like any other.
+// (In a fork child of the process that split the mapping this does not
+// help: the child's copies of the parts have anon_vmas of their own and
+// the kernel does not merge them again, so the mremap still fails with
+// EFAULT; README, "What ptjit cannot see".)
 
 // restartForMremap reports true when th's mremap was restarted around
 // settleBatch (see above).
