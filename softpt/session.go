@@ -234,6 +234,27 @@ func (s *Session) Interrupt(tid int, ip, tsc uint64) {
 	}
 }
 
+// Sync writes a PSB+ into tid's trace before the instruction at ip, if
+// tid is traced: its TSC gives the decoder the time from here on. The
+// tracker calls it where the code tid runs changed since its last step
+// (another thread's store into code, recorded as a version): the
+// instruction about to run may run that change, and without a timing
+// event the decoder would still look code up at the time of the thread's
+// last branch, before the change.
+func (s *Session) Sync(tid int, ip, tsc uint64) {
+	s.lastTSC = max(s.lastTSC, tsc)
+	st := s.threads[tid]
+	if st == nil || !st.th.Enabled() {
+		return
+	}
+	th := s.resume(tid, ip, tsc)
+	if th == nil {
+		return
+	}
+	th.psbPlus(ip, tsc)
+	s.maybeFlush(tid, th)
+}
+
 // Disable records that tid entered the kernel for good (TIP.PGD).
 func (s *Session) Disable(tid int, tsc uint64) {
 	s.lastTSC = max(s.lastTSC, tsc)

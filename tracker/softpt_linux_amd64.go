@@ -76,7 +76,8 @@ type stepState struct {
 	insn    x86.Insn // the instruction being stepped
 	ip      uint64   // where the thread is, when haveIP (read at the last step trap)
 	haveIP  bool
-	progTF  bool // the program's last popf set the trap flag (stepFlags)
+	progTF  bool   // the program's last popf set the trap flag (stepFlags)
+	gen     uint64 // the space's Gen when the thread last stepped
 }
 
 func newSoftState(s *softpt.Session) *softState {
@@ -431,8 +432,14 @@ func (t *Tracer) softResume(th *thread, sig int) {
 		} else {
 			st.valid = t.softInsn(th, ip, &st.insn) == nil
 			if !s.Enabled(th.tid) && (!sp.filterOn() || sp.inJIT(ip)) {
-				s.Enable(th.tid, ip, tsc)
+				s.Enable(th.tid, ip, tsc) // a TIP.PGE: timed
+			} else if g := sp.Gen(); g != st.gen {
+				// The code changed since the thread's last step (a
+				// store of another thread, emulated): a PSB+ times
+				// the instruction about to run after the change.
+				s.Sync(th.tid, ip, tsc)
 			}
+			st.gen = sp.Gen()
 			if th.inJIT {
 				t.filterJITStep(sp, st.valid && st.insn.Class == x86.ClassSyscall)
 			}

@@ -102,6 +102,10 @@ type Space struct {
 	sink    Sink
 	pieces  []Piece
 	regions []*region
+	// gen counts the changes of the recorded code (a version or file
+	// mapping begun or ended): software PT re-times a thread whose
+	// code changed under it since its last step (Gen).
+	gen uint64
 	// WritesSeen: every change to tracked memory is seen (W^X is
 	// enforced), so the parts of a piece a change leaves alone keep
 	// their recorded bytes even where the program may write. Without
@@ -271,7 +275,11 @@ func clip(p Piece, lo, hi uint64) Piece {
 	return p
 }
 
+// Gen is the number of changes of the recorded code so far.
+func (s *Space) Gen() uint64 { return s.gen }
+
 func (s *Space) end(p Piece) {
+	s.gen++
 	if p.Kind == File {
 		s.sink.EndFile(p.ID)
 	} else {
@@ -284,6 +292,7 @@ func (s *Space) end(p Piece) {
 func (s *Space) readd(p Piece, lo, hi uint64, cause string) Piece {
 	q := clip(p, lo, hi)
 	q.loose = p.loose || s.unseen(q.Start, q.End)
+	s.gen++
 	switch {
 	case p.Kind == File:
 		q.ID = s.sink.AddFile(q.Start, q.End, q.Prot, q.File, cause)
@@ -354,6 +363,7 @@ func (s *Space) addAnon(start, end uint64, prot int, cause string) {
 // tracks it.
 func (s *Space) addVersion(reg int64, start, end uint64, prot int, cause string) {
 	q := Piece{Start: start, End: end, Prot: prot, Kind: Anon, Region: reg, loose: s.unseen(start, end)}
+	s.gen++
 	q.ID = s.sink.AddVersion(reg, start, end, prot, cause)
 	q.pages, q.pagesAt = q.ID, start
 	s.insert(q)
@@ -361,6 +371,7 @@ func (s *Space) addVersion(reg int64, start, end uint64, prot int, cause string)
 
 func (s *Space) addFile(start, end uint64, prot int, f FileInfo, cause string) {
 	p := Piece{Start: start, End: end, Prot: prot, Kind: File, File: f, loose: s.unseen(start, end)}
+	s.gen++
 	p.ID = s.sink.AddFile(start, end, prot, f, cause)
 	s.insert(p)
 }

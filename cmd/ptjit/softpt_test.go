@@ -138,6 +138,38 @@ func TestSoftPTEndToEnd(t *testing.T) {
 	}
 }
 
+// TestSoftPTCrossThreadPatch: a thread runs code another thread just wrote
+// (testdata/xthread-patch: lock-step rounds, the runner's direct call the
+// only way in), under every W^X mode. With precise stores the runner takes
+// no fault and no branch packet between the writer's store and the new
+// code; the decoder learns of the change only from the PSB+ soft PT writes
+// into a thread whose code changed since its last step (Session.Sync).
+// Without it the runner's calls decoded the slot's old bytes (zeros) and
+// ran off the region.
+func TestSoftPTCrossThreadPatch(t *testing.T) {
+	e2eSetup(t)
+	prog := e2eProg("xthread-patch")
+	native := e2eRun(t, []string{prog, "120"}, nil, "", "")
+	if native.code != 0 || native.stdout != "sum 127140\n" {
+		t.Fatalf("alone: exit %d, %q", native.code, native.stdout)
+	}
+	for _, mode := range []string{"precise", "auto", "batch"} {
+		t.Run(mode, func(t *testing.T) {
+			dir, gt := filepath.Join(t.TempDir(), "rec"), filepath.Join(t.TempDir(), "truth")
+			r := e2ePtjit(t, nil, "run", "-q", "--pt=soft", "--wx="+mode, "--ground-truth", gt, "-o", dir, "--", prog, "120")
+			if r.code != native.code || r.stdout != native.stdout {
+				t.Fatalf("under --pt=soft --wx=%s: exit %d, %q; alone %q\n%s", mode, r.code, r.stdout, native.stdout, r.stderr)
+			}
+			truth := groundTruth(t, gt)
+			if len(truth) != 3 {
+				t.Fatalf("%d threads in the ground truth, want 3", len(truth))
+			}
+			tids, total := checkFlows(t, dir, truth)
+			t.Logf("%d threads, %d instructions, all decoded exactly", len(tids), total)
+		})
+	}
+}
+
 // TestSoftPTPerfInjectJIT: perf cannot decode the JIT code of a soft-PT
 // recording; after `ptjit export jitdump` and `perf inject --jit`, perf
 // script decodes the whole flow, JIT loop included, exactly as executed.
