@@ -13,7 +13,12 @@
 // before any packet with an IP; a PSB+ in mid-stream carries MODE.Exec and a
 // FUP with the next IP; the return-compression stack is cleared at PSB and
 // at every disable, so a ret whose call a decoder may not know is a full
-// TIP.
+// TIP. Session.Sync writes a PSB+ where the code a thread runs changed
+// since its last step (the tracker knows; a CPU would not): decoders look
+// code versions up at the time of the last packet they consumed, and a
+// thread that runs new code after a straight-line stretch (a direct call
+// into code another thread just stored) has no other packet to move that
+// time past the change.
 //
 // A Session writes the threads' packets to a perf.data in one of two
 // layouts (Options.Layout). LayoutPerThread, the default, gives each thread
