@@ -82,13 +82,6 @@ func (s *timeState) query() (tsc uint64, lostMTC, lostCYC uint32, ok bool) {
 	return tsc, lostMTC, lostCYC, err == nil
 }
 
-// tscOrZero returns the TSC estimate (0 before any time information); it
-// selects code versions in the image.
-func (s *timeState) tscOrZero() uint64 {
-	tsc, _, _, _ := s.t.TSC()
-	return tsc
-}
-
 // timeSnap is the time at a query (libipt's last-query time): what the
 // flow layer reads of it, a copy far smaller than the timeState it is
 // taken from at every TNT refill.
@@ -107,4 +100,6 @@ func (s *timeSnap) query() (tsc uint64, lostMTC, lostCYC uint32, ok bool) {
 	return s.tsc, s.lostMTC, s.lostCYC, s.ok
 }
 
+// tscOrZero returns the TSC at the query (0 before any time information);
+// it selects code versions in the image.
 func (s *timeSnap) tscOrZero() uint64 { return s.tsc }
