@@ -131,8 +131,11 @@ func WriteFlows(w *bufio.Writer, sources []Source, r FlowRun) (ptfmt.FlowCounts,
 func hasPSB(t decode.TraceReader) bool {
 	pat := ptpkt.PSBPattern[:]
 	chunk := 4 << 10
-	buf := make([]byte, 1<<20+len(pat)-1)
+	var buf []byte // grown with chunk: the usual trace needs the first 4 KiB
 	for off := int64(0); off < t.Size(); off += int64(chunk) {
+		if len(buf) < chunk+len(pat)-1 {
+			buf = make([]byte, chunk+len(pat)-1)
+		}
 		n, err := t.ReadAt(buf[:chunk+len(pat)-1], off)
 		if bytes.Contains(buf[:n], pat) {
 			return true
