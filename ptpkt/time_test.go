@@ -23,7 +23,37 @@ func runTimeSteps(t *testing.T, cfg *Config, steps []timeStep) {
 	cal := NewTimeCal()
 	for i, s := range steps {
 		p := &s.p
-		err := applyTiming(&tm, &cal, p, cfg, s.header)
+		var err error
+		switch p.Type {
+		case PktPSB:
+			cal.UpdatePSB(cfg)
+		case PktTSC:
+			if s.header {
+				cal.HeaderTSC(p, cfg)
+			} else {
+				cal.UpdateTSC(p, cfg)
+			}
+			err = tm.UpdateTSC(p, cfg)
+		case PktCBR:
+			if s.header {
+				cal.HeaderCBR(p, cfg)
+			} else {
+				cal.UpdateCBR(p, cfg)
+			}
+			err = tm.UpdateCBR(p, cfg)
+		case PktTMA:
+			cal.UpdateTMA(p, cfg)
+			err = tm.UpdateTMA(p, cfg)
+		case PktMTC:
+			cal.UpdateMTC(p, cfg)
+			err = tm.UpdateMTC(p, cfg)
+		case PktCYC:
+			fcr, _ := cal.FCR()
+			cal.UpdateCYC(p, cfg)
+			err = tm.UpdateCYC(p, cfg, fcr)
+		case PktOVF:
+			cal.UpdateOVF(cfg)
+		}
 		if err != s.wantErr {
 			t.Errorf("step %d (%s): error %v, want %v", i, p.Type, err, s.wantErr)
 		}
@@ -187,40 +217,4 @@ func TestCtcToFC(t *testing.T) {
 			t.Errorf("ctcToFC with EAX %d, EBX %d: %v, want ErrBadConfig", cfg.CPUID15EAX, cfg.CPUID15EBX, err)
 		}
 	}
-}
-
-// applyTiming feeds one packet to tm and cal the way libipt's decoders do
-// (header: inside PSB+), packet by packet; it returns tm's error.
-func applyTiming(tm *Time, cal *TimeCal, p *Packet, cfg *Config, header bool) error {
-	switch p.Type {
-	case PktPSB:
-		cal.UpdatePSB(cfg)
-	case PktTSC:
-		if header {
-			cal.HeaderTSC(p, cfg)
-		} else {
-			cal.UpdateTSC(p, cfg)
-		}
-		return tm.UpdateTSC(p, cfg)
-	case PktCBR:
-		if header {
-			cal.HeaderCBR(p, cfg)
-		} else {
-			cal.UpdateCBR(p, cfg)
-		}
-		return tm.UpdateCBR(p, cfg)
-	case PktTMA:
-		cal.UpdateTMA(p, cfg)
-		return tm.UpdateTMA(p, cfg)
-	case PktMTC:
-		cal.UpdateMTC(p, cfg)
-		return tm.UpdateMTC(p, cfg)
-	case PktCYC:
-		fcr, _ := cal.FCR()
-		cal.UpdateCYC(p, cfg)
-		return tm.UpdateCYC(p, cfg, fcr)
-	case PktOVF:
-		cal.UpdateOVF(cfg)
-	}
-	return nil
 }
