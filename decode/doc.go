@@ -18,7 +18,7 @@
 //     without the packet decoder's general dispatch: a run of MTCs is
 //     applied to the timing in one loop over the bytes once the timing is
 //     steady (ptpkt.MTCRun, tested against UpdateMTC packet by packet),
-//     and the MTC or TNT-8 after it is read by ptpkt.NextHot.
+//     and the MTC or TNT-8 after it is read by ptpkt.NextMTC and NextTNT8.
 //  2. Instruction flow (flow*.go): FlowDecoder walks the code through the
 //     image, decoding instructions with package x86 (flow_cache.go keeps
 //     them per section, so hot code is decoded once), asking the query

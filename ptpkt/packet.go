@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	mbits "math/bits"
 )
 
 // PacketType identifies an Intel PT packet kind.
@@ -427,29 +426,16 @@ func (d *PacketDecoder) NextTNT8(p *Packet) bool {
 	if pos >= uint64(len(d.buf)) || d.inBlock {
 		return false
 	}
-	// bits 7:1: the outcomes and a stop bit (decodeTNT); not PAD, not
-	// the extended opcode
+	// bits 7:1: the outcomes and a stop bit; not PAD, not the extended
+	// opcode
 	op := d.buf[pos]
 	if op&1 != 0 || op <= opcExt {
 		return false
 	}
-	v := op >> 1
-	n := uint8(mbits.Len8(v)) - 1
-	p.Type, p.Size, p.MTC, p.TNTBits, p.TNTPayload = PktTNT8, 1, 0, n, uint64(v&^(1<<n))
+	p.MTC = 0
+	decodeTNT(p, PktTNT8, uint64(op>>1), 1)
 	d.pos = pos + 1
 	return true
-}
-
-// NextHot decodes the next packet into p and reports true when it is an
-// MTC or a TNT-8, the packets that follow each other in a soft-PT trace
-// (an MTC per instruction, a TNT-8 per conditional branch), read without
-// Next's general dispatch. Anything else, a BIP context, or the end of
-// the trace consumes nothing and reports false, for Next.
-//
-// Precondition: p holds an MTC, a TNT-8 or a TNT-64 (only Type, Size,
-// MTC, TNTBits and TNTPayload may be non-zero).
-func (d *PacketDecoder) NextHot(p *Packet) bool {
-	return d.NextMTC(p) || d.NextTNT8(p)
 }
 
 // IsEOS reports whether err means the decoder reached the end of the trace.
