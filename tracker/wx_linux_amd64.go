@@ -117,20 +117,52 @@ type batchPage struct {
 	fresh bool // a page of fresh memory (wxFreshEffect): no store seen
 }
 
+// batchPages returns the batch pages in [lo, hi), in address order. It
+// looks up the range's pages or walks the map, whichever is shorter.
+func (sp *space) batchPages(lo, hi uint64) []uint64 {
+	var pages []uint64
+	if hi <= lo {
+		return nil
+	}
+	if (hi-lo)/pageSize < uint64(len(sp.wx.batch)) {
+		for p := lo &^ (pageSize - 1); p < hi; p += pageSize {
+			if _, ok := sp.wx.batch[p]; ok {
+				pages = append(pages, p)
+			}
+		}
+		return pages
+	}
+	for p := range sp.wx.batch {
+		if p >= lo && p < hi {
+			pages = append(pages, p)
+		}
+	}
+	slices.Sort(pages)
+	return pages
+}
+
 // clearBatch forgets batch pages in [start, end): a syscall of the program
 // just set their protection itself.
 func (sp *space) clearBatch(start, end uint64) {
-	if n := (end - start) / pageSize; n < uint64(len(sp.wx.batch)) {
-		for p := start &^ (pageSize - 1); p < end; p += pageSize {
-			delete(sp.wx.batch, p)
-		}
-		return
+	for _, p := range sp.batchPages(start, end) {
+		delete(sp.wx.batch, p)
 	}
-	for p := range sp.wx.batch {
-		if p >= start && p < end {
-			delete(sp.wx.batch, p)
-		}
+}
+
+// recordBatch records batch page bp at page as a new version (the caller
+// made it executable): the first writer's work, with its thread and store
+// IP; for a fresh page, where no store was seen, the thread th and the IP
+// ip that first run it.
+func (t *Tracer) recordBatch(th *thread, page uint64, bp batchPage, ip uint64) {
+	cause, tid := "wx-batch", bp.tid
+	if bp.fresh {
+		cause, tid = "wx-fresh", th.tid
+	} else {
+		ip = bp.ip
 	}
+	t.cur.at, t.cur.ip, t.cur.tid = clock.Now(), ip, tid
+	th.proc.space.RefreshSplit(page, page+pageSize, cause)
+	t.cur.tid = 0
 }
 
 // wxEntryProt (entryRewrites): the program asks for writable and
@@ -205,10 +237,8 @@ func (t *Tracer) wxClearEffect(x *sysExit) {
 		// batch pages (RW in the kernel) that moved must become
 		// executable-only again at their new place (settleBatch made
 		// them so before the call: this is for a settle that failed)
-		for p := range sp.wx.batch {
-			if p >= a[0] && p < a[0]+min(pageUp(a[1]), pageUp(a[2])) {
-				x.moved = append(x.moved, ret+(p-a[0]))
-			}
+		for _, p := range sp.batchPages(a[0], a[0]+min(pageUp(a[1]), pageUp(a[2]))) {
+			x.moved = append(x.moved, ret+(p-a[0]))
 		}
 		sp.clearBatch(a[0], a[0]+pageUp(a[1]))
 	}
@@ -352,19 +382,9 @@ func (t *Tracer) batchExec(th *thread, page uint64) {
 		return
 	}
 	if bp.fresh {
-		// No store was seen: the version is the executing thread's,
-		// at the instruction that first runs there.
-		ip := t.cur.ip
-		t.cur.at, t.cur.ip, t.cur.tid = clock.Now(), ip, th.tid
-		sp.RefreshSplit(page, page+pageSize, "wx-fresh")
-		t.cur.tid = 0
 		t.result.Stats.FreshExecuted++
-		return
 	}
-	// The version is the first writer's work: its thread and store IP.
-	t.cur.at, t.cur.ip, t.cur.tid = clock.Now(), bp.ip, bp.tid
-	sp.RefreshSplit(page, page+pageSize, "wx-batch")
-	t.cur.tid = 0
+	t.recordBatch(th, page, bp, t.cur.ip)
 }
 
 // preciseWrite carries out one store the program could not make because of
@@ -601,30 +621,11 @@ func (t *Tracer) restartForMremap(th *thread, regs unix.PtraceRegs, op *pendingO
 	if op.nr != unix.SYS_MREMAP {
 		return false
 	}
-	sp := th.proc.space
 	lo, hi := op.args[0], op.args[0]+pageUp(op.args[1])
-	if len(sp.wx.batch) == 0 || hi <= lo || !sp.batchIn(lo, hi) {
+	if len(th.proc.space.batchPages(lo, hi)) == 0 {
 		return false
 	}
 	return t.restartAround(th, regs, op, func(th *thread) { t.settleBatch(th, lo, hi) })
-}
-
-// batchIn reports whether [lo, hi) holds a batch page.
-func (sp *space) batchIn(lo, hi uint64) bool {
-	if (hi-lo)/pageSize < uint64(len(sp.wx.batch)) {
-		for p := lo &^ (pageSize - 1); p < hi; p += pageSize {
-			if _, ok := sp.wx.batch[p]; ok {
-				return true
-			}
-		}
-		return false
-	}
-	for p := range sp.wx.batch {
-		if p >= lo && p < hi {
-			return true
-		}
-	}
-	return false
 }
 
 // settleBatch records the batch pages of [lo, hi) and gives them the
@@ -633,13 +634,7 @@ func (sp *space) batchIn(lo, hi uint64) bool {
 // Precondition: on the locked tracer thread; th is stopped.
 func (t *Tracer) settleBatch(th *thread, lo, hi uint64) {
 	sp := th.proc.space
-	var pages []uint64
-	for p := range sp.wx.batch {
-		if p >= lo && p < hi {
-			pages = append(pages, p)
-		}
-	}
-	slices.Sort(pages)
+	pages := sp.batchPages(lo, hi)
 	for i := 0; i < len(pages); {
 		j, prot := i+1, sp.kernelProt(pages[i], sp.ProtOf(pages[i]))
 		for j < len(pages) && pages[j] == pages[j-1]+pageSize && sp.kernelProt(pages[j], sp.ProtOf(pages[j])) == prot {
@@ -652,14 +647,8 @@ func (t *Tracer) settleBatch(th *thread, lo, hi uint64) {
 		for _, p := range pages[i:j] {
 			bp := sp.wx.batch[p]
 			delete(sp.wx.batch, p)
-			cause, tid, ip := "wx-batch", bp.tid, bp.ip
-			if bp.fresh {
-				cause, tid, ip = "wx-fresh", th.tid, 0
-			}
-			t.cur.at, t.cur.ip, t.cur.tid = clock.Now(), ip, tid
-			sp.RefreshSplit(p, p+pageSize, cause)
+			t.recordBatch(th, p, bp, 0)
 		}
-		t.cur.tid = 0
 		i = j
 	}
 }
