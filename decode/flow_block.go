@@ -265,6 +265,7 @@ func (c *blockCache) entry(off uint64, n int) *blockEntry {
 	p := c.pages[pg]
 	if p == nil {
 		p = new([1 << cachePageBits]blockEntry)
+		p[0].flags, p[len(p)-1].flags = 0, 0
 		c.pages[pg] = p
 	}
 	return &p[off&(1<<cachePageBits-1)]
@@ -431,38 +432,27 @@ func fillEnd(in *FlowInsn, be *blockEntry, s *Section, ip, target uint64, mode x
 	}
 }
 
-// buildBlock computes the block at offset off of s in mode into be,
-// reading (and filling) the section's instruction cache.
+// buildBlock computes the block at offset off of s in mode into be. It
+// decodes the instructions itself rather than through the section's
+// instruction cache: a block is built once per entry point, and a
+// decode that runs on blocks (--stat, --calls) then never allocates the
+// instruction cache, whose pages of fresh memory cost more in page faults
+// than the decoding they would save (BENCHMARKS.md, 2026-11-26).
 func buildBlock(s *Section, off uint64, mode x86.ExecMode, be *blockEntry) {
 	*be = blockEntry{mode: mode, flags: blockOK}
 	o := off
 	for be.n < maxBlockInsns && o < uint64(len(s.Data)) {
-		e := s.cache.entry(o, len(s.Data))
+		code := s.Data[o:]
+		ip := s.Vaddr + o
 		var x x86.Insn
-		if e != nil && e.size != 0 && e.mode == mode {
-			x.Len, x.Class = e.size, e.class
-			if e.class.IsDirect() {
-				x.Target = s.Vaddr + o + uint64(int64(e.disp))
+		if err := x86.DecodeInsn(code, ip, mode, &x); err != nil {
+			// Perhaps an instruction that continues in the next
+			// section: Next's job.
+			if !FixupInsn(code, ip, mode, &x) {
+				break
 			}
 		} else {
-			code := s.Data[o:]
-			ip := s.Vaddr + o
-			if err := x86.DecodeInsn(code, ip, mode, &x); err != nil {
-				// Perhaps an instruction that continues in the
-				// next section: Next's job.
-				if !FixupInsn(code, ip, mode, &x) {
-					break
-				}
-			} else {
-				FixupInsn(code, ip, mode, &x)
-			}
-			var disp int64
-			if x.Class.IsDirect() {
-				disp = int64(x.Target - ip)
-			}
-			if e != nil && o+uint64(x.Len) <= uint64(len(s.Data)) && disp == int64(int32(disp)) {
-				*e = insnEntry{size: x.Len, class: x.Class, mode: mode, flags: insnFlags(&x), disp: int32(disp)}
-			}
+			FixupInsn(code, ip, mode, &x)
 		}
 		if o+uint64(x.Len) > uint64(len(s.Data)) {
 			break
@@ -471,7 +461,7 @@ func buildBlock(s *Section, off uint64, mode x86.ExecMode, be *blockEntry) {
 			be.first = x.Len
 		}
 		if x.Class != x86.ClassOther {
-			disp := int64(x.Target - (s.Vaddr + o))
+			disp := int64(x.Target - ip)
 			if x.Class.IsDirect() && disp != int64(int32(disp)) {
 				break
 			}
@@ -479,11 +469,7 @@ func buildBlock(s *Section, off uint64, mode x86.ExecMode, be *blockEntry) {
 			if x.Class.IsDirect() {
 				be.tdisp = int32(disp)
 			}
-			if e != nil && e.size != 0 && e.mode == mode {
-				be.flags |= blockTerm | e.flags
-			} else {
-				be.flags |= blockTerm | insnFlags(&x)
-			}
+			be.flags |= blockTerm | insnFlags(&x)
 			break
 		}
 		be.n++
