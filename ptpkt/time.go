@@ -568,26 +568,39 @@ func (d *PacketDecoder) mtcFast(p *Packet, t *Time, k *MTCClock) bool {
 	if last > k.mask || !d.synced {
 		return false
 	}
-	buf, pos, base := d.buf, d.pos, t.base
-	mtc := p.MTC
-	for {
-		ctc := uint32(mtc) << k.freq
-		fc := uint64((ctc-last)&k.mask) * k.mul
-		if k.pow2 {
-			fc >>= k.shift
-		} else {
-			fc /= k.div
+	// The clock in locals, the shift counts masked to their range (freq
+	// < 16, shift < 64): the loop then keeps everything in registers,
+	// with no reload of k and no check of an oversized shift per packet.
+	freq, mask, mul := k.freq&31, k.mask, k.mul
+	buf, base := d.buf, t.base
+	pos, mtc := int(d.pos), p.MTC
+	if k.pow2 {
+		shift := k.shift & 63
+		for {
+			ctc := uint32(mtc) << freq
+			base += uint64((ctc-last)&mask) * mul >> shift
+			last = ctc
+			if pos+1 >= len(buf) || buf[pos] != opcMTC {
+				break
+			}
+			mtc = buf[pos+1]
+			pos += 2
 		}
-		base += fc
-		last = ctc
-		if pos+1 >= uint64(len(buf)) || buf[pos] != opcMTC {
-			break
+	} else {
+		div := k.div
+		for {
+			ctc := uint32(mtc) << freq
+			base += uint64((ctc-last)&mask) * mul / div
+			last = ctc
+			if pos+1 >= len(buf) || buf[pos] != opcMTC {
+				break
+			}
+			mtc = buf[pos+1]
+			pos += 2
 		}
-		mtc = buf[pos+1]
-		pos += 2
 	}
 	t.ctc, t.tsc, t.base = last, base, base
 	p.MTC = mtc
-	d.pos = pos
+	d.pos = uint64(pos)
 	return true
 }
