@@ -67,6 +67,10 @@ func (m *mappedPerfData) ReadAt(b []byte, off int64) (int, error) {
 	return n, nil
 }
 
+// Bytes returns the file's bytes (nil once closed): the perf package reads
+// records from them without copying.
+func (m *mappedPerfData) Bytes() []byte { return m.data }
+
 // Close unmaps the file.
 func (m *mappedPerfData) Close() error {
 	data := m.data
