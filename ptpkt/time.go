@@ -539,11 +539,12 @@ func NewMTCClock(cfg *Config) MTCClock {
 func (d *PacketDecoder) MTCRun(p *Packet, t *Time, c *TimeCal, k *MTCClock) {
 	for {
 		if k.fast && t.mtcSteady() && c.haveMTC && c.cycMTC == 0 && d.mtcFast(p, t, k) {
+			// mtcFast took every MTC up to the next other packet.
 			c.checkSKL168 = false
-		} else {
-			_ = c.UpdateMTC(p, k.cfg)
-			_ = t.UpdateMTC(p, k.cfg)
+			return
 		}
+		_ = c.UpdateMTC(p, k.cfg)
+		_ = t.UpdateMTC(p, k.cfg)
 		if !d.NextMTC(p) {
 			return
 		}
