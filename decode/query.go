@@ -1471,15 +1471,18 @@ func (d *QueryDecoder) condBranch() (taken bool, status int) {
 	// tested as Empty, not by comparing errors.)
 	if d.tnt.Empty() {
 		d.lastTime = d.time.snap()
-		if e := d.cacheTNT(); e < 0 {
-			return false, e
+		// cacheTNT, inline: the read-ahead TNT's bits, then the next
+		// event. (A one-bit TNT per branch is soft PT's usual trace.)
+		if d.qstatus < 0 {
+			return false, d.qstatus
 		}
-		if d.tnt.Empty() {
-			if d.qstatus < 0 {
-				return false, d.qstatus
-			}
+		if d.cur.Type != EvTNT {
 			return false, -int(CodeBadQuery)
 		}
+		if err := d.tnt.Add(d.cur.TNTBits, int(d.cur.TNTSize)); err != nil {
+			return false, tntErrCode(err)
+		}
+		d.fetchQEvent()
 	}
 	t, _ := d.tnt.Query()
 	return t, d.statusFlags()
