@@ -537,41 +537,21 @@ func NewMTCClock(cfg *Config) MTCClock {
 // else — the first MTC after a TSC, a TMA or a CYC, a bad CPUID 0x15
 // configuration — goes through UpdateMTC.
 func (d *PacketDecoder) MTCRun(p *Packet, t *Time, c *TimeCal, k *MTCClock) {
-	for {
-		if k.fast && t.mtcSteady() && c.haveMTC && c.cycMTC == 0 && d.mtcFast(p, t, k) {
-			// mtcFast took every MTC up to the next other packet.
-			c.checkSKL168 = false
-			return
-		}
-		_ = c.UpdateMTC(p, k.cfg)
-		_ = t.UpdateMTC(p, k.cfg)
-		if !d.NextMTC(p) {
-			return
-		}
-	}
-}
-
-// mtcSteady: an MTC now changes only ctc, tsc and base (UpdateMTC with
-// haveTSC, haveTMA, haveMTC, fc == 0 and lostCYC == 0).
-func (t *Time) mtcSteady() bool {
-	return t.haveTSC && t.haveTMA && t.haveMTC && t.fc == 0 && t.lostCYC == 0
-}
-
-// mtcFast is MTCRun's steady loop: it applies p, then the MTC packets
-// after it in the buffer, and stops before any other packet. It reports
-// false, having applied nothing, where the last CTC has bits above the
-// MTC's (only a TMA's has, and the first MTC after a TMA is not steady;
-// checked all the same). Otherwise every delta is (ctc - last) mod the
-// wrap, as ctcDelta's single wrap correction gives when last is below the
-// wrap, without a branch the wraps would mispredict.
-func (d *PacketDecoder) mtcFast(p *Packet, t *Time, k *MTCClock) bool {
 	last := t.ctc
-	if last > k.mask || !d.synced {
-		return false
+	if !(k.fast && t.mtcSteady() && c.haveMTC && c.cycMTC == 0 && last <= k.mask && d.synced) {
+		d.mtcSlow(p, t, c, k)
+		return
 	}
-	// The clock in locals, the shift counts masked to their range (freq
-	// < 16, shift < 64): the loop then keeps everything in registers,
-	// with no reload of k and no check of an oversized shift per packet.
+	// The steady loop: p, then the MTC packets after it in the buffer,
+	// up to the next other packet. Every delta is (ctc - last) mod the
+	// wrap, as ctcDelta's single wrap correction gives when last is below
+	// the wrap (the last CTC has bits above the MTC's only after a TMA,
+	// and the first MTC after a TMA is not steady: checked all the same),
+	// without a branch the wraps would mispredict. The clock is in
+	// locals and the shift counts masked to their range (freq < 16,
+	// shift < 64): the loop keeps everything in registers, with no
+	// reload of k and no check of an oversized shift per packet.
+	c.checkSKL168 = false
 	freq, mask, mul := k.freq&31, k.mask, k.mul
 	buf, base := d.buf, t.base
 	pos, mtc := int(d.pos), p.MTC
@@ -603,5 +583,26 @@ func (d *PacketDecoder) mtcFast(p *Packet, t *Time, k *MTCClock) bool {
 	t.ctc, t.tsc, t.base = last, base, base
 	p.MTC = mtc
 	d.pos = uint64(pos)
-	return true
+}
+
+// mtcSlow is MTCRun one packet at a time through UpdateMTC, until the
+// timing is steady (MTCRun takes the rest) or the run ends.
+func (d *PacketDecoder) mtcSlow(p *Packet, t *Time, c *TimeCal, k *MTCClock) {
+	for {
+		_ = c.UpdateMTC(p, k.cfg)
+		_ = t.UpdateMTC(p, k.cfg)
+		if !d.NextMTC(p) {
+			return
+		}
+		if k.fast && t.mtcSteady() && c.haveMTC && c.cycMTC == 0 && t.ctc <= k.mask && d.synced {
+			d.MTCRun(p, t, c, k)
+			return
+		}
+	}
+}
+
+// mtcSteady: an MTC now changes only ctc, tsc and base (UpdateMTC with
+// haveTSC, haveTMA, haveMTC, fc == 0 and lostCYC == 0).
+func (t *Time) mtcSteady() bool {
+	return t.haveTSC && t.haveTMA && t.haveMTC && t.fc == 0 && t.lostCYC == 0
 }
