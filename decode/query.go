@@ -1307,10 +1307,11 @@ func (d *QueryDecoder) fetchQEvent() {
 	for {
 		if p := &d.pkt; d.event == nil && d.evq.empty(bindNow) {
 			for p.Type == ptpkt.PktMTC {
-				d.time.mtcRun(&d.pd, p)
+				tnt8 := d.time.mtcRun(&d.pd, p)
 				d.bound = false
-				// (no MTC follows a run: MTCRun took them all)
-				if !d.pd.NextTNT8(p) {
+				// (no MTC follows a run: MTCRun took them all, and
+				// the TNT-8 after them if there is one)
+				if !tnt8 {
 					d.fetchPacket()
 				}
 			}

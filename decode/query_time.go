@@ -51,9 +51,10 @@ func (s *timeState) mtc(p *ptpkt.Packet) {
 	_ = s.t.UpdateMTC(p, s.cfg)
 }
 
-// mtcRun applies the MTC p and the MTCs after it (ptpkt.MTCRun).
-func (s *timeState) mtcRun(pd *ptpkt.PacketDecoder, p *ptpkt.Packet) {
-	pd.MTCRun(p, &s.t, &s.cal, &s.clock)
+// mtcRun applies the MTC p and the MTCs after it, and reads a TNT-8 after
+// them into p if there is one (ptpkt.MTCRun).
+func (s *timeState) mtcRun(pd *ptpkt.PacketDecoder, p *ptpkt.Packet) (tnt8 bool) {
+	return pd.MTCRun(p, &s.t, &s.cal, &s.clock)
 }
 
 func (s *timeState) cyc(p *ptpkt.Packet) {

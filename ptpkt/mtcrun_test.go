@@ -7,13 +7,14 @@ import (
 
 // TestMTCRun drives one Timer packet by packet (UpdateMTC for every MTC:
 // the libipt-conformant path TestTime and the corpus check) and another
-// whose runs of MTCs go through MTCRun, over the same random streams, and requires the same state
-// (every field of both) and the same decoder position after every packet
-// that is not an MTC and at the end: MTC runs of every length, with wraps,
-// lost MTCs (jumps past one wrap), CYC (calibration) between runs, TSC and
-// TMA resets, MTCs between a TSC and its TMA, the first MTC after a TMA,
-// overflows, and CPUID 0x15 and MTC frequencies of every kind, bad ones
-// included.
+// whose runs of MTCs go through MTCRun, over the same random streams, and
+// requires the same state (every field of both) and the same decoder
+// position after every packet that is not an MTC and at the end: MTC runs
+// of every length, with wraps, lost MTCs (jumps past one wrap), CYC
+// (calibration) between runs, TSC and TMA resets, runs followed by a TNT-8
+// (which MTCRun reads) or by a BIP in a BBP block (which it must not),
+// MTCs between a TSC and its TMA, the first MTC after a TMA, overflows,
+// and CPUID 0x15 and MTC frequencies of every kind, bad ones included.
 func TestMTCRun(t *testing.T) {
 	cfgs := []Config{
 		{CPUID15EAX: 1, CPUID15EBX: 1, MTCFreq: 0},
@@ -76,8 +77,17 @@ func randomTimingStream(rng *rand.Rand) []Packet {
 			if rng.Intn(3) != 0 {
 				pkts = append(pkts, Packet{Type: PktTMA, CTC: uint16(rng.Uint32()), FC: uint16(rng.Intn(512))})
 			}
-		case r < 98:
+		case r < 97:
 			pkts = append(pkts, Packet{Type: PktCBR, CBR: uint8(1 + rng.Intn(60))})
+		case r < 99:
+			// A BBP block with an MTC run before its BIP: the BIP's
+			// first byte looks like a TNT-8, and is not one.
+			pkts = append(pkts, Packet{Type: PktBBP, EvType: 1})
+			for n := 1 + rng.Intn(3); n > 0; n-- {
+				mtc += uint8(1 + rng.Intn(120))
+				pkts = append(pkts, Packet{Type: PktMTC, MTC: mtc})
+			}
+			pkts = append(pkts, Packet{Type: PktBIP, ID: uint8(rng.Intn(32)), Payload: uint64(rng.Uint32())}, Packet{Type: PktBEP})
 		default:
 			pkts = append(pkts, Packet{Type: PktOVF})
 		}
@@ -98,28 +108,51 @@ func checkMTCRun(t *testing.T, cfg *Config, buf []byte) int {
 	}
 	var rp, gp Packet
 	fast := 0
+	afterRun := false // the last packet was a run's last MTC
 	for {
 		gerr := gd.Next(&gp)
+		if gerr == nil && gp.Type == PktTNT8 && afterRun {
+			t.Fatalf("offset %d: a TNT-8 after an MTC run that MTCRun did not take", gd.Offset())
+		}
+		afterRun = false
 		if gerr == nil && gp.Type == PktMTC {
 			before := gd.Offset()
 			steady := got.Time.mtcSteady() && got.Cal.haveMTC && got.Cal.cycMTC == 0
 			clock := NewMTCClock(cfg)
-			gd.MTCRun(&gp, &got.Time, &got.Cal, &clock)
+			tnt8 := gd.MTCRun(&gp, &got.Time, &got.Cal, &clock)
+			end := gd.Offset() // after the run's last MTC
+			if tnt8 {
+				end--
+			}
 			// The reference applies the same run packet by packet.
 			for {
 				if err := rd.Next(&rp); err != nil || rp.Type != PktMTC {
 					t.Fatalf("reference at %d: %v %v, want an MTC", rd.Offset(), rp.Type, err)
 				}
 				_ = ref.Packet(&rp)
-				if rd.Offset() == gd.Offset() {
+				if rd.Offset() >= end {
 					break
 				}
 			}
-			if rp.MTC != gp.MTC {
-				t.Fatalf("offset %d: MTCRun left MTC %#x, the last MTC of the run is %#x", gd.Offset(), gp.MTC, rp.MTC)
+			if rd.Offset() != end {
+				t.Fatalf("offset %d: MTCRun's run ends at %d, the reference's MTC at %d", before, end, rd.Offset())
 			}
 			if steady {
-				fast += int(gd.Offset()-before)/2 + 1
+				fast += int(end-before)/2 + 1
+			}
+			if !tnt8 {
+				if rp.MTC != gp.MTC {
+					t.Fatalf("offset %d: MTCRun left MTC %#x, the last MTC of the run is %#x", gd.Offset(), gp.MTC, rp.MTC)
+				}
+				afterRun = true
+			} else {
+				// The TNT-8 it read: Next's packet, at Next's offset.
+				rerr := rd.Next(&rp)
+				if rerr != nil || rp != gp || rd.Offset() != gd.Offset() {
+					t.Fatalf("offset %d: MTCRun read %+v ending at %d, Next %+v %v ending at %d", end, gp, gd.Offset(), rp, rerr, rd.Offset())
+				}
+				_ = ref.Packet(&rp)
+				_ = got.Packet(&gp)
 			}
 		} else {
 			rerr := rd.Next(&rp)

@@ -426,10 +426,8 @@ func (d *PacketDecoder) NextTNT8(p *Packet) bool {
 	if pos >= uint64(len(d.buf)) || d.inBlock {
 		return false
 	}
-	// bits 7:1: the outcomes and a stop bit; not PAD, not the extended
-	// opcode
 	op := d.buf[pos]
-	if op&1 != 0 || op <= opcExt {
+	if !isTNT8(op) {
 		return false
 	}
 	p.MTC = 0
@@ -437,6 +435,10 @@ func (d *PacketDecoder) NextTNT8(p *Packet) bool {
 	d.pos = pos + 1
 	return true
 }
+
+// isTNT8 reports whether op opens a TNT-8 (outside a BBP block): bits 7:1
+// are the outcomes and a stop bit; not PAD, not the extended opcode.
+func isTNT8(op byte) bool { return op&1 == 0 && op > opcExt }
 
 // IsEOS reports whether err means the decoder reached the end of the trace.
 func IsEOS(err error) bool { return errors.Is(err, ErrEOS) || errors.Is(err, io.EOF) }

@@ -525,8 +525,10 @@ func NewMTCClock(cfg *Config) MTCClock {
 
 // MTCRun applies the MTC packet p to t and c, then every MTC packet that
 // follows it in d's buffer, as UpdateMTC on c and then t would one packet
-// at a time with k's configuration; it leaves p holding the last MTC
-// applied and d after it.
+// at a time with k's configuration. If the packet after the run is a
+// TNT-8 it reads it into p, as NextTNT8 would, and returns true (the
+// usual case in a soft-PT trace, where that byte is already loaded);
+// otherwise it leaves p holding the last MTC applied and d after it.
 //
 // Where timing packets are dense (soft PT writes an MTC per instruction)
 // this is the decoder's hottest loop. Once c has no cycles to calibrate
@@ -536,11 +538,10 @@ func NewMTCClock(cfg *Config) MTCClock {
 // from the buffer and their CTC deltas converted in a register. Anything
 // else — the first MTC after a TSC, a TMA or a CYC, a bad CPUID 0x15
 // configuration — goes through UpdateMTC.
-func (d *PacketDecoder) MTCRun(p *Packet, t *Time, c *TimeCal, k *MTCClock) {
+func (d *PacketDecoder) MTCRun(p *Packet, t *Time, c *TimeCal, k *MTCClock) (tnt8 bool) {
 	last := t.ctc
 	if !(k.fast && t.mtcSteady() && c.haveMTC && c.cycMTC == 0 && last <= k.mask && d.synced) {
-		d.mtcSlow(p, t, c, k)
-		return
+		return d.mtcSlow(p, t, c, k)
 	}
 	// The steady loop: p, then the MTC packets after it in the buffer,
 	// up to the next other packet. Every delta is (ctc - last) mod the
@@ -581,22 +582,27 @@ func (d *PacketDecoder) MTCRun(p *Packet, t *Time, c *TimeCal, k *MTCClock) {
 		}
 	}
 	t.ctc, t.tsc, t.base = last, base, base
-	p.MTC = mtc
 	d.pos = uint64(pos)
+	if pos < len(buf) && isTNT8(buf[pos]) && !d.inBlock {
+		p.MTC = 0
+		d.pos += uint64(decodeTNT(p, PktTNT8, uint64(buf[pos]>>1), 1))
+		return true
+	}
+	p.MTC = mtc
+	return false
 }
 
 // mtcSlow is MTCRun one packet at a time through UpdateMTC, until the
 // timing is steady (MTCRun takes the rest) or the run ends.
-func (d *PacketDecoder) mtcSlow(p *Packet, t *Time, c *TimeCal, k *MTCClock) {
+func (d *PacketDecoder) mtcSlow(p *Packet, t *Time, c *TimeCal, k *MTCClock) (tnt8 bool) {
 	for {
 		_ = c.UpdateMTC(p, k.cfg)
 		_ = t.UpdateMTC(p, k.cfg)
 		if !d.NextMTC(p) {
-			return
+			return d.NextTNT8(p)
 		}
 		if k.fast && t.mtcSteady() && c.haveMTC && c.cycMTC == 0 && t.ctc <= k.mask && d.synced {
-			d.MTCRun(p, t, c, k)
-			return
+			return d.MTCRun(p, t, c, k)
 		}
 	}
 }
