@@ -50,7 +50,15 @@
 //     in each mode (the numbers behind --copy=auto's threshold);
 //   - soft PT: instructions recorded per second against stepbench's bare
 //     PTRACE_SINGLESTEP loop (target ≥ 0.8×), trace bytes per instruction,
-//     and ubpf-test with and without --soft-filter=jit.
+//     and ubpf-test with and without --soft-filter=jit;
+//   - decoders: ptjit decode --stat on one core against libipt's block
+//     decoder (target ≥ 1.5×) and perf script (≥ 2×) on a 20 MB synthetic
+//     trace (-decode-copies 310: 200 MB), --calls against --stat (≤ 1.3×),
+//     and -j 2 against libipt on one core (≥ 2.7×), CPU time;
+//   - decoders-jit: ptjit decode --stat -j 1 against perf script of the
+//     perf inject --jit export, on a soft-PT recording of jit-loop 12 50000
+//     (13 code versions at one address; recorded once, minutes of
+//     stepping), CPU time (target ≥ 2×).
 //
 // µs per stop comes from ptjit's summary line on stderr ("N stops, X ms in
 // stops (Y µs/stop), Z MB snapshotted") when ptjit prints one; otherwise the
