@@ -18,7 +18,8 @@
 //     without the packet decoder's general dispatch: a run of MTCs is
 //     applied to the timing in one loop over the bytes once the timing is
 //     steady (ptpkt.MTCRun, tested against UpdateMTC packet by packet),
-//     and the MTC or TNT-8 after it is read by ptpkt.NextMTC and NextTNT8.
+//     which also reads the TNT-8 after the run; the MTC or TNT-8 after a
+//     TNT is read by ptpkt.NextMTC and NextTNT8.
 //  2. Instruction flow (flow*.go): FlowDecoder walks the code through the
 //     image, decoding instructions with package x86 (flow_cache.go keeps
 //     them per section, so hot code is decoded once), asking the query
@@ -39,7 +40,11 @@
 //     would follow it (direct jumps, calls and conditional branches with
 //     a cached TNT bit inline). The cache lives in the Section, so it is
 //     keyed by code version (a JIT region's new version is another
-//     Section) and, for files, by mapping. Sinks that implement BlockSink
+//     Section) and, for files, by mapping; it is built without the
+//     instruction cache, so a decode on blocks never allocates that, and
+//     both are allocated in pages for 256 bytes of code, written before
+//     they are read (traced code is sparse, and each page of fresh memory
+//     costs a fault: flow_cache.go). Sinks that implement BlockSink
 //     (--stat, --calls, counting) get one call per block; sinks that need
 //     every instruction (ptxed, trace, JSON) do not implement it and get
 //     Insn calls from the same decoder, instruction by instruction. A
@@ -58,7 +63,10 @@
 //     trace at PSBs into chunks decoded on several goroutines and replay
 //     them to the sink in trace order; ForEachWindow (window.go) feeds a
 //     trace of any size through a bounded window, cut at PSBs, and
-//     OffsetSink shifts the offsets back to the whole trace's.
+//     OffsetSink shifts the offsets back to the whole trace's. A trace
+//     read from a file is copied into one window mapping per process,
+//     populated at once and in transparent huge pages where the system
+//     gives them (window_linux.go).
 //
 // The query and flow layers use libipt's int convention inside (status
 // flags, or a negative Code), which keeps the port of libipt's binding

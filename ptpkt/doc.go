@@ -24,7 +24,8 @@
 //     and CBR (libipt's pt_time.c). PacketDecoder.MTCRun applies a run of
 //     MTC packets straight from the trace bytes where an MTC changes only
 //     the TSC estimate (the hot loop of a soft-PT trace, which has an MTC
-//     per instruction); TestMTCRun holds it to UpdateMTC.
+//     per instruction), and reads the TNT-8 that usually follows the run;
+//     TestMTCRun holds it to UpdateMTC and Next.
 //
 // Errors are the sentinel values of each file (ErrBadPacket, ErrNoIP,
 // ErrBadQuery...), whose texts are libipt's, wrapped in a *DecodeError
