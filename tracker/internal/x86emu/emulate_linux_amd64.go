@@ -113,7 +113,16 @@ func effAddr(r *unix.PtraceRegs, in *x86asm.Inst, m x86asm.Mem, next uint64) (ui
 		}
 		a += v * uint64(m.Scale)
 	}
-	a += uint64(m.Disp)
+	// x86asm gives a disp32 zero-extended (its Disp is
+	// int64(uint32)); in 64-bit addressing it is sign-extended, as disp8
+	// is: [rbp-0x628] is rbp+0xfffff9d8 in m.Disp. Only a moffs operand
+	// (mov to or from an absolute address, A0-A3: no base, no index)
+	// carries a whole 64-bit address.
+	disp := m.Disp
+	if moffs := m.Base == 0 && m.Index == 0 && in.Len > 0 && in.Opcode>>24&0xfc == 0xa0; !moffs {
+		disp = int64(int32(disp))
+	}
+	a += uint64(disp)
 	if in.AddrSize == 32 {
 		a &= 0xffffffff
 	}
