@@ -207,6 +207,7 @@ func Run(cfg Config) (status int, err error) {
 		"wx":      string(cfg.WX), "wx_writes": strconv.Itoa(st.Writes), "wx_emulated": strconv.Itoa(st.Emulated),
 		"wx_stepped": strconv.Itoa(st.Stepped), "wx_batch_pages": strconv.Itoa(st.BatchWrites),
 		"wx_fresh_pages": strconv.Itoa(st.FreshMapped), "wx_fresh_executed": strconv.Itoa(st.FreshExecuted),
+		"wx_tcb_pages": strconv.Itoa(st.TCBPages), "wx_tcb_executed": strconv.Itoa(st.TCBExecuted),
 		"injected_syscalls": strconv.Itoa(st.Injected),
 		// processes where every mprotect stops (ptjit managed memory
 		// there); elsewhere only those adding PROT_EXEC (tracker/doc.go)
@@ -332,6 +333,10 @@ func Summary(st tracker.Stats) string {
 	if st.FreshMapped > 0 {
 		s += fmt.Sprintf(", %d of %s of fresh RWX memory recorded at first execution",
 			st.FreshExecuted, plural(st.FreshMapped, "page", "pages"))
+	}
+	if st.TCBPages > 0 {
+		s += fmt.Sprintf(", %s of thread control blocks left writable for the kernel (%d executed)",
+			plural(st.TCBPages, "page", "pages"), st.TCBExecuted)
 	}
 	if st.Names > 0 {
 		s += ", " + plural(st.Names, "name", "names") + " from perf maps"

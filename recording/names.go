@@ -16,7 +16,7 @@ import (
 // names is the version of its address valid just before T (or, when no
 // code was executable there yet, the first version made there after T: a
 // JIT that publishes the name before it makes the code executable; and
-// when the next version there has cause wx-batch or wx-fresh, that one:
+// when the next version there has cause wx-batch, wx-fresh or wx-tcb, that one:
 // --wx=batch, and fresh RWX memory under --wx=auto, let a page be written
 // without a stop, so the bytes stored before T first show in it, and the
 // name goes to the first version that holds them — exact under
@@ -216,8 +216,8 @@ func (n *Names) placePiece(r db.NameInfo, lo, hi uint64, vs []db.VersionInfo, by
 	} else if seed >= 0 && seed+1 < len(holding) && unwatchedCause(holding[seed+1].Cause) && holding[seed+1].Region == holding[seed].Region {
 		// --wx=batch lets a page be written without a stop until code
 		// runs there, and so does fresh RWX memory under auto: the
-		// bytes stored before the read first show in the next wx-batch
-		// or wx-fresh version, not in the one valid before it
+		// bytes stored before the read first show in the next wx-batch,
+		// wx-fresh or wx-tcb version, not in the one valid before it
 		seed++
 	}
 	if seed < 0 && r.Code == nil {
@@ -340,4 +340,6 @@ func (n *Names) At(v *db.VersionInfo, addr uint64) string {
 
 // unwatchedCause: a version whose page was written without a stop until
 // it was recorded (tracker: W^X batch pages and fresh memory).
-func unwatchedCause(cause string) bool { return cause == "wx-batch" || cause == "wx-fresh" }
+func unwatchedCause(cause string) bool {
+	return cause == "wx-batch" || cause == "wx-fresh" || cause == "wx-tcb"
+}

@@ -408,6 +408,22 @@
 //     HotSpot's code-cache copies are made of them. Measured on
 //     testdata/Hot.java and testdata/hot.js with ptjit-bench
 //     (BENCHMARKS.md).
+//   - thread control blocks (wx_tcb_linux_amd64.go): the kernel writes a
+//     thread's tid word (at clone and exit) and rseq area (whenever the
+//     thread resumes) itself, and such a write into an executable-only
+//     page fails silently: pthread_join returned at once, or failed with
+//     EFAULT (a shared futex on a read-only page), and the thread died at
+//     its first rseq update. glibc keeps the block at the top of the
+//     thread's stack, so threads with RWX stacks have it in W^X memory.
+//     At each clone that shares the address space, the parent waits in its
+//     clone event stop until the child's first stop, where the pages of
+//     those words (the rseq area at the parent's offset from its thread
+//     pointer, PTRACE_GET_RSEQ_CONFIGURATION) become batch pages marked
+//     tcb; a tid the kernel could not write is written by ptjit. A tcb page
+//     is recorded at its first execution (cause "wx-tcb") and then made
+//     writable and executable, not executable-only, since the kernel's
+//     next write must succeed: later changes to code there are not seen.
+//     A program mprotect of the page puts it back (wxTCBEffect).
 //
 // Syscalls ptjit injects (inject_linux_amd64.go) execute a syscall
 // instruction already in the process (found in the vdso), never injected

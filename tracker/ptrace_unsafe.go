@@ -59,3 +59,27 @@ func getXMM(tid int) (*fxsave, error) {
 	}
 	return &fx, nil
 }
+
+// ptraceGetRseqConfiguration is PTRACE_GET_RSEQ_CONFIGURATION (Linux 5.13).
+const ptraceGetRseqConfiguration = 0x420f
+
+// rseqConfig is struct ptrace_rseq_configuration.
+type rseqConfig struct {
+	Pointer   uint64 // the registered struct rseq, or 0
+	Size      uint32
+	Signature uint32
+	Flags     uint32
+	_         uint32
+}
+
+// getRseq returns the rseq area tid registered (Pointer 0: none).
+//
+// Precondition: on the locked tracer thread; tid is stopped.
+func getRseq(tid int) (rseqConfig, error) {
+	var c rseqConfig
+	_, _, e := unix.Syscall6(unix.SYS_PTRACE, ptraceGetRseqConfiguration, uintptr(tid), unsafe.Sizeof(c), uintptr(unsafe.Pointer(&c)), 0, 0)
+	if e != 0 {
+		return c, e
+	}
+	return c, nil
+}

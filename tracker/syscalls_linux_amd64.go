@@ -302,7 +302,11 @@ func (t *Tracer) coreNeedsExit(th *thread, op *pendingOp) bool {
 //     the mapping the call left).
 //  8. wxMovedEffect: batch pages an mremap moved become executable-only
 //     at their new place; kernelProt reads the Space after the move.
-//  9. filterEffect: last, the soft filter brings the kernel's protections
+//  9. wxTCBEffect: pages of thread control blocks (which the kernel
+//     writes) the call protected as writable and executable are made
+//     writable again, and those it unmapped forgotten; after the Space
+//     took the call, whose protections it reads.
+//  10. filterEffect: last, the soft filter brings the kernel's protections
 //     in line with the Space every other effect left; it skips W^X batch
 //     pages, so they must be settled before.
 //
@@ -320,6 +324,7 @@ var exitEffects = []func(*Tracer, *sysExit){
 	(*Tracer).procmemEffect,
 	(*Tracer).aliasEffect,
 	(*Tracer).wxMovedEffect,
+	(*Tracer).wxTCBEffect,
 	(*Tracer).filterEffect,
 }
 

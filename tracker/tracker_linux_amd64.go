@@ -96,7 +96,11 @@ type Stats struct {
 	// Fresh memory (wxFreshEffect): pages of new RWX mappings started
 	// as batch pages, and of those the ones recorded at a first execution
 	FreshMapped, FreshExecuted int
-	Injected                   int // syscalls ptjit ran in the tracee
+	// Thread control blocks in W^X memory (wx_tcb_linux_amd64.go): pages
+	// made writable for the kernel's writes, and of those the ones
+	// executed (then left writable and executable)
+	TCBPages, TCBExecuted int
+	Injected              int // syscalls ptjit ran in the tracee
 	// FullProtect: processes given the filter that stops every mprotect
 	// (memory ptjit manages; fullprotect_linux_amd64.go)
 	FullProtect int
@@ -233,6 +237,8 @@ type birth struct {
 	thread  bool // CLONE_THREAD
 	shareVM bool // CLONE_VM without CLONE_THREAD (vfork, posix_spawn)
 	helper  bool // born in the launcher, before the exec
+	words   cloneWords
+	held    bool // the parent waits in its clone event stop for adopt (wxHoldParent)
 }
 
 type pendingOp struct {
@@ -470,6 +476,9 @@ func (t *Tracer) handle(tid int, ws unix.WaitStatus) {
 func (t *Tracer) unknownStop(tid int, ws unix.WaitStatus) {
 	kind, sig := classifyStatus(ws)
 	if kind == stopExited || kind == stopKilled {
+		if b, ok := t.newborn[tid]; ok && b.held {
+			t.resume(b.parent.tid, 0)
+		}
 		delete(t.pending, tid)
 		delete(t.newborn, tid)
 		return
@@ -709,14 +718,9 @@ func (t *Tracer) cloneEvent(th *thread, kind stopKind) {
 	flags := uint64(unix.SIGCHLD)
 	if regs, err := getRegs(th.tid); err == nil {
 		switch regs.Orig_rax {
-		case unix.SYS_CLONE:
-			flags = regs.Rdi
-		case unix.SYS_CLONE3:
-			var buf [8]byte
-			if snapshot.ReadMem(th.tid, regs.Rdi, buf[:]) == nil {
-				flags = uint64(buf[0]) | uint64(buf[1])<<8 | uint64(buf[2])<<16 | uint64(buf[3])<<24 |
-					uint64(buf[4])<<32 | uint64(buf[5])<<40 | uint64(buf[6])<<48 | uint64(buf[7])<<56
-			}
+		case unix.SYS_CLONE, unix.SYS_CLONE3:
+			flags, b.words = cloneArgs(th, regs)
+			t.wxCloneTID(th, b.words, child)
 		case unix.SYS_VFORK:
 			flags = unix.CLONE_VM | unix.CLONE_VFORK
 		}
@@ -731,7 +735,14 @@ func (t *Tracer) cloneEvent(th *thread, kind stopKind) {
 		k, sig := classifyStatus(ws)
 		t.adopt(child, b, k, sig)
 	} else {
+		// The parent waits in this stop for the child's first when
+		// W^X must make the child's control block writable first
+		// (wx_tcb_linux_amd64.go): it could wait on its tid word.
+		b.held = t.wxHoldParent(th, b)
 		t.newborn[child] = b
+		if b.held {
+			return
+		}
 	}
 	t.cur.th = th
 	t.resume(th.tid, 0)
@@ -792,7 +803,13 @@ func (t *Tracer) adopt(tid int, b birth, kind stopKind, sig int) {
 	case stopExited, stopKilled:
 		t.threadGone(th, kind, sig)
 	default:
+		if (kind == stopSignal || kind == stopTrap) && !th.helper {
+			t.wxTCB(th, b.words, b.thread || b.shareVM)
+		}
 		t.resume(tid, 0)
+	}
+	if b.held {
+		t.resume(b.parent.tid, 0)
 	}
 }
 
@@ -1083,6 +1100,9 @@ func (t *Tracer) forkView(parent, child *space) {
 	if len(parent.alias.shared) > 0 {
 		// shared mappings stay shared (and write-protected) in the child
 		child.alias.shared = append([]sharedMap(nil), parent.alias.shared...)
+	}
+	for page, opened := range parent.wx.tcb {
+		child.wxs().tcb[page] = opened
 	}
 	if len(parent.wx.batch) > 0 {
 		w := child.wxs()

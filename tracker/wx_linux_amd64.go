@@ -81,6 +81,10 @@ type wxState struct {
 	batch  map[uint64]batchPage // pages ptjit made RW (not X) in batch mode
 	writes map[uint64]pageRate  // precise writes per page (auto mode)
 	added  int                  // stores counted in writes since pruneWrites
+	// tcb: pages of thread control blocks the kernel writes
+	// (wx_tcb_linux_amd64.go), until unmapped; true once executed (then
+	// left writable and executable)
+	tcb map[uint64]bool
 }
 
 // pruneWritesEvery: every so many counted stores, the pages whose window
@@ -104,7 +108,7 @@ func (t *Tracer) wxOn() bool { return t.opts.WX != "" && t.opts.WX != WXOff }
 // wxs returns sp's W^X state, its maps made.
 func (sp *space) wxs() *wxState {
 	if sp.wx.batch == nil {
-		sp.wx = wxState{batch: map[uint64]batchPage{}, writes: map[uint64]pageRate{}}
+		sp.wx = wxState{batch: map[uint64]batchPage{}, writes: map[uint64]pageRate{}, tcb: map[uint64]bool{}}
 	}
 	return &sp.wx
 }
@@ -115,6 +119,7 @@ type batchPage struct {
 	tid   int
 	ip    uint64
 	fresh bool // a page of fresh memory (wxFreshEffect): no store seen
+	tcb   bool // a page of a thread's control block (wx_tcb_linux_amd64.go): stores not watched
 }
 
 // batchPages returns the batch pages in [lo, hi), in address order. It
@@ -151,13 +156,16 @@ func (sp *space) clearBatch(start, end uint64) {
 
 // recordBatch records batch page bp at page as a new version (the caller
 // made it executable): the first writer's work, with its thread and store
-// IP; for a fresh page, where no store was seen, the thread th and the IP
-// ip that first run it.
+// IP; for a fresh or tcb page, where no store was seen, the thread th and
+// the IP ip that first run it.
 func (t *Tracer) recordBatch(th *thread, page uint64, bp batchPage, ip uint64) {
 	cause, tid := "wx-batch", bp.tid
-	if bp.fresh {
+	switch {
+	case bp.tcb: // fresh or not: its changes after this are not seen
+		cause, tid = "wx-tcb", th.tid
+	case bp.fresh:
 		cause, tid = "wx-fresh", th.tid
-	} else {
+	default:
 		ip = bp.ip
 	}
 	t.cur.at, t.cur.ip, t.cur.tid = clock.Now(), ip, tid
@@ -377,12 +385,22 @@ func (t *Tracer) batchExec(th *thread, page uint64) {
 	if regs, err := getRegs(th.tid); err == nil {
 		t.cur.ip = regs.Rip
 	}
-	if err := t.protect(th, page, page+pageSize, sp.kernelProt(page, view), "wx-batch: executed"); err != nil {
+	prot, reason := sp.kernelProt(page, view), "wx-batch: executed"
+	if bp.tcb {
+		// The kernel writes this page: it stays writable (and is no
+		// longer watched), as the program has it.
+		prot, reason = view, "wx-tcb: executed; the kernel writes this page, so it stays writable"
+	}
+	if err := t.protect(th, page, page+pageSize, prot, reason); err != nil {
 		t.warnOp(err)
 		return
 	}
 	if bp.fresh {
 		t.result.Stats.FreshExecuted++
+	}
+	if bp.tcb {
+		sp.wxs().tcb[page] = true
+		t.result.Stats.TCBExecuted++
 	}
 	t.recordBatch(th, page, bp, t.cur.ip)
 }

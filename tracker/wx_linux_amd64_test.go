@@ -225,3 +225,76 @@ func TestWXFresh(t *testing.T) {
 		})
 	}
 }
+
+// TestWXThreadControlBlock: threads whose stacks, and so whose control
+// blocks, are writable and executable memory (testdata/tcbstack.c), run
+// code in the page of their control block. The kernel writes that page
+// (the tid at clone and exit, the rseq area at every return to the
+// thread, and a clock_gettime the code there makes): under every W^X mode
+// the program must behave as alone (before: under precise, pthread_join
+// returned at once or failed with EFAULT, and the thread died of SIGSEGV;
+// with the page left executable-only after its first run, the
+// clock_gettime fails with EFAULT), and the code each thread ran there
+// first is recorded (cause wx-tcb) with the bytes the program wrote.
+func TestWXThreadControlBlock(t *testing.T) {
+	prog := cprog(t, "tcbstack")
+	alone, st := run(t, prog)
+	// the output without its addresses ("tcb page ADDR")
+	checks := func(out string) (string, []uint64) {
+		var keep []string
+		var addrs []uint64
+		for _, l := range strings.Split(out, "\n") {
+			var a uint64
+			if _, err := fmt.Sscanf(l, "tcb page %v", &a); err == nil {
+				addrs = append(addrs, a)
+				continue
+			}
+			keep = append(keep, l)
+		}
+		return strings.Join(keep, "\n"), addrs
+	}
+	want, _ := checks(alone)
+	if st != 0 || !strings.HasSuffix(want, "\nok\n") || strings.Contains(want, "wrong") {
+		t.Fatalf("tcbstack alone: status %d\n%s", st, alone)
+	}
+	for _, mode := range []tracker.WXMode{tracker.WXPrecise, tracker.WXBatch, tracker.WXAuto} {
+		t.Run(string(mode), func(t *testing.T) {
+			tr := traceWX(t, mode, prog)
+			got, addrs := checks(tr.stdout)
+			if tr.res.Status != 0 || got != want {
+				t.Fatalf("under --wx=%s: status %d\n%s\nalone:\n%s", mode, tr.res.Status, tr.stdout, alone)
+			}
+			if s := tr.res.Stats; s.TCBPages < 3 || s.TCBExecuted != 3 || len(addrs) != 3 {
+				t.Fatalf("%d control-block pages, %d executed, %d threads ran code there; want ≥ 3, 3, 3", s.TCBPages, s.TCBExecuted, len(addrs))
+			}
+			vs, err := tr.db.Versions(db.VersionFilter{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, a := range addrs {
+				page := a &^ 4095
+				var found bool
+				for _, v := range vs {
+					if v.Cause != "wx-tcb" || v.Addr != page {
+						continue
+					}
+					data, err := tr.db.VersionData(&v)
+					if err != nil {
+						t.Fatal(err)
+					}
+					// tcbstack.c's function with its first immediate
+					imm := uint32(i+1) * 1000
+					code := []byte{0xb8, 0xe4, 0, 0, 0, 0xbf, 1, 0, 0, 0, 0x48, 0x8d, 0x35, 0x10, 0, 0, 0, 0x0f, 0x05,
+						0x48, 0x85, 0xc0, 0x75, 0x05, 0xb8, byte(imm), byte(imm >> 8), byte(imm >> 16), byte(imm >> 24), 0xc3}
+					if got := data[a-page : a-page+uint64(len(code))]; !bytes.Equal(got, code) {
+						t.Errorf("thread %d: wx-tcb version of %#x holds % x at %#x, want % x", i+1, page, got, a, code)
+					}
+					found = true
+				}
+				if !found {
+					t.Errorf("thread %d: no wx-tcb version of page %#x", i+1, page)
+				}
+			}
+		})
+	}
+}

@@ -251,8 +251,8 @@ var initialCauses = map[string]bool{"exec": true, "fork": true, "vfork": true, "
 // e2eCompare checks that the versions in hs are exactly the manifest lines
 // ms, process by process, in order: address, size, SHA-256, thread and
 // cause. A manifest cause "write" (a store into an RWX page) matches any
-// cause ptjit uses for versions made by writes; a wx-fresh version's thread
-// is the one that first ran it, not the writer. With collapse, a recorded version identical
+// cause ptjit uses for versions made by writes; a wx-fresh or wx-tcb
+// version's thread is the one that first ran it, not the writer. With collapse, a recorded version identical
 // (address, size, bytes) to the one just before it in the same process is
 // dropped first: in W^X batch mode a thread executing the page can make
 // ptjit snapshot it between another thread's write fault and its store,
@@ -299,10 +299,11 @@ func e2eCompare(t *testing.T, ms []manifestLine, hs []historyLine, collapse bool
 		for i := 0; i < len(w) && i < len(g); i++ {
 			m, h := w[i], g[i]
 			addr, err := strconv.ParseUint(h.Addr, 0, 64)
-			// A wx-fresh version is recorded when its page first runs,
-			// by the thread that runs it: no store into fresh memory
-			// stops, so the writer is not known (tracker/doc.go).
-			ok := err == nil && addr == m.Addr && h.Size == m.Size && h.SHA256 == m.SHA256 && (h.TID == m.TID || h.Cause == "wx-fresh") &&
+			// A wx-fresh or wx-tcb version is recorded when its page
+			// first runs, by the thread that runs it: no store into
+			// fresh memory or a thread's control block stops, so the
+			// writer is not known (tracker/doc.go).
+			ok := err == nil && addr == m.Addr && h.Size == m.Size && h.SHA256 == m.SHA256 && (h.TID == m.TID || h.Cause == "wx-fresh" || h.Cause == "wx-tcb") &&
 				(h.Cause == m.Cause || m.Cause == "write" && !initialCauses[h.Cause] && h.Cause != "mmap" && h.Cause != "mprotect")
 			if !ok {
 				t.Errorf("pid %d version %d:\n  recorded %v\n  manifest %v", pid, i, h, m)
