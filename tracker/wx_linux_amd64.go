@@ -350,7 +350,7 @@ func (t *Tracer) wxFault(th *thread, addr uint64) {
 		t.result.Stats.BatchWrites++
 		return
 	}
-	t.preciseWrite(th, regs, em)
+	t.preciseWrite(th, regs, em, addr)
 }
 
 // maxStaleFetches bounds the retries of one fetch fault (wxFault).
@@ -406,14 +406,20 @@ func (t *Tracer) batchExec(th *thread, page uint64) {
 }
 
 // preciseWrite carries out one store the program could not make because of
-// ptjit's protection, and records it: emulated when possible, else
-// single-stepped with the page briefly writable.
-func (t *Tracer) preciseWrite(th *thread, regs unix.PtraceRegs, em *emulated) {
+// ptjit's protection at fault, and records it: emulated when possible, else
+// single-stepped with the page briefly writable. An emulation whose
+// stores miss fault is not carried out (it is stepped): the emulator
+// got the instruction wrong, and writing through /proc/PID/mem would put
+// the bytes wherever it computed.
+func (t *Tracer) preciseWrite(th *thread, regs unix.PtraceRegs, em *emulated, fault uint64) {
 	if em == nil {
 		e := emulateStore(th.tid, regs)
 		em = &e
 	}
 	in, stores, nr, err := em.in, em.stores, em.after, em.err
+	if err == nil && !storesCover(stores, fault) {
+		err = fmt.Errorf("its stores miss the faulting address %#x", fault)
+	}
 	if err == nil {
 		olds := make([][]byte, len(stores))
 		for i, s := range stores {
@@ -444,6 +450,16 @@ func (t *Tracer) preciseWrite(th *thread, regs unix.PtraceRegs, em *emulated) {
 		t.warnf("tid %d: emulating %v at %#x: %v; single-stepping it", th.tid, in, regs.Rip, err)
 	}
 	t.stepWrite(th, regs, in)
+}
+
+// storesCover reports whether one of stores writes addr.
+func storesCover(stores []x86emu.Store, addr uint64) bool {
+	for _, s := range stores {
+		if addr >= s.Addr && addr-s.Addr < uint64(len(s.Data)) {
+			return true
+		}
+	}
+	return false
 }
 
 // emulated is emulateStore's result: the instruction, its stores, the
