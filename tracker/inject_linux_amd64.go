@@ -74,7 +74,8 @@ func (t *Tracer) syscallInsn(th *thread) (uint64, error) {
 
 // inject makes th run syscall nr(args), at most five arguments, and
 // returns its result. th must be
-// stopped in a signal-delivery-stop or a syscall-exit-stop; its registers
+// stopped in a signal-delivery-stop, a syscall-exit-stop or, for a new
+// thread, its first stop (the attach PTRACE_EVENT_STOP: wxTCB); its registers
 // are restored afterwards. Signals that arrive meanwhile are held and
 // sent again, with their siginfo, when th resumes (signals_linux_amd64.go). When th dies meanwhile (or is dying, or
 // vanishes with its group) the error matches ErrThreadGone
