@@ -335,7 +335,7 @@ func Summary(st tracker.Stats) string {
 			st.FreshExecuted, plural(st.FreshMapped, "page", "pages"))
 	}
 	if st.TCBPages > 0 {
-		s += fmt.Sprintf(", %s of thread control blocks left writable for the kernel (%d executed)",
+		s += fmt.Sprintf(", %s of thread stacks and control blocks kept writable for the kernel (%d run)",
 			plural(st.TCBPages, "page", "pages"), st.TCBExecuted)
 	}
 	if st.Names > 0 {

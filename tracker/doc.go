@@ -408,22 +408,28 @@
 //     HotSpot's code-cache copies are made of them. Measured on
 //     testdata/Hot.java and testdata/hot.js with ptjit-bench
 //     (BENCHMARKS.md).
-//   - thread control blocks (wx_tcb_linux_amd64.go): the kernel writes a
-//     thread's tid word (at clone and exit) and rseq area (whenever the
-//     thread resumes) itself, and such a write into an executable-only
-//     page fails silently: pthread_join returned at once, or failed with
-//     EFAULT (a shared futex on a read-only page), and the thread died at
-//     its first rseq update. glibc keeps the block at the top of the
-//     thread's stack, so threads with RWX stacks have it in W^X memory.
-//     At each clone that shares the address space, the parent waits in its
-//     clone event stop until the child's first stop, where the pages of
-//     those words (the rseq area at the parent's offset from its thread
-//     pointer, PTRACE_GET_RSEQ_CONFIGURATION) become batch pages marked
-//     tcb; a tid the kernel could not write is written by ptjit. A tcb page
-//     is recorded at its first execution (cause "wx-tcb") and then made
-//     writable and executable, not executable-only, since the kernel's
-//     next write must succeed: later changes to code there are not seen.
-//     A program mprotect of the page puts it back (wxTCBEffect).
+//   - thread stacks and control blocks (wx_tcb_linux_amd64.go): the
+//     kernel writes a thread's stack (signal frames, syscall output) and
+//     its control block (the tid at clone and exit, the rseq area whenever
+//     the thread resumes) itself, and such a write into an
+//     executable-only page fails: EFAULT, or SIGSEGV for a signal frame or
+//     an rseq update, a tid left 0 (pthread_join returns at once), and
+//     EFAULT for a shared futex on the tid word. glibc keeps the block at
+//     the top of the thread's stack and maps thread stacks RWX in a
+//     program with an executable stack. So that memory (wxState.kw: each
+//     CLONE_VM child's stack region and control-block pages, the rseq area
+//     at the parent's offset from its thread pointer read with
+//     PTRACE_GET_RSEQ_CONFIGURATION; and the range of any RWX mprotect
+//     over kw memory or the caller's stack pointer) is kept writable: not
+//     executable until code runs in a page, then recorded (cause "wx-tcb")
+//     and left writable and executable; later changes to code there are
+//     not seen. The parent waits in its clone event stop until the child's
+//     first stop made its block writable (injected syscalls cannot run in
+//     an event stop inside clone); a tid the kernel could not write is
+//     written by ptjit. An RWX mprotect over such memory runs as asked and
+//     the rest of its range is protected at the exit (wxTCBEffect).
+//     Without this, --wx=precise broke every thread of an execstack
+//     program; batch and auto broke threads that ran code in their stack.
 //
 // Syscalls ptjit injects (inject_linux_amd64.go) execute a syscall
 // instruction already in the process (found in the vdso), never injected

@@ -137,6 +137,13 @@ func (t *Tracer) inject(th *thread, nr int, args ...uint64) (int64, error) {
 		}
 		if si, err := getSiginfo(th.tid); sig != int(unix.SIGTRAP) || err != nil || si.Code != trapTrace && si.Code != trapBrkpt {
 			t.hold(th, sig) // not the step's own trap: SI_USER, SI_TKILL, another signal
+			if sig != int(unix.SIGTRAP) && kernelFault(sig, si, err) {
+				// The kernel faults the thread before it runs
+				// anything (an rseq area it cannot write): the
+				// step would fault again for ever. The signal
+				// is the program's, delivered on resume.
+				return fail(fmt.Errorf("the thread takes signal %d (si_code %d) before it can run the call", sig, si.Code))
+			}
 			continue
 		}
 		// The step's trap: done once the call ran (RIP past it).
@@ -152,6 +159,17 @@ func (t *Tracer) inject(th *thread, nr int, args ...uint64) (int64, error) {
 		return ret, &InjectError{th.tid, nr, unix.Errno(-ret)}
 	}
 	return ret, nil
+}
+
+// kernelFault reports whether sig with siginfo si (err: none read) is a
+// synchronous fault the kernel raised (SIGSEGV, SIGBUS, SIGILL, SIGFPE with
+// si_code > 0, SI_KERNEL included), not a signal someone sent.
+func kernelFault(sig int, si siginfo, err error) bool {
+	switch unix.Signal(sig) {
+	case unix.SIGSEGV, unix.SIGBUS, unix.SIGILL, unix.SIGFPE:
+		return err == nil && si.Code > 0
+	}
+	return false
 }
 
 // protect changes the tracee's actual protection of [start, end) by an

@@ -218,8 +218,13 @@ func (t *Tracer) filterHide(th *thread, sp *space, reason string) error {
 // program's view: W^X's, without PROT_EXEC where the filter hides JIT code.
 func (sp *space) kernelProt(addr uint64, view int) int {
 	p := actualProt(view)
-	if sp.wx.tcb[addr&^(pageSize-1)] {
-		p = view // an executed tcb page: the kernel writes it (wx_tcb_linux_amd64.go)
+	if page := addr &^ (pageSize - 1); sp.inKW(page) {
+		// memory the kernel writes (wx_tcb_linux_amd64.go): writable,
+		// and executable once it ran code
+		p = view
+		if !sp.wx.opened[page] {
+			p &^= unix.PROT_EXEC
+		}
 	}
 	if sp.hidden(addr) {
 		p &^= unix.PROT_EXEC

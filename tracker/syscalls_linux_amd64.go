@@ -43,7 +43,7 @@ const (
 //     soft filter takes PROT_EXEC away. The last feature that changed it
 //     names the reason recorded with the change.
 var (
-	exitNeeds     = []func(*Tracer, *thread, *pendingOp) bool{(*Tracer).namesSeeOpen, (*Tracer).coreNeedsExit, (*Tracer).aliasNeedsExit, (*Tracer).procmemNeedsExit}
+	exitNeeds     = []func(*Tracer, *thread, *pendingOp) bool{(*Tracer).namesSeeOpen, (*Tracer).coreNeedsExit, (*Tracer).aliasNeedsExit, (*Tracer).procmemNeedsExit, (*Tracer).wxNeedsExit}
 	entryRewrites = []func(*Tracer, *thread, *pendingOp, uint64) (uint64, string){(*Tracer).wxEntryProt, (*Tracer).aliasEntryProt, (*Tracer).filterEntryProt}
 )
 
@@ -60,6 +60,7 @@ func (t *Tracer) seccompEntry(th *thread) {
 		nr:   int(regs.Orig_rax),
 		args: [6]uint64{regs.Rdi, regs.Rsi, regs.Rdx, regs.R10, regs.R8, regs.R9},
 		ip:   regs.Rip - 2, // after the 2-byte syscall instruction
+		rsp:  regs.Rsp,
 	}
 	if t.opts.OnSeccomp != nil {
 		t.opts.OnSeccomp(StopInfo{PID: th.proc.pid, TID: th.tid, Nr: op.nr, Args: op.args, IP: op.ip})
@@ -302,10 +303,11 @@ func (t *Tracer) coreNeedsExit(th *thread, op *pendingOp) bool {
 //     the mapping the call left).
 //  8. wxMovedEffect: batch pages an mremap moved become executable-only
 //     at their new place; kernelProt reads the Space after the move.
-//  9. wxTCBEffect: pages of thread control blocks (which the kernel
-//     writes) the call protected as writable and executable are made
-//     writable again, and those it unmapped forgotten; after the Space
-//     took the call, whose protections it reads.
+//  9. wxTCBEffect: after an mprotect over memory the kernel writes for a
+//     thread (its stack, its control block), which ran as asked, the rest
+//     of the range gets W^X's protection; memory unmapped or mapped anew
+//     is forgotten; after the Space took the call, whose protections it
+//     reads.
 //  10. filterEffect: last, the soft filter brings the kernel's protections
 //     in line with the Space every other effect left; it skips W^X batch
 //     pages, so they must be settled before.

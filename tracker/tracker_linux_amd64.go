@@ -96,9 +96,10 @@ type Stats struct {
 	// Fresh memory (wxFreshEffect): pages of new RWX mappings started
 	// as batch pages, and of those the ones recorded at a first execution
 	FreshMapped, FreshExecuted int
-	// Thread control blocks in W^X memory (wx_tcb_linux_amd64.go): pages
-	// made writable for the kernel's writes, and of those the ones
-	// executed (then left writable and executable)
+	// Thread stacks and control blocks in W^X memory
+	// (wx_tcb_linux_amd64.go): their writable-and-executable pages, kept
+	// writable for the kernel's writes, and of those the ones executed
+	// (then left writable and executable)
 	TCBPages, TCBExecuted int
 	Injected              int // syscalls ptjit ran in the tracee
 	// FullProtect: processes given the filter that stops every mprotect
@@ -245,6 +246,7 @@ type pendingOp struct {
 	nr   int
 	args [6]uint64
 	ip   uint64
+	rsp  uint64 // the calling thread's stack pointer
 	// target of process_vm_writev, and its remote ranges
 	target *process
 	ranges []ival
@@ -255,6 +257,9 @@ type pendingOp struct {
 	reason  string
 	// W^X: a fresh mapping that starts as batch pages (wxFreshEffect)
 	fresh bool
+	// W^X: an mprotect over kernel-written memory, run as asked
+	// (wxKWEntry, wxTCBEffect)
+	kw bool
 	// munmap: ranges other threads' calls mapped or protected while this
 	// one was in flight (noteLater); the kernel gave them out after this
 	// call freed them, so its exit must not unmap them
@@ -1101,8 +1106,12 @@ func (t *Tracer) forkView(parent, child *space) {
 		// shared mappings stay shared (and write-protected) in the child
 		child.alias.shared = append([]sharedMap(nil), parent.alias.shared...)
 	}
-	for page, opened := range parent.wx.tcb {
-		child.wxs().tcb[page] = opened
+	if len(parent.wx.kw) > 0 {
+		w := child.wxs()
+		w.kw = append([]ival(nil), parent.wx.kw...)
+		for page := range parent.wx.opened {
+			w.opened[page] = true
+		}
 	}
 	if len(parent.wx.batch) > 0 {
 		w := child.wxs()

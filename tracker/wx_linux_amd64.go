@@ -81,10 +81,12 @@ type wxState struct {
 	batch  map[uint64]batchPage // pages ptjit made RW (not X) in batch mode
 	writes map[uint64]pageRate  // precise writes per page (auto mode)
 	added  int                  // stores counted in writes since pruneWrites
-	// tcb: pages of thread control blocks the kernel writes
-	// (wx_tcb_linux_amd64.go), until unmapped; true once executed (then
-	// left writable and executable)
-	tcb map[uint64]bool
+	// kw: memory the kernel writes for the program's threads (their
+	// stacks and control blocks: wx_tcb_linux_amd64.go), sorted and
+	// merged, until unmapped; W^X keeps it writable. opened: its pages
+	// that have run code (writable and executable from then on).
+	kw     []ival
+	opened map[uint64]bool
 }
 
 // pruneWritesEvery: every so many counted stores, the pages whose window
@@ -108,7 +110,7 @@ func (t *Tracer) wxOn() bool { return t.opts.WX != "" && t.opts.WX != WXOff }
 // wxs returns sp's W^X state, its maps made.
 func (sp *space) wxs() *wxState {
 	if sp.wx.batch == nil {
-		sp.wx = wxState{batch: map[uint64]batchPage{}, writes: map[uint64]pageRate{}, tcb: map[uint64]bool{}}
+		sp.wx = wxState{batch: map[uint64]batchPage{}, writes: map[uint64]pageRate{}, opened: map[uint64]bool{}}
 	}
 	return &sp.wx
 }
@@ -119,7 +121,7 @@ type batchPage struct {
 	tid   int
 	ip    uint64
 	fresh bool // a page of fresh memory (wxFreshEffect): no store seen
-	tcb   bool // a page of a thread's control block (wx_tcb_linux_amd64.go): stores not watched
+	tcb   bool // in memory the kernel writes (wx_tcb_linux_amd64.go): stores not watched
 }
 
 // batchPages returns the batch pages in [lo, hi), in address order. It
@@ -180,6 +182,9 @@ func (t *Tracer) wxEntryProt(th *thread, op *pendingOp, prot uint64) (uint64, st
 	switch op.nr {
 	case unix.SYS_MMAP, unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
 		if t.wxOn() && isWX(int(op.args[2])) {
+			if t.wxKWEntry(th, op, op.rsp) {
+				return prot, "" // over kernel-written memory: wxTCBEffect at the exit
+			}
 			if t.freshBatch(op) {
 				op.fresh = true
 				return prot &^ unix.PROT_EXEC, wxFreshReason
@@ -284,6 +289,9 @@ func (t *Tracer) wxFault(th *thread, addr uint64) {
 	fetch := fetchFault(addr, regs.Rip)
 	now := actualProt(p.Prot)
 	_, inBatch := w.batch[page]
+	if sp.inKW(page) && !w.opened[page] {
+		inBatch = true // kernel-written memory not yet run: writable, not executable
+	}
 	if inBatch {
 		now = p.Prot &^ unix.PROT_EXEC
 	}
@@ -378,6 +386,7 @@ func (t *Tracer) batchExec(th *thread, page uint64) {
 	sp := th.proc.space
 	bp := sp.wx.batch[page]
 	delete(sp.wx.batch, page)
+	bp.tcb = sp.inKW(page)
 	view := sp.ProtOf(page)
 	if view == 0 {
 		view = protRWX
@@ -385,13 +394,15 @@ func (t *Tracer) batchExec(th *thread, page uint64) {
 	if regs, err := getRegs(th.tid); err == nil {
 		t.cur.ip = regs.Rip
 	}
-	prot, reason := sp.kernelProt(page, view), "wx-batch: executed"
+	reason := "wx-batch: executed"
 	if bp.tcb {
 		// The kernel writes this page: it stays writable (and is no
-		// longer watched), as the program has it.
-		prot, reason = view, "wx-tcb: executed; the kernel writes this page, so it stays writable"
+		// longer watched), as the program has it (kernelProt of an
+		// opened page).
+		sp.wxs().opened[page] = true
+		reason = "wx-tcb: executed; the kernel writes this page, so it stays writable"
 	}
-	if err := t.protect(th, page, page+pageSize, prot, reason); err != nil {
+	if err := t.protect(th, page, page+pageSize, sp.kernelProt(page, view), reason); err != nil {
 		t.warnOp(err)
 		return
 	}
@@ -399,7 +410,6 @@ func (t *Tracer) batchExec(th *thread, page uint64) {
 		t.result.Stats.FreshExecuted++
 	}
 	if bp.tcb {
-		sp.wxs().tcb[page] = true
 		t.result.Stats.TCBExecuted++
 	}
 	t.recordBatch(th, page, bp, t.cur.ip)

@@ -2,35 +2,40 @@ package tracker
 
 import (
 	"encoding/binary"
-	"slices"
+	"sort"
 
 	"github.com/ptjit/ptjit/snapshot"
 	"golang.org/x/sys/unix"
 )
 
-// Thread control blocks in W^X memory. The kernel itself writes some of a
-// thread's memory: the thread id at clone (CLONE_PARENT_SETTID,
-// CLONE_CHILD_SETTID), 0 there at the thread's exit (CLONE_CHILD_CLEARTID,
-// then the futex wake pthread_join waits for), and the thread's rseq area
-// each time the thread returns to user mode after it was descheduled (a
-// ptrace stop is one). Where W^X keeps such a word's page executable-only
-// the kernel's write fails, and silently: the thread id stays 0, so
-// pthread_join returns before the thread ran, and the first rseq update
-// kills the thread with SIGSEGV. glibc keeps a thread's struct pthread
-// (the tid word and the rseq area) at the top of its stack, so every
-// thread whose stack is RWX memory (pthread_attr_setstack on such memory,
-// or any thread of a program with an executable stack, whose thread
-// stacks glibc maps RWX) has its control block there.
+// Memory the kernel writes for the program's threads. The kernel itself
+// writes a thread's stack (signal frames, and every syscall's output into
+// a buffer there: read, pipe, wait4) and its control block: the thread id
+// at clone (CLONE_PARENT_SETTID, CLONE_CHILD_SETTID), 0 there at the
+// thread's exit (CLONE_CHILD_CLEARTID, then the futex wake pthread_join
+// waits for), and the rseq area each time the thread returns to user mode
+// after it was descheduled (a ptrace stop is one). Where W^X keeps such a
+// page executable-only the kernel's write fails: a syscall gets EFAULT, a
+// signal or an rseq update kills the thread with SIGSEGV, the tid stays 0
+// so pthread_join returns before the thread ran, and a shared futex on the
+// tid word fails with EFAULT. glibc keeps a thread's struct pthread (tid
+// word, rseq area) at the top of its stack, and maps every thread stack
+// RWX in a program with an executable stack (and makes them all RWX when
+// such a library is dlopen'ed); pthread_attr_setstack takes any memory.
 //
-// So at a clone that shares the address space, the pages of those words
-// that W^X keeps from being written become batch pages marked tcb
-// (writable, not executable) before the new thread runs, and a tid the
-// kernel failed to write is written by ptjit. A tcb page is recorded at
-// its first execution like any batch page (the thread and IP that run it,
-// as for fresh memory: its stores were not watched), but is then made
-// writable and executable, as the program has it, not executable-only: the
-// kernel's next write must succeed. Changes to code in such a page after
-// its first execution are not seen (README, "What ptjit cannot see").
+// So W^X keeps that memory writable (wxState.kw): each thread's stack
+// mapping and the pages of its control words, from the clone that made it
+// (the parent waits in its clone event stop until the child's first stop
+// made them writable, where a word the kernel could not write is written
+// by ptjit) until unmapped. Writable-and-executable memory there is
+// writable, not executable, until code runs in a page: that page is
+// recorded then (cause "wx-tcb", the thread and IP that run it: its stores
+// were not watched) and left writable and executable, since the kernel
+// may write it any time. Changes to code in such a page after its first
+// execution are not seen (README, "What ptjit cannot see"). A program
+// mprotect that makes part of it writable and executable keeps it
+// writable (wxEntryProt leaves the call alone, wxTCBEffect protects the
+// rest of the range after it).
 
 // cloneWords are the addresses the kernel writes for a new thread, from
 // the clone or clone3 call that made it (0: none).
@@ -40,6 +45,7 @@ type cloneWords struct {
 	childSet  bool   // CLONE_CHILD_SETTID: written as the child starts
 	rseq      uint64 // the child's rseq area, where the parent's is at the same offset from its TLS
 	rseqLen   uint64
+	stack     uint64 // the child's initial stack pointer (CLONE_VM), or 0
 }
 
 // cloneArgs reads the words of the clone or clone3 th is in (at its
@@ -47,11 +53,11 @@ type cloneWords struct {
 //
 // Precondition: on the locked tracer thread; th is in its clone event stop.
 func cloneArgs(th *thread, regs unix.PtraceRegs) (flags uint64, w cloneWords) {
-	var tls uint64
+	var tls, stack uint64
 	switch regs.Orig_rax {
 	case unix.SYS_CLONE:
 		// clone(flags, stack, parent_tid, child_tid, tls)
-		flags, w.parentTID, w.childTID, tls = regs.Rdi, regs.Rdx, regs.R10, regs.R8
+		flags, stack, w.parentTID, w.childTID, tls = regs.Rdi, regs.Rsi, regs.Rdx, regs.R10, regs.R8
 	case unix.SYS_CLONE3:
 		// struct clone_args: flags, pidfd, child_tid, parent_tid,
 		// exit_signal, stack, stack_size, tls
@@ -61,6 +67,9 @@ func cloneArgs(th *thread, regs unix.PtraceRegs) (flags uint64, w cloneWords) {
 		}
 		le := binary.LittleEndian
 		flags, w.childTID, w.parentTID, tls = le.Uint64(b[0:]), le.Uint64(b[16:]), le.Uint64(b[24:]), le.Uint64(b[56:])
+		if base := le.Uint64(b[40:]); base != 0 {
+			stack = base + le.Uint64(b[48:])
+		}
 	default:
 		return uint64(unix.SIGCHLD), cloneWords{}
 	}
@@ -71,28 +80,86 @@ func cloneArgs(th *thread, regs unix.PtraceRegs) (flags uint64, w cloneWords) {
 		w.childTID = 0
 	}
 	w.childSet = flags&unix.CLONE_CHILD_SETTID != 0
-	if flags&unix.CLONE_SETTLS != 0 && flags&unix.CLONE_VM != 0 {
-		// The new thread registers its own rseq area (CLONE_VM clears
-		// the registration), where the C library puts every thread's:
-		// at the parent's offset from the thread pointer.
-		if c, err := getRseq(th.tid); err == nil && c.Pointer != 0 && regs.Fs_base != 0 {
-			w.rseq, w.rseqLen = tls+(c.Pointer-regs.Fs_base), uint64(max(c.Size, 32))
+	if flags&unix.CLONE_VM != 0 {
+		w.stack = stack
+		if flags&unix.CLONE_SETTLS != 0 {
+			// The new thread registers its own rseq area (CLONE_VM
+			// clears the registration), where the C library puts
+			// every thread's: at the parent's offset from the thread
+			// pointer.
+			if c, err := getRseq(th.tid); err == nil && c.Pointer != 0 && regs.Fs_base != 0 {
+				w.rseq, w.rseqLen = tls+(c.Pointer-regs.Fs_base), uint64(max(c.Size, 32))
+			}
 		}
 	}
 	return flags, w
 }
 
+// inKW reports whether the page at addr is memory the kernel writes for a
+// thread (wxState.kw).
+func (sp *space) inKW(addr uint64) bool {
+	kw := sp.wx.kw
+	i := sort.Search(len(kw), func(i int) bool { return kw[i].e > addr })
+	return i < len(kw) && kw[i].s <= addr
+}
+
+// regionExtent returns the extent of the anonymous executable region that
+// holds addr: the adjacent pieces of its Region (W^X and precise stores
+// split a mapping into pieces page by page).
+func (sp *space) regionExtent(addr uint64) (ival, bool) {
+	i := sp.first(addr)
+	if i >= len(sp.pieces) || sp.pieces[i].Start > addr || sp.pieces[i].Kind != Anon {
+		return ival{}, false
+	}
+	lo, hi, reg := i, i, sp.pieces[i].Region
+	for lo > 0 && sp.pieces[lo-1].End == sp.pieces[lo].Start && sp.pieces[lo-1].Kind == Anon && sp.pieces[lo-1].Region == reg {
+		lo--
+	}
+	for hi+1 < len(sp.pieces) && sp.pieces[hi+1].Start == sp.pieces[hi].End && sp.pieces[hi+1].Kind == Anon && sp.pieces[hi+1].Region == reg {
+		hi++
+	}
+	return ival{sp.pieces[lo].Start, sp.pieces[hi].End}, true
+}
+
+// dropKW forgets kernel-written memory in [lo, hi): unmapped or mapped
+// anew.
+func (sp *space) dropKW(lo, hi uint64) {
+	var out []ival
+	for _, r := range sp.wx.kw {
+		if r.e <= lo || r.s >= hi {
+			out = append(out, r)
+			continue
+		}
+		if r.s < lo {
+			out = append(out, ival{r.s, lo})
+		}
+		if r.e > hi {
+			out = append(out, ival{hi, r.e})
+		}
+	}
+	sp.wx.kw = out
+	for p := range sp.wx.opened {
+		if p >= lo && p < hi {
+			delete(sp.wx.opened, p)
+		}
+	}
+}
+
 // wxBlocksWrite reports whether W^X keeps the kernel from writing addr of
 // sp: memory the program has writable and executable that ptjit has
-// executable-only (not a batch page).
+// executable-only.
 func (sp *space) wxBlocksWrite(addr uint64) bool {
 	p, ok := sp.PieceAt(addr)
 	if !ok || !isWX(p.Prot) {
 		return false
 	}
-	page := addr &^ (pageSize - 1)
-	_, batch := sp.wx.batch[page]
-	return !batch && !sp.wx.tcb[page]
+	return sp.kernelProt(addr, p.Prot)&unix.PROT_WRITE == 0 && !sp.isBatch(addr)
+}
+
+// isBatch reports whether the page at addr is a W^X batch page.
+func (sp *space) isBatch(addr uint64) bool {
+	_, ok := sp.wx.batch[addr&^(pageSize-1)]
+	return ok
 }
 
 // wxCloneTID (cloneEvent, the parent in its clone event stop): the tid
@@ -130,11 +197,10 @@ func (t *Tracer) wxHoldParent(th *thread, b birth) bool {
 }
 
 // wxTCB (adopt, the new thread in its first stop, before it ran): the
-// pages of the words the kernel writes for th that W^X manages (memory
-// the program has writable and executable) become tcb pages (see above):
-// batch pages marked tcb, made writable where W^X had them
-// executable-only; a CLONE_CHILD_SETTID tid the kernel could not write is
-// written.
+// thread's stack mapping and the pages of the words the kernel writes for
+// it become kernel-written memory (see above), made writable where W^X had
+// them executable-only; a CLONE_CHILD_SETTID tid the kernel could not
+// write is written.
 //
 // Precondition: on the locked tracer thread; th is in its first stop.
 func (t *Tracer) wxTCB(th *thread, w cloneWords, shared bool) {
@@ -149,86 +215,132 @@ func (t *Tracer) wxTCB(th *thread, w cloneWords, shared bool) {
 			t.warnOp(err)
 		}
 	}
-	var pages []uint64
-	add := func(lo, n uint64) {
-		for p := lo &^ (pageSize - 1); lo != 0 && p < lo+n; p += pageSize {
-			if v := sp.ProtOf(p); isWX(v) && !slices.Contains(pages, p) {
-				pages = append(pages, p)
+	var add []ival
+	page := func(a, n uint64) {
+		if a != 0 {
+			add = append(add, ival{a &^ (pageSize - 1), pageUp(a + n)})
+		}
+	}
+	page(w.childTID, 4)
+	page(w.rseq, w.rseqLen)
+	if shared {
+		page(w.parentTID, 4) // the parent's memory is th's
+	}
+	if w.stack != 0 {
+		if r, ok := sp.regionExtent(w.stack - 1); ok {
+			add = append(add, r)
+		}
+	}
+	if len(add) == 0 {
+		return
+	}
+	ws := sp.wxs()
+	// What W^X has executable-only in the new memory, before it joins
+	// kw (kernelProt then says writable).
+	var open []ival
+	for _, r := range mergeIvals(add) {
+		for _, p := range sp.pieces[sp.first(r.s):] {
+			if p.Start >= r.e {
+				break
+			}
+			if !isWX(p.Prot) {
+				continue
+			}
+			for a := max(p.Start, r.s); a < min(p.End, r.e); a += pageSize {
+				if sp.inKW(a) {
+					continue
+				}
+				t.result.Stats.TCBPages++
+				if !sp.isBatch(a) {
+					open = append(open, ival{a, a + pageSize})
+				}
 			}
 		}
 	}
-	add(w.childTID, 4)
-	add(w.rseq, w.rseqLen)
-	if shared {
-		add(w.parentTID, 4) // the parent's memory is th's
-	}
-	ws := sp.wxs()
-	for _, p := range pages {
-		opened, known := ws.tcb[p]
-		if !known {
-			ws.tcb[p] = false
-			t.result.Stats.TCBPages++
-		}
-		if bp, batch := ws.batch[p]; batch {
-			bp.tcb = true // writable already: left so when executed
-			ws.batch[p] = bp
-			continue
-		}
-		if opened {
-			continue // executed: writable and executable already
-		}
-		if err := t.protect(th, p, p+pageSize, sp.ProtOf(p)&^unix.PROT_EXEC, "wx: a thread's control block (the kernel writes it)"); err != nil {
+	ws.kw = mergeIvals(append(ws.kw, add...))
+	for _, r := range mergeIvals(open) {
+		if err := t.protect(th, r.s, r.e, sp.kernelProt(r.s, sp.ProtOf(r.s)), "wx: a thread's stack or control block (the kernel writes it)"); err != nil {
 			t.warnOp(err)
 			return
 		}
-		ws.batch[p] = batchPage{tcb: true}
 	}
 }
 
+// wxKWEntry (wxEntryProt): an mprotect making memory writable and
+// executable that holds kernel-written memory, or the calling thread's
+// stack pointer, is a thread stack made executable (glibc does it to
+// every thread's when it loads a library that needs an executable stack;
+// a program may do it to its own): the whole range becomes kernel-written
+// memory and the call runs as asked (a thread whose stack or control
+// block turned executable-only would die at its next signal or rseq
+// update); wxTCBEffect gives each page W^X's protection at the exit.
+func (t *Tracer) wxKWEntry(th *thread, op *pendingOp, rsp uint64) bool {
+	sp := th.proc.space
+	if sp == nil || (op.nr != unix.SYS_MPROTECT && op.nr != unix.SYS_PKEY_MPROTECT) {
+		return false
+	}
+	lo, hi := op.args[0], op.args[0]+pageUp(op.args[1])
+	hit := rsp >= lo && rsp < hi
+	for _, r := range sp.wx.kw {
+		hit = hit || r.s < hi && r.e > lo
+	}
+	if hit {
+		op.kw = true
+		for p := lo; p < hi; p += pageSize {
+			if !sp.inKW(p) {
+				t.result.Stats.TCBPages++
+			}
+		}
+		ws := sp.wxs()
+		ws.kw = mergeIvals(append(ws.kw, ival{lo, hi}))
+	}
+	return hit
+}
+
+// wxNeedsExit (exitNeeds): a call wxKWEntry let run as asked.
+func (t *Tracer) wxNeedsExit(th *thread, op *pendingOp) bool { return op.kw }
+
 // wxTCBEffect (exitEffects, after wxMovedEffect): memory the call unmaps
-// or maps anew holds no control block any more; a tcb page the program
-// protects again as writable and executable is one again (wxClearEffect
-// forgot its batch state, and the entry rewrite made it executable-only):
-// writable again, executable too once it was executed.
+// or maps anew holds no thread's stack or control block any more; after
+// an mprotect wxKWEntry let run as asked, the range gets what W^X gives
+// each page (kernelProt: executable-only outside kernel-written memory,
+// writable inside it), in one injected mprotect per run.
 //
 // Precondition: on the locked tracer thread; x.th is in syscall-exit-stop.
 func (t *Tracer) wxTCBEffect(x *sysExit) {
 	sp, a := x.sp, x.op.args
-	if len(sp.wx.tcb) == 0 {
-		return
-	}
-	var lo, hi uint64
 	switch x.op.nr {
 	case unix.SYS_MMAP:
-		lo, hi = x.ret, x.ret+pageUp(a[1])
-	case unix.SYS_MUNMAP, unix.SYS_MREMAP, unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
-		lo, hi = a[0], a[0]+pageUp(a[1])
-	default:
-		return
-	}
-	w := sp.wxs()
-	for p, opened := range w.tcb {
-		if p < lo || p >= hi {
-			continue
+		sp.dropKW(x.ret, x.ret+pageUp(a[1]))
+	case unix.SYS_MUNMAP, unix.SYS_MREMAP:
+		sp.dropKW(a[0], a[0]+pageUp(a[1]))
+	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
+		if !x.op.kw {
+			return
 		}
-		if x.op.nr != unix.SYS_MPROTECT && x.op.nr != unix.SYS_PKEY_MPROTECT {
-			delete(w.tcb, p)
-			continue
+		lo, hi := a[0], a[0]+pageUp(a[1])
+		type run struct {
+			s, e uint64
+			prot int
 		}
-		view := sp.ProtOf(p)
-		if !isWX(view) {
-			continue // the program's own protection: W^X leaves it
+		var runs []run
+		for p := lo; p < hi; p += pageSize {
+			view := sp.ProtOf(p)
+			if !isWX(view) {
+				continue // not W^X's (the call asked for it: it has it)
+			}
+			prot := sp.kernelProt(p, view)
+			if n := len(runs); n > 0 && runs[n-1].e == p && runs[n-1].prot == prot {
+				runs[n-1].e = p + pageSize
+				continue
+			}
+			runs = append(runs, run{p, p + pageSize, prot})
 		}
-		prot := view
-		if !opened {
-			prot &^= unix.PROT_EXEC
-		}
-		if err := t.protect(x.th, p, p+pageSize, prot, "wx: a thread's control block (the kernel writes it)"); err != nil {
-			t.warnOp(err)
-			continue
-		}
-		if !opened {
-			w.batch[p] = batchPage{tcb: true}
+		for _, r := range runs {
+			if err := t.protect(x.th, r.s, r.e, r.prot, "wx: the rest of an mprotect over a thread's stack or control block"); err != nil {
+				t.warnOp(err)
+				return
+			}
 		}
 	}
 }

@@ -45,10 +45,10 @@ written until something executes there and then records the page (batch);
 auto is precise, except for a page written in a burst (2 stores within 10 ms),
 or by a store ptjit cannot emulate (AVX-512): that page goes batch. New
 anonymous RWX memory holds no code yet: under batch and auto it starts
-writable, not executable, and each page is recorded when it first runs. The
-pages of a thread's control block that the kernel writes (its tid, its rseq
-area: at the top of a thread stack in RWX memory) stay writable in every
-mode: code there is recorded when it first runs, later changes are not seen.
+writable, not executable, and each page is recorded when it first runs. A
+thread's stack and control block, which the kernel writes (signal frames,
+syscall output, its tid, its rseq area), stay writable in every mode: code
+there is recorded when it first runs, later changes are not seen.
 
 The Intel PT trace goes to DIR/perf.data (--pt): with intel, perf record
 -e intel_pt//u traces the program from its exec on, every thread and child;

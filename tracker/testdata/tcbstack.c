@@ -18,12 +18,19 @@
 // control block's page, and uses the first top where it does (exit 2 if
 // none does).
 //
+// Each thread also has the kernel write into its stack the ordinary ways
+// (pipe, read, a signal frame). A last thread, on an ordinary stack, makes
+// the page of its first frame writable and executable itself (as glibc
+// does to every thread stack when it loads a library that needs an
+// executable stack), runs code there and does the same.
+//
 // Output: "tcb page CODE_ADDR" per thread (in thread order), then
-// "thread I: SUM" per thread, then "ok".
+// "thread I: SUM" per thread, "selfexec: 7", then "ok".
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +43,37 @@
 enum { NTHREADS = 3, ROUNDS = 40, STACK = 256 << 10 };
 
 static char maps[1 << 16];
+static volatile sig_atomic_t signals;
+
+static void onusr1(int sig) {
+	(void)sig;
+	signals++; // runs on the thread's stack: the kernel writes the frame there
+}
+
+// kernelWrites has the kernel write into the calling thread's stack the
+// ways a program does: a syscall's output (pipe's descriptors, read's
+// bytes) and a signal frame. It returns 0, or prints what failed.
+static int kernelWrites(long id) {
+	int fds[2];
+	char buf[8];
+	if (pipe(fds) != 0) {
+		printf("thread %ld: pipe into its stack: %m\n", id);
+		return -1;
+	}
+	if (write(fds[1], "hello", 5) != 5 || read(fds[0], buf, sizeof buf) != 5 || memcmp(buf, "hello", 5) != 0) {
+		printf("thread %ld: read into its stack: %m\n", id);
+		return -1;
+	}
+	close(fds[0]);
+	close(fds[1]);
+	int before = signals;
+	pthread_kill(pthread_self(), SIGUSR1);
+	if (signals != before + 1) {
+		printf("thread %ld: no signal handled\n", id);
+		return -1;
+	}
+	return 0;
+}
 
 // perms returns the permissions /proc/self/maps gives the mapping that
 // holds a ("rwxp"; "????" if none does).
@@ -95,6 +133,8 @@ static void *worker(void *arg) {
 			fflush(stdout);
 		}
 		sum += (int)r;
+		if (i == 0 && kernelWrites(id) != 0)
+			fflush(stdout);
 		if (i == 0 && perms(code)[1] != 'w') {
 			// The kernel must be able to write it at any time.
 			printf("thread %ld: the page of its control block is %s after running code there\n", id, perms(code));
@@ -126,7 +166,31 @@ static long start(void *(*fn)(void *), long arg, size_t off) {
 	return (long)r;
 }
 
+// selfexec runs on an ordinary (not executable) stack and makes the page
+// of its first frame, where its control block is, writable and executable
+// itself (as glibc does to every thread stack when a library that needs
+// an executable stack is loaded), then runs code there and has the kernel
+// write there.
+static void *selfexec(void *arg) {
+	volatile unsigned char code[64];
+	(void)arg;
+	uintptr_t page = (uintptr_t)code & ~(uintptr_t)4095;
+	if (mprotect((void *)page, 4096, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
+		printf("selfexec: mprotect: %m\n");
+		return (void *)-1;
+	}
+	static const unsigned char ret7[] = {0xb8, 7, 0, 0, 0, 0xc3}; // mov eax, 7; ret
+	memcpy((void *)code, ret7, sizeof ret7);
+	__builtin___clear_cache((char *)code, (char *)code + sizeof ret7);
+	long r = ((long (*)(void))(uintptr_t)code)();
+	sched_yield();
+	if (kernelWrites(99) != 0)
+		return (void *)-1;
+	return (void *)r;
+}
+
 int main(void) {
+	signal(SIGUSR1, onusr1);
 	size_t off = 0;
 	while (off < 4096 && start(worker, 0, off) == 0)
 		off += 64;
@@ -140,6 +204,13 @@ int main(void) {
 			want += i * 1000 + k;
 		printf("thread %ld: %ld%s\n", i, got, got == want ? "" : " (wrong)");
 	}
+	pthread_t t;
+	void *r;
+	if (pthread_create(&t, NULL, selfexec, NULL) != 0 || pthread_join(t, &r) != 0) {
+		perror("pthread_create/join");
+		return 1;
+	}
+	printf("selfexec: %ld\n", (long)r);
 	printf("ok\n");
 	return 0;
 }
