@@ -3,6 +3,9 @@ package tracker_test
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -297,6 +300,41 @@ func TestWXThreadControlBlock(t *testing.T) {
 				if !found {
 					t.Errorf("thread %d: no wx-tcb version of page %#x", i+1, page)
 				}
+			}
+		})
+	}
+}
+
+// TestWXExecstackDlopen: a threaded program loads a library that needs an
+// executable stack (testdata/dlexecstack.c): glibc makes every thread's
+// stack and main's (PROT_GROWSDOWN) writable and executable, and a
+// trampoline runs on main's stack, while the threads have the kernel
+// write into theirs (pipe, read, signal frames). Under every W^X mode the
+// program must behave as alone (before: SIGSEGV under precise and batch).
+func TestWXExecstackDlopen(t *testing.T) {
+	dir := t.TempDir()
+	src, lib := filepath.Join(dir, "lib.c"), filepath.Join(dir, "libexecstack.so")
+	// a GCC nested function whose address is taken: a trampoline on the stack
+	code := "int libfn(int x) { int add(int v) { return v + x; } int (*volatile f)(int) = add; return f(1); }\n"
+	if err := os.WriteFile(src, []byte(code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-z", "execstack", "-o", lib, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	prog := cprog(t, "dlexecstack")
+	alone, st := run(t, prog, lib)
+	if st != 0 || alone != "libfn(41) = 42\nthreads ok\nok\n" {
+		t.Fatalf("dlexecstack alone: status %d\n%s", st, alone)
+	}
+	for _, mode := range []tracker.WXMode{tracker.WXPrecise, tracker.WXBatch, tracker.WXAuto} {
+		t.Run(string(mode), func(t *testing.T) {
+			tr := traceWX(t, mode, prog, lib)
+			if tr.res.Status != 0 || tr.stdout != alone {
+				t.Fatalf("under --wx=%s: status %d\n%s", mode, tr.res.Status, tr.stdout)
+			}
+			if tr.res.Stats.TCBPages == 0 {
+				t.Errorf("no stack page kept writable for the kernel")
 			}
 		})
 	}

@@ -280,7 +280,10 @@ func (t *Tracer) wxKWEntry(th *thread, op *pendingOp, rsp uint64) bool {
 		return false
 	}
 	lo, hi := op.args[0], op.args[0]+pageUp(op.args[1])
-	hit := rsp >= lo && rsp < hi
+	// PROT_GROWSDOWN: a stack, changed down to its start (glibc makes
+	// the main thread's stack executable so, from __libc_stack_end);
+	// wxTCBEffect takes the rest of it once the Space knows it.
+	hit := rsp >= lo && rsp < hi || op.args[2]&unix.PROT_GROWSDOWN != 0
 	for _, r := range sp.wx.kw {
 		hit = hit || r.s < hi && r.e > lo
 	}
@@ -319,6 +322,18 @@ func (t *Tracer) wxTCBEffect(x *sysExit) {
 			return
 		}
 		lo, hi := a[0], a[0]+pageUp(a[1])
+		if a[2]&unix.PROT_GROWSDOWN != 0 {
+			if r, ok := sp.regionExtent(lo); ok && r.s < lo {
+				for p := r.s; p < lo; p += pageSize {
+					if !sp.inKW(p) {
+						t.result.Stats.TCBPages++
+					}
+				}
+				lo = r.s
+				ws := sp.wxs()
+				ws.kw = mergeIvals(append(ws.kw, ival{lo, hi}))
+			}
+		}
 		type run struct {
 			s, e uint64
 			prot int
