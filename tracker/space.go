@@ -312,24 +312,30 @@ func (s *Space) insert(p Piece) {
 	s.pieces[i] = p
 }
 
+// subIval returns rs without [lo, hi).
+func subIval(rs []ival, lo, hi uint64) []ival {
+	var out []ival
+	for _, r := range rs {
+		if r.e <= lo || r.s >= hi {
+			out = append(out, r)
+			continue
+		}
+		if r.s < lo {
+			out = append(out, ival{r.s, lo})
+		}
+		if r.e > hi {
+			out = append(out, ival{hi, r.e})
+		}
+	}
+	return out
+}
+
 // unmapRegions subtracts [start, end) from every region and ends the ones
 // left with nothing mapped.
 func (s *Space) unmapRegions(start, end uint64) {
 	out := s.regions[:0]
 	for _, r := range s.regions {
-		var live []ival
-		for _, v := range r.live {
-			if v.e <= start || v.s >= end {
-				live = append(live, v)
-				continue
-			}
-			if v.s < start {
-				live = append(live, ival{v.s, start})
-			}
-			if v.e > end {
-				live = append(live, ival{end, v.e})
-			}
-		}
+		live := subIval(r.live, start, end)
 		r.live = live
 		if len(live) == 0 {
 			s.sink.EndRegion(r.id)

@@ -124,20 +124,7 @@ func (sp *space) regionExtent(addr uint64) (ival, bool) {
 // dropKW forgets kernel-written memory in [lo, hi): unmapped or mapped
 // anew.
 func (sp *space) dropKW(lo, hi uint64) {
-	var out []ival
-	for _, r := range sp.wx.kw {
-		if r.e <= lo || r.s >= hi {
-			out = append(out, r)
-			continue
-		}
-		if r.s < lo {
-			out = append(out, ival{r.s, lo})
-		}
-		if r.e > hi {
-			out = append(out, ival{hi, r.e})
-		}
-	}
-	sp.wx.kw = out
+	sp.wx.kw = subIval(sp.wx.kw, lo, hi)
 	for p := range sp.wx.opened {
 		if p >= lo && p < hi {
 			delete(sp.wx.opened, p)
