@@ -420,10 +420,11 @@
 //     CLONE_VM child's stack region and control-block pages, the rseq area
 //     at the parent's offset from its thread pointer read with
 //     PTRACE_GET_RSEQ_CONFIGURATION; and the range of any RWX mprotect
-//     over kw memory or the caller's stack pointer) is kept writable: not
-//     executable until code runs in a page, then recorded (cause "wx-tcb")
-//     and left writable and executable; later changes to code there are
-//     not seen. The parent waits in its clone event stop until the child's
+//     over kw memory or the caller's stack pointer, or with
+//     PROT_GROWSDOWN) is kept writable: not executable until code runs in
+//     a page, then recorded (cause "wx-tcb"); a page of control words is
+//     then left writable and executable (later changes to code there are
+//     not seen), any other stack page becomes W^X's code like any other. The parent waits in its clone event stop until the child's
 //     first stop made its block writable (injected syscalls cannot run in
 //     an event stop inside clone); a tid the kernel could not write is
 //     written by ptjit. An RWX mprotect over such memory runs as asked and

@@ -1109,6 +1109,7 @@ func (t *Tracer) forkView(parent, child *space) {
 	if len(parent.wx.kw) > 0 {
 		w := child.wxs()
 		w.kw = append([]ival(nil), parent.wx.kw...)
+		w.words = append([]ival(nil), parent.wx.words...)
 		for page := range parent.wx.opened {
 			w.opened[page] = true
 		}

@@ -83,10 +83,11 @@ type wxState struct {
 	added  int                  // stores counted in writes since pruneWrites
 	// kw: memory the kernel writes for the program's threads (their
 	// stacks and control blocks: wx_tcb_linux_amd64.go), sorted and
-	// merged, until unmapped; W^X keeps it writable. opened: its pages
-	// that have run code (writable and executable from then on).
-	kw     []ival
-	opened map[uint64]bool
+	// merged, until unmapped or run; W^X keeps it writable. words: the
+	// pages of their control words (tid, rseq) among it. opened: pages of
+	// words that have run code (writable and executable from then on).
+	kw, words []ival
+	opened    map[uint64]bool
 }
 
 // pruneWritesEvery: every so many counted stores, the pages whose window
@@ -396,11 +397,19 @@ func (t *Tracer) batchExec(th *thread, page uint64) {
 	}
 	reason := "wx-batch: executed"
 	if bp.tcb {
-		// The kernel writes this page: it stays writable (and is no
-		// longer watched), as the program has it (kernelProt of an
-		// opened page).
-		sp.wxs().opened[page] = true
-		reason = "wx-tcb: executed; the kernel writes this page, so it stays writable"
+		if sp.inWords(page) {
+			// The kernel writes this page any time (tid, rseq):
+			// it stays writable (and is no longer watched), as
+			// the program has it (kernelProt of an opened page).
+			sp.wxs().opened[page] = true
+			reason = "wx-tcb: executed; the kernel writes this page any time, so it stays writable"
+		} else {
+			// Stack memory that runs code is code from now on:
+			// W^X's, executable-only (the kernel's writes into
+			// it fail, as into any code W^X keeps; README).
+			sp.dropKW(page, page+pageSize)
+			reason = "wx-tcb: executed; stack memory, code from now on"
+		}
 	}
 	if err := t.protect(th, page, page+pageSize, sp.kernelProt(page, view), reason); err != nil {
 		t.warnOp(err)

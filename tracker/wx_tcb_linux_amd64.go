@@ -23,19 +23,23 @@ import (
 // RWX in a program with an executable stack (and makes them all RWX when
 // such a library is dlopen'ed); pthread_attr_setstack takes any memory.
 //
-// So W^X keeps that memory writable (wxState.kw): each thread's stack
-// mapping and the pages of its control words, from the clone that made it
-// (the parent waits in its clone event stop until the child's first stop
-// made them writable, where a word the kernel could not write is written
-// by ptjit) until unmapped. Writable-and-executable memory there is
-// writable, not executable, until code runs in a page: that page is
-// recorded then (cause "wx-tcb", the thread and IP that run it: its stores
-// were not watched) and left writable and executable, since the kernel
-// may write it any time. Changes to code in such a page after its first
-// execution are not seen (README, "What ptjit cannot see"). A program
-// mprotect that makes part of it writable and executable keeps it
-// writable (wxEntryProt leaves the call alone, wxTCBEffect protects the
-// rest of the range after it).
+// So W^X keeps that memory writable (wxState.kw): each thread's stack (the
+// bounds clone3 gives, within its executable region) and the pages of its
+// control words, from the clone that made it (the parent waits in its
+// clone event stop until the child's first stop made them writable, where
+// a word the kernel could not write is written by ptjit) until unmapped.
+// Writable-and-executable memory there is writable, not executable, until
+// code runs in a page: that page is recorded then (cause "wx-tcb", the
+// thread and IP that run it: its stores were not watched). A page of
+// control words is then left writable and executable, since the kernel
+// writes it any time: changes to code there after its first execution are
+// not seen (README, "What ptjit cannot see"). Any other stack page that
+// runs code is code from then on, W^X's like any other (a thread's stack
+// reused as a JIT area once the thread is gone keeps its history). A
+// program mprotect that makes kernel-written memory, or the memory around
+// the caller's stack pointer, or a PROT_GROWSDOWN stack, writable and
+// executable keeps it writable (wxEntryProt leaves the call alone,
+// wxTCBEffect protects the rest of the range after it).
 
 // cloneWords are the addresses the kernel writes for a new thread, from
 // the clone or clone3 call that made it (0: none).
@@ -45,19 +49,25 @@ type cloneWords struct {
 	childSet  bool   // CLONE_CHILD_SETTID: written as the child starts
 	rseq      uint64 // the child's rseq area, where the parent's is at the same offset from its TLS
 	rseqLen   uint64
-	stack     uint64 // the child's initial stack pointer (CLONE_VM), or 0
+	// the child's stack (CLONE_VM): clone3 gives its bounds, clone only
+	// its top (stackLo 0)
+	stackLo, stackHi uint64
 }
+
+// maxStackGuess bounds the stack below a clone's top where clone (unlike
+// clone3) gives no size: glibc's default thread stack.
+const maxStackGuess = 8 << 20
 
 // cloneArgs reads the words of the clone or clone3 th is in (at its
 // PTRACE_EVENT_CLONE stop), with the clone's flags.
 //
 // Precondition: on the locked tracer thread; th is in its clone event stop.
 func cloneArgs(th *thread, regs unix.PtraceRegs) (flags uint64, w cloneWords) {
-	var tls, stack uint64
+	var tls, stackLo, stackHi uint64
 	switch regs.Orig_rax {
 	case unix.SYS_CLONE:
 		// clone(flags, stack, parent_tid, child_tid, tls)
-		flags, stack, w.parentTID, w.childTID, tls = regs.Rdi, regs.Rsi, regs.Rdx, regs.R10, regs.R8
+		flags, stackHi, w.parentTID, w.childTID, tls = regs.Rdi, regs.Rsi, regs.Rdx, regs.R10, regs.R8
 	case unix.SYS_CLONE3:
 		// struct clone_args: flags, pidfd, child_tid, parent_tid,
 		// exit_signal, stack, stack_size, tls
@@ -68,7 +78,7 @@ func cloneArgs(th *thread, regs unix.PtraceRegs) (flags uint64, w cloneWords) {
 		le := binary.LittleEndian
 		flags, w.childTID, w.parentTID, tls = le.Uint64(b[0:]), le.Uint64(b[16:]), le.Uint64(b[24:]), le.Uint64(b[56:])
 		if base := le.Uint64(b[40:]); base != 0 {
-			stack = base + le.Uint64(b[48:])
+			stackLo, stackHi = base, base+le.Uint64(b[48:])
 		}
 	default:
 		return uint64(unix.SIGCHLD), cloneWords{}
@@ -81,7 +91,7 @@ func cloneArgs(th *thread, regs unix.PtraceRegs) (flags uint64, w cloneWords) {
 	}
 	w.childSet = flags&unix.CLONE_CHILD_SETTID != 0
 	if flags&unix.CLONE_VM != 0 {
-		w.stack = stack
+		w.stackLo, w.stackHi = stackLo, stackHi
 		if flags&unix.CLONE_SETTLS != 0 {
 			// The new thread registers its own rseq area (CLONE_VM
 			// clears the registration), where the C library puts
@@ -101,6 +111,14 @@ func (sp *space) inKW(addr uint64) bool {
 	kw := sp.wx.kw
 	i := sort.Search(len(kw), func(i int) bool { return kw[i].e > addr })
 	return i < len(kw) && kw[i].s <= addr
+}
+
+// inWords reports whether the page at addr holds a thread's control
+// words (its tid, its rseq area: wxState.words).
+func (sp *space) inWords(addr uint64) bool {
+	w := sp.wx.words
+	i := sort.Search(len(w), func(i int) bool { return w[i].e > addr })
+	return i < len(w) && w[i].s <= addr
 }
 
 // regionExtent returns the extent of the anonymous executable region that
@@ -125,6 +143,7 @@ func (sp *space) regionExtent(addr uint64) (ival, bool) {
 // anew.
 func (sp *space) dropKW(lo, hi uint64) {
 	sp.wx.kw = subIval(sp.wx.kw, lo, hi)
+	sp.wx.words = subIval(sp.wx.words, lo, hi)
 	for p := range sp.wx.opened {
 		if p >= lo && p < hi {
 			delete(sp.wx.opened, p)
@@ -202,10 +221,10 @@ func (t *Tracer) wxTCB(th *thread, w cloneWords, shared bool) {
 			t.warnOp(err)
 		}
 	}
-	var add []ival
+	var words []ival // the control words' pages (left executable once run)
 	page := func(a, n uint64) {
 		if a != 0 {
-			add = append(add, ival{a &^ (pageSize - 1), pageUp(a + n)})
+			words = append(words, ival{a &^ (pageSize - 1), pageUp(a + n)})
 		}
 	}
 	page(w.childTID, 4)
@@ -213,11 +232,19 @@ func (t *Tracer) wxTCB(th *thread, w cloneWords, shared bool) {
 	if shared {
 		page(w.parentTID, 4) // the parent's memory is th's
 	}
-	if w.stack != 0 {
-		if r, ok := sp.regionExtent(w.stack - 1); ok {
-			add = append(add, r)
+	add := append([]ival(nil), words...)
+	if w.stackHi != 0 {
+		// The stack as clone gave it, within its executable region
+		// (a JIT's code in the same mapping is not the stack).
+		if r, ok := sp.regionExtent(w.stackHi - 1); ok {
+			lo := w.stackLo
+			if lo == 0 && w.stackHi > maxStackGuess {
+				lo = w.stackHi - maxStackGuess
+			}
+			add = append(add, ival{max(r.s, lo&^(pageSize-1)), min(r.e, pageUp(w.stackHi))})
 		}
 	}
+
 	if len(add) == 0 {
 		return
 	}
@@ -245,6 +272,7 @@ func (t *Tracer) wxTCB(th *thread, w cloneWords, shared bool) {
 		}
 	}
 	ws.kw = mergeIvals(append(ws.kw, add...))
+	ws.words = mergeIvals(append(ws.words, words...))
 	for _, r := range mergeIvals(open) {
 		if err := t.protect(th, r.s, r.e, sp.kernelProt(r.s, sp.ProtOf(r.s)), "wx: a thread's stack or control block (the kernel writes it)"); err != nil {
 			t.warnOp(err)

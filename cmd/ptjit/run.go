@@ -47,8 +47,9 @@ or by a store ptjit cannot emulate (AVX-512): that page goes batch. New
 anonymous RWX memory holds no code yet: under batch and auto it starts
 writable, not executable, and each page is recorded when it first runs. A
 thread's stack and control block, which the kernel writes (signal frames,
-syscall output, its tid, its rseq area), stay writable in every mode: code
-there is recorded when it first runs, later changes are not seen.
+syscall output, its tid, its rseq area), stay writable in every mode until
+code runs there; a page of its control block then stays writable, and later
+changes to code in it are not seen.
 
 The Intel PT trace goes to DIR/perf.data (--pt): with intel, perf record
 -e intel_pt//u traces the program from its exec on, every thread and child;

@@ -3,7 +3,7 @@
 // clone and clears at exit, the rseq area it updates whenever the thread
 // returns to user mode), are writable and executable memory the program
 // mapped itself (pthread_attr_setstack). Each thread writes a function
-// into a buffer in its first frame, in the same page as its control block,
+// into a buffer in its first frame, in the same page as its tid word,
 // runs it, rewrites it, runs it again, and yields between (each return to
 // the thread is an rseq update); after each run the kernel writes into the
 // page (clock_gettime as a syscall), as it writes the control block
@@ -15,7 +15,7 @@
 // Where the first frame lies relative to the control block is glibc's
 // business: main first probes stack tops at offsets 0, 64, 128... into a
 // page, with threads that only report whether their buffer shares the
-// control block's page, and uses the first top where it does (exit 2 if
+// page of their tid word, and uses the first top where it does (exit 2 if
 // none does).
 //
 // Each thread also has the kernel write into its stack the ordinary ways
@@ -98,16 +98,28 @@ static const char *perms(const volatile void *a) {
 	return out;
 }
 
+// tidWord returns the calling thread's tid word in its control block (the
+// word the kernel sets at clone and clears at exit): the first int equal
+// to the thread's id from the start of its struct pthread.
+static const volatile int *tidWord(void) {
+	const volatile int *p = (const volatile int *)pthread_self();
+	int tid = (int)syscall(SYS_gettid);
+	for (int i = 0; i < 1024; i++)
+		if (p[i] == tid)
+			return p + i;
+	return NULL;
+}
+
 static void *worker(void *arg) {
 	// The first local: right under the TLS block and the control block.
 	volatile unsigned char code[64];
 	long id = (long)arg, sum = 0;
-	int inpage = ((uintptr_t)code >> 12) == ((uintptr_t)pthread_self() >> 12);
+	int inpage = ((uintptr_t)code >> 12) == ((uintptr_t)tidWord() >> 12);
 	if (id == 0)
 		return (void *)(long)inpage; // a probe (see main)
 	if (!inpage) {
-		fprintf(stderr, "thread %ld: code at %p is not in the page of its control block %#lx\n",
-		        id, (void *)code, (unsigned long)pthread_self());
+		fprintf(stderr, "thread %ld: code at %p is not in the page of its tid word %p\n",
+		        id, (void *)code, (void *)tidWord());
 		exit(2);
 	}
 	printf("tcb page %p\n", (void *)code);
@@ -179,13 +191,16 @@ static void *selfexec(void *arg) {
 		printf("selfexec: mprotect: %m\n");
 		return (void *)-1;
 	}
+	// The kernel writes the page made executable before any code ran
+	// there (after, a page of stack that ran code is W^X's code, whose
+	// kernel writes fail, unless it holds the thread's control words).
+	if (kernelWrites(99) != 0)
+		return (void *)-1;
 	static const unsigned char ret7[] = {0xb8, 7, 0, 0, 0, 0xc3}; // mov eax, 7; ret
 	memcpy((void *)code, ret7, sizeof ret7);
 	__builtin___clear_cache((char *)code, (char *)code + sizeof ret7);
 	long r = ((long (*)(void))(uintptr_t)code)();
 	sched_yield();
-	if (kernelWrites(99) != 0)
-		return (void *)-1;
 	return (void *)r;
 }
 
