@@ -122,7 +122,6 @@ type batchPage struct {
 	tid   int
 	ip    uint64
 	fresh bool // a page of fresh memory (wxFreshEffect): no store seen
-	tcb   bool // in memory the kernel writes (wx_tcb_linux_amd64.go): stores not watched
 }
 
 // batchPages returns the batch pages in [lo, hi), in address order. It
@@ -159,12 +158,13 @@ func (sp *space) clearBatch(start, end uint64) {
 
 // recordBatch records batch page bp at page as a new version (the caller
 // made it executable): the first writer's work, with its thread and store
-// IP; for a fresh or tcb page, where no store was seen, the thread th and
-// the IP ip that first run it.
-func (t *Tracer) recordBatch(th *thread, page uint64, bp batchPage, ip uint64) {
+// IP; for a fresh page or kernel-written memory (tcb: a thread's stack,
+// wx_tcb_linux_amd64.go), where no store was seen, the thread th and the
+// IP ip that first run it.
+func (t *Tracer) recordBatch(th *thread, page uint64, bp batchPage, ip uint64, tcb bool) {
 	cause, tid := "wx-batch", bp.tid
 	switch {
-	case bp.tcb: // fresh or not: its changes after this are not seen
+	case tcb: // fresh or not: its stores were not watched
 		cause, tid = "wx-tcb", th.tid
 	case bp.fresh:
 		cause, tid = "wx-fresh", th.tid
@@ -387,7 +387,7 @@ func (t *Tracer) batchExec(th *thread, page uint64) {
 	sp := th.proc.space
 	bp := sp.wx.batch[page]
 	delete(sp.wx.batch, page)
-	bp.tcb = sp.inKW(page)
+	tcb := sp.inKW(page)
 	view := sp.ProtOf(page)
 	if view == 0 {
 		view = protRWX
@@ -396,7 +396,7 @@ func (t *Tracer) batchExec(th *thread, page uint64) {
 		t.cur.ip = regs.Rip
 	}
 	reason := "wx-batch: executed"
-	if bp.tcb {
+	if tcb {
 		if sp.inWords(page) {
 			// The kernel writes this page any time (tid, rseq):
 			// it stays writable (and is no longer watched), as
@@ -418,10 +418,10 @@ func (t *Tracer) batchExec(th *thread, page uint64) {
 	if bp.fresh {
 		t.result.Stats.FreshExecuted++
 	}
-	if bp.tcb {
+	if tcb {
 		t.result.Stats.TCBExecuted++
 	}
-	t.recordBatch(th, page, bp, t.cur.ip)
+	t.recordBatch(th, page, bp, t.cur.ip, tcb)
 }
 
 // preciseWrite carries out one store the program could not make because of
@@ -700,7 +700,7 @@ func (t *Tracer) settleBatch(th *thread, lo, hi uint64) {
 		for _, p := range pages[i:j] {
 			bp := sp.wx.batch[p]
 			delete(sp.wx.batch, p)
-			t.recordBatch(th, p, bp, 0)
+			t.recordBatch(th, p, bp, 0, false)
 		}
 		i = j
 	}

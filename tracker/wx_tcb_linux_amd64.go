@@ -107,18 +107,16 @@ func cloneArgs(th *thread, regs unix.PtraceRegs) (flags uint64, w cloneWords) {
 
 // inKW reports whether the page at addr is memory the kernel writes for a
 // thread (wxState.kw).
-func (sp *space) inKW(addr uint64) bool {
-	kw := sp.wx.kw
-	i := sort.Search(len(kw), func(i int) bool { return kw[i].e > addr })
-	return i < len(kw) && kw[i].s <= addr
-}
+func (sp *space) inKW(addr uint64) bool { return inSorted(sp.wx.kw, addr) }
 
 // inWords reports whether the page at addr holds a thread's control
 // words (its tid, its rseq area: wxState.words).
-func (sp *space) inWords(addr uint64) bool {
-	w := sp.wx.words
-	i := sort.Search(len(w), func(i int) bool { return w[i].e > addr })
-	return i < len(w) && w[i].s <= addr
+func (sp *space) inWords(addr uint64) bool { return inSorted(sp.wx.words, addr) }
+
+// inSorted is inIvals for sorted, merged rs (mergeIvals): a binary search.
+func inSorted(rs []ival, a uint64) bool {
+	i := sort.Search(len(rs), func(i int) bool { return rs[i].e > a })
+	return i < len(rs) && rs[i].s <= a
 }
 
 // regionExtent returns the extent of the anonymous executable region that
