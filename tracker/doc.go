@@ -480,8 +480,14 @@
 // mprotect; a later mprotect(RW) of the program is rewritten at entry). A
 // store through the alias faults, is emulated — written through
 // /proc/PID/map_files (root; /proc/PID/mem refuses forced writes to shared
-// mappings), else stepped — and recorded as a write at the executable twin's
-// address, whose page gets a new version. Alias stores are always precise.
+// mappings), else stepped with every alias page it writes opened (a
+// 32-byte store straddling two pages, or two views) — and recorded as a
+// write at the executable twin's address, whose page gets a new version.
+// Under batch and auto, a burst through an alias page goes batch
+// (wx_alias_batch_linux_amd64.go): the twins of its file page lose
+// PROT_EXEC, then the alias page is made writable; the first fetch from a
+// twin write-protects the alias again and records the twins. Which store
+// goes batch is storePolicy's decision for aliases and RWX memory alike.
 // Not covered: an alias in another process (a writer process and an executor
 // process sharing a memfd), SysV shm aliases, RWX memory present at exec (an
 // executable stack).

@@ -153,6 +153,14 @@ func classifySignal(s signalStop) stopKind {
 	if p, ok := s.sp.PieceAt(addr); ok && isWX(p.Prot) {
 		return stopWXFault
 	}
+	if bp, ok := s.sp.wx.batch[addr&^(pageSize-1)]; ok && bp.alias {
+		// an alias's executable twin while the alias is written: a
+		// fetch is W^X's, anything else the program's own fault
+		if s.haveRIP && fetchFault(addr, s.rip) {
+			return stopWXFault
+		}
+		return stopSignal
+	}
 	if _, ok := s.sp.aliasAt(addr); ok || s.sp.aliasRetry(addr, s.lastStale) {
 		return stopAliasFault
 	}
@@ -187,7 +195,7 @@ func (t *Tracer) classify(th *thread, ws unix.WaitStatus) (stopKind, int, signal
 			s.si = &si
 		}
 	}
-	if s.filter && sig == int(unix.SIGSEGV) && s.si != nil && s.si.Code == segvAccerr {
+	if sig == int(unix.SIGSEGV) && s.si != nil && s.si.Code == segvAccerr && (s.filter || s.wx && sp.aliasTwinBatch(s.si.Addr)) {
 		if regs, err := getRegs(th.tid); err == nil {
 			s.rip, s.haveRIP = regs.Rip, true
 		}

@@ -126,10 +126,13 @@ func TestClassifySignal(t *testing.T) {
 	// One address space: RWX JIT code at 0x10000 (W^X keeps it RX), RX
 	// JIT code at 0x20000, a write-protected alias at 0x30000 of the file
 	// pages executable at 0x40000, a writable alias at 0x50000 that lost
-	// its twin.
+	// its twin. The twin's page is being written through the alias
+	// (batch: not executable until it runs).
 	sp := &space{Space: NewSpace(&logSink{})}
 	sp.Map(0x10000, 0x11000, rwx, nil, "test")
 	sp.Map(0x20000, 0x21000, rx, nil, "test")
+	sp.Map(0x40000, 0x41000, rx, nil, "test")
+	sp.wxs().batch[0x40000] = batchPage{alias: true}
 	sp.alias.shared = []sharedMap{
 		{start: 0x30000, end: 0x31000, dev: 1, inode: 2, view: rw, ro: true},
 		{start: 0x40000, end: 0x41000, dev: 1, inode: 2, view: rx},
@@ -158,6 +161,12 @@ func TestClassifySignal(t *testing.T) {
 		{"store through an alias made writable, retried", signalStop{sig: segv, si: si(segvAccerr, 0x50010), wx: true, sp: sp,
 			lastStale: [2]uint64{0, 0x50010}}, stopSignal},
 		{"alias, W^X off", signalStop{sig: segv, si: si(segvAccerr, 0x30010), sp: sp}, stopSignal},
+		{"fetch from an alias twin being written", signalStop{sig: segv, si: si(segvAccerr, 0x40000), rip: 0x40000, haveRIP: true, wx: true, sp: sp}, stopWXFault},
+		{"fetch crossing into an alias twin being written", signalStop{sig: segv, si: si(segvAccerr, 0x40000), rip: 0x3fffc, haveRIP: true, wx: true, sp: sp}, stopWXFault},
+		{"store into an alias twin being written (program's)", signalStop{sig: segv, si: si(segvAccerr, 0x40010), rip: 0x20000, haveRIP: true, wx: true, sp: sp}, stopSignal},
+		{"alias twin being written, RIP unreadable", signalStop{sig: segv, si: si(segvAccerr, 0x40010), wx: true, sp: sp}, stopSignal},
+		{"alias twin being written, W^X off", signalStop{sig: segv, si: si(segvAccerr, 0x40000), rip: 0x40000, haveRIP: true, sp: sp}, stopSignal},
+		{"filter: fetch from an alias twin being written", signalStop{sig: segv, si: si(segvAccerr, 0x40000), rip: 0x40000, haveRIP: true, filter: true, wx: true, sp: sp}, stopFilterFault},
 		{"filter: fetch from hidden JIT code", signalStop{sig: segv, si: si(segvAccerr, 0x20010), rip: 0x20010, haveRIP: true, filter: true, sp: sp}, stopFilterFault},
 		{"filter: fetch crossing into a hidden page", signalStop{sig: segv, si: si(segvAccerr, 0x20000), rip: 0x1fffe, haveRIP: true, filter: true, sp: sp}, stopFilterFault},
 		{"filter: fetch before W^X", signalStop{sig: segv, si: si(segvAccerr, 0x10000), rip: 0x10000, haveRIP: true, filter: true, wx: true, sp: sp}, stopFilterFault},

@@ -3,6 +3,7 @@ package tracker
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
 	"strconv"
@@ -1118,9 +1119,14 @@ func (t *Tracer) forkView(parent, child *space) {
 		w := child.wxs()
 		for page, bp := range parent.wx.batch {
 			w.batch[page] = bp
-			if !bp.fresh {
+			if !bp.fresh && !bp.alias {
 				child.Protect(page, page+pageSize, protRWX, "fork")
 			}
 		}
+	}
+	if len(parent.alias.open) > 0 {
+		// the child's alias pages are writable and its twins not
+		// executable, as the parent's
+		child.alias.open = maps.Clone(parent.alias.open)
 	}
 }

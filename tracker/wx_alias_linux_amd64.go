@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -20,14 +21,19 @@ import (
 // is made read-only (an injected mprotect, recorded with ProtChange); a
 // store through it faults, is carried out precisely (emulated, or stepped
 // with the alias page briefly writable) and recorded as a write at the
-// executable address, whose page gets a new version. Batch mode does not
-// apply to aliases: their stores are always precise.
+// executable address, whose page gets a new version. A burst of stores
+// through an alias page goes batch (wx_alias_batch_linux_amd64.go).
 
 // aliasState is the writable-alias state of one address space
 // (space.alias).
 type aliasState struct {
 	shared []sharedMap            // MAP_SHARED file mappings (writable aliases)
 	files  map[[2]uint64]*os.File // alias files by (dev, inode), for emulated stores
+	// open: alias pages ptjit made writable in batch mode
+	// (wx_alias_batch_linux_amd64.go), by the file page they map; the
+	// executable twins of those file pages are batch pages (wxState.batch,
+	// batchPage.alias) until one runs.
+	open map[uint64]filePage
 }
 
 // close releases the alias files.
@@ -208,6 +214,7 @@ func (sp *space) execTwins(dev, inode, off, n uint64) []twin {
 // pages that lost their executable twin.
 func (t *Tracer) aliasApply(th *thread) {
 	sp := th.proc.space
+	t.aliasSettleStale(th)
 	sh := sp.alias.shared
 	for i := range sh {
 		m := &sh[i]
@@ -329,16 +336,20 @@ type aliasChange struct {
 
 // aliasFault handles a stopAliasFault: a store that faulted at addr on a
 // write-protected alias is carried out (emulated, or stepped with the
-// alias page writable) and recorded at the executable twin's addresses; a
-// fault on an alias made writable again meanwhile is retried. The fault is
-// ptjit's; th is resumed by the caller.
+// alias pages it writes writable) and recorded at the executable twin's
+// addresses, or its page goes batch (aliasBatch); a fault on an alias made
+// writable again meanwhile is retried. The fault is ptjit's; th is resumed
+// by the caller.
 //
 // Precondition: on the locked tracer thread; th is in signal-delivery-stop.
 func (t *Tracer) aliasFault(th *thread, addr uint64) {
 	sp := th.proc.space
 	t.cur.th, t.cur.at = th, clock.Now()
 	m, ok := sp.aliasAt(addr)
-	if !ok {
+	page := addr &^ (pageSize - 1)
+	if _, open := sp.alias.open[page]; !ok || open {
+		// made writable meanwhile (its twin went away, or another
+		// thread's store sent the page batch): retried, once
 		th.lastStale = [2]uint64{0, addr} // aliasRetry
 		return
 	}
@@ -348,23 +359,37 @@ func (t *Tracer) aliasFault(th *thread, addr uint64) {
 		return
 	}
 	t.cur.ip = regs.Rip
-	in, changes, err := t.aliasEmulate(th, &al, regs)
+	e := emulateStore(th.tid, regs)
+	if t.aliasGoBatch(th, &al, page, regs, e.err == nil) {
+		return
+	}
+	in, changes, err := t.aliasEmulate(th, &al, regs, e)
 	if err != nil {
-		c, ok := t.aliasStep(th, &al, addr&^(pageSize-1))
-		if !ok {
+		if errors.Is(goneErr(th.tid, err), ErrThreadGone) {
 			return
 		}
-		changes = append(changes, c...)
+		// written so far: recorded; the step writes them again
+		t.cur.at = clock.Now()
+		for _, c := range changes {
+			t.recordAliasChange(th, regs.Rip, in, &al, c)
+		}
+		t.stepWrite(th, regs, in)
+		return
 	}
 	t.cur.at = clock.Now()
 	for _, c := range changes {
-		// The store went to the alias; the code changed at every
-		// executable twin of those file bytes.
-		fo := al.fileOf(c.addr)
-		for _, tw := range sp.execTwins(al.dev, al.inode, fo, uint64(len(c.new))) {
-			i := tw.off - fo
-			t.recordWrite(th, regs.Rip, in, tw.addr, c.old[i:i+tw.n], c.new[i:i+tw.n])
-		}
+		t.recordAliasChange(th, regs.Rip, in, &al, c)
+	}
+}
+
+// recordAliasChange records a store through alias al at every executable
+// twin of the file bytes it changed: the store went to the alias, the code
+// changed there.
+func (t *Tracer) recordAliasChange(th *thread, ip uint64, in x86asm.Inst, al *sharedMap, c aliasChange) {
+	fo := al.fileOf(c.addr)
+	for _, tw := range th.proc.space.execTwins(al.dev, al.inode, fo, uint64(len(c.new))) {
+		i := tw.off - fo
+		t.recordWrite(th, ip, in, tw.addr, c.old[i:i+tw.n], c.new[i:i+tw.n])
 	}
 }
 
@@ -373,11 +398,14 @@ func (t *Tracer) aliasFault(th *thread, addr uint64) {
 // returned with it.
 //
 // Precondition: on the locked tracer thread; th is in signal-delivery-stop.
-func (t *Tracer) aliasEmulate(th *thread, al *sharedMap, regs unix.PtraceRegs) (x86asm.Inst, []aliasChange, error) {
-	e := emulateStore(th.tid, regs)
+func (t *Tracer) aliasEmulate(th *thread, al *sharedMap, regs unix.PtraceRegs, e emulated) (x86asm.Inst, []aliasChange, error) {
 	in, stores, nr, err := e.in, e.stores, e.after, e.err
 	if err != nil {
 		return in, nil, err
+	}
+	if si, err := getSiginfo(th.tid); err == nil && !storesCover(stores, si.Addr) {
+		// the emulator got the instruction wrong: stepped instead
+		return in, nil, fmt.Errorf("its stores miss the faulting address %#x", si.Addr)
 	}
 	var changes []aliasChange
 	for _, s := range stores {
@@ -397,47 +425,6 @@ func (t *Tracer) aliasEmulate(th *thread, al *sharedMap, regs unix.PtraceRegs) (
 	}
 	t.result.Stats.Emulated++
 	return in, changes, nil
-}
-
-// aliasStep single-steps the faulting store with the alias page writable
-// and returns what it changed there; ok is false when th died or the page
-// could not be opened.
-//
-// Precondition: on the locked tracer thread; th is in signal-delivery-stop.
-func (t *Tracer) aliasStep(th *thread, al *sharedMap, page uint64) (changes []aliasChange, ok bool) {
-	old := make([]byte, pageSize)
-	snapshot.ReadMem(th.tid, page, old)
-	if perr := t.protect(th, page, page+pageSize, al.view, "wx: step a store through an alias"); perr != nil {
-		t.warnOp(perr)
-		return nil, false
-	}
-	for {
-		if unix.PtraceSingleStep(th.tid) != nil {
-			return nil, false
-		}
-		kind, sig, err := t.waitThread(th)
-		if err != nil {
-			return nil, false // th is gone
-		}
-		if kind != stopSignal {
-			continue
-		}
-		if sig != int(unix.SIGTRAP) {
-			t.hold(th, sig)
-		}
-		break
-	}
-	if perr := t.protect(th, page, page+pageSize, al.view&^unix.PROT_WRITE, "wx: step done"); perr != nil {
-		t.warnOp(perr)
-	}
-	now := make([]byte, pageSize)
-	if snapshot.ReadMem(th.tid, page, now) == nil {
-		if lo, hi := diffRange(old, now); lo < hi {
-			changes = append(changes, aliasChange{page + uint64(lo), old[lo:hi], now[lo:hi]})
-		}
-	}
-	t.result.Stats.Stepped++
-	return changes, true
 }
 
 // aliasWrite writes data at addr of a shared alias through its file (the

@@ -122,6 +122,9 @@ type batchPage struct {
 	tid   int
 	ip    uint64
 	fresh bool // a page of fresh memory (wxFreshEffect): no store seen
+	// alias: an executable twin of an alias page being written
+	// (wx_alias_batch_linux_amd64.go): not executable, not writable
+	alias bool
 }
 
 // batchPages returns the batch pages in [lo, hi), in address order. It
@@ -324,33 +327,24 @@ func (t *Tracer) wxFault(th *thread, addr uint64) {
 	// A store into the page holding the storing instruction cannot run in
 	// batch mode (the page would stop being executable under it).
 	self := regs.Rip&^(pageSize-1) == page || (regs.Rip+15)&^(pageSize-1) == page
-	mode := t.opts.WX
+	// A store the emulator cannot carry out (an AVX-512 copy: x86asm has
+	// no EVEX) would be single-stepped: under auto its page goes batch at
+	// once instead (see autoBatchAfter).
 	var em *emulated
-	if mode == WXAuto {
-		mode = WXPrecise
-		r := w.writes[page]
-		if now := t.cur.at.MonoNS; now-r.since > int64(autoWindow) {
-			r = pageRate{since: now}
-		}
-		if r.n >= autoBatchAfter {
-			mode = WXBatch
-		} else if !self {
-			// A store the emulator cannot carry out (an AVX-512 copy:
-			// x86asm has no EVEX) would be single-stepped: the page goes
-			// batch at once instead (see autoBatchAfter).
-			e := emulateStore(th.tid, regs)
-			if e.err != nil {
-				mode = WXBatch
-			}
-			em = &e
-		}
-		r.n++
+	emulatable := func() bool {
+		e := emulateStore(th.tid, regs)
+		em = &e
+		return e.err == nil
+	}
+	batch, r, counted := storePolicy(t.opts.WX, w.writes[page], t.cur.at.MonoNS, self, emulatable,
+		func() bool { return zeroPage(th.tid, page) })
+	if counted {
 		w.writes[page] = r
 		if w.added++; w.added >= pruneWritesEvery {
 			w.pruneWrites(t.cur.at.MonoNS)
 		}
 	}
-	if mode == WXBatch && !self {
+	if batch {
 		if err := t.protect(th, page, page+pageSize, unix.PROT_READ|unix.PROT_WRITE, "wx-batch: writable until executed"); err != nil {
 			t.warnOp(err)
 			return
@@ -386,6 +380,10 @@ func storesAt(tid int, regs unix.PtraceRegs, addr uint64) bool {
 func (t *Tracer) batchExec(th *thread, page uint64) {
 	sp := th.proc.space
 	bp := sp.wx.batch[page]
+	if bp.alias {
+		t.aliasSettle(th, page)
+		return
+	}
 	delete(sp.wx.batch, page)
 	tcb := sp.inKW(page)
 	view := sp.ProtOf(page)
@@ -522,24 +520,36 @@ func emulateStore(tid int, regs unix.PtraceRegs) (e emulated) {
 	return e
 }
 
-// stepWrite runs the faulting instruction with its target pages writable
-// (and still executable, as the program asked), one PTRACE_SINGLESTEP, and
-// protects them again.
+// stepWrite runs the faulting instruction with its target pages writable,
+// one PTRACE_SINGLESTEP, and protects them again. A target page is RWX
+// memory W^X keeps (opened with the program's protection, executable as it
+// asked) or a write-protected alias (opened writable, as the program has
+// it): the page of the fault, then each page the step faults on, up to
+// maxStepPages (a wide store straddling two pages, or two views). What
+// changed in each is recorded: at the page itself, or at the executable
+// twins of an alias page's file bytes.
 func (t *Tracer) stepWrite(th *thread, regs unix.PtraceRegs, in x86asm.Inst) {
 	sp := th.proc.space
 	type opened struct {
 		page uint64
-		view int
+		view int       // RWX memory: the program's view
+		al   sharedMap // an alias page: its mapping (al.end != 0)
 		old  []byte
 	}
 	var pages []opened
-	defer func() {
+	restore := func() {
 		for _, o := range pages {
-			if err := t.protect(th, o.page, o.page+pageSize, sp.kernelProt(o.page, o.view), "wx-precise: step done"); err != nil {
+			var err error
+			if o.al.end != 0 {
+				err = t.protect(th, o.page, o.page+pageSize, o.al.view&^unix.PROT_WRITE, "wx-precise: step done (alias)")
+			} else {
+				err = t.protect(th, o.page, o.page+pageSize, sp.kernelProt(o.page, o.view), "wx-precise: step done")
+			}
+			if err != nil {
 				t.warnOp(err)
 			}
 		}
-	}()
+	}
 	open := func(addr uint64) bool {
 		page := addr &^ (pageSize - 1)
 		for _, o := range pages {
@@ -547,34 +557,39 @@ func (t *Tracer) stepWrite(th *thread, regs unix.PtraceRegs, in x86asm.Inst) {
 				return false
 			}
 		}
-		view := sp.ProtOf(page)
-		if !isWX(view) || len(pages) >= 8 {
+		if len(pages) >= maxStepPages {
 			return false
 		}
-		old := make([]byte, pageSize)
-		snapshot.ReadMem(th.tid, page, old)
-		kview := view
-		if sp.hidden(page) {
-			kview &^= unix.PROT_EXEC // the store is not in JIT code: the filter keeps it hidden
+		o := opened{page: page}
+		kview := 0
+		if view := sp.ProtOf(page); isWX(view) {
+			o.view, kview = view, view
+			if sp.hidden(page) {
+				kview &^= unix.PROT_EXEC // the store is not in JIT code: the filter keeps it hidden
+			}
+		} else if al, ok := sp.aliasAt(page); ok {
+			o.al, kview = *al, al.view
+		} else {
+			return false
 		}
+		o.old = make([]byte, pageSize)
+		snapshot.ReadMem(th.tid, page, o.old)
 		if err := t.protect(th, page, page+pageSize, kview, "wx-precise: step a store"); err != nil {
 			t.warnOp(err)
 			return false
 		}
-		pages = append(pages, opened{page, view, old})
+		pages = append(pages, o)
 		return true
 	}
 	si, _ := getSiginfo(th.tid)
 	open(si.Addr)
 	for {
 		if err := unix.PtraceSingleStep(th.tid); err != nil {
-			pages = nil // gone (ESRCH): nothing to protect again
-			return
+			return // gone (ESRCH): nothing to protect again
 		}
 		kind, sig, err := t.waitThread(th)
 		if err != nil {
-			pages = nil // th is gone: the program cannot store there
-			return
+			return // th is gone: the program cannot store there
 		}
 		if kind != stopSignal {
 			continue
@@ -593,9 +608,11 @@ func (t *Tracer) stepWrite(th *thread, regs unix.PtraceRegs, in x86asm.Inst) {
 			// the program's own fault (a store past the end of a
 			// shared file's pages is SIGBUS): delivered on resume;
 			// stepping again would fault again, for ever
+			restore()
 			return
 		}
 	}
+	restore()
 	t.result.Stats.Stepped++
 	t.cur.at = clock.Now()
 	for _, o := range pages {
@@ -604,11 +621,21 @@ func (t *Tracer) stepWrite(th *thread, regs unix.PtraceRegs, in x86asm.Inst) {
 			continue
 		}
 		lo, hi := diffRange(o.old, now)
-		if lo < hi {
+		if lo >= hi {
+			continue
+		}
+		if o.al.end != 0 {
+			t.recordAliasChange(th, regs.Rip, in, &o.al, aliasChange{o.page + uint64(lo), o.old[lo:hi], now[lo:hi]})
+		} else {
 			t.recordWrite(th, regs.Rip, in, o.page+uint64(lo), o.old[lo:hi], now[lo:hi])
 		}
 	}
 }
+
+// maxStepPages bounds the pages one stepped store is let write (a 64-byte
+// store straddles two; a REP MOVS the emulator left is stepped one
+// iteration at a time).
+const maxStepPages = 8
 
 // instructionFault reports whether sig, just reported for tid, is a fault
 // of the instruction being stepped (SIGBUS, SIGILL, SIGFPE raised by the
@@ -688,6 +715,12 @@ func (t *Tracer) restartForMremap(th *thread, regs unix.PtraceRegs, op *pendingO
 func (t *Tracer) settleBatch(th *thread, lo, hi uint64) {
 	sp := th.proc.space
 	pages := sp.batchPages(lo, hi)
+	for _, p := range pages {
+		if sp.wx.batch[p].alias {
+			t.aliasSettle(th, p) // its alias pages first
+		}
+	}
+	pages = sp.batchPages(lo, hi)
 	for i := 0; i < len(pages); {
 		j, prot := i+1, sp.kernelProt(pages[i], sp.ProtOf(pages[i]))
 		for j < len(pages) && pages[j] == pages[j-1]+pageSize && sp.kernelProt(pages[j], sp.ProtOf(pages[j])) == prot {
