@@ -153,13 +153,21 @@ func classifySignal(s signalStop) stopKind {
 	if p, ok := s.sp.PieceAt(addr); ok && isWX(p.Prot) {
 		return stopWXFault
 	}
+	fetch := s.haveRIP && fetchFault(addr, s.rip)
 	if bp, ok := s.sp.wx.batch[addr&^(pageSize-1)]; ok && bp.alias {
 		// an alias's executable twin while the alias is written: a
 		// fetch is W^X's, anything else the program's own fault
-		if s.haveRIP && fetchFault(addr, s.rip) {
+		if fetch {
 			return stopWXFault
 		}
 		return stopSignal
+	}
+	if p, ok := s.sp.PieceAt(addr); ok && fetch && p.Prot&unix.PROT_EXEC != 0 && s.lastStale != [2]uint64{s.rip, addr} {
+		// a fetch from code the program has executable: stale (another
+		// thread's fault made it executable again meanwhile, as when
+		// several threads enter an alias twin's batch page), retried
+		// once by wxFault
+		return stopWXFault
 	}
 	if _, ok := s.sp.aliasAt(addr); ok || s.sp.aliasRetry(addr, s.lastStale) {
 		return stopAliasFault
@@ -195,7 +203,7 @@ func (t *Tracer) classify(th *thread, ws unix.WaitStatus) (stopKind, int, signal
 			s.si = &si
 		}
 	}
-	if sig == int(unix.SIGSEGV) && s.si != nil && s.si.Code == segvAccerr && (s.filter || s.wx && sp.aliasTwinBatch(s.si.Addr)) {
+	if sig == int(unix.SIGSEGV) && s.si != nil && s.si.Code == segvAccerr && (s.filter || s.wx) {
 		if regs, err := getRegs(th.tid); err == nil {
 			s.rip, s.haveRIP = regs.Rip, true
 		}

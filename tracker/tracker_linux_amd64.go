@@ -935,7 +935,7 @@ func (sp *space) viewMaps(maps []snapshot.Mapping) []snapshot.Mapping {
 				emit(at, s, m.Prot)
 			}
 			prot := m.Prot
-			if changed(p) {
+			if changed(p) || sp.aliasTwinBatch(s) {
 				_, batch := sp.wx.batch[s&^(pageSize-1)]
 				hid := sp.filter.on && m.Prot == actualProt(p.Prot)&^unix.PROT_EXEC
 				if m.Prot == actualProt(p.Prot) || hid || batch && m.Prot == p.Prot&^unix.PROT_EXEC {

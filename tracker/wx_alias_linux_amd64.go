@@ -360,7 +360,7 @@ func (t *Tracer) aliasFault(th *thread, addr uint64) {
 	}
 	t.cur.ip = regs.Rip
 	e := emulateStore(th.tid, regs)
-	if t.aliasGoBatch(th, &al, page, regs, e.err == nil) {
+	if t.aliasGoBatch(th, &al, addr, regs, e.err == nil) {
 		return
 	}
 	in, changes, err := t.aliasEmulate(th, &al, regs, e)

@@ -337,7 +337,7 @@ func (t *Tracer) wxFault(th *thread, addr uint64) {
 		return e.err == nil
 	}
 	batch, r, counted := storePolicy(t.opts.WX, w.writes[page], t.cur.at.MonoNS, self, emulatable,
-		func() bool { return zeroPage(th.tid, page) })
+		func() bool { return zeroRun(th.tid, addr, page+pageSize) > 0 })
 	if counted {
 		w.writes[page] = r
 		if w.added++; w.added >= pruneWritesEvery {

@@ -1,8 +1,13 @@
 package tracker
 
 import (
+	"fmt"
+	"os"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestStorePolicy: how one faulting store into memory W^X keeps is
@@ -45,6 +50,58 @@ func TestStorePolicy(t *testing.T) {
 			func() bool { return c.emulatable }, func() bool { return c.zero })
 		if batch != c.batch || counted != c.counted || counted && next.n != c.n {
 			t.Errorf("%s: batch %v counted %v n %d; want %v %v %d", c.name, batch, counted, next.n, c.batch, c.counted, c.n)
+		}
+	}
+}
+
+// TestProtRuns: sorted pages grouped into runs of adjacent pages with one
+// protection.
+func TestProtRuns(t *testing.T) {
+	const p = pageSize
+	prot := func(a uint64) int {
+		if a >= 10*p {
+			return 1
+		}
+		return 5
+	}
+	got := protRuns([]uint64{1 * p, 2 * p, 3 * p, 5 * p, 9 * p, 10 * p, 11 * p}, prot)
+	want := []protRun{{1 * p, 4 * p, 5}, {5 * p, 6 * p, 5}, {9 * p, 10 * p, 5}, {10 * p, 12 * p, 1}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("protRuns: %v, want %v", got, want)
+	}
+	if got := protRuns(nil, prot); len(got) != 0 {
+		t.Errorf("protRuns(nil): %v", got)
+	}
+}
+
+// TestZeroRun reads this process's own memory: pages of zeros from an
+// address on.
+func TestZeroRun(t *testing.T) {
+	const p = pageSize
+	buf, err := unix.Mmap(-1, 0, 8*p, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(buf)
+	base := uint64(uintptr(unsafe.Pointer(&buf[0])))
+	buf[100] = 1     // page 0 written at 100
+	buf[5*p+7] = 1   // page 5 written at 7
+	buf[7*p+p-1] = 1 // page 7's last byte
+	tid := os.Getpid()
+	for _, c := range []struct {
+		from, end uint64
+		want      uint64
+	}{
+		{base, base + 8*p, 0},           // page 0 is not zero from its start
+		{base + 101, base + 8*p, 5},     // zeros after the byte written, then pages 1-4
+		{base + 100, base + 8*p, 0},     // the written byte itself
+		{base + p, base + 8*p, 4},       // pages 1-4, page 5 written
+		{base + 5*p + 8, base + 8*p, 2}, // page 5's tail, page 6; page 7 written
+		{base + 6*p, base + 7*p, 1},     // one page
+		{base + p, base + 3*p, 2},       // bounded by end
+	} {
+		if got := zeroRun(tid, c.from, c.end); got != c.want {
+			t.Errorf("zeroRun(+%#x, +%#x) = %d, want %d", c.from-base, c.end-base, got, c.want)
 		}
 	}
 }

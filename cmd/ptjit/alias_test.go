@@ -64,14 +64,19 @@ func TestAliasJIT(t *testing.T) {
 		}
 		return strip(a) == strip(b)
 	}
-	for _, tc := range []struct{ mode, filter string }{
-		{"precise", "jit"}, {"batch", "jit"}, {"auto", "jit"}, {"auto", "off"},
+	// Every instruction stepped (--soft-filter=off) once, with a smaller
+	// fill: the fill loop is most of the program's instructions.
+	for _, tc := range []struct {
+		mode, filter string
+		pages        int
+	}{
+		{"precise", "jit", pages}, {"batch", "jit", pages}, {"auto", "jit", pages}, {"auto", "off", 4},
 	} {
 		t.Run(tc.mode+"/filter="+tc.filter, func(t *testing.T) {
 			run := func(args ...string) (string, string) {
 				dir, gt := filepath.Join(t.TempDir(), "rec"), filepath.Join(t.TempDir(), "truth")
 				r := e2ePtjit(t, nil, append([]string{"run", "-q", "--pt=soft", "--soft-filter=" + tc.filter, "--wx=" + tc.mode,
-					"--ground-truth", gt, "-o", dir, "--", prog, strconv.Itoa(pages)}, args...)...)
+					"--ground-truth", gt, "-o", dir, "--", prog, strconv.Itoa(tc.pages)}, args...)...)
 				if r.code != 0 || !strings.HasSuffix(r.stdout, "\nok\n") {
 					t.Fatalf("under --wx=%s: exit %d\n%s\n%s", tc.mode, r.code, r.stdout, r.stderr)
 				}
@@ -83,7 +88,7 @@ func TestAliasJIT(t *testing.T) {
 				return dir, r.stdout
 			}
 			dir, stdout := run()
-			if !same(stdout, native.stdout) {
+			if tc.pages == pages && !same(stdout, native.stdout) {
 				t.Fatalf("stdout differs from alone:\n%s\nalone:\n%s", stdout, native.stdout)
 			}
 			if tc.mode == "precise" {
@@ -92,7 +97,7 @@ func TestAliasJIT(t *testing.T) {
 			got := bulk(t, dir, stdout)
 			rdir, rout := run("rwx")
 			ref := bulk(t, rdir, rout)
-			t.Logf("bulk fill of %d pages: %d versions through the alias, %d into RWX memory", pages, got, ref)
+			t.Logf("bulk fill of %d pages: %d versions through the alias, %d into RWX memory", tc.pages, got, ref)
 			if got > 2*ref {
 				t.Errorf("bulk fill through the alias: %d versions, more than twice the RWX case's %d", got, ref)
 			}
