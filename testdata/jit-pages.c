@@ -16,6 +16,11 @@
  * With "remap", before the third version a second region of the same size
  * (page k's function returns k*1000+500) is made executable and moved
  * over the first with mremap (MREMAP_FIXED): the versions go on there.
+ * With "shared" the region is shared anonymous memory (MAP_SHARED |
+ * MAP_ANONYMOUS, as PHP's opcache JIT buffer); with "shared-fork" too, and
+ * before each version from the third on a forked child writes one more
+ * page of it (page c returns c*1000+v+100) and exits: the parent's next
+ * version holds the child's store, which no fault of the parent's saw.
  *
  * Page k's function is "mov eax, imm32; ret" with imm32 = k*1000 + the
  * version it was last written in.
@@ -32,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 typedef int (*fn)(void);
 
@@ -67,13 +73,20 @@ int main(int argc, char **argv)
 	} else if (strcmp(own, "uffd") == 0) {
 		if (syscall(SYS_userfaultfd, O_CLOEXEC | 1 /* UFFD_USER_MODE_ONLY */) < 0)
 			mf_die("userfaultfd: %s", strerror(errno));
-	} else if (*own && strcmp(own, "remap") != 0) {
-		fprintf(stderr, "usage: jit-pages [VERSIONS [KIB [seccomp|uffd|remap]]]\n");
+	} else if (*own && strcmp(own, "remap") != 0 && strcmp(own, "shared") != 0 && strcmp(own, "shared-fork") != 0) {
+		fprintf(stderr, "usage: jit-pages [VERSIONS [KIB [seccomp|uffd|remap|shared|shared-fork]]]\n");
 		return 2;
 	}
+	int shared = strncmp(own, "shared", 6) == 0, forks = strcmp(own, "shared-fork") == 0;
 	long pages = kib * 1024 / (long)MF_PAGE;
 	size_t size = (size_t)pages * MF_PAGE;
-	uint8_t *r = mf_mmap(NULL, size, PROT_READ | PROT_WRITE, 0);
+	uint8_t *r;
+	if (shared) {
+		r = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		if (r == MAP_FAILED)
+			mf_die("mmap shared: %s", strerror(errno));
+	} else
+		r = mf_mmap(NULL, size, PROT_READ | PROT_WRITE, 0);
 	for (long k = 0; k < pages; k++)
 		emit(r + k * MF_PAGE, (int32_t)(k * 1000));
 	mf_mprotect(r, size, PROT_READ | PROT_EXEC);
@@ -97,7 +110,20 @@ int main(int argc, char **argv)
 		}
 		mf_mprotect(r, size, PROT_READ | PROT_WRITE);
 		long a = (v * 7) % pages, b = (v * 131 + 3) % pages, d = -1;
-		if (v % 5 == 0 && v <= 20) {
+		long c = (v * 61 + 5) % pages;
+		if (forks && v >= 3 && c != a && c != b) {
+			pid_t pid = fork();
+			if (pid < 0)
+				mf_die("fork: %s", strerror(errno));
+			if (pid == 0) {
+				emit(r + c * MF_PAGE, (int32_t)(c * 1000 + v + 100));
+				_exit(0);
+			}
+			int st;
+			if (waitpid(pid, &st, 0) != pid || st != 0)
+				mf_die("child: status %d", st);
+		}
+		if (v % 5 == 0 && v <= 20 && !shared) {
 			d = (v * 17 + 1) % pages;
 			if (madvise(r + d * MF_PAGE, MF_PAGE, MADV_DONTNEED) != 0)
 				mf_die("madvise: %s", strerror(errno));
@@ -107,6 +133,8 @@ int main(int argc, char **argv)
 		mf_mprotect(r, size, PROT_READ | PROT_EXEC);
 		call(r, a, (int32_t)(a * 1000 + v), &total);
 		call(r, b, (int32_t)(b * 1000 + v), &total);
+		if (forks && v >= 3 && c != a && c != b)
+			call(r, c, (int32_t)(c * 1000 + v + 100), &total);
 		if (d >= 0 && d != a && d != b) {
 			/* zeros now: refill it as a new version */
 			mf_mprotect(r, size, PROT_READ | PROT_WRITE);

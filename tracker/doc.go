@@ -306,9 +306,15 @@
 //     a syscall-exit stop: the first exec-adding call that the mode would
 //     track is skipped, the userfaultfd made at its exit stop, and the call
 //     restarted (restartAround, shared with the full-protect filter).
-//   - Only private anonymous memory is registered: a store through another
-//     mapping of shared or file memory changes the pages without a fault
-//     in this one. Writable-and-executable memory is W^X's (its stores are
+//   - Private anonymous memory is registered, and shared anonymous memory
+//     (MAP_SHARED|MAP_ANONYMOUS: PHP's opcache JIT buffer, 64 MiB read
+//     whole at every version before) in a process that has not forked and
+//     is no fork's child, where the kernel write-protects shared memory
+//     (UFFD_FEATURE_WP_HUGETLBFS_SHMEM): no other process maps it then.
+//     A fork makes it the child's too, and its ranges are read whole from
+//     then on. A store through another mapping of shared or file memory (a
+//     memfd, a file, SysV shm) changes the pages without a fault in this
+//     one. Writable-and-executable memory is W^X's (its stores are
 //     emulated or stepped). A range the program re-maps (mmap, mremap) is
 //     a new vma without the registration: PM_SCAN_CHECK_WPASYNC fails the
 //     scan, and the range is registered again and read whole; a new

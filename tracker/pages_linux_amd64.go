@@ -65,9 +65,14 @@ type CopyStats struct {
 // pageState is what one address space keeps for changed-page tracking
 // (space.pages).
 type pageState struct {
-	tried   bool // setup was tried (pagesSetup), with or without success
-	ok      bool // uffd and pagemap are ready
-	uffd    int  // ptjit's duplicate of the userfaultfd made in the program
+	tried bool // setup was tried (pagesSetup), with or without success
+	ok    bool // uffd and pagemap are ready
+	shmem bool // the uffd write-protects shared memory too
+	// forked: the process forked, or is a fork's child: its shared
+	// anonymous memory is another process's too, whose stores do not
+	// fault here (pagesRegister)
+	forked  bool
+	uffd    int // ptjit's duplicate of the userfaultfd made in the program
 	pagemap *os.File
 	// ranges are the write-protected ranges, by start address.
 	ranges map[uint64]*trackedRange
@@ -80,6 +85,19 @@ type trackedRange struct {
 	region int64
 	end    uint64
 	last   int64
+	shared bool // shared anonymous memory (pagesRegister)
+}
+
+// forkedShared: the process forks (or is a fork's child): its shared
+// anonymous memory is no longer its own, and the ranges of it are read
+// whole from now on (pagesRegister).
+func (st *pageState) forkedShared() {
+	st.forked = true
+	for s, r := range st.ranges {
+		if r.shared {
+			delete(st.ranges, s)
+		}
+	}
 }
 
 // close releases the descriptors; the kernel drops the registration with
@@ -226,7 +244,8 @@ func (t *Tracer) pagesSetup(th *thread) {
 		t.copyFallback("pidfd_getfd: " + errnoText(err))
 		return
 	}
-	if err := uffdAPIHandshake(mine); err != nil {
+	shmem, err := uffdAPIHandshake(mine)
+	if err != nil {
 		unix.Close(mine)
 		t.copyFallback("the kernel has no UFFD_FEATURE_WP_ASYNC (Linux 6.7)")
 		return
@@ -245,7 +264,7 @@ func (t *Tracer) pagesSetup(th *thread) {
 		t.copyFallback("PAGEMAP_SCAN: " + errnoText(err))
 		return
 	}
-	st.ok, st.uffd, st.pagemap = true, mine, pm
+	st.ok, st.uffd, st.pagemap, st.shmem = true, mine, pm, shmem
 	st.ranges = map[uint64]*trackedRange{}
 }
 
@@ -318,12 +337,13 @@ func (t *Tracer) pagesVersion(sp *space, pid int, v db.Version, prot int, full f
 	// protecting the range again resets what the scan would report for
 	// any tracked range it overlaps: those are read whole next time
 	st.overlapping(start, end)
-	if reason := t.pagesRegister(st, pid, start, end); reason != "" {
+	shared, reason := t.pagesRegister(st, pid, start, end)
+	if reason != "" {
 		t.copyFallback(reason)
 		return 0, false
 	}
 	id := full()
-	st.ranges[start] = &trackedRange{region: v.Region, end: end, last: id}
+	st.ranges[start] = &trackedRange{region: v.Region, end: end, last: id, shared: shared}
 	cs.Ranges++
 	n := int64(v.Size / pageSize)
 	cs.PagesRead += n
@@ -333,13 +353,19 @@ func (t *Tracer) pagesVersion(sp *space, pid int, v db.Version, prot int, full f
 
 // pagesRegister registers [start, end) with the space's userfaultfd and
 // write-protects it, before its bytes are read: a store after this is
-// seen by the next scan. Only private anonymous memory qualifies: a store
-// through another mapping of shared or file memory changes these pages
-// without a fault here. It returns why not, or "".
-func (t *Tracer) pagesRegister(st *pageState, pid int, start, end uint64) string {
+// seen by the next scan. Private anonymous memory qualifies, and shared
+// anonymous memory (MAP_SHARED|MAP_ANONYMOUS, as PHP's opcache JIT
+// buffer) in a process that has not forked and is no fork's child: no
+// other process maps it then (it has no name to open it by, /proc's
+// map_files aside), so every store into it is made through this mapping.
+// A store through another mapping of shared or file memory (a memfd, a
+// file, SysV shm, anonymous memory a fork shares) changes these pages
+// without a fault here. It returns whether the range is shared memory,
+// or why it cannot be tracked.
+func (t *Tracer) pagesRegister(st *pageState, pid int, start, end uint64) (shared bool, reason string) {
 	maps, err := snapshot.ReadMaps(pid)
 	if err != nil {
-		return "reading the maps: " + err.Error()
+		return false, "reading the maps: " + err.Error()
 	}
 	at := start
 	for _, m := range maps {
@@ -349,21 +375,24 @@ func (t *Tracer) pagesRegister(st *pageState, pid int, start, end uint64) string
 		if m.Start > at {
 			break
 		}
-		if m.Shared || m.Inode != 0 || strings.HasPrefix(m.Path, "[v") {
-			return "shared, file-backed or special memory"
+		switch {
+		case m.Shared && m.Path == "/dev/zero (deleted)" && st.shmem && !st.forked:
+			shared = true
+		case m.Shared || m.Inode != 0 || strings.HasPrefix(m.Path, "[v"):
+			return false, "shared, file-backed or special memory"
 		}
 		at = m.End
 	}
 	if at < end {
-		return "a range not mapped whole"
+		return false, "a range not mapped whole"
 	}
 	if err := uffdRegisterWP(st.uffd, start, end); err != nil {
-		return "UFFDIO_REGISTER: " + errnoText(err)
+		return false, "UFFDIO_REGISTER: " + errnoText(err)
 	}
 	if err := uffdProtect(st.uffd, start, end); err != nil {
-		return "UFFDIO_WRITEPROTECT: " + errnoText(err)
+		return false, "UFFDIO_WRITEPROTECT: " + errnoText(err)
 	}
-	return ""
+	return shared, ""
 }
 
 // changedVersion records v from the pages of r written since its last

@@ -785,6 +785,13 @@ func (t *Tracer) adopt(tid int, b birth, kind stopKind, sig int) {
 			}
 		} else {
 			p.space = t.newSpace(tid)
+			// shared anonymous memory is the child's and the
+			// parent's now: changed pages are no longer seen in
+			// either alone (pagesRegister)
+			p.space.pages.forked = true
+			if parent.space != nil {
+				parent.space.pages.forkedShared()
+			}
 			if !p.helper {
 				// A fork copies the address space: record the copy's
 				// executable memory as the child's own.

@@ -21,6 +21,7 @@ const (
 	uffdRegisterModeWP  = 1 << 1     // UFFDIO_REGISTER_MODE_WP
 	uffdWriteprotectWP  = 1 << 0     // UFFDIO_WRITEPROTECT_MODE_WP
 	uffdUserModeOnly    = 1          // UFFD_USER_MODE_ONLY
+	uffdFeatureWPShmem  = 1 << 12    // UFFD_FEATURE_WP_HUGETLBFS_SHMEM
 	uffdFeatureWPUnpop  = 1 << 13    // UFFD_FEATURE_WP_UNPOPULATED
 	uffdFeatureWPAsync  = 1 << 15    // UFFD_FEATURE_WP_ASYNC
 	pagemapScan         = 0xc0606610 // _IOWR('f', 16, struct pm_scan_arg)
@@ -60,10 +61,15 @@ func ioctlPtr(fd int, req uintptr, arg unsafe.Pointer) error {
 }
 
 // uffdAPIHandshake enables the asynchronous write-protect features on a
-// new userfaultfd.
-func uffdAPIHandshake(fd int) error {
-	a := uffdioAPIArg{api: uffdAPI, features: uffdFeatureWPAsync | uffdFeatureWPUnpop}
-	return ioctlPtr(fd, uffdioAPI, unsafe.Pointer(&a))
+// new userfaultfd, with write-protection of shared memory where the
+// kernel has it (shmem reports whether it does).
+func uffdAPIHandshake(fd int) (shmem bool, err error) {
+	a := uffdioAPIArg{api: uffdAPI, features: uffdFeatureWPAsync | uffdFeatureWPUnpop | uffdFeatureWPShmem}
+	if ioctlPtr(fd, uffdioAPI, unsafe.Pointer(&a)) == nil {
+		return true, nil
+	}
+	a = uffdioAPIArg{api: uffdAPI, features: uffdFeatureWPAsync | uffdFeatureWPUnpop}
+	return false, ioctlPtr(fd, uffdioAPI, unsafe.Pointer(&a))
 }
 
 // uffdRegisterWP registers [start, end) of the uffd's address space for

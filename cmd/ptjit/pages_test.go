@@ -83,6 +83,29 @@ func TestCopyChanged(t *testing.T) {
 			t.Errorf("%d versions read from their written pages, want at least 9 (fallback %q)", n, meta["copy_fallback"])
 		}
 	})
+	// shared anonymous memory (PHP's opcache JIT buffer) is tracked as
+	// private memory is, while the process has not forked; once a fork
+	// shares it, a child's store makes no fault in the parent, and the
+	// versions are read whole (the child's stores must be in them)
+	t.Run("shared", func(t *testing.T) {
+		p := e2eProgram{name: "jit-pages", args: []string{"12", "4096", "shared"}}
+		ms, dir := e2eRecord(t, p, "--pt=off", "--copy=changed")
+		meta := checkManifestBytes(t, dir, ms)
+		read, _ := strconv.Atoi(meta["copy_pages_read"])
+		total, _ := strconv.Atoi(meta["copy_pages"])
+		if n, _ := strconv.Atoi(meta["copy_changed_versions"]); n < 12 || read*4 > total {
+			t.Errorf("%d versions read from their written pages, want 12; %d of %d pages read (fallback %q)", n, read, total, meta["copy_fallback"])
+		}
+	})
+	t.Run("shared-fork", func(t *testing.T) {
+		p := e2eProgram{name: "jit-pages", args: []string{"12", "1024", "shared-fork"}}
+		ms, dir := e2eRecord(t, p, "--pt=off", "--copy=changed")
+		meta := checkManifestBytes(t, dir, ms)
+		// versions 1 and 2 before the first fork
+		if n, _ := strconv.Atoi(meta["copy_changed_versions"]); n != 2 {
+			t.Errorf("%d versions read from their written pages, want 2 (the versions before the first fork)", n)
+		}
+	})
 	t.Run("summary", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "rec")
 		r := e2ePtjit(t, nil, "run", "--pt=off", "--copy=changed", "-o", dir, "--", e2eProg("jit-pages"), "3")
