@@ -254,7 +254,7 @@ func (t *Tracer) filterFault(th *thread, addr uint64) {
 	sp := th.proc.space
 	p, _ := sp.PieceAt(addr)
 	page := addr &^ (pageSize - 1)
-	if _, batch := sp.wx.batch[page]; batch {
+	if sp.wx.batch.has(page) {
 		// W^X batch page executed: a new version, then the filter's
 		// protection (hidden while closed)
 		t.batchExec(th, page)
@@ -410,7 +410,7 @@ func (t *Tracer) filterProtect(th *thread, sp *space, lo, hi uint64, reason stri
 		s, e := max(p.Start, lo), min(p.End, hi)
 		prot := sp.kernelProt(s, p.Prot)
 		for a := s; a < e; a += pageSize {
-			if _, batch := sp.wx.batch[a]; batch {
+			if sp.wx.batch.has(a) {
 				continue
 			}
 			if inIvals(freeing, a) {

@@ -154,7 +154,7 @@ func classifySignal(s signalStop) stopKind {
 		return stopWXFault
 	}
 	fetch := s.haveRIP && fetchFault(addr, s.rip)
-	if bp, ok := s.sp.wx.batch[addr&^(pageSize-1)]; ok && bp.alias {
+	if bp, ok := s.sp.wx.batch.get(addr &^ (pageSize - 1)); ok && bp.alias {
 		// an alias's executable twin while the alias is written: a
 		// fetch is W^X's, anything else the program's own fault
 		if fetch {

@@ -943,7 +943,7 @@ func (sp *space) viewMaps(maps []snapshot.Mapping) []snapshot.Mapping {
 			}
 			prot := m.Prot
 			if changed(p) || sp.aliasTwinBatch(s) {
-				_, batch := sp.wx.batch[s&^(pageSize-1)]
+				batch := sp.wx.batch.has(s &^ (pageSize - 1))
 				hid := sp.filter.on && m.Prot == actualProt(p.Prot)&^unix.PROT_EXEC
 				if m.Prot == actualProt(p.Prot) || hid || batch && m.Prot == p.Prot&^unix.PROT_EXEC {
 					prot = p.Prot
@@ -1015,7 +1015,12 @@ func (t *Tracer) readVersion(pid int, v db.Version) int64 {
 	if v.Size > db.ChunkSize {
 		// a large mapping is read and queued a chunk at a time, never
 		// held whole
-		id, _, err := t.rec.AddVersionRead(v, func(addr uint64, b []byte) error { return snapshot.ReadMem(pid, addr, b) })
+		read := func(addr uint64, b []byte) error { return snapshot.ReadMem(pid, addr, b) }
+		if pop, ok := populated(pid, v.Addr, v.Addr+v.Size); ok {
+			read = pop.read(pid)
+			t.result.Stats.Bytes -= int64(v.Size - pop.bytes())
+		}
+		id, _, err := t.rec.AddVersionRead(v, read)
 		if err != nil {
 			t.result.Stats.ReadErrors++
 			t.warnf("%v (recorded as zeros)", err)
@@ -1122,11 +1127,11 @@ func (t *Tracer) forkView(parent, child *space) {
 			w.opened[page] = true
 		}
 	}
-	if len(parent.wx.batch) > 0 {
+	if !parent.wx.batch.empty() {
 		w := child.wxs()
-		for page, bp := range parent.wx.batch {
-			w.batch[page] = bp
-			if !bp.fresh && !bp.alias {
+		w.batch = parent.wx.batch.clone()
+		for page, bp := range parent.wx.batch.pages {
+			if !bp.alias {
 				child.Protect(page, page+pageSize, protRWX, "fork")
 			}
 		}

@@ -139,7 +139,7 @@ func (t *Tracer) aliasGoBatch(th *thread, al *sharedMap, addr uint64, regs unix.
 	var pages []uint64
 	for _, tw := range sp.execTwins(fp.dev, fp.inode, fp.off, end-page) {
 		for tp := tw.addr; tp < tw.addr+tw.n; tp += pageSize {
-			if _, ok := w.batch[tp]; !ok && sp.ProtOf(tp)&unix.PROT_EXEC != 0 {
+			if !w.batch.has(tp) && sp.ProtOf(tp)&unix.PROT_EXEC != 0 {
 				pages = append(pages, tp)
 			}
 		}
@@ -151,7 +151,7 @@ func (t *Tracer) aliasGoBatch(th *thread, al *sharedMap, addr uint64, regs unix.
 			return false // the twins made batch so far settle at their first run
 		}
 		for p := run.s; p < run.e; p += pageSize {
-			w.batch[p] = bp
+			w.batch.set(p, bp)
 		}
 	}
 	if err := t.protect(th, page, end, al.view, "wx-batch: alias page writable until its twin runs"); err != nil {
@@ -228,10 +228,10 @@ func (t *Tracer) aliasSettle(th *thread, twin uint64) {
 	if fp, ok := sp.twinFilePage(twin); ok {
 		t.aliasSettleFile(th, [2]uint64{fp.dev, fp.inode})
 	}
-	if bp, ok := sp.wx.batch[twin]; ok {
+	if bp, ok := sp.wx.batch.get(twin); ok {
 		// no longer mapped from the file (or its map could not be
 		// read): settled alone
-		delete(sp.wx.batch, twin)
+		sp.wx.batch.del(twin)
 		t.settleTwins(th, []uint64{twin}, map[uint64]batchPage{twin: bp})
 	}
 }
@@ -271,8 +271,8 @@ func (t *Tracer) aliasSettleFile(th *thread, file [2]uint64) {
 	for fp := range fps {
 		for _, tw := range sp.execTwins(fp.dev, fp.inode, fp.off, pageSize) {
 			tp := tw.addr &^ (pageSize - 1)
-			if bp, ok := sp.wx.batch[tp]; ok && bp.alias {
-				delete(sp.wx.batch, tp)
+			if bp, ok := sp.wx.batch.get(tp); ok && bp.alias {
+				sp.wx.batch.del(tp)
 				twins, bps[tp] = append(twins, tp), bp
 			}
 		}
@@ -316,7 +316,7 @@ func (t *Tracer) aliasSettleStale(th *thread) {
 			continue
 		}
 		for _, tw := range sp.execTwins(fp.dev, fp.inode, fp.off, pageSize) {
-			if bp, ok := sp.wx.batch[tw.addr&^(pageSize-1)]; !ok || !bp.alias {
+			if bp, ok := sp.wx.batch.get(tw.addr &^ (pageSize - 1)); !ok || !bp.alias {
 				settle[[2]uint64{fp.dev, fp.inode}] = true
 				break
 			}
@@ -330,7 +330,7 @@ func (t *Tracer) aliasSettleStale(th *thread) {
 // aliasTwinBatch reports whether addr is in an alias twin's batch page
 // (classify then reads RIP: a fetch fault there is W^X's).
 func (sp *space) aliasTwinBatch(addr uint64) bool {
-	bp, ok := sp.wx.batch[addr&^(pageSize-1)]
+	bp, ok := sp.wx.batch.get(addr &^ (pageSize - 1))
 	return ok && bp.alias
 }
 

@@ -3,7 +3,6 @@ package tracker
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/ptjit/ptjit/clock"
@@ -78,7 +77,7 @@ func actualProt(view int) int {
 // wxState is the W^X state of one address space (space.wx); the writable
 // aliases have theirs in aliasState.
 type wxState struct {
-	batch  map[uint64]batchPage // pages ptjit made RW (not X) in batch mode
+	batch  batchSet             // pages ptjit made RW (not X) in batch mode
 	writes map[uint64]pageRate  // precise writes per page (auto mode)
 	added  int                  // stores counted in writes since pruneWrites
 	// kw: memory the kernel writes for the program's threads (their
@@ -110,8 +109,8 @@ func (t *Tracer) wxOn() bool { return t.opts.WX != "" && t.opts.WX != WXOff }
 
 // wxs returns sp's W^X state, its maps made.
 func (sp *space) wxs() *wxState {
-	if sp.wx.batch == nil {
-		sp.wx = wxState{batch: map[uint64]batchPage{}, writes: map[uint64]pageRate{}, opened: map[uint64]bool{}}
+	if sp.wx.writes == nil {
+		sp.wx.writes, sp.wx.opened = map[uint64]pageRate{}, map[uint64]bool{}
 	}
 	return &sp.wx
 }
@@ -127,37 +126,12 @@ type batchPage struct {
 	alias bool
 }
 
-// batchPages returns the batch pages in [lo, hi), in address order. It
-// looks up the range's pages or walks the map, whichever is shorter.
-func (sp *space) batchPages(lo, hi uint64) []uint64 {
-	var pages []uint64
-	if hi <= lo {
-		return nil
-	}
-	if (hi-lo)/pageSize < uint64(len(sp.wx.batch)) {
-		for p := lo &^ (pageSize - 1); p < hi; p += pageSize {
-			if _, ok := sp.wx.batch[p]; ok {
-				pages = append(pages, p)
-			}
-		}
-		return pages
-	}
-	for p := range sp.wx.batch {
-		if p >= lo && p < hi {
-			pages = append(pages, p)
-		}
-	}
-	slices.Sort(pages)
-	return pages
-}
+// batchPages returns the batch pages in [lo, hi), in address order.
+func (sp *space) batchPages(lo, hi uint64) []uint64 { return sp.wx.batch.in(lo, hi, 0) }
 
 // clearBatch forgets batch pages in [start, end): a syscall of the program
 // just set their protection itself.
-func (sp *space) clearBatch(start, end uint64) {
-	for _, p := range sp.batchPages(start, end) {
-		delete(sp.wx.batch, p)
-	}
-}
+func (sp *space) clearBatch(start, end uint64) { sp.wx.batch.clear(start, end) }
 
 // recordBatch records batch page bp at page as a new version (the caller
 // made it executable): the first writer's work, with its thread and store
@@ -213,16 +187,18 @@ const (
 // that sent it to batch with an injected mprotect, then the same fetch
 // fault: java Hot's code heaps are three such mappings of 2.5 MiB that
 // HotSpot fills page after page (BENCHMARKS.md). Precise mode keeps every
-// store, so it starts RX as before. A mapping larger than freshBatchMax
-// starts RX too: batch pages are kept one map entry a page.
-const freshBatchMax = 64 << 20
+// store, so it starts RX as before. Any size: the fresh pages are kept as
+// runs (batchSet), so SBCL's 1 GiB dynamic space, whose heap pages the
+// Lisp writes and whose few code pages it runs, costs a fault per page
+// that runs, not one per page written (started RX, mappings over 64 MiB
+// did, when batch pages were kept one map entry a page).
 
 // freshBatch reports whether op maps fresh memory that starts as batch
 // pages (see above).
 func (t *Tracer) freshBatch(op *pendingOp) bool {
 	return op.nr == unix.SYS_MMAP && t.opts.WX != WXPrecise &&
 		op.args[3]&unix.MAP_ANONYMOUS != 0 && op.args[3]&unix.MAP_TYPE == unix.MAP_PRIVATE &&
-		op.args[1] != 0 && pageUp(op.args[1]) <= freshBatchMax
+		op.args[1] != 0
 }
 
 // wxFreshEffect (exitEffects, after the Space took the mapping): the
@@ -233,10 +209,7 @@ func (t *Tracer) wxFreshEffect(x *sysExit) {
 	if !x.op.fresh {
 		return
 	}
-	w := x.sp.wxs()
-	for p, end := x.ret, x.ret+pageUp(x.op.args[1]); p < end; p += pageSize {
-		w.batch[p] = batchPage{fresh: true}
-	}
+	x.sp.wxs().batch.addFresh(x.ret, x.ret+pageUp(x.op.args[1]))
 	t.result.Stats.FreshMapped += int(pageUp(x.op.args[1]) / pageSize)
 }
 
@@ -292,7 +265,7 @@ func (t *Tracer) wxFault(th *thread, addr uint64) {
 	t.cur.ip = regs.Rip
 	fetch := fetchFault(addr, regs.Rip)
 	now := actualProt(p.Prot)
-	_, inBatch := w.batch[page]
+	inBatch := w.batch.has(page)
 	if sp.inKW(page) && !w.opened[page] {
 		inBatch = true // kernel-written memory not yet run: writable, not executable
 	}
@@ -349,7 +322,7 @@ func (t *Tracer) wxFault(th *thread, addr uint64) {
 			t.warnOp(err)
 			return
 		}
-		w.batch[page] = batchPage{tid: th.tid, ip: regs.Rip}
+		w.batch.set(page, batchPage{tid: th.tid, ip: regs.Rip})
 		t.result.Stats.BatchWrites++
 		return
 	}
@@ -379,12 +352,12 @@ func storesAt(tid int, regs unix.PtraceRegs, addr uint64) bool {
 // again; the instruction then re-executes.
 func (t *Tracer) batchExec(th *thread, page uint64) {
 	sp := th.proc.space
-	bp := sp.wx.batch[page]
+	bp, _ := sp.wx.batch.get(page)
 	if bp.alias {
 		t.aliasSettle(th, page)
 		return
 	}
-	delete(sp.wx.batch, page)
+	sp.wx.batch.del(page)
 	tcb := sp.inKW(page)
 	view := sp.ProtOf(page)
 	if view == 0 {
@@ -716,7 +689,7 @@ func (t *Tracer) settleBatch(th *thread, lo, hi uint64) {
 	sp := th.proc.space
 	pages := sp.batchPages(lo, hi)
 	for _, p := range pages {
-		if sp.wx.batch[p].alias {
+		if bp, _ := sp.wx.batch.get(p); bp.alias {
 			t.aliasSettle(th, p) // its alias pages first
 		}
 	}
@@ -731,8 +704,8 @@ func (t *Tracer) settleBatch(th *thread, lo, hi uint64) {
 			return
 		}
 		for _, p := range pages[i:j] {
-			bp := sp.wx.batch[p]
-			delete(sp.wx.batch, p)
+			bp, _ := sp.wx.batch.get(p)
+			sp.wx.batch.del(p)
 			t.recordBatch(th, p, bp, 0, false)
 		}
 		i = j

@@ -162,7 +162,7 @@ func (sp *space) wxBlocksWrite(addr uint64) bool {
 
 // isBatch reports whether the page at addr is a W^X batch page.
 func (sp *space) isBatch(addr uint64) bool {
-	_, ok := sp.wx.batch[addr&^(pageSize-1)]
+	ok := sp.wx.batch.has(addr &^ (pageSize - 1))
 	return ok
 }
 
