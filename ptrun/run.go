@@ -208,7 +208,8 @@ func Run(cfg Config) (status int, err error) {
 		"wx_stepped": strconv.Itoa(st.Stepped), "wx_batch_pages": strconv.Itoa(st.BatchWrites),
 		"wx_fresh_pages": strconv.Itoa(st.FreshMapped), "wx_fresh_executed": strconv.Itoa(st.FreshExecuted),
 		"wx_tcb_pages": strconv.Itoa(st.TCBPages), "wx_tcb_executed": strconv.Itoa(st.TCBExecuted),
-		"injected_syscalls": strconv.Itoa(st.Injected),
+		"wx_kernel_write_pages": strconv.Itoa(st.KernelWrites),
+		"injected_syscalls":     strconv.Itoa(st.Injected),
 		// processes where every mprotect stops (ptjit managed memory
 		// there); elsewhere only those adding PROT_EXEC (tracker/doc.go)
 		"full_protect_processes": strconv.Itoa(st.FullProtect),
@@ -329,6 +330,9 @@ func Summary(st tracker.Stats) string {
 		s += fmt.Sprintf(", %s (%d emulated, %d stepped), %s",
 			plural(st.Writes, "write", "writes"), st.Emulated, st.Stepped,
 			plural(st.BatchWrites, "batch-writable page", "batch-writable pages"))
+	}
+	if st.KernelWrites > 0 {
+		s += ", " + plural(st.KernelWrites, "page", "pages") + " of code opened for the kernel's copies (read(2) and the like)"
 	}
 	if st.FreshMapped > 0 {
 		s += fmt.Sprintf(", %d of %s of fresh RWX memory recorded at first execution",

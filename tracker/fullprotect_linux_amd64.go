@@ -94,6 +94,11 @@ type fullProtectState struct {
 	// ranges: what the process's range filters cover (RangeProtectRules),
 	// one per filter; unused once on
 	ranges []ival
+	// kw: the ranges whose kernel copies stop (KernelWriteRules), one
+	// per filter; kwFailed: adding one failed (warned); kwWarned: the
+	// warning that the ranges ran out was given
+	kw                 []ival
+	kwFailed, kwWarned bool
 	// filters counts the filters of every kind ptjit injected in the
 	// process (inherited over fork and exec, as the filters are)
 	filters int
@@ -102,6 +107,7 @@ type fullProtectState struct {
 // clone is the state a fork child starts with (it inherits the filters).
 func (f fullProtectState) clone() fullProtectState {
 	f.ranges = append([]ival(nil), f.ranges...)
+	f.kw = append([]ival(nil), f.kw...)
 	return f
 }
 
@@ -119,6 +125,7 @@ func (f *fullProtectState) seen(lo, hi uint64) bool {
 func (t *Tracer) ensureProtectSeen(th *thread, lo, hi uint64) {
 	p := th.proc
 	if p.full.failed || p.full.seen(lo, hi) {
+		t.ensureKernelWritesSeen(th, lo, hi)
 		return
 	}
 	if lo < hi && len(p.full.ranges) < maxRangeFilters {
@@ -133,6 +140,9 @@ func (t *Tracer) ensureProtectSeen(th *thread, lo, hi uint64) {
 			}
 			t.result.Stats.RangeFilters++
 			p.full.ranges = append(p.full.ranges, r)
+			// a filter of its own: both rule sets in one are too far
+			// apart for the filter's 8-bit jumps
+			t.ensureKernelWritesSeen(th, lo, hi)
 			if sp := p.space; sp != nil && sp.refs == 1 {
 				sp.Seen = append(sp.Seen, r)
 			}
@@ -157,6 +167,43 @@ func (t *Tracer) ensureProtectSeen(th *thread, lo, hi uint64) {
 	if sp := p.space; sp != nil && sp.refs == 1 {
 		sp.RemovalUnseen = false
 	}
+	t.ensureKernelWritesSeen(th, lo, hi)
+}
+
+// ensureKernelWritesSeen makes the calls that copy into a buffer of [lo,
+// hi) stop (KernelWriteRules, kwrite_linux_amd64.go) where W^X is on and
+// the process's range filters do not cover it yet: a filter for the range
+// widened to rangeGrain, up to maxRangeFilters of them. An empty range
+// (not known) adds none: the caller's exit effect adds it once the range
+// is known (wxKernelWriteEffect).
+//
+// Precondition: on the locked tracer thread; th is at a syscall-exit stop
+// or a signal-delivery-stop.
+func (t *Tracer) ensureKernelWritesSeen(th *thread, lo, hi uint64) {
+	p := th.proc
+	if !t.wxOn() || lo >= hi || p.full.kwFailed || ivalsCover(p.full.kw, lo, hi) {
+		return
+	}
+	if len(p.full.kw) >= maxRangeFilters {
+		if !p.full.kwWarned {
+			p.full.kwWarned = true
+			t.warnf("pid %d: more than %d ranges of code W^X protects: a read(2) or the like into code beyond them fails with EFAULT", p.pid, maxRangeFilters)
+		}
+		return
+	}
+	r := ival{lo &^ (rangeGrain - 1), (hi + rangeGrain - 1) &^ (rangeGrain - 1)}
+	if r.e < hi {
+		r.e = ^uint64(0) &^ (pageSize - 1)
+	}
+	if err := t.injectFilter(th, KernelWriteRules([]AddrRange{{r.s, r.e}})); err != nil {
+		if !errors.Is(err, ErrThreadGone) {
+			p.full.kwFailed = true
+			t.warnf("pid %d: cannot add the filter that stops kernel copies into code W^X protects (%v): "+
+				"a read(2) or the like there fails with EFAULT", p.pid, err)
+		}
+		return
+	}
+	p.full.kw = append(p.full.kw, r)
 }
 
 // restartForFullProtect handles the seccomp stop of a call whose

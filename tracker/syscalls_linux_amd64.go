@@ -70,6 +70,9 @@ func (t *Tracer) seccompEntry(th *thread) {
 		t.resume(th.tid, 0)
 		return
 	}
+	if t.kernelWriteEntry(th, regs, op) {
+		return // a kernel copy into memory W^X manages: resumed
+	}
 	if th.proc.helper || th.proc.space == nil || !t.needExit(th, op) {
 		t.resume(th.tid, 0)
 		return
@@ -280,7 +283,8 @@ func (t *Tracer) coreNeedsExit(th *thread, op *pendingOp) bool {
 //     where the memory is now, before anything else acts there.
 //  1. rewriteEffect: the protection ptjit gave the kernel at the entry
 //     (W^X, the soft filter) is recorded, stamped at this stop like every
-//     version the call makes.
+//     version the call makes; where it took PROT_WRITE away, the kernel's
+//     copies into the range stop from now on (kwrite_linux_amd64.go).
 //  2. wxClearEffect: W^X forgets its batch pages in the range the call
 //     sets (the program's protection replaces ptjit's) and notes those an
 //     mremap moves — before the Space changes, because a re-read of
@@ -505,6 +509,12 @@ func (t *Tracer) rewriteEffect(x *sysExit) {
 	}
 	t.rec.ProtChange(db.ProtChange{PID: x.sp.owner, At: t.cur.at, Addr: start, Size: pageUp(op.args[1]),
 		Prot: int(op.kprot), Reason: op.reason})
+	if op.args[2]&unix.PROT_WRITE != 0 && op.kprot&unix.PROT_WRITE == 0 {
+		// the kernel's copies into it stop from now on
+		// (kwrite_linux_amd64.go); before this stop no other thread
+		// knew an mmap's address
+		t.ensureKernelWritesSeen(x.th, start, start+pageUp(op.args[1]))
+	}
 }
 
 // coreEffect: the Space takes the effect of the call on the address space.

@@ -94,6 +94,9 @@ type Stats struct {
 	Emulated    int // of which emulated
 	Stepped     int // of which single-stepped
 	BatchWrites int // pages made writable in batch mode
+	// KernelWrites: pages made writable (batch) for a kernel copy into
+	// code W^X protects (kwrite_linux_amd64.go)
+	KernelWrites int
 	// Fresh memory (wxFreshEffect): pages of new RWX mappings started
 	// as batch pages, and of those the ones recorded at a first execution
 	FreshMapped, FreshExecuted int

@@ -134,8 +134,20 @@ func (t *Tracer) aliasGoBatch(th *thread, al *sharedMap, addr uint64, regs unix.
 		}
 		end = p + pageSize
 	}
-	// the twins first: no instruction runs from bytes being written
-	bp := batchPage{tid: th.tid, ip: regs.Rip, alias: true}
+	return t.aliasOpen(th, al, page, end, batchPage{tid: th.tid, ip: regs.Rip, alias: true})
+}
+
+// aliasOpen makes the alias pages [page, end) of al writable and the
+// executable twins of their file pages batch pages bp, the twins first:
+// no instruction runs from bytes being written. It reports false when an
+// injected mprotect failed (the twins made batch so far settle at their
+// first run).
+//
+// Precondition: on the locked tracer thread; th is stopped.
+func (t *Tracer) aliasOpen(th *thread, al *sharedMap, page, end uint64, bp batchPage) bool {
+	sp := th.proc.space
+	w := sp.wxs()
+	fp := al.filePageAt(page)
 	var pages []uint64
 	for _, tw := range sp.execTwins(fp.dev, fp.inode, fp.off, end-page) {
 		for tp := tw.addr; tp < tw.addr+tw.n; tp += pageSize {
@@ -148,7 +160,7 @@ func (t *Tracer) aliasGoBatch(th *thread, al *sharedMap, addr uint64, regs unix.
 	for _, run := range protRuns(pages, func(p uint64) int { return sp.kernelProt(p, sp.ProtOf(p)) &^ unix.PROT_EXEC }) {
 		if err := t.protect(th, run.s, run.e, run.prot, "wx-batch: executable twin of an alias page being written"); err != nil {
 			t.warnOp(err)
-			return false // the twins made batch so far settle at their first run
+			return false
 		}
 		for p := run.s; p < run.e; p += pageSize {
 			w.batch.set(p, bp)

@@ -77,9 +77,9 @@ func actualProt(view int) int {
 // wxState is the W^X state of one address space (space.wx); the writable
 // aliases have theirs in aliasState.
 type wxState struct {
-	batch  batchSet             // pages ptjit made RW (not X) in batch mode
-	writes map[uint64]pageRate  // precise writes per page (auto mode)
-	added  int                  // stores counted in writes since pruneWrites
+	batch  batchSet            // pages ptjit made RW (not X) in batch mode
+	writes map[uint64]pageRate // precise writes per page (auto mode)
+	added  int                 // stores counted in writes since pruneWrites
 	// kw: memory the kernel writes for the program's threads (their
 	// stacks and control blocks: wx_tcb_linux_amd64.go), sorted and
 	// merged, until unmapped or run; W^X keeps it writable. words: the

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/ptjit/ptjit/db"
+)
+
+// TestKernelWrites runs kwrite (testdata/kwrite.c: read, pread, readv
+// across two pages, recv, recvmsg, process_vm_readv and getrandom into
+// RWX code that already ran, and read into the writable view of a memfd
+// mapped twice) under every W^X mode with soft PT. W^X keeps that code
+// not writable for the kernel: without the kernel-write stops each call
+// failed with EFAULT. The program behaves as alone, the decoded flow of
+// its JIT code equals the instructions it executed (so the versions hold
+// the bytes the kernel copied), and the meta table counts the pages
+// opened for the kernel's copies.
+func TestKernelWrites(t *testing.T) {
+	e2eSetup(t)
+	prog := e2eProg("kwrite")
+	native := e2eRun(t, []string{prog}, nil, "", "")
+	if native.code != 0 {
+		t.Fatalf("alone: exit %d\n%s", native.code, native.stdout)
+	}
+	for _, mode := range []string{"precise", "batch", "auto"} {
+		t.Run(mode, func(t *testing.T) {
+			dir, gt := filepath.Join(t.TempDir(), "rec"), filepath.Join(t.TempDir(), "truth")
+			r := e2ePtjit(t, nil, "run", "-q", "--pt=soft", "--soft-filter=jit", "--wx="+mode, "--ground-truth", gt, "-o", dir, "--", prog)
+			if r.code != native.code || r.stdout != native.stdout {
+				t.Fatalf("under --wx=%s: exit %d\n%s\nalone:\n%s\n%s", mode, r.code, r.stdout, native.stdout, r.stderr)
+			}
+			tids, total := checkFlows(t, dir, groundTruth(t, gt))
+			t.Logf("%d threads, %d JIT instructions, decoded exactly", len(tids), total)
+			cdb, err := db.Open(filepath.Join(dir, "code.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cdb.Close()
+			meta, err := cdb.Meta()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// read, pread, readv (two pages), recv + recvmsg (one page),
+			// process_vm_readv + getrandom (pages 0 and 1 again), the alias
+			if n, _ := strconv.Atoi(meta["wx_kernel_write_pages"]); n < 6 {
+				t.Errorf("wx_kernel_write_pages %q, want at least 6", meta["wx_kernel_write_pages"])
+			}
+		})
+	}
+}
