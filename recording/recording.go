@@ -173,7 +173,9 @@ func (r *Recording) PerCPU() bool {
 // each with its process's image. In a per-CPU recording each thread's
 // stream is demultiplexed from the CPU queues by the sideband (demux.go;
 // what could not be attributed is in Unattributed). A recording with no
-// such stream is an error.
+// such stream is an error, except in a PT recording whose trace holds no
+// bytes (--pt=soft --soft-filter=jit on a program that ran no JIT code):
+// that is a trace of nothing, and decodes to no instruction.
 func (r *Recording) Traces(tid int) ([]ThreadTrace, error) {
 	var out []ThreadTrace
 	threads := r.Threads()
@@ -207,6 +209,8 @@ func (r *Recording) Traces(tid int) ([]ThreadTrace, error) {
 		return nil, nil // nothing attributed: Sources reports why
 	case tid > 0:
 		return nil, fmt.Errorf("%s: no trace for thread %d", r.PerfPath, tid)
+	case r.Trace.PTAttr != nil && r.Trace.Info != nil:
+		return nil, nil // an Intel PT recording that traced nothing
 	}
 	return nil, fmt.Errorf("%s: no Intel PT trace in the file", r.PerfPath)
 }

@@ -426,3 +426,75 @@ func TestSoftPTThreadEnds(t *testing.T) {
 		})
 	}
 }
+
+// TestSoftPTFilterNoJIT records a program that makes no JIT code (/bin/true)
+// under --soft-filter=jit: the trace holds no byte, and every decode format
+// gives no instruction and exit 0 (--stat counts 0), not an error; the
+// ground truth agrees (no line). A perf.data without Intel PT (a perf
+// record of task-clock beside the same code.db) and one that is not a
+// perf.data at all still fail, in one line.
+func TestSoftPTFilterNoJIT(t *testing.T) {
+	e2eSetup(t)
+	dir := filepath.Join(t.TempDir(), "rec")
+	gt := filepath.Join(t.TempDir(), "truth")
+	if r := e2ePtjit(t, nil, "run", "-q", "--pt=soft", "--soft-filter=jit", "--ground-truth", gt, "-o", dir, "--", "/bin/true"); r.code != 0 {
+		t.Fatalf("ptjit run /bin/true: exit %d: %s", r.code, r.stderr)
+	}
+	if truth := groundTruth(t, gt); len(truth) != 0 {
+		t.Fatalf("the ground truth has JIT instructions of %d threads in /bin/true", len(truth))
+	}
+	for _, mode := range []string{"", "--insn", "--calls", "--stat", "--summary", "--folded", "--json"} {
+		args := []string{"decode", "-i", dir}
+		if mode != "" {
+			args = append(args, mode)
+		}
+		r := e2ePtjit(t, nil, args...)
+		if r.code != 0 || r.stderr != "" {
+			t.Errorf("decode %s: exit %d, stderr %q; want exit 0, nothing on stderr", mode, r.code, r.stderr)
+			continue
+		}
+		want := ""
+		if mode == "--stat" {
+			want = "instructions: 0\n"
+		}
+		if !strings.HasPrefix(r.stdout, want) || (want == "" && r.stdout != "") {
+			t.Errorf("decode %s: stdout %q, want it to start with %q (and be empty without --stat)", mode, r.stdout, want)
+		}
+	}
+
+	// Not a PT recording: errors, as before.
+	bad := filepath.Join(t.TempDir(), "bad")
+	if err := os.MkdirAll(bad, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	db, err := os.ReadFile(filepath.Join(dir, "code.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bad, "code.db"), db, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check := func(what, want string) {
+		t.Helper()
+		r := e2ePtjit(t, nil, "decode", "-i", bad, "--stat")
+		if r.code == 0 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, want) {
+			t.Errorf("decode of %s: exit %d, stderr %q; want an error line with %q", what, r.code, r.stderr, want)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(bad, "perf.data"), []byte("not a perf.data file at all\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check("a text file", "perf.data")
+	perf, err := exec.LookPath("perf")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI=true but perf is not installed")
+		}
+		t.Skip("perf not installed: the perf.data without PT is not tried")
+	}
+	os.Remove(filepath.Join(bad, "perf.data"))
+	if out, err := exec.Command(perf, "record", "-q", "-e", "task-clock", "-o", filepath.Join(bad, "perf.data"), "/bin/true").CombinedOutput(); err != nil {
+		t.Fatalf("perf record -e task-clock: %v\n%s", err, out)
+	}
+	check("a perf.data without PT", "no Intel PT trace in the file")
+}
