@@ -498,3 +498,64 @@ func TestSoftPTFilterNoJIT(t *testing.T) {
 	}
 	check("a perf.data without PT", "no Intel PT trace in the file")
 }
+
+// TestDecodeMapPastEOF runs eof-map (testdata/eof-map.c: a file mapped
+// executable over more than its length, as ld.so maps a library, so that a
+// piece of the mapping lies past the file's end, then replaced) and decodes
+// it. The warning that a mapping lies beyond the end of its file is given
+// when the mapping was live while the trace ran (eof-map live under the
+// JIT filter: it stays while the JIT code runs; eof-map gone traced whole:
+// main ran while it was mapped), and not when it was gone before the trace
+// started (eof-map gone under the JIT filter, as every lli decode was).
+// Either way the decode equals the ground truth.
+func TestDecodeMapPastEOF(t *testing.T) {
+	e2eSetup(t)
+	for _, c := range []struct {
+		mode   string
+		filter bool
+		warn   bool
+	}{
+		{"gone", true, false},
+		{"live", true, true},
+		{"gone", false, true},
+	} {
+		name := c.mode
+		if !c.filter {
+			name += "-unfiltered"
+		}
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "lib.bin")
+			alone := e2eRun(t, []string{e2eProg("eof-map"), file, c.mode}, nil, "", "")
+			if alone.code != 0 || alone.stdout != "f(5) = 22\n" {
+				t.Fatalf("eof-map alone: exit %d, stdout %q, stderr %q", alone.code, alone.stdout, alone.stderr)
+			}
+			dir := filepath.Join(t.TempDir(), "rec")
+			gt := filepath.Join(t.TempDir(), "truth")
+			args := []string{"run", "-q", "--pt=soft", "--ground-truth", gt, "-o", dir}
+			if c.filter {
+				args = append(args, "--soft-filter=jit")
+			}
+			r := e2ePtjit(t, nil, append(args, "--", e2eProg("eof-map"), file, c.mode)...)
+			if r.code != 0 || r.stdout != alone.stdout {
+				t.Fatalf("under ptjit: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+			}
+			// the piece past the end was recorded as a file mapping
+			if h := e2ePtjit(t, nil, "history", "-i", dir, "--files"); !strings.Contains(h.stdout, file+" (0x2000)") {
+				t.Fatalf("history has no mapping of %s at offset 0x2000:\n%s", file, h.stdout)
+			}
+			truth := groundTruth(t, gt)
+			if len(truth) == 0 {
+				t.Fatal("no instruction traced")
+			}
+			checkFlows(t, dir, truth)
+			d := e2ePtjit(t, nil, "decode", "-i", dir, "--stat")
+			if d.code != 0 {
+				t.Fatalf("decode --stat: exit %d: %s", d.code, d.stderr)
+			}
+			warned := strings.Contains(d.stderr, file+": mapped at offset 0x2000, beyond the end of the file (0x1000 bytes)")
+			if warned != c.warn || strings.Count(d.stderr, "\n") != map[bool]int{false: 0, true: 1}[c.warn] {
+				t.Errorf("decode warned %v, want %v; stderr:\n%s", warned, c.warn, d.stderr)
+			}
+		})
+	}
+}
