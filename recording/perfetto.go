@@ -119,8 +119,6 @@ func ExportPerfetto(dir, out string, w io.Writer, o PerfettoOptions) (*PerfettoR
 		if srcs, err = rec.Sources(0, cfg, func(string) bool { return false }); err != nil {
 			return nil, err
 		}
-	} else if rec.Trace.PTAttr != nil && rec.Trace.Info != nil {
-		warn(rec.PerfPath + ": the PT trace traced no instruction: the timeline has the code versions and writes only")
 	} else {
 		warn(rec.PerfPath + ": no PT trace: the timeline has the code versions and writes only")
 	}
