@@ -7,8 +7,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-
-	"golang.org/x/sys/unix"
 )
 
 // 32-bit programs are refused.
@@ -41,17 +39,19 @@ func (e *RefusedError) Error() string {
 	return fmt.Sprintf("pid %d: %s is %s: ptjit records 64-bit processes only", e.PID, e.Path, e.Kind)
 }
 
-// userCS32 is the code segment selector of 32-bit user code on x86-64
-// Linux (__USER32_CS); 64-bit user code runs with __USER_CS, 0x33.
-const userCS32 = 0x23
+// i386RegsSize is the size of the i386 struct user_regs_struct, the
+// general registers PTRACE_GETREGSET gives for a task in compatibility
+// mode (the 64-bit one is 216 bytes).
+const i386RegsSize = 17 * 4
 
 // compatKind says what kind of program pid runs after its exec when ptjit
-// cannot record it ("" when it can): from the code segment its thread tid
-// runs in (32-bit compatibility mode), and from the ELF header of its
-// executable (ELFCLASS32: i386 or x32). Either alone is enough.
+// cannot record it ("" when it can): from its thread tid's register set
+// (the i386 one: the task runs in compatibility mode; PTRACE_GETREGS is
+// no help there, it gave zeros for every register of such a task, CS
+// included, on this project's 6.18 kernel), and from the ELF header of
+// its executable (ELFCLASS32: i386 or x32). Either alone is enough.
 func compatKind(pid, tid int) string {
-	var regs unix.PtraceRegs
-	if unix.PtraceGetRegs(tid, &regs) == nil && regs.Cs == userCS32 {
+	if n, err := prstatusSize(tid); err == nil && n == i386RegsSize {
 		return "a 32-bit (compat-mode) program"
 	}
 	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/exe")

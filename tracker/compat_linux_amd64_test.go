@@ -5,7 +5,13 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestElfKind checks the ELF-class half of compatKind on headers: a
@@ -37,6 +43,48 @@ func TestElfKind(t *testing.T) {
 	} {
 		if got := elfKind(bytes.NewReader(c.b)); got != c.want {
 			t.Errorf("%s: elfKind = %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// TestPrstatusSize checks the register half of compatKind on real
+// processes stopped at their exec (PTRACE_TRACEME): testdata/jit32.c
+// built with gcc -m32 has the i386 register set (68 bytes), /bin/true the
+// 64-bit one. Without gcc -m32 (gcc-multilib) it skips, except under
+// CI=true, where it fails.
+func TestPrstatusSize(t *testing.T) {
+	prog := filepath.Join(t.TempDir(), "jit32")
+	if out, err := exec.Command("gcc", "-m32", "-O2", "-o", prog, "../testdata/jit32.c").CombinedOutput(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI=true but gcc -m32 fails (install gcc-multilib): %v\n%s", err, out)
+		}
+		t.Skipf("gcc -m32 fails here (gcc-multilib): %v", err)
+	}
+	// ptrace requests must come from the thread that forked the tracee
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for _, c := range []struct {
+		prog string
+		want int
+	}{{prog, i386RegsSize}, {"/bin/true", 27 * 8}} { // 64-bit: struct user_regs_struct, 27 registers
+		cmd := exec.Command(c.prog)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true, Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var ws unix.WaitStatus
+		if _, err := unix.Wait4(cmd.Process.Pid, &ws, 0, nil); err != nil || !ws.Stopped() {
+			t.Fatalf("%s: wait4: %v, status %#x, want its exec's SIGTRAP stop", c.prog, err, ws)
+		}
+		n, err := prstatusSize(cmd.Process.Pid)
+		kind := compatKind(cmd.Process.Pid, cmd.Process.Pid)
+		cmd.Process.Kill()
+		cmd.Wait()
+		if err != nil || n != c.want {
+			t.Errorf("%s: register set of %d bytes (%v), want %d", c.prog, n, err, c.want)
+		}
+		if want := map[bool]string{true: "a 32-bit (compat-mode) program", false: ""}[c.prog == prog]; kind != want {
+			t.Errorf("%s: compatKind = %q, want %q", c.prog, kind, want)
 		}
 	}
 }

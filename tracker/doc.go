@@ -507,15 +507,16 @@
 // tracker reads them as x86-64 calls, and the decoder, software PT and
 // the store emulator read 64-bit code), so instead of a recording that
 // silently lacks their code, execEvent refuses the run at the first exec
-// of one (refuseExec, compat_linux_amd64.go: the code segment in the
-// registers, or ELFCLASS32 in /proc/PID/exe's header), in any process:
+// of one (refuseExec, compat_linux_amd64.go: PTRACE_GETREGSET gives the
+// i386 register set, or /proc/PID/exe's header says ELFCLASS32), in any
+// process:
 // the process stays in its exec stop, nothing of the new image ran or is
 // recorded, every traced process is killed, and Result.Refused carries
 // the RefusedError (one line: pid, path, "ptjit records 64-bit processes
 // only"). ptrun exits 126 and marks code.db "refused: ..." (what ran before
 // stays: a 64-bit parent's code and trace). Not handled: a 64-bit process
-// that switches itself to a 32-bit code segment (a far jump to selector
-// 0x23) without an exec.
+// that switches itself to 32-bit code (a far jump to the 32-bit user code
+// segment, 0x23) without an exec.
 //
 // # Software PT and its JIT filter
 //
