@@ -346,3 +346,38 @@ func TestSplitAndReadVersions(t *testing.T) {
 		t.Errorf("version_pages of split version %d: %d rows, want 2", s2, n)
 	}
 }
+
+// TestRefused: a run ptjit refused (Refuse before Close) is recorded as
+// "refused: WHY", and Incomplete says so; one without Refuse is complete.
+func TestRefused(t *testing.T) {
+	for _, why := range []string{"", "pid 7: /p is a 32-bit (compat-mode) program: ptjit records 64-bit processes only"} {
+		path := filepath.Join(t.TempDir(), "code.db")
+		r, err := Create(path, Meta{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.ProcessStart(7, 0, clock.Stamp{TSC: 1, MonoNS: 1})
+		r.Exec(7, "/p", []string{"p"}, clock.Stamp{TSC: 2, MonoNS: 2})
+		if why != "" {
+			r.Refuse(why)
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		d, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := d.Meta()
+		got, err := d.Incomplete()
+		d.Close()
+		wantState, wantWhy := "complete", ""
+		if why != "" {
+			wantState = "refused: " + why
+			wantWhy = "ptjit refused the run and killed the program (" + why + "); it holds what was recorded until then"
+		}
+		if m["ptjit_state"] != wantState || got != wantWhy || err != nil {
+			t.Errorf("Refuse(%q): state %q, Incomplete %q, %v; want %q, %q", why, m["ptjit_state"], got, err, wantState, wantWhy)
+		}
+	}
+}

@@ -48,7 +48,8 @@
 // the machine itself can lose the recording's tail (a checkpoint's fsync
 // stalled the writer, and through back-pressure the program, for hundreds
 // of ms on this VM's disk). Close sets meta.ptjit_state to "complete"
-// ("recording" means the run was cut short), folds the WAL into the file
+// ("recording" means the run was cut short; "refused: WHY" that ptjit
+// killed a program it cannot record: Refuse), folds the WAL into the file
 // and leaves WAL mode: a finished recording is one code.db.
 //
 // A write error (disk full, I/O error) is given to the function set with

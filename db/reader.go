@@ -118,7 +118,8 @@ func firstLine(s string) string {
 // everything the run did, or returns "" for a recording its run completed:
 // a run still in progress, one that was cut short (killed, or the machine
 // stopped: meta.ptjit_state stayed "recording"), one that stopped at a
-// write error (its state names the error).
+// write error (its state names the error), one ptjit refused (a 32-bit
+// program: "refused: WHY").
 func (d *DB) Incomplete() (string, error) {
 	var state string
 	err := d.sql.QueryRow(`SELECT value FROM meta WHERE key = 'ptjit_state'`).Scan(&state)
@@ -135,6 +136,8 @@ func (d *DB) Incomplete() (string, error) {
 		return "the run is still recording it; it holds what was committed so far", nil
 	case state == "recording":
 		return "its run did not complete it (ptjit was killed, the machine stopped, or a write failed); it holds what was committed until then", nil
+	case strings.HasPrefix(state, "refused: "):
+		return "ptjit refused the run and killed the program (" + strings.TrimPrefix(state, "refused: ") + "); it holds what was recorded until then", nil
 	case strings.HasPrefix(state, "failed: "):
 		return "the recording stopped at a write error (" + strings.TrimPrefix(state, "failed: ") + "); it holds what was committed until then", nil
 	}

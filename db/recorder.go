@@ -126,7 +126,10 @@ type Recorder struct {
 	mu     sync.Mutex
 	err    error
 	closed bool
-	onErr  func(error) // called once, at the first error (SetOnError)
+	// refused: why the run was refused (Refuse); Close records it as
+	// the state instead of "complete"
+	refused string
+	onErr   func(error) // called once, at the first error (SetOnError)
 	// failed is err != nil, read without the lock by the writer's loop
 	// at every record.
 	failed atomic.Bool
@@ -315,13 +318,29 @@ func (r *Recorder) Flush() error {
 	return r.Err()
 }
 
-// Close flushes, marks the recording complete and closes the database. It
-// returns the first error the recording met.
+// Refuse marks the run as refused for why (ptjit stopped the program
+// because it cannot record it): Close records meta.ptjit_state as
+// "refused: WHY" instead of "complete", and readers report the recording
+// as incomplete.
+func (r *Recorder) Refuse(why string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.refused = why
+}
+
+// Close flushes, marks the recording complete (or refused: Refuse) and
+// closes the database. It returns the first error the recording met.
 func (r *Recorder) Close() error {
 	if r.closed {
 		return r.Err()
 	}
-	r.SetStat("ptjit_state", "complete")
+	r.mu.Lock()
+	state := "complete"
+	if r.refused != "" {
+		state = "refused: " + r.refused
+	}
+	r.mu.Unlock()
+	r.SetStat("ptjit_state", state)
 	r.Flush()
 	r.closed = true
 	r.qmu.Lock()

@@ -159,3 +159,21 @@ func (s SectionTrace) ReadAt(p []byte, off int64) (int, error) {
 	}
 	return s.R.ReadAt(p, s.Off+off)
 }
+
+// FirstTSC returns the TSC of the first PSB+ header in r that has one
+// (of its first 16 PSBs): when the trace starts. ok is false when there is
+// none.
+func FirstTSC(r TraceReader, cfg *ptpkt.Config) (tsc uint64, ok bool, err error) {
+	p := psbProber{r: r, cfg: cfg}
+	for off, tries := int64(0), 0; off < r.Size() && tries < 16; tries++ {
+		psb, tsc, ok, err := p.next(off, r.Size())
+		if err != nil || ok {
+			return tsc, ok, err
+		}
+		if psb < off {
+			break // no PSB at or after off (next says 0)
+		}
+		off = psb + int64(len(ptpkt.PSBPattern))
+	}
+	return 0, false, nil
+}

@@ -65,3 +65,31 @@ func TestTimeRange(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstTSC: the TSC of the first PSB+ that has one, after padding, and
+// past a PSB+ without TSC; none in an empty trace, one without PSB, or
+// one whose PSBs carry no TSC.
+func TestFirstTSC(t *testing.T) {
+	noTSC := make([]byte, 4096)
+	copy(noTSC, ptpkt.PSBPattern[:])
+	noTSC[16], noTSC[17] = 0x02, 0x23 // PSBEND right after the PSB
+	pad := make([]byte, 100)          // PAD packets
+	for _, tc := range []struct {
+		name string
+		pt   []byte
+		tsc  uint64
+		ok   bool
+	}{
+		{"first segment", psbTrace(3), 1000, true},
+		{"after padding", append(append([]byte(nil), pad...), psbTrace(2)...), 1000, true},
+		{"after a PSB+ without TSC", append(append([]byte(nil), noTSC...), psbTrace(1)...), 1000, true},
+		{"empty", nil, 0, false},
+		{"no PSB", pad, 0, false},
+		{"PSBs without TSC", append(append([]byte(nil), noTSC...), noTSC...), 0, false},
+	} {
+		tsc, ok, err := FirstTSC(BytesTrace(tc.pt), nil)
+		if err != nil || tsc != tc.tsc || ok != tc.ok {
+			t.Errorf("%s: FirstTSC = %d, %v, %v; want %d, %v", tc.name, tsc, ok, err, tc.tsc, tc.ok)
+		}
+	}
+}

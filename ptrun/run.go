@@ -235,8 +235,13 @@ func Run(cfg Config) (status int, err error) {
 	if hz := clock.HzBetween(calStart, clock.Now()); hz != 0 {
 		rec.SetStat("tsc_hz", strconv.FormatUint(hz, 10))
 	}
+	if res.Refused != nil {
+		rec.Refuse(res.Refused.Error())
+	}
 	cerr := rec.Close()
-	if !cfg.Quiet {
+	if !cfg.Quiet && res.Refused == nil {
+		// (a refused run says so in one line, its error, and nothing
+		// else: what it recorded is the refused exec)
 		s := Summary(st)
 		if cerr != nil {
 			// What code.db really holds, not what was recorded.
@@ -259,11 +264,19 @@ func Run(cfg Config) (status int, err error) {
 		return 1, cerr // it names code.db
 	case perr != nil:
 		return 1, perr
+	case res.Refused != nil:
+		// a program ptjit cannot record: killed at its exec
+		return RefusedStatus, res.Refused
 	case sig != 0:
 		return 128 + int(sig), &KilledError{sig}
 	}
 	return res.Status, nil
 }
+
+// RefusedStatus is ptjit run's exit status when it refused the program
+// (a 32-bit one: tracker.RefusedError) and killed it: the shell's status
+// for a command found but not executable.
+const RefusedStatus = 126
 
 // minCalibration is the shortest span the TSC frequency is measured over,
 // from the process's start. A span S read with a jitter j (the two clock

@@ -22,7 +22,17 @@
 // decodes with the bytes valid when it ran. A mapped file is checked
 // against the build-id the recording saw; a file that vanished, changed or
 // shrank is reported through Options.Warn and left out: its code decodes
-// as unmapped, never guessed.
+// as unmapped, never guessed. A mapping that cannot be read but was gone
+// before the process's trace started (its threads' first PSB TSC:
+// decode.FirstTSC) is left out without a warning: no traced instruction
+// ran in its time (ld.so maps a library's whole span at the first
+// segment's offset before it maps the later segments over it, so a piece
+// lies past the end of the file for some microseconds).
+//
+// A PT recording whose trace holds no byte (--soft-filter=jit on a program
+// that ran no JIT code) has no stream: Traces returns none and every
+// decode prints no instruction; a perf.data without a PT event is an
+// error.
 //
 // vfork. A vfork (CLONE_VM) child runs in its parent's address space
 // until it execs, and code.db records the mappings and versions of that

@@ -15,7 +15,11 @@ import (
 // (tracker/names.go); no code version changed in between, so the code it
 // names is the version of its address valid just before T (or, when no
 // code was executable there yet, the first version made there after T: a
-// JIT that publishes the name before it makes the code executable; and
+// JIT that publishes the name before it makes the code executable; when
+// none was made after T either, the last version there before T: a line
+// that reached the file only after its code's last version ended, as
+// mono --jitmap's lines do, held in a stdio buffer that exit flushes after
+// the code was freed, so read at the process's end; and
 // when the next version there has cause wx-batch, wx-fresh or wx-tcb, that one:
 // --wx=batch, and fresh RWX memory under --wx=auto, let a page be written
 // without a stop, so the bytes stored before T first show in it, and the
@@ -221,13 +225,21 @@ func (n *Names) placePiece(r db.NameInfo, lo, hi uint64, vs []db.VersionInfo, by
 		seed++
 	}
 	if seed < 0 && r.Code == nil {
-		// nothing was executable there when it was written: the code
+		// nothing was executable there when it was read: the code
 		// made there next
 		for i, v := range holding {
 			if v.Valid.TSC >= r.At.TSC {
 				seed = i
 				break
 			}
+		}
+		if seed < 0 && len(holding) > 0 {
+			// and none was made there after: the line reached the
+			// file after the code's last version ended (a line held
+			// in a stdio buffer that exit flushed, after the JIT freed
+			// its code: mono --jitmap), so it names the last version
+			// there before the read
+			seed = len(holding) - 1
 		}
 	}
 	if seed < 0 {

@@ -102,3 +102,75 @@ func TestJitdumpNamesByContent(t *testing.T) {
 		}
 	}
 }
+
+// TestPerfMapNamesAfterEnd: perf-map lines read after the code's last
+// version ended (a map exit flushed after the JIT unmapped its code) name
+// the last version there before the read, and the earlier ones with the
+// same bytes: a at +0x100 (in v1 and v2) and b at +0x200 (in v2 only),
+// read at 9 after the region ended at 6. A line read before any version
+// there still names the next one (c, read at 1 for v1); a line for an
+// address no version ever held names nothing.
+func TestPerfMapNamesAfterEnd(t *testing.T) {
+	dir := t.TempDir()
+	const pid, base = 10, 0x7000
+	aCode := []byte{0x48, 0x8d, 0x47, 0x07, 0xc3}       // lea rax,[rdi+7]; ret
+	bCode := []byte{0x48, 0x89, 0xf8, 0xc3}             // mov rax,rdi; ret
+	cCode := []byte{0x48, 0x89, 0xf8, 0x48, 0xf7, 0xd8} // mov rax,rdi; neg rax
+	v1 := bytes.Repeat([]byte{0xcc}, db.PageSize)
+	copy(v1[0x100:], aCode)
+	copy(v1[0x300:], cCode)
+	v2 := append([]byte(nil), v1...)
+	copy(v2[0x200:], bCode)
+	r, err := db.Create(filepath.Join(dir, "code.db"), db.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.ProcessStart(pid, 1, at(1))
+	r.ThreadStart(pid, pid, at(1))
+	reg := r.NewRegion(pid, base, db.PageSize, at(2))
+	id1, _ := r.AddVersion(db.Version{Region: reg, PID: pid, TID: pid, Addr: base, Size: db.PageSize, Data: v1, At: at(3), Cause: "mprotect"})
+	r.EndVersion(id1, at(4))
+	id2, _ := r.AddVersion(db.Version{Region: reg, PID: pid, TID: pid, Addr: base, Size: db.PageSize, Data: v2, At: at(4), Cause: "mprotect"})
+	r.EndVersion(id2, at(6))
+	r.EndRegion(reg, at(6))
+	src := "perf-map /tmp/perf-10.map"
+	r.Name(db.NameInfo{PID: pid, Addr: base + 0x300, Size: uint64(len(cCode)), Name: "c", Source: src, At: at(1)})
+	for _, n := range []struct {
+		off  uint64
+		size int
+		name string
+	}{{0x100, len(aCode), "a"}, {0x200, len(bCode), "b"}, {0x2000, 4, "nowhere"}} {
+		r.Name(db.NameInfo{PID: pid, Addr: base + n.off, Size: uint64(n.size), Name: n.name, Source: src, At: at(9), After: 6})
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cdb, err := db.Open(filepath.Join(dir, "code.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cdb.Close()
+	names, err := LoadNames(cdb, pid, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, row := range names.Rows() {
+		got[row.Name] = fmt.Sprint(row.Versions)
+	}
+	v := func(vs ...int) string {
+		var s []string
+		for _, n := range vs {
+			s = append(s, fmt.Sprintf("%d.%d", reg, n))
+		}
+		return fmt.Sprint(s)
+	}
+	for name, want := range map[string]string{"a": v(1, 2), "b": v(2), "c": v(1, 2), "nowhere": v()} {
+		if got[name] != want {
+			t.Errorf("%s: versions %s, want %s", name, got[name], want)
+		}
+	}
+	if name, off, ok := names.Lookup(reg, 2, base+0x203); !ok || nameOff(name, off) != "b+0x3" {
+		t.Errorf("v2 at +0x203: %q %v, want b+0x3", nameOff(name, off), ok)
+	}
+}

@@ -37,6 +37,8 @@ type Recording struct {
 	mapped *mappedPerfData // pd's bytes
 	pidOf  map[int]int     // thread → process
 	images map[int]*decode.Image
+	// tracedFrom: per process, the TSC its trace starts at (Traces)
+	tracedFrom map[int]uint64
 	// Unattributed lists, after Traces of a per-CPU recording, the
 	// stretches of CPU queues that no thread could be given (DemuxError).
 	Unattributed []*DemuxError
@@ -91,7 +93,7 @@ func (t *Thread) Origin(off uint64) ptfmt.OriginSpan {
 // Open opens the recording in dir: DIR/perf.data and DIR/code.db. The
 // caller closes it.
 func Open(dir string, opts Options) (*Recording, error) {
-	r := &Recording{PerfPath: filepath.Join(dir, "perf.data"), pidOf: map[int]int{}, images: map[int]*decode.Image{}, warn: opts.Warn}
+	r := &Recording{PerfPath: filepath.Join(dir, "perf.data"), pidOf: map[int]int{}, images: map[int]*decode.Image{}, tracedFrom: map[int]uint64{}, warn: opts.Warn}
 	if r.warn == nil {
 		r.warn = func(string) {}
 	}
@@ -173,7 +175,9 @@ func (r *Recording) PerCPU() bool {
 // each with its process's image. In a per-CPU recording each thread's
 // stream is demultiplexed from the CPU queues by the sideband (demux.go;
 // what could not be attributed is in Unattributed). A recording with no
-// such stream is an error.
+// such stream is an error, except in a PT recording whose trace holds no
+// bytes (--pt=soft --soft-filter=jit on a program that ran no JIT code):
+// that is a trace of nothing, and decodes to no instruction.
 func (r *Recording) Traces(tid int) ([]ThreadTrace, error) {
 	var out []ThreadTrace
 	threads := r.Threads()
@@ -188,6 +192,17 @@ func (r *Recording) Traces(tid int) ([]ThreadTrace, error) {
 		threads = threads[:0]
 		for _, d := range ds {
 			threads = append(threads, Thread{TID: d.tid, PID: d.pid, CPUs: d.cpus, Trace: d.stream})
+		}
+	}
+	var cfg ptpkt.Config
+	r.PTConfig(&cfg, func(string) bool { return false })
+	for _, t := range threads {
+		// when each process's trace starts (its earliest thread's first
+		// PSB): what was gone before has no code the trace runs through
+		if first, ok, err := decode.FirstTSC(t.Trace, &cfg); err == nil && ok {
+			if s, seen := r.tracedFrom[t.PID]; !seen || first < s {
+				r.tracedFrom[t.PID] = first
+			}
 		}
 	}
 	for _, t := range threads {
@@ -207,6 +222,8 @@ func (r *Recording) Traces(tid int) ([]ThreadTrace, error) {
 		return nil, nil // nothing attributed: Sources reports why
 	case tid > 0:
 		return nil, fmt.Errorf("%s: no trace for thread %d", r.PerfPath, tid)
+	case r.Trace.PTAttr != nil && r.Trace.Info != nil:
+		return nil, nil // an Intel PT recording that traced nothing
 	}
 	return nil, fmt.Errorf("%s: no Intel PT trace in the file", r.PerfPath)
 }
@@ -231,7 +248,7 @@ func (r *Recording) Image(pid int) (*decode.Image, error) {
 	if img, ok := r.images[pid]; ok {
 		return img, nil
 	}
-	img, err := BuildImage(r.DB, pid, r.warn)
+	img, err := BuildImage(r.DB, pid, r.tracedFrom[pid], r.warn)
 	if err != nil {
 		return nil, err
 	}
@@ -255,8 +272,13 @@ func (r *Recording) Image(pid int) (*decode.Image, error) {
 // runs in its parent's address space until it execs: for that time the
 // owner's mappings and versions are its own. A mapped file that cannot be
 // read as it was mapped is reported through warn and left out, so its code
-// decodes as unmapped, never guessed.
-func BuildImage(cdb *db.DB, pid int, warn func(string)) (*decode.Image, error) {
+// decodes as unmapped, never guessed; when it was gone by tracedFrom (the
+// TSC at which the process's trace starts; 0: unknown), no instruction of
+// the trace can have run there, and it is left out without a warning (ld.so
+// maps a library's whole span at its first segment's offset and then its
+// later segments over it: for some microseconds a piece of that first
+// mapping lies past the end of the file, as libLLVM's did).
+func BuildImage(cdb *db.DB, pid int, tracedFrom uint64, warn func(string)) (*decode.Image, error) {
 	img := decode.NewImage()
 	files := map[string][]byte{}
 	procs, err := cdb.Processes()
@@ -281,9 +303,10 @@ func BuildImage(cdb *db.DB, pid int, warn func(string)) (*decode.Image, error) {
 			if err == nil {
 				err = img.AddFileVersion(m.Path, data, m.Offset, m.Addr, from, to)
 			}
-			if err != nil {
+			if err != nil && to > tracedFrom {
 				// The file vanished, changed or shrank since the
-				// recording.
+				// recording, or was mapped past its end while the
+				// trace ran.
 				warn(fmt.Sprintf("%s: %v", cdb.Path(), err))
 			}
 		}

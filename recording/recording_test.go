@@ -49,11 +49,11 @@ func TestBuildImageVfork(t *testing.T) {
 
 	var warnings []string
 	warn := func(m string) { warnings = append(warnings, m) }
-	img1, err := BuildImage(cdb, 1, warn)
+	img1, err := BuildImage(cdb, 1, 0, warn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	img2, err := BuildImage(cdb, 2, warn)
+	img2, err := BuildImage(cdb, 2, 0, warn)
 	if err != nil {
 		t.Fatal(err)
 	}

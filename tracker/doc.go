@@ -517,6 +517,26 @@
 // the filter). process_vm_writev into a tracee is seen and re-snapshots the
 // pages written; into a process ptjit does not trace, it is reported.
 //
+// # 32-bit programs are refused
+//
+// A process that execs an i386 program runs in compatibility mode (code
+// segment 0x23): 32-bit code, syscalls through int 0x80 with i386 numbers
+// and argument registers; an x32 program makes its syscalls with the x32
+// bit set. ptjit records neither (the filter traces such calls, but the
+// tracker reads them as x86-64 calls, and the decoder, software PT and
+// the store emulator read 64-bit code), so instead of a recording that
+// silently lacks their code, execEvent refuses the run at the first exec
+// of one (refuseExec, compat_linux_amd64.go: PTRACE_GETREGSET gives the
+// i386 register set, or /proc/PID/exe's header says ELFCLASS32), in any
+// process:
+// the process stays in its exec stop, nothing of the new image ran or is
+// recorded, every traced process is killed, and Result.Refused carries
+// the RefusedError (one line: pid, path, "ptjit records 64-bit processes
+// only"). ptrun exits 126 and marks code.db "refused: ..." (what ran before
+// stays: a 64-bit parent's code and trace). Not handled: a 64-bit process
+// that switches itself to 32-bit code (a far jump to the 32-bit user code
+// segment, 0x23) without an exec.
+//
 // # Software PT and its JIT filter
 //
 // With Options.SoftPT every thread is single-stepped and each instruction

@@ -83,3 +83,24 @@ func getRseq(tid int) (rseqConfig, error) {
 	}
 	return c, nil
 }
+
+// prstatusSize returns the size of tid's general registers as
+// PTRACE_GETREGSET (NT_PRSTATUS) gives them, in the tracee's own view: 216
+// bytes (struct user_regs_struct) for a 64-bit task, 68 (the i386 one) for
+// a task in compatibility mode, as strace tells them apart. regs is the
+// buffer, large enough for the 64-bit set.
+//
+// Precondition: on the locked tracer thread; tid is stopped.
+func prstatusSize(tid int) (int, error) {
+	var regs unix.PtraceRegs
+	iov := unix.Iovec{Base: (*byte)(unsafe.Pointer(&regs))}
+	iov.SetLen(int(unsafe.Sizeof(regs)))
+	_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_GETREGSET, uintptr(tid), uintptr(elfNTPRStatus), uintptr(unsafe.Pointer(&iov)), 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(iov.Len), nil
+}
+
+// elfNTPRStatus is NT_PRSTATUS, the general registers' regset.
+const elfNTPRStatus = 1

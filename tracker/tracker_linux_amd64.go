@@ -129,6 +129,9 @@ type Result struct {
 	// killed it.
 	Status int
 	Stats  Stats
+	// Refused: the program ptjit refused to record (a 32-bit one,
+	// compat_linux_amd64.go); every process was killed at its exec
+	Refused *RefusedError
 }
 
 // StartError reports a program that could not be started under ptrace.
@@ -157,6 +160,8 @@ type Tracer struct {
 	// ptraceWarned: the program was told once that it cannot ptrace
 	// (ptraceEntry).
 	ptraceWarned bool
+	// refused: the first program refused (refuseExec)
+	refused *RefusedError
 
 	// cur is the context of the stop being handled; the sink stamps
 	// every record with it.
@@ -322,6 +327,7 @@ func Start(opts Options, launch Launch) (*Tracer, error) {
 // Wait waits for every tracee to exit and returns the result.
 func (t *Tracer) Wait() (Result, error) {
 	<-t.done
+	t.result.Refused = t.refused
 	n, d := t.rec.Waited()
 	t.result.Stats.WriterWaits, t.result.Stats.WriterWaitNS = n, d.Nanoseconds()
 	return t.result, t.err
@@ -875,6 +881,9 @@ func (t *Tracer) execEvent(th *thread) {
 		t.dropSpace(p, at)
 	}
 	p.space = t.newSpace(p.pid)
+	if t.refuseExec(th, path) {
+		return // killed in its exec stop: nothing of it ran or is recorded
+	}
 	t.syncSpace(p, "exec")
 	t.resume(th.tid, 0)
 }

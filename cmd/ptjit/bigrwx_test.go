@@ -96,7 +96,7 @@ func checkBigRWXImage(t *testing.T, dir string, m manifestLine, patches []manife
 	if covered != m.Size {
 		t.Errorf("versions valid after the last patch cover %d bytes of the %d-byte mapping", covered, m.Size)
 	}
-	img, err := recording.BuildImage(cdb, m.PID, func(w string) { t.Log(w) })
+	img, err := recording.BuildImage(cdb, m.PID, 0, func(w string) { t.Log(w) })
 	if err != nil {
 		t.Fatalf("recording.BuildImage: %v", err) // overlapping versions fail here
 	}

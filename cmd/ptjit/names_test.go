@@ -305,3 +305,60 @@ func historyNames(t *testing.T, dir string) []historyName {
 	}
 	return rows
 }
+
+// TestPerfMapNamesAtExit runs testdata/perfmap-exit, a JIT whose perf map
+// reaches the file only when exit flushes it, after the JIT unmapped its
+// code (as mono --jitmap's), so ptjit reads every line at the process's
+// end, after the code's last version ended. Each name must still reach
+// the code it names: decode --summary counts, per function, the calls and
+// instructions (4 per call) the program itself counted, under each name,
+// and no JIT instruction is left as "[region ...]". The recording holds
+// the program's manifest's versions (one per function added).
+func TestPerfMapNamesAtExit(t *testing.T) {
+	e2eSetup(t)
+	dir := filepath.Join(t.TempDir(), "rec")
+	manifest := filepath.Join(t.TempDir(), "manifest")
+	r := e2ePtjit(t, []string{"PTJIT_MANIFEST=" + manifest}, "run", "-q", "--pt=soft", "--soft-filter=jit", "-o", dir, "--", e2eProg("perfmap-exit"))
+	if r.code != 0 {
+		t.Fatalf("run: exit %d\n%s", r.code, r.stderr)
+	}
+	e2eCompare(t, e2eReadManifest(t, manifest), e2eHistory(t, dir), false)
+	// the program's own count: "calls NAME N"
+	want := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		f := strings.Fields(l)
+		n, err := strconv.Atoi(f[len(f)-1])
+		if len(f) != 3 || f[0] != "calls" || err != nil {
+			t.Fatalf("program output line %q", l)
+		}
+		want[f[1]] = n
+	}
+	if len(want) != 4 {
+		t.Fatalf("program output: %q", r.stdout)
+	}
+	s := e2ePtjit(t, nil, "decode", "-i", dir, "--summary")
+	if s.code != 0 {
+		t.Fatalf("decode --summary: exit %d\n%s", s.code, s.stderr)
+	}
+	row := regexp.MustCompile(`^\s+(\d+)\s+(\d+)\s+[\d.]+\s+(.+)$`)
+	got := map[string]int{}
+	for _, l := range strings.Split(s.stdout, "\n") {
+		m := row.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		insns, _ := strconv.Atoi(m[1])
+		calls, _ := strconv.Atoi(m[2])
+		if strings.HasPrefix(m[3], "[region") {
+			t.Errorf("unnamed JIT code in the summary: %q", l)
+			continue
+		}
+		if insns != 4*calls {
+			t.Errorf("%s: %d instructions in %d calls, want 4 a call", m[3], insns, calls)
+		}
+		got[m[3]] = calls
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("calls per function by decode --summary: %v\nthe program counted: %v\n%s", got, want, s.stdout)
+	}
+}

@@ -33,7 +33,9 @@ valid and stopped being valid.
 PROGRAM is found through $PATH like a shell does; its stdin, stdout, stderr,
 environment and working directory are its own. ptjit exits with PROGRAM's
 status (128+N when signal N killed it; 127 when it cannot be found, 126 when
-it cannot be executed). SIGINT, SIGTERM and SIGHUP reach PROGRAM once, as
+it cannot be executed, or when it or a child execs a 32-bit program: ptjit
+records 64-bit processes only, so it kills them all at that exec and says so
+in one line). SIGINT, SIGTERM and SIGHUP reach PROGRAM once, as
 without ptjit (a signal sent to ptjit alone is passed on to it); ptjit then
 waits for it and completes the recording. A second one kills PROGRAM and ptjit
 exits 128+N.

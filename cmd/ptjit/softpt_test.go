@@ -426,3 +426,136 @@ func TestSoftPTThreadEnds(t *testing.T) {
 		})
 	}
 }
+
+// TestSoftPTFilterNoJIT records a program that makes no JIT code (/bin/true)
+// under --soft-filter=jit: the trace holds no byte, and every decode format
+// gives no instruction and exit 0 (--stat counts 0), not an error; the
+// ground truth agrees (no line). A perf.data without Intel PT (a perf
+// record of task-clock beside the same code.db) and one that is not a
+// perf.data at all still fail, in one line.
+func TestSoftPTFilterNoJIT(t *testing.T) {
+	e2eSetup(t)
+	dir := filepath.Join(t.TempDir(), "rec")
+	gt := filepath.Join(t.TempDir(), "truth")
+	if r := e2ePtjit(t, nil, "run", "-q", "--pt=soft", "--soft-filter=jit", "--ground-truth", gt, "-o", dir, "--", "/bin/true"); r.code != 0 {
+		t.Fatalf("ptjit run /bin/true: exit %d: %s", r.code, r.stderr)
+	}
+	if truth := groundTruth(t, gt); len(truth) != 0 {
+		t.Fatalf("the ground truth has JIT instructions of %d threads in /bin/true", len(truth))
+	}
+	for _, mode := range []string{"", "--insn", "--calls", "--stat", "--summary", "--folded", "--json"} {
+		args := []string{"decode", "-i", dir}
+		if mode != "" {
+			args = append(args, mode)
+		}
+		r := e2ePtjit(t, nil, args...)
+		if r.code != 0 || r.stderr != "" {
+			t.Errorf("decode %s: exit %d, stderr %q; want exit 0, nothing on stderr", mode, r.code, r.stderr)
+			continue
+		}
+		want := ""
+		if mode == "--stat" {
+			want = "instructions: 0\n"
+		}
+		if !strings.HasPrefix(r.stdout, want) || (want == "" && r.stdout != "") {
+			t.Errorf("decode %s: stdout %q, want it to start with %q (and be empty without --stat)", mode, r.stdout, want)
+		}
+	}
+
+	// Not a PT recording: errors, as before.
+	bad := filepath.Join(t.TempDir(), "bad")
+	if err := os.MkdirAll(bad, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	db, err := os.ReadFile(filepath.Join(dir, "code.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bad, "code.db"), db, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check := func(what, want string) {
+		t.Helper()
+		r := e2ePtjit(t, nil, "decode", "-i", bad, "--stat")
+		if r.code == 0 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, want) {
+			t.Errorf("decode of %s: exit %d, stderr %q; want an error line with %q", what, r.code, r.stderr, want)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(bad, "perf.data"), []byte("not a perf.data file at all\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check("a text file", "perf.data")
+	perf, err := exec.LookPath("perf")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI=true but perf is not installed")
+		}
+		t.Skip("perf not installed: the perf.data without PT is not tried")
+	}
+	os.Remove(filepath.Join(bad, "perf.data"))
+	if out, err := exec.Command(perf, "record", "-q", "-e", "task-clock", "-o", filepath.Join(bad, "perf.data"), "/bin/true").CombinedOutput(); err != nil {
+		t.Fatalf("perf record -e task-clock: %v\n%s", err, out)
+	}
+	check("a perf.data without PT", "no Intel PT trace in the file")
+}
+
+// TestDecodeMapPastEOF runs eof-map (testdata/eof-map.c: a file mapped
+// executable over more than its length, as ld.so maps a library, so that a
+// piece of the mapping lies past the file's end, then replaced) and decodes
+// it. The warning that a mapping lies beyond the end of its file is given
+// when the mapping was live while the trace ran (eof-map live under the
+// JIT filter: it stays while the JIT code runs; eof-map gone traced whole:
+// main ran while it was mapped), and not when it was gone before the trace
+// started (eof-map gone under the JIT filter, as every lli decode was).
+// Either way the decode equals the ground truth.
+func TestDecodeMapPastEOF(t *testing.T) {
+	e2eSetup(t)
+	for _, c := range []struct {
+		mode   string
+		filter bool
+		warn   bool
+	}{
+		{"gone", true, false},
+		{"live", true, true},
+		{"gone", false, true},
+	} {
+		name := c.mode
+		if !c.filter {
+			name += "-unfiltered"
+		}
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "lib.bin")
+			alone := e2eRun(t, []string{e2eProg("eof-map"), file, c.mode}, nil, "", "")
+			if alone.code != 0 || alone.stdout != "f(5) = 22\n" {
+				t.Fatalf("eof-map alone: exit %d, stdout %q, stderr %q", alone.code, alone.stdout, alone.stderr)
+			}
+			dir := filepath.Join(t.TempDir(), "rec")
+			gt := filepath.Join(t.TempDir(), "truth")
+			args := []string{"run", "-q", "--pt=soft", "--ground-truth", gt, "-o", dir}
+			if c.filter {
+				args = append(args, "--soft-filter=jit")
+			}
+			r := e2ePtjit(t, nil, append(args, "--", e2eProg("eof-map"), file, c.mode)...)
+			if r.code != 0 || r.stdout != alone.stdout {
+				t.Fatalf("under ptjit: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+			}
+			// the piece past the end was recorded as a file mapping
+			if h := e2ePtjit(t, nil, "history", "-i", dir, "--files"); !strings.Contains(h.stdout, file+" (0x2000)") {
+				t.Fatalf("history has no mapping of %s at offset 0x2000:\n%s", file, h.stdout)
+			}
+			truth := groundTruth(t, gt)
+			if len(truth) == 0 {
+				t.Fatal("no instruction traced")
+			}
+			checkFlows(t, dir, truth)
+			d := e2ePtjit(t, nil, "decode", "-i", dir, "--stat")
+			if d.code != 0 {
+				t.Fatalf("decode --stat: exit %d: %s", d.code, d.stderr)
+			}
+			warned := strings.Contains(d.stderr, file+": mapped at offset 0x2000, beyond the end of the file (0x1000 bytes)")
+			if warned != c.warn || strings.Count(d.stderr, "\n") != map[bool]int{false: 0, true: 1}[c.warn] {
+				t.Errorf("decode warned %v, want %v; stderr:\n%s", warned, c.warn, d.stderr)
+			}
+		})
+	}
+}
