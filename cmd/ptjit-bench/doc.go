@@ -29,6 +29,10 @@
 //   - java (testdata/Hot.java) and node (testdata/hot.js) alone and under
 //     ptjit run in each --wx mode (targets for the default: ≤ 2× and
 //     ≤ 1.5×);
+//   - alias-bulk: testdata/alias-jit filling 4 MiB through the writable
+//     view of a memfd mapped twice and running each page, under ptjit run
+//     vs the same fill into one RWX mapping under ptjit, alternating, with
+//     both alone: time and the versions of the bulk fill (targets ≤ 2×);
 //   - bigrwx: testdata/bigrwx storing one byte per page of a 512 MiB RWX
 //     mapping (one W^X stop per page) under ptjit vs alone (target ≤ 10×),
 //     µs per stop at 512 MiB vs 16 MiB (target ≤ 1.5×: a stop must not
