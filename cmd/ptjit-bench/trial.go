@@ -62,12 +62,12 @@ var trialRuntimes = []trialRuntime{
 		argv: func(b *bench, src, tmp string) ([]string, error) {
 			return []string{"guile", "--no-auto-compile", filepath.Join(src, "compile.scm"), "60"}, nil
 		}, env: []string{"GUILE_AUTO_COMPILE=0"}},
-	// PHP's tracing JIT on a hot loop of 10^7 iterations (its JIT
+	// PHP's tracing JIT on a hot loop of 3·10^7 iterations (its JIT
 	// buffer, 16 MiB here, is shared memory).
-	{name: "php", pkg: "php-cli", tools: []string{"php"}, limit: 1.5, what: "hot.php 10^7",
+	{name: "php", pkg: "php-cli", tools: []string{"php"}, limit: 1.5, what: "hot.php 3·10^7",
 		argv: func(b *bench, src, tmp string) ([]string, error) {
 			return []string{"php", "-n", "-d", "zend_extension=opcache", "-d", "opcache.enable_cli=1",
-				"-d", "opcache.jit=tracing", "-d", "opcache.jit_buffer_size=16M", filepath.Join(src, "hot.php"), "10000000"}, nil
+				"-d", "opcache.jit=tracing", "-d", "opcache.jit_buffer_size=16M", filepath.Join(src, "hot.php"), "30000000"}, nil
 		}},
 	// Erlang/OTP's BeamAsm (JIT code mapped twice: an executable view
 	// and a writable one) booting and running a loop 10^6 times.
@@ -78,9 +78,9 @@ var trialRuntimes = []trialRuntime{
 			}
 			return []string{"erl", "-noshell", "-pa", tmp, "-eval", `hot:main(["1000000"]), halt().`}, nil
 		}},
-	{name: "pypy", pkg: "pypy3", tools: []string{"pypy3"}, limit: 1.15, what: "hot.py 10^7",
+	{name: "pypy", pkg: "pypy3", tools: []string{"pypy3"}, limit: 1.15, what: "hot.py 3·10^7",
 		argv: func(b *bench, src, tmp string) ([]string, error) {
-			return []string{"pypy3", filepath.Join(src, "hot.py"), "10000000"}, nil
+			return []string{"pypy3", filepath.Join(src, "hot.py"), "30000000"}, nil
 		}},
 	{name: "tcc", pkg: "tcc", tools: []string{"tcc"}, limit: 1.15, what: "-run hot.c 5·10^7",
 		argv: func(b *bench, src, tmp string) ([]string, error) {
