@@ -37,8 +37,9 @@
 //     threshold, PHP's tracing JIT on a hot loop, Erlang's boot and a
 //     loop), alone and under ptjit run in the default mode, alternating,
 //     medians, with the load before and after and the versions and MB
-//     snapshotted per run (targets: ≤ 1.5× for SBCL, qemu, Guile, PHP and
-//     Erlang; ≤ 1.15× for the others). A run under ptjit that fails or
+//     snapshotted per run, in wall time (targets: ≤ 1.5× for SBCL, qemu,
+//     Guile, PHP and Erlang; ≤ 1.15× for the others) and in CPU time
+//     (ptjit's includes the program's; steadier on a loaded machine). A run under ptjit that fails or
 //     prints other than alone is the row's error: its exit status, the
 //     signal it stands for, and what the program prints alone;
 //   - bigrwx: testdata/bigrwx storing one byte per page of a 512 MiB RWX
