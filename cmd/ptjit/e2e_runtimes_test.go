@@ -60,11 +60,11 @@ var runtimeCases = []runtimeCase{
 			return []string{"php", "-n", "-d", "zend_extension=opcache", "-d", "opcache.enable_cli=1",
 				"-d", "opcache.jit=tracing", "-d", "opcache.jit_buffer_size=16M", filepath.Join(src, "hot.php"), n}
 		}, out: "php"},
-	// hot.scm compiled first (the evaluator's own procedures, made hot
-	// by an interpreted loop, stepped 5 M instructions), then loaded.
-	// GUILE_JIT_THRESHOLD 50000 (1000 by default): a few procedures of
-	// Guile's start-up are compiled, and the loop after about 1600
-	// iterations.
+	// hot.scm is compiled first, then loaded: interpreted, its loop
+	// made the evaluator's own procedures hot, and stepping them took
+	// 5.3 M instructions (7 min). GUILE_JIT_THRESHOLD 50000 (1000 by
+	// default): a few procedures of Guile's start-up are compiled, and
+	// the loop after about 1600 iterations.
 	{name: "guile", pkg: "guile-3.0", tools: []string{"guile"}, n: 2500,
 		argv: func(t *testing.T, src, tmp, n string) []string {
 			compiled := filepath.Join(tmp, "hot.go")
@@ -75,7 +75,8 @@ var runtimeCases = []runtimeCase{
 	// SBCL compiles every top-level form to native code before it runs.
 	// Its dynamic space is 64 MiB instead of 1 GiB: ptjit decode reads
 	// every version of that region whole (a copy and a SHA-256 of it),
-	// and with 1 GiB the decode took 57 s instead of 2 (issue 22 item 3).
+	// and with 1 GiB the decode took 57 s instead of 2 at load 8 (issue
+	// 22 item 3).
 	{name: "sbcl", pkg: "sbcl", tools: []string{"sbcl"}, n: 100,
 		argv: func(t *testing.T, src, tmp, n string) []string {
 			return []string{"sbcl", "--dynamic-space-size", "64MB", "--script", filepath.Join(src, "hot.lisp"), n}
