@@ -33,6 +33,19 @@
 //     view of a memfd mapped twice and running each page, under ptjit run
 //     vs the same fill into one RWX mapping under ptjit, alternating, with
 //     both alone: time and the versions of the bulk fill (targets ≤ 2×);
+//   - the runtime rows (runtime-sbcl, -qemu, -guile, -php, -erlang, -pypy,
+//     -tcc, -lli; real runtimes): each runtime of testdata/runtimes on a
+//     workload that keeps its JIT at work for 0.2–2 s alone (SBCL
+//     compiling 200 functions, qemu-user running a static glibc program's
+//     loop, Guile compiling 60 procedures and calling each past its JIT
+//     threshold, PHP's tracing JIT on a hot loop, Erlang's boot and a
+//     loop), alone and under ptjit run in the default mode, alternating,
+//     medians, with the load before and after and the versions and MB
+//     snapshotted per run, in wall time (targets: ≤ 1.5× for SBCL, qemu,
+//     Guile, PHP and Erlang; ≤ 1.15× for the others) and in CPU time
+//     (ptjit's includes the program's; steadier on a loaded machine). A run under ptjit that fails or
+//     prints other than alone is the row's error: its exit status, the
+//     signal it stands for, and what the program prints alone;
 //   - bigrwx: testdata/bigrwx storing one byte per page of a 512 MiB RWX
 //     mapping (one W^X stop per page) under ptjit vs alone (target ≤ 10×),
 //     µs per stop at 512 MiB vs 16 MiB (target ≤ 1.5×: a stop must not
@@ -70,6 +83,7 @@
 // so in the row. Rows are data (the rows slice in rows.go): a new row is a
 // name, a target and a function returning a measurement.
 //
-// A row whose prerequisite is missing (luajit, strace, java, node) prints the error in
+// A row whose prerequisite is missing (luajit, strace, java, node, a
+// runtime: the row names its Debian package) prints the error in
 // its place, and the command exits 1 after the table.
 package main

@@ -31,11 +31,18 @@ type run struct {
 	cpu    time.Duration // user + system time of the command
 	stdout string
 	stderr string
+	code   int // exit status (-1: killed by a signal)
 }
 
 // exec runs argv once and fails on a non-zero status.
-func (b *bench) exec(argv ...string) (run, error) {
+func (b *bench) exec(argv ...string) (run, error) { return b.execEnv(nil, argv...) }
+
+// execEnv is exec with environment variables added to the bench's own.
+func (b *bench) execEnv(env []string, argv ...string) (run, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	start := time.Now()
@@ -43,6 +50,7 @@ func (b *bench) exec(argv ...string) (run, error) {
 	r := run{wall: time.Since(start), stdout: out.String(), stderr: errb.String()}
 	if ps := cmd.ProcessState; ps != nil {
 		r.cpu = ps.UserTime() + ps.SystemTime()
+		r.code = ps.ExitCode()
 	}
 	if err != nil {
 		msg := strings.TrimSpace(r.stderr)
@@ -105,6 +113,7 @@ func wallSeconds(r run) float64 { return r.wall.Seconds() }
 
 // summary is what ptjit's closing stderr line says.
 type summary struct {
+	versions  float64
 	stops     float64
 	stopMS    float64
 	snapBytes float64
@@ -112,6 +121,7 @@ type summary struct {
 }
 
 var (
+	reVers  = regexp.MustCompile(`(\d+) versions\b`)
 	reStops = regexp.MustCompile(`(\d+) stops\b`)
 	reStopT = regexp.MustCompile(`([0-9.]+) ms in stops`)
 	reSnap  = regexp.MustCompile(`([0-9.]+) ([kKMG]i?B|B) snapshotted`)
@@ -127,6 +137,9 @@ func parseSummary(stderr string) summary {
 		if m := reStops.FindStringSubmatch(l); m != nil {
 			s.stops, _ = strconv.ParseFloat(m[1], 64)
 			s.ok = true
+		}
+		if m := reVers.FindStringSubmatch(l); m != nil {
+			s.versions, _ = strconv.ParseFloat(m[1], 64)
 		}
 		if m := reStopT.FindStringSubmatch(l); m != nil {
 			s.stopMS, _ = strconv.ParseFloat(m[1], 64)

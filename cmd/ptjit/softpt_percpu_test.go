@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -144,6 +145,9 @@ func sameOnJobs(t *testing.T, dir string, args ...string) {
 	}
 }
 
+// reFlowTID finds the thread in a decode's "== " header.
+var reFlowTID = regexp.MustCompile(`(?:^|\()tid (\d+)`)
+
 // checkAllFlows decodes every thread of the recording in dir in one run
 // of ptjit decode (args: its format options, printing one address per
 // line, as --format=ptxed --no-inst and --format=insn do) and checks that
@@ -166,7 +170,11 @@ func checkAllFlows(t *testing.T, dir string, truth map[int][]uint64, args ...str
 	var errs []string
 	for _, l := range strings.Split(r.stdout, "\n") {
 		if h, ok := strings.CutPrefix(l, "== "); ok {
-			if _, err := fmt.Sscanf(h, "tid %d", &tid); err != nil {
+			// "tid T, pid P" (per-CPU), "queue Q (tid T), pid P"
+			// (per-thread)
+			if m := reFlowTID.FindStringSubmatch(h); m != nil {
+				tid, _ = strconv.Atoi(m[1])
+			} else {
 				tid = -1 // the unattributed pseudo-thread
 			}
 			continue
