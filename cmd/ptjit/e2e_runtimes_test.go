@@ -140,10 +140,6 @@ func TestRuntimes(t *testing.T) {
 					testenv.Missing(t, "%s: %s not installed (apt-get install %s)", rc.name, tool, rc.pkg)
 				}
 			}
-			if rc.name == "erlang" {
-				// Temporary: this commit is to be dropped with the fix.
-				t.Skip("erlang: dual-mapped JIT crash, being fixed")
-			}
 			start := time.Now()
 			argv := rc.argv(t, src, t.TempDir(), strconv.Itoa(rc.n))
 			alone := e2eRun(t, argv, rc.env, "", "")
