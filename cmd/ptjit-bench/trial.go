@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The runtime rows (issue 22 item 6): the runtimes of the issue's trial,
+// The runtime rows: runtimes nobody on the project wrote,
 // each on a workload of testdata/runtimes that keeps its JIT at work for
 // 0.2–2 s alone, alone and under ptjit run in the default mode,
 // alternating, medians, with the load before and after. Rows

@@ -33,8 +33,8 @@ type runtimeCase struct {
 	softLimit time.Duration
 }
 
-// runtimeCases: the runtimes of issue 22's trial, each on a program of
-// its own in testdata/runtimes.
+// runtimeCases: runtimes nobody on the project wrote, each on a program
+// of its own in testdata/runtimes.
 var runtimeCases = []runtimeCase{
 	{name: "erlang", pkg: "erlang-base", tools: []string{"erl", "erlc"}, n: 1500,
 		argv: func(t *testing.T, src, tmp, n string) []string {
@@ -42,11 +42,7 @@ var runtimeCases = []runtimeCase{
 			return []string{"erl", "-noshell", "-pa", tmp, "-eval", `hot:main(["` + n + `"]), halt().`}
 		}, out: "erlang",
 		// Erlang's start-up is JIT code, stepped whatever the program:
-		// with today's crash worked around (GLIBC_TUNABLES=
-		// glibc.cpu.hwcaps=-AVX_Fast_Unaligned_Load) this run stepped
-		// 2.36 M instructions in 5 min 23 s at load 9 and made 311,268
-		// versions (issue 22 items 1 and 3: a version per store through
-		// the writable view, and a decode that grows with versions).
+		// about 2.1 M instructions, minutes of stepping here.
 		softLimit: 10 * time.Minute},
 	// PyPy traces a loop after about 1000 iterations.
 	{name: "pypy", pkg: "pypy3", tools: []string{"pypy3"}, n: 1500,
@@ -114,7 +110,7 @@ func runtimeBuild(t *testing.T, argv ...string) {
 	}
 }
 
-// TestRuntimes is the standing trial of real runtimes (issue 22 item 8):
+// TestRuntimes is the standing trial of real runtimes:
 // Erlang (BeamAsm), PyPy, PHP's tracing JIT, Guile 3, SBCL, tcc -run,
 // qemu-user (TCG) and LLVM's lli, each on a small program of
 // testdata/runtimes. Under the default mode (ptjit run -- PROGRAM) the
