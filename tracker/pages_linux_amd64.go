@@ -513,15 +513,21 @@ func populated(pid int, start, end uint64) (runs populatedRuns, ok bool) {
 		return nil, false
 	}
 	defer pm.Close()
-	err = pmScan(int(pm.Fd()), start, end, 0, 0, pageIsPresent|pageIsSwapped, func(s, e uint64) {
-		if k := len(runs) - 1; k >= 0 && runs[k].e == s {
-			runs[k].e = e
-			return
+	// The scan's categories must all hold (after inversion): it finds
+	// the pages neither present nor swapped; the runs are the rest.
+	none := uint64(pageIsPresent | pageIsSwapped)
+	at = start
+	err = pmScan(int(pm.Fd()), start, end, 0, none, none, func(s, e uint64) {
+		if s > at {
+			runs = append(runs, ival{at, s})
 		}
-		runs = append(runs, ival{s, e})
+		at = max(at, e)
 	})
 	if err != nil {
 		return nil, false
+	}
+	if at < end {
+		runs = append(runs, ival{at, end})
 	}
 	return runs, true
 }
