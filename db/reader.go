@@ -54,6 +54,11 @@ type DB struct {
 	// zeros[i]: zero pages from page i on in version zerosID (fillHash)
 	zerosID int64
 	zeros   []uint32
+	// the pages read last (pagecache.go)
+	pages pageCache
+	// prepared statements (queryRow)
+	stmtMu sync.Mutex
+	stmts  map[string]*sql.Stmt
 }
 
 // Open opens the code.db at path read-only and checks that it is one.
@@ -168,7 +173,15 @@ func (d *DB) Path() string { return d.path }
 func (d *DB) SQL() *sql.DB { return d.sql }
 
 // Close closes the database.
-func (d *DB) Close() error { return d.sql.Close() }
+func (d *DB) Close() error {
+	d.stmtMu.Lock()
+	for _, st := range d.stmts {
+		st.Close()
+	}
+	d.stmts = nil
+	d.stmtMu.Unlock()
+	return d.sql.Close()
+}
 
 func (d *DB) wrap(err error) error {
 	if err == nil {
@@ -262,6 +275,11 @@ type VersionFilter struct {
 	Addr    uint64 // versions whose range contains Addr
 	HasAddr bool
 	Region  int64
+	// NoHash leaves SHA256 nil for versions recorded without one
+	// (versions.sha256 is NULL while recording): computing it reads every
+	// version's bytes, which a decoder, reading only the versions the
+	// trace runs through, does not need.
+	NoHash bool
 }
 
 const versionCols = `id, region_id, vno, pid, tid, addr, size, sha256, cause, ip, by_ptjit, valid_tsc, valid_ns, end_tsc, end_ns, base_id, base_page, end_inexact`
@@ -316,6 +334,9 @@ func (d *DB) Versions(f VersionFilter) ([]VersionInfo, error) {
 		return nil, d.wrap(err)
 	}
 	rows.Close()
+	if f.NoHash {
+		return out, nil
+	}
 	memo := map[string][]byte{}
 	for i := range out {
 		if err := d.fillHash(&out[i], memo); err != nil {
@@ -446,18 +467,33 @@ func (d *DB) Version(id int64) (*VersionInfo, error) {
 	return &v, d.fillHash(&v, map[string][]byte{})
 }
 
+// VersionBytes returns the bytes of version id, as VersionData does,
+// without computing the version's sha256 first (Version does): for a
+// reader of the versions a trace runs through.
+func (d *DB) VersionBytes(id int64) ([]byte, error) {
+	var v VersionInfo
+	err := scanVersion(d.queryRow(`SELECT `+d.versionCols+` FROM versions WHERE id = ?`, id), &v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%s: no version with id %d", d.path, id)
+	}
+	if err != nil {
+		return nil, d.wrap(err)
+	}
+	return d.VersionData(&v)
+}
+
 // pageHashes returns a version's page hashes (versions.pages), checked to
 // be whole: 32 bytes per page of the version.
 func (d *DB) pageHashes(v *VersionInfo) ([]byte, error) {
 	var hashes []byte
 	var base, basePage sql.NullInt64
-	if err := d.sql.QueryRow(`SELECT pages, base_id, base_page FROM versions WHERE id = ?`, v.ID).Scan(&hashes, &base, &basePage); err != nil {
+	if err := d.queryRow(`SELECT pages, base_id, base_page FROM versions WHERE id = ?`, v.ID).Scan(&hashes, &base, &basePage); err != nil {
 		return nil, d.wrap(err)
 	}
 	n := (v.Size + PageSize - 1) / PageSize
 	if base.Valid {
 		// a split version: its pages are base's, from basePage on
-		err := d.sql.QueryRow(`SELECT substr(pages, ?, ?) FROM versions WHERE id = ? AND base_id IS NULL`,
+		err := d.queryRow(`SELECT substr(pages, ?, ?) FROM versions WHERE id = ? AND base_id IS NULL`,
 			32*basePage.Int64+1, 32*n, base.Int64).Scan(&hashes)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, &FormatError{d.path, fmt.Sprintf("version %d: split off version %d, which has no pages of its own", v.ID, base.Int64)}
@@ -513,6 +549,10 @@ func (d *DB) versionData(v *VersionInfo) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(hashes) == 32 && v.Size == PageSize && v.SHA256 == nil {
+		// one page: the cached page itself (shared, as documented)
+		return d.page(hashes, v.ID, 0)
+	}
 	buf := make([]byte, 0, v.Size)
 	// A page repeated in a version (the zero pages of a large fresh
 	// mapping) is read and checked once.
@@ -523,16 +563,9 @@ func (d *DB) versionData(v *VersionInfo) ([]byte, error) {
 			buf = append(buf, page...)
 			continue
 		}
-		var page []byte
-		err := d.sql.QueryRow(`SELECT data FROM pages WHERE sha256 = ?`, hash).Scan(&page)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, &FormatError{d.path, fmt.Sprintf("version %d: page %d missing", v.ID, idx)}
-		}
+		page, err := d.page(hash, v.ID, idx)
 		if err != nil {
-			return nil, d.wrap(err)
-		}
-		if sum := sha256Sum(page); string(sum[:]) != string(hash) {
-			return nil, &FormatError{d.path, fmt.Sprintf("version %d: page %d does not match its sha256", v.ID, idx)}
+			return nil, err
 		}
 		if seen == nil {
 			seen = make(map[string][]byte)
