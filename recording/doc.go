@@ -22,7 +22,12 @@
 // decodes with the bytes valid when it ran. A mapped file is checked
 // against the build-id the recording saw; a file that vanished, changed or
 // shrank is reported through Options.Warn and left out: its code decodes
-// as unmapped, never guessed.
+// as unmapped, never guessed. Code versions are added lazily
+// (decode.AddLazyVersion): building the image reads the versions' rows,
+// not their bytes or hashes, and the decoder reads a version's bytes from
+// code.db (db.VersionBytes) when the trace first runs there; a version
+// whose bytes cannot be read is told once through Options.Warn and decodes
+// as unmapped.
 //
 // vfork. A vfork (CLONE_VM) child runs in its parent's address space
 // until it execs, and code.db records the mappings and versions of that

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/ptjit/ptjit/db"
 	"github.com/ptjit/ptjit/decode"
@@ -258,6 +259,7 @@ func (r *Recording) Image(pid int) (*decode.Image, error) {
 // decodes as unmapped, never guessed.
 func BuildImage(cdb *db.DB, pid int, warn func(string)) (*decode.Image, error) {
 	img := decode.NewImage()
+	src := &versionSource{cdb: cdb, warn: warn}
 	files := map[string][]byte{}
 	procs, err := cdb.Processes()
 	if err != nil {
@@ -287,7 +289,7 @@ func BuildImage(cdb *db.DB, pid int, warn func(string)) (*decode.Image, error) {
 				warn(fmt.Sprintf("%s: %v", cdb.Path(), err))
 			}
 		}
-		vs, err := cdb.Versions(db.VersionFilter{PID: sp.pid})
+		vs, err := cdb.Versions(db.VersionFilter{PID: sp.pid, NoHash: true})
 		if err != nil {
 			return nil, err
 		}
@@ -301,17 +303,32 @@ func BuildImage(cdb *db.DB, pid int, warn func(string)) (*decode.Image, error) {
 			if to <= from {
 				continue // never valid (for this process)
 			}
-			data, err := cdb.VersionData(v)
-			if err != nil {
-				return nil, err
-			}
-			tag := versionTag(v.Region, v.Vno)
-			if err := img.AddVersion(v.Addr, data, from, to, tag); err != nil {
+			// Read when the trace first runs there (decode/lazy.go): a
+			// recording of many versions costs what its trace runs
+			// through.
+			if err := img.AddLazyVersion(v.Addr, v.Size, from, to, versionTag(v.Region, v.Vno), src, v.ID); err != nil {
 				return nil, fmt.Errorf("%s: %v", cdb.Path(), err)
 			}
 		}
 	}
 	return img, nil
+}
+
+// versionSource reads code versions for an image (decode.CodeSource): an
+// unreadable version (a damaged code.db) is told through warn once and
+// decodes as unmapped.
+type versionSource struct {
+	cdb    *db.DB
+	warn   func(string)
+	warned sync.Once
+}
+
+func (s *versionSource) Code(id int64) ([]byte, error) {
+	data, err := s.cdb.VersionBytes(id)
+	if err != nil {
+		s.warned.Do(func() { s.warn(err.Error() + " (its code decodes as unmapped)") })
+	}
+	return data, err
 }
 
 // space is a TSC range during which a process ran in pid's address space.
