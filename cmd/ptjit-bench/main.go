@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 )
@@ -29,6 +30,7 @@ type bench struct {
 type run struct {
 	wall   time.Duration
 	cpu    time.Duration // user + system time of the command
+	maxRSS int64         // peak resident set of the command, KiB
 	stdout string
 	stderr string
 }
@@ -43,6 +45,9 @@ func (b *bench) exec(argv ...string) (run, error) {
 	r := run{wall: time.Since(start), stdout: out.String(), stderr: errb.String()}
 	if ps := cmd.ProcessState; ps != nil {
 		r.cpu = ps.UserTime() + ps.SystemTime()
+		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+			r.maxRSS = ru.Maxrss
+		}
 	}
 	if err != nil {
 		msg := strings.TrimSpace(r.stderr)
