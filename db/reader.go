@@ -469,17 +469,32 @@ func (d *DB) Version(id int64) (*VersionInfo, error) {
 
 // VersionBytes returns the bytes of version id, as VersionData does,
 // without computing the version's sha256 first (Version does): for a
-// reader of the versions a trace runs through.
+// reader of the versions a trace runs through. A version with pages of
+// its own costs one query for its row and one per page not cached.
 func (d *DB) VersionBytes(id int64) ([]byte, error) {
-	var v VersionInfo
-	err := scanVersion(d.queryRow(`SELECT `+d.versionCols+` FROM versions WHERE id = ?`, id), &v)
+	var size int64
+	var hashes []byte
+	var base sql.NullInt64
+	err := d.queryRow(`SELECT size, pages, base_id FROM versions WHERE id = ?`, id).Scan(&size, &hashes, &base)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("%s: no version with id %d", d.path, id)
 	}
 	if err != nil {
 		return nil, d.wrap(err)
 	}
-	return d.VersionData(&v)
+	if base.Valid {
+		// split off another version: VersionData keeps the base's bytes
+		var v VersionInfo
+		if err := scanVersion(d.queryRow(`SELECT `+d.versionCols+` FROM versions WHERE id = ?`, id), &v); err != nil {
+			return nil, d.wrap(err)
+		}
+		return d.VersionData(&v)
+	}
+	v := VersionInfo{ID: id, Size: uint64(size)}
+	if uint64(len(hashes)) != 32*((v.Size+PageSize-1)/PageSize) {
+		return nil, &FormatError{d.path, fmt.Sprintf("version %d: %d bytes of page hashes for %d pages", id, len(hashes), (v.Size+PageSize-1)/PageSize)}
+	}
+	return d.pagesData(&v, hashes)
 }
 
 // pageHashes returns a version's page hashes (versions.pages), checked to
@@ -549,6 +564,11 @@ func (d *DB) versionData(v *VersionInfo) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return d.pagesData(v, hashes)
+}
+
+// pagesData is versionData for a version whose page hashes are known.
+func (d *DB) pagesData(v *VersionInfo, hashes []byte) ([]byte, error) {
 	if len(hashes) == 32 && v.Size == PageSize && v.SHA256 == nil {
 		// one page: the cached page itself (shared, as documented)
 		return d.page(hashes, v.ID, 0)
