@@ -46,8 +46,9 @@
 // checkpoint, the page stored whole, when its base is maxDeltaDepth (64)
 // deltas from a whole page, so reading any page applies at most 64 deltas,
 // and a single-store version costs its share of a whole page every 64
-// (64 bytes) plus its delta and rows: about 400 bytes in all against
-// 4,900 before (TestDeltaVersions holds it to 1 KiB). Why 64: a deeper
+// (64 bytes) plus its delta and rows: 400 to 600 bytes in all against
+// 5,000 before (TestDeltaVersions and TestSoftPTVersionsPatchImm hold it
+// to 1 KiB; BENCHMARKS.md). Why 64: a deeper
 // chain saves little more (the rows cost more than the checkpoint's
 // share), and a reader with an empty cache reads at most 64 small rows to
 // build a page. The
