@@ -259,6 +259,10 @@ func TestSchema6Pages(t *testing.T) {
 		r.AddVersion(Version{Region: reg, PID: 10, TID: 10, Addr: 0x7000, Size: 2 * PageSize, Data: append([]byte(nil), b...),
 			At: clock.Stamp{TSC: uint64(10 + i)}, Cause: "mprotect"})
 	}
+	// and a one-page version (its page read with its row)
+	data = append(data, page(0xdd, 1))
+	reg2 := r.NewRegion(10, 0x20000, PageSize, clock.Stamp{TSC: 20})
+	r.AddVersion(Version{Region: reg2, PID: 10, TID: 10, Addr: 0x20000, Size: PageSize, Data: page(0xdd, 1), At: clock.Stamp{TSC: 20}, Cause: "mmap"})
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -283,13 +287,17 @@ func TestSchema6Pages(t *testing.T) {
 	}
 	defer d.Close()
 	vs, err := d.Versions(VersionFilter{})
-	if err != nil || len(vs) != 2 {
+	if err != nil || len(vs) != 3 {
 		t.Fatalf("versions %v, err %v", vs, err)
 	}
 	for i := range vs {
 		got, err := d.VersionData(&vs[i])
 		if err != nil || !bytes.Equal(got, data[i]) {
 			t.Errorf("version-6 code.db, version %d: err %v, equal %v", i+1, err, bytes.Equal(got, data[i]))
+		}
+		got, err = d.VersionBytes(vs[i].ID)
+		if err != nil || !bytes.Equal(got, data[i]) {
+			t.Errorf("version-6 code.db, VersionBytes(%d): err %v, equal %v", vs[i].ID, err, bytes.Equal(got, data[i]))
 		}
 	}
 }

@@ -93,6 +93,12 @@ func (d *DB) page(hash []byte, vid int64, idx int) ([]byte, error) {
 	if err != nil {
 		return nil, d.wrap(err)
 	}
+	return d.pageRow(hash, id, data, base, what)
+}
+
+// pageRow is page for a page whose row (id, data, base_id) was read.
+func (d *DB) pageRow(hash []byte, id int64, data []byte, base sql.NullInt64, what func() string) ([]byte, error) {
+	var err error
 	if base.Valid {
 		if data, err = d.undelta(id, base.Int64, data, what); err != nil {
 			return nil, err
@@ -165,4 +171,91 @@ func (d *DB) queryRow(q string, args ...any) *sql.Row {
 	}
 	d.stmtMu.Unlock()
 	return st.QueryRow(args...)
+}
+
+// Reading ahead. A decoder reads versions by id, most often in id order
+// (a JIT's versions of one range, run one after the other), each a row
+// and, for a one-page version, that page's row: two queries through
+// database/sql and cgo, more than SQLite's work for them. VersionBytes
+// reads the rows of the next readAhead versions, each joined with its
+// page's row when it has one page, in one query, and keeps them for the
+// calls that follow (at most 4 × readAhead rows are kept).
+const readAhead = 64
+
+// aheadRow is a versions row read ahead, with its one page's row (pageID
+// 0: none joined).
+type aheadRow struct {
+	size     int64
+	hashes   []byte
+	base     sql.NullInt64
+	pageID   int64
+	pageData []byte
+	pageBase sql.NullInt64
+}
+
+type readAheadRows struct {
+	mu   sync.Mutex
+	rows map[int64]*aheadRow
+}
+
+// versionRow returns the row of version id (ok false: there is none),
+// from the rows read ahead or with those of the next readAhead versions.
+func (d *DB) versionRow(id int64) (r *aheadRow, ok bool, err error) {
+	d.ahead.mu.Lock()
+	r = d.ahead.rows[id]
+	delete(d.ahead.rows, id)
+	d.ahead.mu.Unlock()
+	if r != nil {
+		return r, true, nil
+	}
+	q := `SELECT v.id, v.size, v.pages, v.base_id, p.id, p.data, p.base_id FROM versions v
+		LEFT JOIN pages p ON length(v.pages) = 32 AND p.sha256 = v.pages WHERE v.id >= ? AND v.id < ?`
+	if d.schema < 7 {
+		q = `SELECT v.id, v.size, v.pages, v.base_id, p.id, p.data, NULL FROM versions v
+		LEFT JOIN pages p ON length(v.pages) = 32 AND p.sha256 = v.pages WHERE v.id >= ? AND v.id < ?`
+	}
+	d.stmtMu.Lock()
+	st, have := d.stmts[q]
+	if !have {
+		if st, err = d.sql.Prepare(q); err != nil {
+			d.stmtMu.Unlock()
+			return nil, false, d.wrap(err)
+		}
+		if d.stmts == nil {
+			d.stmts = map[string]*sql.Stmt{}
+		}
+		d.stmts[q] = st
+	}
+	d.stmtMu.Unlock()
+	rows, err := st.Query(id, id+readAhead)
+	if err != nil {
+		return nil, false, d.wrap(err)
+	}
+	defer rows.Close()
+	got := map[int64]*aheadRow{}
+	for rows.Next() {
+		var vid int64
+		var pid sql.NullInt64
+		a := &aheadRow{}
+		if err := rows.Scan(&vid, &a.size, &a.hashes, &a.base, &pid, &a.pageData, &a.pageBase); err != nil {
+			return nil, false, d.wrap(err)
+		}
+		a.pageID = pid.Int64
+		got[vid] = a
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, d.wrap(err)
+	}
+	r = got[id]
+	delete(got, id)
+	d.ahead.mu.Lock()
+	if d.ahead.rows == nil || len(d.ahead.rows) > 3*readAhead {
+		d.ahead.rows = got
+	} else {
+		for k, v := range got {
+			d.ahead.rows[k] = v
+		}
+	}
+	d.ahead.mu.Unlock()
+	return r, r != nil, nil
 }

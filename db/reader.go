@@ -56,6 +56,8 @@ type DB struct {
 	zeros   []uint32
 	// the pages read last (pagecache.go)
 	pages pageCache
+	// versions rows read ahead (VersionBytes)
+	ahead readAheadRows
 	// prepared statements (queryRow)
 	stmtMu sync.Mutex
 	stmts  map[string]*sql.Stmt
@@ -472,17 +474,14 @@ func (d *DB) Version(id int64) (*VersionInfo, error) {
 // reader of the versions a trace runs through. A version with pages of
 // its own costs one query for its row and one per page not cached.
 func (d *DB) VersionBytes(id int64) ([]byte, error) {
-	var size int64
-	var hashes []byte
-	var base sql.NullInt64
-	err := d.queryRow(`SELECT size, pages, base_id FROM versions WHERE id = ?`, id).Scan(&size, &hashes, &base)
-	if errors.Is(err, sql.ErrNoRows) {
+	r, ok, err := d.versionRow(id)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
 		return nil, fmt.Errorf("%s: no version with id %d", d.path, id)
 	}
-	if err != nil {
-		return nil, d.wrap(err)
-	}
-	if base.Valid {
+	if r.base.Valid {
 		// split off another version: VersionData keeps the base's bytes
 		var v VersionInfo
 		if err := scanVersion(d.queryRow(`SELECT `+d.versionCols+` FROM versions WHERE id = ?`, id), &v); err != nil {
@@ -490,11 +489,18 @@ func (d *DB) VersionBytes(id int64) ([]byte, error) {
 		}
 		return d.VersionData(&v)
 	}
-	v := VersionInfo{ID: id, Size: uint64(size)}
-	if uint64(len(hashes)) != 32*((v.Size+PageSize-1)/PageSize) {
-		return nil, &FormatError{d.path, fmt.Sprintf("version %d: %d bytes of page hashes for %d pages", id, len(hashes), (v.Size+PageSize-1)/PageSize)}
+	v := VersionInfo{ID: id, Size: uint64(r.size)}
+	if uint64(len(r.hashes)) != 32*((v.Size+PageSize-1)/PageSize) {
+		return nil, &FormatError{d.path, fmt.Sprintf("version %d: %d bytes of page hashes for %d pages", id, len(r.hashes), (v.Size+PageSize-1)/PageSize)}
 	}
-	return d.pagesData(&v, hashes)
+	if r.pageID != 0 && v.Size == PageSize {
+		// one page, its row read with the version's
+		if b := d.pages.get(0, r.hashes); b != nil {
+			return b, nil
+		}
+		return d.pageRow(r.hashes, r.pageID, r.pageData, r.pageBase, func() string { return fmt.Sprintf("version %d: page 0", id) })
+	}
+	return d.pagesData(&v, r.hashes)
 }
 
 // pageHashes returns a version's page hashes (versions.pages), checked to
