@@ -304,6 +304,27 @@ func scanVersion(sc interface{ Scan(...any) error }, v *VersionInfo) error {
 
 // Versions lists the versions matching f in time order (valid_tsc, then id).
 func (d *DB) Versions(f VersionFilter) ([]VersionInfo, error) {
+	var out []VersionInfo
+	if err := d.EachVersion(f, func(v *VersionInfo) error { out = append(out, *v); return nil }); err != nil {
+		return nil, err
+	}
+	if f.NoHash {
+		return out, nil
+	}
+	memo := map[string][]byte{}
+	for i := range out {
+		if err := d.fillHash(&out[i], memo); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// EachVersion calls fn for each version matching f, in the order Versions
+// lists them, without their sha256 (as with f.NoHash) and without holding
+// them: a reader of tens of thousands of versions keeps what it needs of
+// each. fn must not keep v, and must not query d (the rows are open).
+func (d *DB) EachVersion(f VersionFilter, fn func(v *VersionInfo) error) error {
 	q := `SELECT ` + d.versionCols + ` FROM versions WHERE 1=1`
 	var args []any
 	if f.PID != 0 {
@@ -321,31 +342,20 @@ func (d *DB) Versions(f VersionFilter) ([]VersionInfo, error) {
 	q += ` ORDER BY valid_tsc, id`
 	rows, err := d.sql.Query(q, args...)
 	if err != nil {
-		return nil, d.wrap(err)
+		return d.wrap(err)
 	}
 	defer rows.Close()
-	var out []VersionInfo
+	var v VersionInfo
 	for rows.Next() {
-		var v VersionInfo
+		v = VersionInfo{}
 		if err := scanVersion(rows, &v); err != nil {
-			return nil, d.wrap(err)
+			return d.wrap(err)
 		}
-		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, d.wrap(err)
-	}
-	rows.Close()
-	if f.NoHash {
-		return out, nil
-	}
-	memo := map[string][]byte{}
-	for i := range out {
-		if err := d.fillHash(&out[i], memo); err != nil {
-			return nil, err
+		if err := fn(&v); err != nil {
+			return err
 		}
 	}
-	return out, nil
+	return d.wrap(rows.Err())
 }
 
 // fillHash computes the sha256 of a version recorded without one from its

@@ -289,26 +289,26 @@ func BuildImage(cdb *db.DB, pid int, warn func(string)) (*decode.Image, error) {
 				warn(fmt.Sprintf("%s: %v", cdb.Path(), err))
 			}
 		}
-		vs, err := cdb.Versions(db.VersionFilter{PID: sp.pid, NoHash: true})
-		if err != nil {
-			return nil, err
-		}
-		for i := range vs {
-			v := &vs[i]
+		// versions one at a time: a recording may hold tens of thousands
+		err = cdb.EachVersion(db.VersionFilter{PID: sp.pid}, func(v *db.VersionInfo) error {
 			from, to := max(v.Valid.TSC, sp.from), uint64(decode.AlwaysValid)
 			if v.HasEnd {
 				to = v.End.TSC
 			}
 			to = min(to, sp.to)
 			if to <= from {
-				continue // never valid (for this process)
+				return nil // never valid (for this process)
 			}
 			// Read when the trace first runs there (decode/lazy.go): a
 			// recording of many versions costs what its trace runs
 			// through.
 			if err := img.AddLazyVersion(v.Addr, v.Size, from, to, versionTag(v.Region, v.Vno), src, v.ID); err != nil {
-				return nil, fmt.Errorf("%s: %v", cdb.Path(), err)
+				return fmt.Errorf("%s: %v", cdb.Path(), err)
 			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	return img, nil
