@@ -99,8 +99,11 @@
 // delta, and the memory held does not grow with the number of versions.
 // The queries that read bytes are prepared once per DB. VersionBytes reads
 // a version by id without computing its sha256 first (the decoder's image
-// reads versions lazily through it: decode/lazy.go), and VersionFilter.NoHash
-// lists versions without hashing them.
+// reads versions lazily through it: decode/lazy.go), reading the rows of
+// the next 64 versions ahead, each joined with its page's row when it has
+// one page, in one query (a decoder reads versions in id order: two
+// queries a version cost more than SQLite's work for them); EachVersion
+// and VersionFilter.NoHash list versions without hashing them.
 //
 // Reading. Open opens a code.db read-only, as an immutable file: SQLite
 // creates nothing beside it, so a recording on a read-only mount or in

@@ -75,9 +75,10 @@
 //     safely. Decode time then follows the trace and the versions it runs
 //     through, and memory the code being run: with one version per call
 //     (a JIT patching an immediate before each call), 10 times the
-//     versions cost 9 to 11 times the CPU time (linear: the work per
-//     version is constant) and 1.75 times the peak RSS (BENCHMARKS.md),
-//     the remaining growth being the index, about 0.4 KB a version. Clones (parallel decoding) share the index's
+//     versions cost 7 to 10 times the CPU time (linear: the work per
+//     version is constant) and 1.8 to 1.9 times the peak RSS
+//     (BENCHMARKS.md), the remaining growth being mostly the index, about
+//     0.2 KB a version. Clones (parallel decoding) share the index's
 //     lazy sections, each with its own materialised set.
 //  4. Driving a whole trace: RunFlow runs a FlowDecoder the way libipt's
 //     ptxed does and hands instructions, events and errors (with an
