@@ -115,12 +115,13 @@ func (w *writer) flushVersions() error {
 	return err
 }
 
-// holdPage queues a new page (its bytes are copied: the version's buffer
-// is reused as soon as the version is queued).
-func (w *writer) holdPage(h [32]byte, data []byte) error {
+// holdPage queues a new page, row id: data is its bytes, or, when base is
+// not 0, its delta against page base (delta.go). The bytes are copied: the
+// version's buffer is reused as soon as the version is queued.
+func (w *writer) holdPage(id int64, h [32]byte, data []byte, base int64) error {
 	off := len(w.parena)
 	w.parena = append(w.parena, data...)
-	w.prows = append(w.prows, pageRow{hash: h, off: off, n: len(data)})
+	w.prows = append(w.prows, pageRow{id: id, hash: h, off: off, n: len(data), base: base})
 	if len(w.prows) >= rowBatch {
 		return w.flushPages()
 	}
@@ -128,8 +129,10 @@ func (w *writer) holdPage(h [32]byte, data []byte) error {
 }
 
 type pageRow struct {
+	id     int64
 	hash   [32]byte
 	off, n int
+	base   int64 // 0: data is the page
 }
 
 // flushPages writes the held pages in one INSERT OR IGNORE.
@@ -140,9 +143,13 @@ func (w *writer) flushPages() error {
 	args := w.args[:0]
 	for i := range w.prows {
 		p := &w.prows[i]
-		args = append(args, p.hash[:], w.parena[p.off:p.off+p.n])
+		var base any
+		if p.base != 0 {
+			base = p.base
+		}
+		args = append(args, p.id, p.hash[:], w.parena[p.off:p.off+p.n], base)
 	}
-	q := w.batchSQL(`INSERT OR IGNORE INTO pages(sha256, data) VALUES `, "(?,?)", len(w.prows))
+	q := w.batchSQL(`INSERT OR IGNORE INTO pages(id, sha256, data, base_id) VALUES `, "(?,?,?,?)", len(w.prows))
 	err := w.run(q, args...)
 	clear(args)
 	w.args = args[:0]

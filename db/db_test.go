@@ -325,6 +325,30 @@ func TestSplitAndReadVersions(t *testing.T) {
 			t.Errorf("version %d: sha256 %x, want %x", c.id, v.SHA256, sum)
 		}
 	}
+	// VersionBytes (by id, rows read ahead), in reverse and with a fresh
+	// DB for each pass: split, one-page, multi-page and chunked versions
+	for pass := 0; pass < 2; pass++ {
+		d2, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			id   int64
+			want []byte
+		}{{bigID, big}, {s2, data[2*PageSize:]}, {s0, data[:PageSize]}, {base, data}, {bigID + 1, nil}} {
+			got, err := d2.VersionBytes(c.id)
+			if c.want == nil {
+				if err == nil || !strings.Contains(err.Error(), "no version with id") {
+					t.Errorf("VersionBytes(%d), no such version: err %v", c.id, err)
+				}
+				continue
+			}
+			if err != nil || !bytes.Equal(got, c.want) {
+				t.Errorf("VersionBytes(%d): err %v, equal %v", c.id, err, bytes.Equal(got, c.want))
+			}
+		}
+		d2.Close()
+	}
 	// the view unpacks a split version's pages from its base
 	rows, err := d.SQL().Query(`SELECT idx, sha256 FROM version_pages WHERE version_id = ? ORDER BY idx`, s2)
 	if err != nil {

@@ -10,7 +10,8 @@
 // versions.end_inexact (a version 3 code.db reads as all ends exact),
 // version 5 the names table (the names a JIT published in its perf map;
 // an older code.db reads as one whose program published none, HasNames),
-// so recordings
+// version 6 names.code, version 7 pages.base_id (pages stored as deltas,
+// below; in an older code.db every page is whole), so recordings
 // made before stay readable without being rewritten (a finished code.db
 // is opened read-only, immutable).
 //
@@ -27,7 +28,31 @@
 // for the rest (AddVersionPages: from the base's row held for a batch, or
 // read back from versions.pages):
 // the work of a stop and the memory the Recorder holds follow the pages
-// that changed, not the size of the mapping. The
+// that changed, not the size of the mapping.
+//
+// Deltas (delta.go, schema 7). A recording grows with the bytes written,
+// not with the versions: a version made by a 4-byte store (W^X precise
+// mode records one per store; a JIT patching an immediate before each
+// call makes tens of thousands) would otherwise store a whole new page.
+// The writer remembers the last bytes of each page address (writer.last,
+// which it already kept to skip hashing unchanged pages), so a changed
+// page is compared with its previous content at once: when the difference
+// encodes in at most maxDelta (1 KiB) of runs (uvarint bytes kept, uvarint
+// length, new bytes), the page is stored as that delta, pages.base_id
+// naming the previous page's row (the writer assigns pages.id itself, so a
+// delta names its base before either is written). The page is still keyed
+// by its sha256, so deduplication, versions.pages and the version_pages
+// view are unchanged. A delta's base may be a delta: chains are cut by a
+// checkpoint, the page stored whole, when its base is maxDeltaDepth (64)
+// deltas from a whole page, so reading any page applies at most 64 deltas,
+// and a single-store version costs its share of a whole page every 64
+// (64 bytes) plus its delta and rows: 400 to 600 bytes in all against
+// 5,000 before (TestDeltaVersions and TestSoftPTVersionsPatchImm hold it
+// to 1 KiB; BENCHMARKS.md). Why 64: a deeper
+// chain saves little more (the rows cost more than the checkpoint's
+// share), and a reader with an empty cache reads at most 64 small rows to
+// build a page. The
+// writer
 // writer takes queued rows at least every 10 ms and commits at least every
 // 50 ms, on Flush, and on Close, so a ptjit killed with SIGKILL loses
 // about the last 60 ms when the writer goroutine gets the CPU on time (a
@@ -66,6 +91,20 @@
 // (LockDir): the run holds it while it records, so a second run into the
 // same directory fails at once, and the lock adds no file and ends with
 // its holder however it ends.
+//
+// Reading pages (pagecache.go). A page is read by its hash, a delta's base
+// by its row, down to a cached or whole page, and each page read is
+// checked against its sha256. The DB keeps the last 1024 pages read
+// (4 MiB), by row and by hash: versions read in time order, as a decoder
+// and history read them, find each page's base in the cache and apply one
+// delta, and the memory held does not grow with the number of versions.
+// The queries that read bytes are prepared once per DB. VersionBytes reads
+// a version by id without computing its sha256 first (the decoder's image
+// reads versions lazily through it: decode/lazy.go), reading the rows of
+// the next 64 versions ahead, each joined with its page's row when it has
+// one page, in one query (a decoder reads versions in id order: two
+// queries a version cost more than SQLite's work for them); EachVersion
+// and VersionFilter.NoHash list versions without hashing them.
 //
 // Reading. Open opens a code.db read-only, as an immutable file: SQLite
 // creates nothing beside it, so a recording on a read-only mount or in

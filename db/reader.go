@@ -54,6 +54,13 @@ type DB struct {
 	// zeros[i]: zero pages from page i on in version zerosID (fillHash)
 	zerosID int64
 	zeros   []uint32
+	// the pages read last (pagecache.go)
+	pages pageCache
+	// versions rows read ahead (VersionBytes)
+	ahead readAheadRows
+	// prepared statements (queryRow)
+	stmtMu sync.Mutex
+	stmts  map[string]*sql.Stmt
 }
 
 // Open opens the code.db at path read-only and checks that it is one.
@@ -171,7 +178,15 @@ func (d *DB) Path() string { return d.path }
 func (d *DB) SQL() *sql.DB { return d.sql }
 
 // Close closes the database.
-func (d *DB) Close() error { return d.sql.Close() }
+func (d *DB) Close() error {
+	d.stmtMu.Lock()
+	for _, st := range d.stmts {
+		st.Close()
+	}
+	d.stmts = nil
+	d.stmtMu.Unlock()
+	return d.sql.Close()
+}
 
 func (d *DB) wrap(err error) error {
 	if err == nil {
@@ -265,6 +280,11 @@ type VersionFilter struct {
 	Addr    uint64 // versions whose range contains Addr
 	HasAddr bool
 	Region  int64
+	// NoHash leaves SHA256 nil for versions recorded without one
+	// (versions.sha256 is NULL while recording): computing it reads every
+	// version's bytes, which a decoder, reading only the versions the
+	// trace runs through, does not need.
+	NoHash bool
 }
 
 const versionCols = `id, region_id, vno, pid, tid, addr, size, sha256, cause, ip, by_ptjit, valid_tsc, valid_ns, end_tsc, end_ns, base_id, base_page, end_inexact`
@@ -287,6 +307,27 @@ func scanVersion(sc interface{ Scan(...any) error }, v *VersionInfo) error {
 
 // Versions lists the versions matching f in time order (valid_tsc, then id).
 func (d *DB) Versions(f VersionFilter) ([]VersionInfo, error) {
+	var out []VersionInfo
+	if err := d.EachVersion(f, func(v *VersionInfo) error { out = append(out, *v); return nil }); err != nil {
+		return nil, err
+	}
+	if f.NoHash {
+		return out, nil
+	}
+	memo := map[string][]byte{}
+	for i := range out {
+		if err := d.fillHash(&out[i], memo); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// EachVersion calls fn for each version matching f, in the order Versions
+// lists them, without their sha256 (as with f.NoHash) and without holding
+// them: a reader of tens of thousands of versions keeps what it needs of
+// each. fn must not keep v, and must not query d (the rows are open).
+func (d *DB) EachVersion(f VersionFilter, fn func(v *VersionInfo) error) error {
 	q := `SELECT ` + d.versionCols + ` FROM versions WHERE 1=1`
 	var args []any
 	if f.PID != 0 {
@@ -304,28 +345,20 @@ func (d *DB) Versions(f VersionFilter) ([]VersionInfo, error) {
 	q += ` ORDER BY valid_tsc, id`
 	rows, err := d.sql.Query(q, args...)
 	if err != nil {
-		return nil, d.wrap(err)
+		return d.wrap(err)
 	}
 	defer rows.Close()
-	var out []VersionInfo
+	var v VersionInfo
 	for rows.Next() {
-		var v VersionInfo
+		v = VersionInfo{}
 		if err := scanVersion(rows, &v); err != nil {
-			return nil, d.wrap(err)
+			return d.wrap(err)
 		}
-		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, d.wrap(err)
-	}
-	rows.Close()
-	memo := map[string][]byte{}
-	for i := range out {
-		if err := d.fillHash(&out[i], memo); err != nil {
-			return nil, err
+		if err := fn(&v); err != nil {
+			return err
 		}
 	}
-	return out, nil
+	return d.wrap(rows.Err())
 }
 
 // fillHash computes the sha256 of a version recorded without one from its
@@ -449,18 +482,52 @@ func (d *DB) Version(id int64) (*VersionInfo, error) {
 	return &v, d.fillHash(&v, map[string][]byte{})
 }
 
+// VersionBytes returns the bytes of version id, as VersionData does,
+// without computing the version's sha256 first (Version does): for a
+// reader of the versions a trace runs through. A version with pages of
+// its own costs one query for its row and one per page not cached.
+func (d *DB) VersionBytes(id int64) ([]byte, error) {
+	r, ok, err := d.versionRow(id)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("%s: no version with id %d", d.path, id)
+	}
+	if r.base.Valid {
+		// split off another version: VersionData keeps the base's bytes
+		var v VersionInfo
+		if err := scanVersion(d.queryRow(`SELECT `+d.versionCols+` FROM versions WHERE id = ?`, id), &v); err != nil {
+			return nil, d.wrap(err)
+		}
+		return d.VersionData(&v)
+	}
+	v := VersionInfo{ID: id, Size: uint64(r.size)}
+	if uint64(len(r.hashes)) != 32*((v.Size+PageSize-1)/PageSize) {
+		return nil, &FormatError{d.path, fmt.Sprintf("version %d: %d bytes of page hashes for %d pages", id, len(r.hashes), (v.Size+PageSize-1)/PageSize)}
+	}
+	if r.pageID != 0 && v.Size == PageSize {
+		// one page, its row read with the version's
+		if b := d.pages.get(0, r.hashes); b != nil {
+			return b, nil
+		}
+		return d.pageRow(r.hashes, r.pageID, r.pageData, r.pageBase, func() string { return fmt.Sprintf("version %d: page 0", id) })
+	}
+	return d.pagesData(&v, r.hashes)
+}
+
 // pageHashes returns a version's page hashes (versions.pages), checked to
 // be whole: 32 bytes per page of the version.
 func (d *DB) pageHashes(v *VersionInfo) ([]byte, error) {
 	var hashes []byte
 	var base, basePage sql.NullInt64
-	if err := d.sql.QueryRow(`SELECT pages, base_id, base_page FROM versions WHERE id = ?`, v.ID).Scan(&hashes, &base, &basePage); err != nil {
+	if err := d.queryRow(`SELECT pages, base_id, base_page FROM versions WHERE id = ?`, v.ID).Scan(&hashes, &base, &basePage); err != nil {
 		return nil, d.wrap(err)
 	}
 	n := (v.Size + PageSize - 1) / PageSize
 	if base.Valid {
 		// a split version: its pages are base's, from basePage on
-		err := d.sql.QueryRow(`SELECT substr(pages, ?, ?) FROM versions WHERE id = ? AND base_id IS NULL`,
+		err := d.queryRow(`SELECT substr(pages, ?, ?) FROM versions WHERE id = ? AND base_id IS NULL`,
 			32*basePage.Int64+1, 32*n, base.Int64).Scan(&hashes)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, &FormatError{d.path, fmt.Sprintf("version %d: split off version %d, which has no pages of its own", v.ID, base.Int64)}
@@ -516,6 +583,15 @@ func (d *DB) versionData(v *VersionInfo) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return d.pagesData(v, hashes)
+}
+
+// pagesData is versionData for a version whose page hashes are known.
+func (d *DB) pagesData(v *VersionInfo, hashes []byte) ([]byte, error) {
+	if len(hashes) == 32 && v.Size == PageSize && v.SHA256 == nil {
+		// one page: the cached page itself (shared, as documented)
+		return d.page(hashes, v.ID, 0)
+	}
 	buf := make([]byte, 0, v.Size)
 	// A page repeated in a version (the zero pages of a large fresh
 	// mapping) is read and checked once.
@@ -526,16 +602,9 @@ func (d *DB) versionData(v *VersionInfo) ([]byte, error) {
 			buf = append(buf, page...)
 			continue
 		}
-		var page []byte
-		err := d.sql.QueryRow(`SELECT data FROM pages WHERE sha256 = ?`, hash).Scan(&page)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, &FormatError{d.path, fmt.Sprintf("version %d: page %d missing", v.ID, idx)}
-		}
+		page, err := d.page(hash, v.ID, idx)
 		if err != nil {
-			return nil, d.wrap(err)
-		}
-		if sum := sha256Sum(page); string(sum[:]) != string(hash) {
-			return nil, &FormatError{d.path, fmt.Sprintf("version %d: page %d does not match its sha256", v.ID, idx)}
+			return nil, err
 		}
 		if seen == nil {
 			seen = make(map[string][]byte)

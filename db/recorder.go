@@ -701,7 +701,11 @@ type writer struct {
 	txStart time.Time
 	txSaved Saved // what the open transaction adds
 	stmts   map[string]*sql.Stmt
-	known   map[[32]byte]struct{} // page hashes already stored
+	known   map[[32]byte]pageRef // pages already stored, by hash
+	// nextPage: the last pages.id assigned (the writer assigns them, so
+	// that a delta can name its base before either is written)
+	nextPage int64
+	delta    []byte // makeDelta's buffer
 	// last remembers, for each page address of each process, the bytes
 	// and hash it had in the latest version that covered it: a JIT that
 	// toggles a large area RW/RX changes few of its pages each time, and
@@ -770,7 +774,7 @@ func newWriter(sdb *sql.DB) (*writer, error) {
 			return nil, err
 		}
 	}
-	return &writer{db: sdb, stmts: make(map[string]*sql.Stmt), known: make(map[[32]byte]struct{}), last: make(map[pageKey]*pageMemo), partial: make(map[int64][]byte),
+	return &writer{db: sdb, stmts: make(map[string]*sql.Stmt), known: make(map[[32]byte]pageRef), last: make(map[pageKey]*pageMemo), partial: make(map[int64][]byte),
 		vidx: make(map[int64]int), batchQ: make(map[batchKey]string)}, nil
 }
 
@@ -923,7 +927,9 @@ func (w *writer) addChunk(id int64, pid int, addr uint64, data []byte) error {
 }
 
 // pages stores the pages of data (at addr in pid) that are not stored yet
-// and appends their hashes to hashes.
+// and appends their hashes to hashes. A page that changed little since the
+// version before it at the same address is stored as a delta against that
+// page (delta.go).
 func (w *writer) pages(hashes []byte, pid int, addr uint64, data []byte) ([]byte, error) {
 	if hashes == nil {
 		hashes = make([]byte, 0, (len(data)+PageSize-1)/PageSize*32)
@@ -933,6 +939,8 @@ func (w *writer) pages(hashes []byte, pid int, addr uint64, data []byte) ([]byte
 		page := data[i*PageSize : end]
 		key := pageKey{pid, addr + uint64(i*PageSize)}
 		var h [32]byte
+		var delta []byte // non-nil: page as a delta against base
+		var base [32]byte
 		if m, ok := w.last[key]; ok && bytes.Equal(m.data, page) {
 			h = m.hash
 		} else if len(page) == PageSize && bytes.Equal(page, zeroPage[:]) {
@@ -940,6 +948,14 @@ func (w *writer) pages(hashes []byte, pid int, addr uint64, data []byte) ([]byte
 			delete(w.last, key)
 		} else {
 			h = sha256.Sum256(page)
+			if _, known := w.known[h]; !known && m != nil {
+				if b, ok := w.known[m.hash]; ok && b.depth < maxDeltaDepth {
+					delta, base = makeDelta(w.delta[:0], m.data, page), m.hash
+					if delta != nil {
+						w.delta = delta
+					}
+				}
+			}
 			if m == nil && len(w.last) < maxMemo {
 				m = &pageMemo{data: make([]byte, 0, PageSize)}
 				w.last[key] = m
@@ -950,14 +966,29 @@ func (w *writer) pages(hashes []byte, pid int, addr uint64, data []byte) ([]byte
 			}
 		}
 		if _, ok := w.known[h]; !ok {
-			if err := w.holdPage(h, page); err != nil {
+			w.nextPage++
+			ref := pageRef{id: w.nextPage}
+			var baseID int64
+			if delta != nil {
+				b := w.known[base]
+				baseID, ref.depth = b.id, b.depth+1
+				page = delta
+			}
+			if err := w.holdPage(ref.id, h, page, baseID); err != nil {
 				return hashes, err
 			}
-			w.known[h] = struct{}{}
+			w.known[h] = ref
 		}
 		hashes = append(hashes, h[:]...)
 	}
 	return hashes, nil
+}
+
+// pageRef is a stored page: its row id, and how many deltas lie between it
+// and a whole page (0: it is whole).
+type pageRef struct {
+	id    int64
+	depth uint8
 }
 
 // Buffers that versions are read into are recycled: a JIT that toggles a

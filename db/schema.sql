@@ -7,9 +7,10 @@
 -- Addresses and sizes are stored as INTEGER; SQLite integers are signed 64-bit,
 -- so user-space addresses (< 2^47) are stored as-is.
 --
--- The schema version is PRAGMA user_version (6); readers read this version,
--- version 5 (before names.code), version 4 (before the names table) and
--- version 3 (before versions.end_inexact too), and refuse others.
+-- The schema version is PRAGMA user_version (7); readers read this version,
+-- version 6 (before pages.base_id: every page whole), version 5 (before
+-- names.code), version 4 (before the names table) and version 3 (before
+-- versions.end_inexact too), and refuse others.
 
 -- Key/value facts about the recording: ptjit version, command line, cwd,
 -- tsc_hz (measured TSC frequency), start/end stamps, and the run summary
@@ -138,10 +139,19 @@ CREATE INDEX versions_time ON versions(valid_tsc);
 -- A rowid table: new pages append at the end of the table, and only the
 -- 32-byte sha256 index takes random inserts (keyed by the hash, 4 KiB rows
 -- would split B-tree pages all over the file).
+-- A page that differs little from the page at the same address in the
+-- version before (a store of a few bytes into code) is stored as a delta
+-- against that page (schema 7): base_id names the base page's row and data
+-- holds runs of (uvarint bytes kept, uvarint n, n new bytes); the rest of
+-- the base is kept (db/delta.go). A chain holds at most 64 deltas after
+-- its whole page (a checkpoint). To read a page in SQL,
+-- use the whole pages (base_id IS NULL), or ptjit show --raw.
 CREATE TABLE pages (
-    id     INTEGER PRIMARY KEY,
-    sha256 BLOB NOT NULL UNIQUE,     -- of data
-    data   BLOB NOT NULL             -- 4096 bytes
+    id      INTEGER PRIMARY KEY,
+    sha256  BLOB NOT NULL UNIQUE,    -- of the page's bytes
+    data    BLOB NOT NULL,           -- 4096 bytes, or the delta when base_id is set
+    base_id INTEGER                  -- NULL: data is the page; else the page data
+                                     -- is a delta against (schema 7)
 );
 
 -- The pages of each version, in address order (versions.pages unpacked,

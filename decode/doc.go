@@ -54,9 +54,32 @@
 //     paths give the same flow: TestBlockFlowSynthetic,
 //     TestBlockCacheVersions, ptfmt's TestBlockPathCorpus and the libipt
 //     differential test compare them.
-//  3. The image (image.go): sections of code keyed by address and, for JIT
-//     code, by the TSC interval in which each version was valid; a miss is
-//     an error (CodeNomap), never a guess.
+//  3. The image (image.go, lazy.go): sections of code keyed by address and,
+//     for JIT code, by the TSC interval in which each version was valid; a
+//     miss is an error (CodeNomap), never a guess. Versioned sections are
+//     grouped by extent (one address range: the versions of a region, a
+//     file mapping), each sorted by time; a lookup finds the few extents
+//     reaching the address by a binary search over extents and the version
+//     valid at the time by a binary search in each, so its cost does not
+//     grow with the number of versions (before, every lookup scanned every
+//     version below the address, and each added version was checked
+//     against all others: a decode of 20,000 versions at one address spent
+//     most of its time there). A recording's versions are lazy sections
+//     (AddLazyVersion: range, time, and a CodeSource that reads the bytes
+//     from code.db): nothing is read until a lookup lands on one, and an
+//     image keeps the bytes of at most 256 of them (64 MiB), evicting the
+//     least recently looked up. A lookup hands out a materialised copy
+//     holding the bytes and its own decode caches; eviction drops the
+//     image's reference and never changes the copy, so a decoder or a
+//     parallel chunk waiting for replay that still holds it reads it
+//     safely. Decode time then follows the trace and the versions it runs
+//     through, and memory the code being run: with one version per call
+//     (a JIT patching an immediate before each call), 10 times the
+//     versions cost 7 to 10 times the CPU time (linear: the work per
+//     version is constant) and 1.8 to 1.9 times the peak RSS
+//     (BENCHMARKS.md), the remaining growth being mostly the index, about
+//     0.2 KB a version. Clones (parallel decoding) share the index's
+//     lazy sections, each with its own materialised set.
 //  4. Driving a whole trace: RunFlow runs a FlowDecoder the way libipt's
 //     ptxed does and hands instructions, events and errors (with an
 //     ErrorKind) to a FlowSink. ParallelFlow* (flow_parallel.go) cut a

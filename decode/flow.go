@@ -304,7 +304,7 @@ func (d *FlowDecoder) eventPending() int {
 // decodeAt decodes the instruction at d.ip into in.
 func (d *FlowDecoder) decodeAt(in *FlowInsn) int {
 	var tsc uint64
-	versions := len(d.img.versions) != 0
+	versions := d.img.nver != 0
 	if versions {
 		// Only versioned images depend on the time.
 		tsc = d.q.lastTime.tscOrZero()

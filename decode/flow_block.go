@@ -276,7 +276,7 @@ func (c *blockCache) entry(off uint64, n int) *blockEntry {
 // a run inside it resolves to it until the trace is consumed again.
 func (d *FlowDecoder) blockSection() (*Section, bool) {
 	s := d.sec
-	if len(d.img.versions) == 0 {
+	if d.img.nver == 0 {
 		if s == nil || d.ip-s.Vaddr >= uint64(len(s.Data)) {
 			if s = d.img.Lookup(d.ip, 0); s == nil {
 				return nil, false
@@ -310,7 +310,7 @@ func (d *FlowDecoder) nextBlock(b *FlowBlock, in *FlowInsn) (ok bool, st int) {
 	}
 	s := d.sec
 	if s == nil || d.ip-s.Vaddr >= uint64(len(s.Data)) ||
-		len(d.img.versions) != 0 && (s.shadowed || !s.validAt(d.q.lastTime.tscOrZero())) {
+		d.img.nver != 0 && (s.shadowed || !s.validAt(d.q.lastTime.tscOrZero())) {
 		if s, ok = d.blockSection(); !ok {
 			return false, 0
 		}

@@ -21,18 +21,33 @@ type Section struct {
 	Tag     string // file name or code version label, for display
 	FileOff uint64 // offset of Data[0] in the file named by Tag, if any
 
-	versioned bool // added with AddVersion or AddFileVersion
+	versioned bool // added with AddVersion, AddLazyVersion or AddFileVersion
 	file      bool // the bytes come from the file named by Tag
 	shadowed  bool // static section overlapped by some versioned section
 	cache     insnCache
 	blocks    blockCache // runs of straight-line code (flow_block.go)
+
+	// A lazy section (AddLazyVersion) in the image's index has no Data:
+	// size is its length and src.Code(key) reads its bytes into the
+	// materialised Section handed to decoders (lazy.go).
+	size uint64
+	src  CodeSource
+	key  int64
 }
 
 // End returns the first address after the section.
-func (s *Section) End() uint64 { return s.Vaddr + uint64(len(s.Data)) }
+func (s *Section) End() uint64 { return s.Vaddr + s.length() }
+
+// length is the section's size: len(Data), or size for a lazy one.
+func (s *Section) length() uint64 {
+	if s.src != nil {
+		return s.size
+	}
+	return uint64(len(s.Data))
+}
 
 func (s *Section) contains(ip uint64) bool {
-	return ip >= s.Vaddr && ip-s.Vaddr < uint64(len(s.Data))
+	return ip >= s.Vaddr && ip-s.Vaddr < s.length()
 }
 
 func (s *Section) validAt(tsc uint64) bool { return tsc >= s.FromTSC && tsc < s.ToTSC }
@@ -42,23 +57,48 @@ func (s *Section) validAt(tsc uint64) bool { return tsc >= s.FromTSC && tsc < s.
 // overlays earlier ones), plus versioned sections, each valid for a TSC range,
 // which take precedence over static sections while valid.
 //
+// Versioned sections are kept by extent: the sections of one address range
+// [Vaddr, End) (the versions of a region, a file mapping) form one extent,
+// sorted by time; extents are sorted by address. A lookup finds the
+// extents holding the address (a binary search, then the few extents
+// below it that reach it) and the version valid at the time by a binary
+// search in each: O(log V) for V versions of one range, whatever V.
+//
 // A miss is an error (CodeNomap), never a guess. An Image must not be changed
 // while a decoder uses it; several decoders may read one Image concurrently
-// only if each has its own copy (Clone), because sections carry decode caches.
+// only if each has its own copy (Clone), because sections carry decode caches
+// (and lazy sections the materialised bytes: lazy.go).
 type Image struct {
-	static   []*Section // sorted by Vaddr, non-overlapping
-	versions []*Section // sorted by Vaddr
-	nextID   int
+	static  []*Section // sorted by Vaddr, non-overlapping
+	extents []*extent  // sorted by vaddr, then end
+	byRange map[[2]uint64]*extent
+	maxLen  uint64 // the longest extent: how far below an address to look
+	nver    int    // versioned sections
+	nextID  int
+	lazy    lazyCache
+}
+
+// extent holds the versioned sections of one address range, sorted by
+// FromTSC; their validity ranges never overlap, so ToTSC is sorted too.
+type extent struct {
+	vaddr, end uint64
+	secs       []*Section
 }
 
 // NewImage returns an empty image.
-func NewImage() *Image { return &Image{} }
+func NewImage() *Image { return &Image{byRange: map[[2]uint64]*extent{}} }
 
-// Sections returns all sections, static ones first, in address order.
+// Sections returns all sections, static ones first, then the versioned
+// ones by address range and time (a lazy section's bytes are read).
 func (im *Image) Sections() []*Section {
-	out := make([]*Section, 0, len(im.static)+len(im.versions))
+	out := make([]*Section, 0, len(im.static)+im.nver)
 	out = append(out, im.static...)
-	return append(out, im.versions...)
+	for _, e := range im.extents {
+		for _, s := range e.secs {
+			out = append(out, im.materialize(s))
+		}
+	}
+	return out
 }
 
 // AddFile maps size bytes of the file at path, starting at file offset
@@ -131,70 +171,145 @@ func (im *Image) AddVersion(vaddr uint64, data []byte, fromTSC, toTSC uint64, ta
 	if len(data) == 0 {
 		return fmt.Errorf("image: version %s: empty section at %#x", tag, vaddr)
 	}
-	if toTSC <= fromTSC {
-		return fmt.Errorf("image: version %s at %#x: empty validity range [%#x, %#x)", tag, vaddr, fromTSC, toTSC)
+	_, err := im.addVersioned(&Section{Vaddr: vaddr, Data: data, FromTSC: fromTSC, ToTSC: toTSC, Tag: tag, versioned: true})
+	return err
+}
+
+// addVersioned checks s (its range and time against every versioned
+// section of an overlapping range) and adds it to its extent.
+func (im *Image) addVersioned(s *Section) (*Section, error) {
+	vaddr, size, tag := s.Vaddr, s.length(), s.Tag
+	if s.ToTSC <= s.FromTSC {
+		return nil, fmt.Errorf("image: version %s at %#x: empty validity range [%#x, %#x)", tag, vaddr, s.FromTSC, s.ToTSC)
 	}
-	if vaddr+uint64(len(data)) < vaddr {
-		return fmt.Errorf("image: version %s: section at %#x size %#x wraps the address space", tag, vaddr, len(data))
+	if vaddr+size < vaddr {
+		return nil, fmt.Errorf("image: version %s: section at %#x size %#x wraps the address space", tag, vaddr, size)
+	}
+	if im.byRange == nil {
+		im.byRange = map[[2]uint64]*extent{}
+	}
+	var clash *Section
+	im.overlapping(vaddr, s.End(), func(e *extent) bool {
+		// the first section of e ending after s starts
+		k := sort.Search(len(e.secs), func(k int) bool { return e.secs[k].ToTSC > s.FromTSC })
+		if k < len(e.secs) && e.secs[k].FromTSC < s.ToTSC {
+			clash = e.secs[k]
+			return false
+		}
+		return true
+	})
+	if o := clash; o != nil {
+		return nil, fmt.Errorf("image: version %s at %#x-%#x [%#x, %#x) overlaps version %s at %#x-%#x [%#x, %#x)",
+			tag, s.Vaddr, s.End(), s.FromTSC, s.ToTSC, o.Tag, o.Vaddr, o.End(), o.FromTSC, o.ToTSC)
 	}
 	im.nextID++
-	s := &Section{ID: im.nextID, Vaddr: vaddr, Data: data, FromTSC: fromTSC, ToTSC: toTSC, Tag: tag, versioned: true}
-	for _, o := range im.versions {
-		if o.End() > s.Vaddr && o.Vaddr < s.End() && o.FromTSC < s.ToTSC && s.FromTSC < o.ToTSC {
-			return fmt.Errorf("image: version %s at %#x-%#x [%#x, %#x) overlaps version %s at %#x-%#x [%#x, %#x)",
-				tag, s.Vaddr, s.End(), fromTSC, toTSC, o.Tag, o.Vaddr, o.End(), o.FromTSC, o.ToTSC)
+	s.ID = im.nextID
+	key := [2]uint64{vaddr, s.End()}
+	e := im.byRange[key]
+	if e == nil {
+		e = &extent{vaddr: vaddr, end: s.End()}
+		im.byRange[key] = e
+		i := sort.Search(len(im.extents), func(i int) bool {
+			o := im.extents[i]
+			return o.vaddr > vaddr || o.vaddr == vaddr && o.end > e.end
+		})
+		im.extents = append(im.extents, nil)
+		copy(im.extents[i+1:], im.extents[i:])
+		im.extents[i] = e
+		im.maxLen = max(im.maxLen, size)
+	}
+	// Versions come in time order as a rule: append, else insert.
+	k := len(e.secs)
+	if k > 0 && e.secs[k-1].FromTSC > s.FromTSC {
+		k = sort.Search(len(e.secs), func(k int) bool { return e.secs[k].FromTSC > s.FromTSC })
+	}
+	e.secs = append(e.secs, nil)
+	copy(e.secs[k+1:], e.secs[k:])
+	e.secs[k] = s
+	im.nver++
+	// the static sections s overlaps are shadowed
+	i := sort.Search(len(im.static), func(i int) bool { return im.static[i].End() > vaddr })
+	for ; i < len(im.static) && im.static[i].Vaddr < s.End(); i++ {
+		im.static[i].shadowed = true
+	}
+	return s, nil
+}
+
+// overlapping calls fn for each extent that overlaps [lo, hi), from the
+// highest address down, until fn returns false.
+func (im *Image) overlapping(lo, hi uint64, fn func(*extent) bool) {
+	i := sort.Search(len(im.extents), func(i int) bool { return im.extents[i].vaddr >= hi })
+	for j := i - 1; j >= 0; j-- {
+		e := im.extents[j]
+		if e.vaddr+im.maxLen <= lo {
+			break // no extent this low reaches lo
+		}
+		if e.end > lo && !fn(e) {
+			return
 		}
 	}
-	i := sort.Search(len(im.versions), func(i int) bool { return im.versions[i].Vaddr > vaddr })
-	im.versions = append(im.versions, nil)
-	copy(im.versions[i+1:], im.versions[i:])
-	im.versions[i] = s
-	im.markShadowed()
-	return nil
 }
 
 func (im *Image) markShadowed() {
 	for _, s := range im.static {
 		s.shadowed = false
-		for _, v := range im.versions {
-			if v.End() > s.Vaddr && v.Vaddr < s.End() {
-				s.shadowed = true
-				break
-			}
-		}
+		im.overlapping(s.Vaddr, s.End(), func(*extent) bool {
+			s.shadowed = true
+			return false
+		})
 	}
 }
 
 // Clone returns an image with the same sections and fresh decode caches, for
 // use by another goroutine.
 func (im *Image) Clone() *Image {
-	c := &Image{nextID: im.nextID}
+	c := &Image{nextID: im.nextID, maxLen: im.maxLen, nver: im.nver, byRange: make(map[[2]uint64]*extent, len(im.byRange)),
+		lazy: lazyCache{maxBytes: im.lazy.maxBytes, maxLive: im.lazy.maxLive}}
 	for _, s := range im.static {
-		n := *s
-		n.cache = insnCache{}
-		n.blocks = blockCache{}
-		c.static = append(c.static, &n)
+		c.static = append(c.static, s.copy())
 	}
-	for _, s := range im.versions {
-		n := *s
-		n.cache = insnCache{}
-		n.blocks = blockCache{}
-		c.versions = append(c.versions, &n)
+	for _, e := range im.extents {
+		n := &extent{vaddr: e.vaddr, end: e.end, secs: make([]*Section, len(e.secs))}
+		for i, s := range e.secs {
+			if s.src != nil {
+				n.secs[i] = s // lazy: never changed, shared
+			} else {
+				n.secs[i] = s.copy()
+			}
+		}
+		c.extents = append(c.extents, n)
+		c.byRange[[2]uint64{e.vaddr, e.end}] = n
 	}
 	return c
 }
 
+// copy returns s with fresh decode caches.
+func (s *Section) copy() *Section {
+	n := *s
+	n.cache = insnCache{}
+	n.blocks = blockCache{}
+	return &n
+}
+
 // Lookup returns the section holding ip for an instruction executed at tsc,
-// or nil.
+// or nil. A lazy section's bytes are read here (lazy.go).
 func (im *Image) Lookup(ip, tsc uint64) *Section {
-	// Versions first: the newest start wins among (non-overlapping) ranges.
-	if len(im.versions) > 0 {
-		i := sort.Search(len(im.versions), func(i int) bool { return im.versions[i].Vaddr > ip })
-		for j := i - 1; j >= 0; j-- {
-			v := im.versions[j]
-			if v.contains(ip) && v.validAt(tsc) {
-				return v
+	// Versions first; at most one holds (ip, tsc): AddVersion refuses overlaps.
+	if im.nver > 0 {
+		var found *Section
+		im.overlapping(ip, ip+1, func(e *extent) bool {
+			k := sort.Search(len(e.secs), func(k int) bool { return e.secs[k].ToTSC > tsc })
+			if k < len(e.secs) && e.secs[k].FromTSC <= tsc {
+				found = e.secs[k]
+				return false
 			}
+			return true
+		})
+		if found != nil {
+			if s := im.materialize(found); s != nil {
+				return s
+			}
+			return nil // its bytes cannot be read: a miss, never a guess
 		}
 	}
 	i := sort.Search(len(im.static), func(i int) bool { return im.static[i].Vaddr > ip })
@@ -211,15 +326,17 @@ func (im *Image) Lookup(ip, tsc uint64) *Section {
 // the code that ran (time only moves forward).
 func (im *Image) LookupNext(ip, tsc uint64) *Section {
 	var best *Section
-	for _, v := range im.versions {
-		if v.Vaddr > ip {
-			break
+	im.overlapping(ip, ip+1, func(e *extent) bool {
+		k := sort.Search(len(e.secs), func(k int) bool { return e.secs[k].FromTSC > tsc })
+		if k < len(e.secs) && (best == nil || e.secs[k].FromTSC < best.FromTSC) {
+			best = e.secs[k]
 		}
-		if v.contains(ip) && v.FromTSC > tsc && (best == nil || v.FromTSC < best.FromTSC) {
-			best = v
-		}
+		return true
+	})
+	if best == nil {
+		return nil
 	}
-	return best
+	return im.materialize(best)
 }
 
 // Read copies up to len(buf) bytes at ip, as valid at tsc, into buf, crossing
@@ -268,13 +385,10 @@ func (s *Section) IsFile() bool { return s.file || !s.versioned }
 // and its munmap (an exec or a later mapping may put other code at the same
 // address).
 func (im *Image) AddFileVersion(path string, data []byte, fileOff, vaddr, fromTSC, toTSC uint64) error {
-	if err := im.AddVersion(vaddr, data, fromTSC, toTSC, path); err != nil {
-		return err
+	if len(data) == 0 {
+		return fmt.Errorf("image: version %s: empty section at %#x", path, vaddr)
 	}
-	for _, v := range im.versions {
-		if v.ID == im.nextID {
-			v.file, v.FileOff = true, fileOff
-		}
-	}
-	return nil
+	_, err := im.addVersioned(&Section{Vaddr: vaddr, Data: data, FromTSC: fromTSC, ToTSC: toTSC, Tag: path, versioned: true,
+		file: true, FileOff: fileOff})
+	return err
 }

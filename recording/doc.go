@@ -22,7 +22,13 @@
 // decodes with the bytes valid when it ran. A mapped file is checked
 // against the build-id the recording saw; a file that vanished, changed or
 // shrank is reported through Options.Warn and left out: its code decodes
-// as unmapped, never guessed. A mapping that cannot be read but was gone
+// as unmapped, never guessed. Code versions are added lazily
+// (decode.AddLazyVersion): building the image reads the versions' rows,
+// not their bytes or hashes, and the decoder reads a version's bytes from
+// code.db (db.VersionBytes) when the trace first runs there; a version
+// whose bytes cannot be read is told once through Options.Warn and decodes
+// as unmapped.
+// A mapping that cannot be read but was gone
 // before the process's trace started (its threads' first PSB TSC:
 // decode.FirstTSC) is left out without a warning: no traced instruction
 // ran in its time (ld.so maps a library's whole span at the first

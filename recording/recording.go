@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/ptjit/ptjit/db"
 	"github.com/ptjit/ptjit/decode"
@@ -280,6 +281,7 @@ func (r *Recording) Image(pid int) (*decode.Image, error) {
 // mapping lies past the end of the file, as libLLVM's did).
 func BuildImage(cdb *db.DB, pid int, tracedFrom uint64, warn func(string)) (*decode.Image, error) {
 	img := decode.NewImage()
+	src := &versionSource{cdb: cdb, warn: warn}
 	files := map[string][]byte{}
 	procs, err := cdb.Processes()
 	if err != nil {
@@ -310,31 +312,46 @@ func BuildImage(cdb *db.DB, pid int, tracedFrom uint64, warn func(string)) (*dec
 				warn(fmt.Sprintf("%s: %v", cdb.Path(), err))
 			}
 		}
-		vs, err := cdb.Versions(db.VersionFilter{PID: sp.pid})
-		if err != nil {
-			return nil, err
-		}
-		for i := range vs {
-			v := &vs[i]
+		// versions one at a time: a recording may hold tens of thousands
+		err = cdb.EachVersion(db.VersionFilter{PID: sp.pid}, func(v *db.VersionInfo) error {
 			from, to := max(v.Valid.TSC, sp.from), uint64(decode.AlwaysValid)
 			if v.HasEnd {
 				to = v.End.TSC
 			}
 			to = min(to, sp.to)
 			if to <= from {
-				continue // never valid (for this process)
+				return nil // never valid (for this process)
 			}
-			data, err := cdb.VersionData(v)
-			if err != nil {
-				return nil, err
+			// Read when the trace first runs there (decode/lazy.go): a
+			// recording of many versions costs what its trace runs
+			// through.
+			if err := img.AddLazyVersion(v.Addr, v.Size, from, to, versionTag(v.Region, v.Vno), src, v.ID); err != nil {
+				return fmt.Errorf("%s: %v", cdb.Path(), err)
 			}
-			tag := versionTag(v.Region, v.Vno)
-			if err := img.AddVersion(v.Addr, data, from, to, tag); err != nil {
-				return nil, fmt.Errorf("%s: %v", cdb.Path(), err)
-			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	return img, nil
+}
+
+// versionSource reads code versions for an image (decode.CodeSource): an
+// unreadable version (a damaged code.db) is told through warn once and
+// decodes as unmapped.
+type versionSource struct {
+	cdb    *db.DB
+	warn   func(string)
+	warned sync.Once
+}
+
+func (s *versionSource) Code(id int64) ([]byte, error) {
+	data, err := s.cdb.VersionBytes(id)
+	if err != nil {
+		s.warned.Do(func() { s.warn(err.Error() + " (its code decodes as unmapped)") })
+	}
+	return data, err
 }
 
 // space is a TSC range during which a process ran in pid's address space.

@@ -75,7 +75,13 @@
 //   - decoders-jit: ptjit decode --stat -j 1 against perf script of the
 //     perf inject --jit export, on a soft-PT recording of jit-loop 12 50000
 //     (13 code versions at one address; recorded once, minutes of
-//     stepping), CPU time (target ≥ 2×).
+//     stepping), CPU time (target ≥ 2×);
+//   - versions: testdata/patch-imm N and 10N (N = 2000; the function's
+//     immediate patched by one 4-byte store, then called, each time: N
+//     executed versions at one address) recorded under --pt=soft
+//     --wx=precise --soft-filter=jit, then decode --stat of each,
+//     alternating: CPU time and peak RSS at 10N against N (targets ≤ 12×
+//     and ≤ 2×), and code.db's bytes per version (≤ 1 KiB).
 //
 // µs per stop comes from ptjit's summary line on stderr ("N stops, X ms in
 // stops (Y µs/stop), Z MB snapshotted") when ptjit prints one; otherwise the

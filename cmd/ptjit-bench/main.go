@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 )
@@ -29,6 +30,7 @@ type bench struct {
 type run struct {
 	wall   time.Duration
 	cpu    time.Duration // user + system time of the command
+	maxRSS int64         // peak resident set of the command, KiB
 	stdout string
 	stderr string
 	code   int // exit status (-1: killed by a signal)
@@ -51,6 +53,9 @@ func (b *bench) execEnv(env []string, argv ...string) (run, error) {
 	if ps := cmd.ProcessState; ps != nil {
 		r.cpu = ps.UserTime() + ps.SystemTime()
 		r.code = ps.ExitCode()
+		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+			r.maxRSS = ru.Maxrss
+		}
 	}
 	if err != nil {
 		msg := strings.TrimSpace(r.stderr)
