@@ -405,3 +405,72 @@ func TestRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestAddVersionSparse: a version of which only some runs are read
+// (AddVersionSparse) reads back as the runs' bytes with zeros elsewhere,
+// equal to the same bytes recorded by AddVersionRead, and the read
+// function is asked for the runs only.
+func TestAddVersionSparse(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "code.db")
+	r, err := Create(path, Meta{Command: []string{"prog"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(n uint64) clock.Stamp { return clock.Stamp{TSC: n, MonoNS: int64(n)} }
+	const base, size = 0x4000000, 3*ChunkSize + 5*PageSize
+	want := make([]byte, size)
+	runs := []AddrRun{{base + PageSize, 2 * PageSize}, {base + ChunkSize - PageSize, ChunkSize + 2*PageSize}, {base + size - PageSize, PageSize}}
+	for _, run := range runs {
+		for a := run.Addr; a < run.Addr+run.Size; a++ {
+			want[a-base] = byte(a/PageSize) | 1
+		}
+	}
+	var asked []AddrRun
+	read := func(addr uint64, b []byte) error {
+		asked = append(asked, AddrRun{addr, uint64(len(b))})
+		copy(b, want[addr-base:])
+		return nil
+	}
+	reg := r.NewRegion(10, base, size, at(1))
+	sparse, _, err := r.AddVersionSparse(Version{Region: reg, PID: 10, Addr: base, Size: size, At: at(1), Cause: "mmap"}, runs, read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range asked {
+		in := false
+		for _, run := range runs {
+			in = in || a.Addr >= run.Addr && a.Addr+a.Size <= run.Addr+run.Size
+		}
+		if !in {
+			t.Errorf("read asked for %#x+%d, outside the runs", a.Addr, a.Size)
+		}
+	}
+	r.EndVersion(sparse, at(2))
+	whole, _, err := r.AddVersionRead(Version{Region: reg, PID: 10, Addr: base, Size: size, At: at(2), Cause: "mprotect"},
+		func(addr uint64, b []byte) error { copy(b, want[addr-base:]); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	sum := sha256.Sum256(want)
+	for _, id := range []int64{sparse, whole} {
+		v, err := d.Version(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := d.VersionData(v)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("version %d: err %v, bytes equal %v", id, err, bytes.Equal(got, want))
+		}
+		if !bytes.Equal(v.SHA256, sum[:]) {
+			t.Errorf("version %d: sha256 %x, want %x", id, v.SHA256, sum)
+		}
+	}
+}

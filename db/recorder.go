@@ -573,6 +573,57 @@ func (r *Recorder) AddVersionRead(v Version, read func(addr uint64, b []byte) er
 	return id, vno, err
 }
 
+// AddrRun is a run of pages [Addr, Addr+Size), page-aligned.
+type AddrRun struct{ Addr, Size uint64 }
+
+// AddVersionSparse is AddVersionRead for a version of which only the
+// runs (sorted, disjoint, page-aligned, inside the version) may hold other
+// bytes than zeros: those are read, a chunk at a time; every other page is
+// recorded as the zero page without being read, compared or hashed. The
+// tracker knows such pages of private anonymous memory from the page
+// table (never written since mapped or dropped): SBCL's 1 GiB dynamic
+// space, a JIT's reservation, cost the pages in use, not the mapping.
+func (r *Recorder) AddVersionSparse(v Version, runs []AddrRun, read func(addr uint64, b []byte) error) (id int64, vno int, err error) {
+	id, vno = r.newVersion(v.Region)
+	v.Data = nil
+	end := v.Addr + v.Size
+	at := v.Addr
+	zeros := func(from, to uint64) {
+		if from < to {
+			n := int((to - from) / PageSize)
+			r.pushOp(op{fn: func(w *writer) error { return w.addZeros(id, v.PID, from, n) }})
+		}
+	}
+	for _, run := range runs {
+		s, e := max(run.Addr, at), min(run.Addr+run.Size, end)
+		if s >= e || s%PageSize != 0 {
+			continue
+		}
+		zeros(at, s)
+		for off := s; off < e; off += ChunkSize {
+			b := Buffer(int(min(ChunkSize, e-off)))
+			if rerr := read(off, b); rerr != nil {
+				clear(b)
+				if err == nil {
+					err = rerr
+				}
+			}
+			addr := off
+			r.pushOpWithin(op{fn: func(w *writer) error { return w.addChunk(id, v.PID, addr, b) }, bytes: len(b)}, readPending)
+		}
+		at = e
+	}
+	zeros(at, end)
+	r.pushOp(op{fn: func(w *writer) error {
+		err := w.addVersion(id, vno, &v)
+		if err == nil {
+			w.txSaved.Versions++
+		}
+		return err
+	}})
+	return id, vno, err
+}
+
 // PageRun is a run of a version's pages read anew (AddVersionPages).
 type PageRun struct {
 	Addr uint64 // page-aligned, inside the version
@@ -982,6 +1033,42 @@ func (w *writer) pages(hashes []byte, pid int, addr uint64, data []byte) ([]byte
 		hashes = append(hashes, h[:]...)
 	}
 	return hashes, nil
+}
+
+// addZeros appends n zero pages, at addr in pid, to version id's hashes
+// (AddVersionSparse): the zero page is stored once, and the memo of the
+// pages last seen at those addresses forgets them, as pages does for a
+// page of zeros.
+func (w *writer) addZeros(id int64, pid int, addr uint64, n int) error {
+	if _, ok := w.known[zeroHash]; !ok {
+		w.nextPage++
+		ref := pageRef{id: w.nextPage}
+		if err := w.holdPage(ref.id, zeroHash, zeroPage[:], 0); err != nil {
+			return err
+		}
+		w.known[zeroHash] = ref
+	}
+	end := addr + uint64(n)*PageSize
+	if len(w.last) < n {
+		for key := range w.last {
+			if key.pid == pid && key.addr >= addr && key.addr < end {
+				delete(w.last, key)
+			}
+		}
+	} else {
+		for a := addr; a < end; a += PageSize {
+			delete(w.last, pageKey{pid, a})
+		}
+	}
+	hashes := w.partial[id]
+	if hashes == nil {
+		hashes = make([]byte, 0, n*32)
+	}
+	for i := 0; i < n; i++ {
+		hashes = append(hashes, zeroHash[:]...)
+	}
+	w.partial[id] = hashes
+	return nil
 }
 
 // pageRef is a stored page: its row id, and how many deltas lie between it

@@ -545,8 +545,8 @@ func (runs populatedRuns) bytes() uint64 {
 	return n
 }
 
-// read returns a reader of pid's memory (for db.Recorder.AddVersionRead)
-// that reads the populated runs and zeros the rest.
+// read returns a reader of pid's memory that reads the populated runs and
+// zeros the rest (TestPopulated checks the runs with it).
 func (runs populatedRuns) read(pid int) func(addr uint64, b []byte) error {
 	return func(addr uint64, b []byte) error {
 		clear(b)

@@ -1028,11 +1028,19 @@ func (t *Tracer) readVersion(pid int, v db.Version) int64 {
 		// a large mapping is read and queued a chunk at a time, never
 		// held whole
 		read := func(addr uint64, b []byte) error { return snapshot.ReadMem(pid, addr, b) }
+		var id int64
+		var err error
 		if pop, ok := populated(pid, v.Addr, v.Addr+v.Size); ok {
-			read = pop.read(pid)
+			// the pages never written are zeros: neither read nor hashed
 			t.result.Stats.Bytes -= int64(v.Size - pop.bytes())
+			runs := make([]db.AddrRun, len(pop))
+			for i, r := range pop {
+				runs[i] = db.AddrRun{Addr: r.s, Size: r.e - r.s}
+			}
+			id, _, err = t.rec.AddVersionSparse(v, runs, read)
+		} else {
+			id, _, err = t.rec.AddVersionRead(v, read)
 		}
-		id, _, err := t.rec.AddVersionRead(v, read)
 		if err != nil {
 			t.result.Stats.ReadErrors++
 			t.warnf("%v (recorded as zeros)", err)
