@@ -287,7 +287,9 @@ func (t *Thread) Step(in *x86.Insn, next uint64, tsc uint64) {
 	case x86.ClassCondJump:
 		t.addTNT(next != fall)
 	case x86.ClassCall:
-		t.push(fall)
+		if in.Target != fall { // a zero-length call is no call for decoders
+			t.push(fall)
+		}
 	case x86.ClassIndCall:
 		t.push(fall)
 		t.flushTNT()
@@ -301,9 +303,10 @@ func (t *Thread) Step(in *x86.Insn, next uint64, tsc uint64) {
 			t.addTNT(true)
 			break
 		}
-		if n := len(t.ret); n > 0 {
-			t.ret = t.ret[:n-1]
-		}
+		// Not compressed: decoders disagree on whether this ret pops
+		// their stack, so ours is emptied (package doc, "Return
+		// compression").
+		t.ret = t.ret[:0]
 		t.flushTNT()
 		t.ipPacket(ptpkt.PktTIP, next)
 	case x86.ClassSyscall, x86.ClassSysret, x86.ClassFarCall, x86.ClassFarRet, x86.ClassFarJump:

@@ -121,6 +121,66 @@ func TestLeave(t *testing.T) {
 	}
 }
 
+// The return stack stays the top of every decoder's call stack (doc.go,
+// "Return compression"): a ret that is not compressed empties it, since
+// libipt keeps its entry there and perf pops it; a call to the next
+// instruction pushes nothing, as no decoder pushes one.
+func TestRetCompressionRules(t *testing.T) {
+	const base = 0x7f0000001000
+	call := func(ip, target uint64) *x86.Insn {
+		in := insn(ip, 5, x86.ClassCall)
+		in.Target = target
+		return in
+	}
+	for _, tc := range []struct {
+		name  string
+		steps func(th *Thread)
+		want  string // packets after the first PSB+ and TIP.PGE
+	}{
+		{"a call's ret: compressed", func(th *Thread) {
+			th.Step(call(base, base+0x100), base+0x100, 2)
+			th.Step(insn(base+0x100, 1, x86.ClassRet), base+5, 3)
+		}, "tnt:T tip.pgd:-"},
+		{"a ret into a pushed address, then the call's own ret: both TIPs", func(th *Thread) {
+			// HotSpot: compiled code calls the interpreter (call at
+			// base+0x100), which invokes compiled code through an
+			// address it pushed (ret to 0x9000) and leaves with jmp
+			// to the call's return address; that code's ret goes to
+			// the outer call's return address (base+5).
+			th.Step(call(base, base+0x100), base+0x100, 2)
+			th.Step(call(base+0x100, base+0x200), base+0x200, 3)
+			th.Step(insn(base+0x200, 1, x86.ClassRet), base+0x9000, 4)
+			th.Step(insn(base+0x9000, 2, x86.ClassIndJump), base+0x105, 5)
+			th.Step(insn(base+0x105, 1, x86.ClassRet), base+5, 6)
+		}, "tip:1:0xa000 tip:1:0x1105 tip:1:0x1005 tip.pgd:-"},
+		{"calls after an uncompressed ret compress again", func(th *Thread) {
+			th.Step(call(base, base+0x100), base+0x100, 2)
+			th.Step(insn(base+0x100, 1, x86.ClassRet), base+0x9000, 3)
+			th.Step(call(base+0x9000, base+0x100), base+0x100, 4)
+			th.Step(insn(base+0x100, 1, x86.ClassRet), base+0x9005, 5)
+		}, "tip:1:0xa000 tnt:T tip.pgd:-"},
+		{"a zero-length call pushes nothing", func(th *Thread) {
+			// call next; ret: to the next instruction itself, which
+			// then returns to the outer call's return address
+			th.Step(call(base, base+0x100), base+0x100, 2)
+			th.Step(call(base+0x100, base+0x105), base+0x105, 3)
+			th.Step(insn(base+0x105, 1, x86.ClassRet), base+0x105, 4)
+			th.Step(insn(base+0x105, 1, x86.ClassRet), base+5, 5)
+		}, "tip:1:0x1105 tip:1:0x1005 tip.pgd:-"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			th := NewThread(Config{RetCompression: true, PSBPeriod: 1 << 20})
+			th.Enable(base, 1)
+			tc.steps(th)
+			th.Disable(9)
+			got := packets(t, th.Take())
+			if s := strings.Join(got[6:], " "); s != tc.want { // after psb tsc psbend tsc mode.exec tip.pge
+				t.Errorf("got %s, want %s", s, tc.want)
+			}
+		})
+	}
+}
+
 func TestNoRetCompression(t *testing.T) {
 	th := NewThread(Config{PSBPeriod: 1 << 20})
 	th.Enable(0x1000, 1)

@@ -109,10 +109,14 @@ func checkFlows(t *testing.T, dir string, truth map[int][]uint64) (tids []int, t
 // backend and checks that ptjit decode reproduces, per thread and in order,
 // exactly the instructions the program executed — through JIT code, code
 // versions that were replaced later, instructions right after a patch, and
-// after a CPUID (cpuid-step: some hypervisors lose the step trap after it).
+// after a CPUID (cpuid-step: some hypervisors lose the step trap after it),
+// and returns that do not go back to their call (retpush: a ret into an
+// address pushed by hand, as HotSpot's interpreter invokes compiled code,
+// and a call to the next instruction; both must leave the generator's
+// return stack the top of the decoder's).
 func TestSoftPTEndToEnd(t *testing.T) {
 	e2eSetup(t)
-	for _, prog := range []string{"ubpf-test", "jit-threads", "forker", "static-keys", "smc", "rwx-threads", "sigsegv-handler", "cpuid-step"} {
+	for _, prog := range []string{"ubpf-test", "jit-threads", "forker", "static-keys", "smc", "rwx-threads", "sigsegv-handler", "cpuid-step", "retpush"} {
 		t.Run(prog, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "rec")
 			gt := filepath.Join(t.TempDir(), "truth")
@@ -279,7 +283,7 @@ func TestSoftPTFilterJIT(t *testing.T) {
 	// rwx-threads: how often the executing threads run each version of
 	// the patched function depends on scheduling.
 	racy := map[string]bool{"rwx-threads": true}
-	for _, prog := range []string{"ubpf-test", "jit-threads", "forker", "static-keys", "smc", "rwx-threads", "sigsegv-handler"} {
+	for _, prog := range []string{"ubpf-test", "jit-threads", "forker", "static-keys", "smc", "rwx-threads", "sigsegv-handler", "retpush"} {
 		t.Run(prog, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "rec")
 			gt := filepath.Join(t.TempDir(), "truth")
