@@ -499,11 +499,12 @@
 // executable stack).
 //
 // Kernel writes into code (kwrite_linux_amd64.go): the calls that copy
-// into a buffer the program names (read, pread64, readv, recvmsg and
-// their kind) stop where the buffer may lie in memory W^X protects; the
-// pages there become batch pages before the call runs, as alone, and are
-// recorded when code next runs there. Other kernel writes into such
-// memory (stat buffers, io_uring) fail with EFAULT.
+// into one buffer the program names (read, pread64, recvfrom and their
+// kind) stop where the buffer lies in memory W^X protects; the pages there
+// become batch pages before the call runs, as alone, and are recorded when
+// code next runs there. Other kernel writes into such memory (readv and
+// the other calls through an array of buffers, stat buffers, io_uring)
+// fail with EFAULT.
 //
 // Changes to executable memory that make no stop: write(2), pwrite(2),
 // ftruncate(2) or fallocate(2) on a file that is mapped executable and
