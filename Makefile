@@ -35,7 +35,7 @@ RACE_PKGS := ./db/ ./decode/ ./ptfmt/ ./tracker/
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 test: all lint
 	@if [ -n "$$CI" ] && [ -z "$(LIBIPT)" ]; then echo "make test: CI=true but /usr/include/intel-pt.h is missing: install libipt-dev (the libipt differential tests would not run)"; exit 1; fi
-	$(GO) test -count=1 -timeout 60m $(LIBIPT) ./...
+	$(GO) test -count=1 -timeout 80m $(LIBIPT) ./...
 	$(GO) test -count=1 -timeout 30m -race $(LIBIPT) $(RACE_PKGS)
 	$(GO) test -run '^$$' -fuzz '^FuzzPacketDecoder$$' -fuzztime $(FUZZTIME) ./ptpkt/
 	$(GO) test -run '^$$' -fuzz '^FuzzFlowDecoder$$' -fuzztime $(FUZZTIME) ./decode/
