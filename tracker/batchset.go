@@ -112,7 +112,7 @@ func (b *batchSet) in(lo, hi uint64, limit int) []uint64 {
 	}
 	i := sort.Search(len(b.fresh), func(i int) bool { return b.fresh[i].e > lo })
 	for ; i < len(b.fresh) && b.fresh[i].s < hi; i++ {
-		for p := max64(b.fresh[i].s, lo&^(pageSize-1)); p < min(b.fresh[i].e, hi); p += pageSize {
+		for p := max(b.fresh[i].s, lo&^(pageSize-1)); p < min(b.fresh[i].e, hi); p += pageSize {
 			pages = append(pages, p)
 		}
 	}
@@ -121,13 +121,6 @@ func (b *batchSet) in(lo, hi uint64, limit int) []uint64 {
 		pages = pages[:limit]
 	}
 	return pages
-}
-
-func max64(a, b uint64) uint64 {
-	if a > b {
-		return a
-	}
-	return b
 }
 
 // empty reports whether the set holds no page.

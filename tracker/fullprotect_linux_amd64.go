@@ -82,6 +82,15 @@ import (
 // covers a JIT's neighbouring allocations.
 const rangeGrain = 16 << 20
 
+// grainRange is [lo, hi) widened to rangeGrain.
+func grainRange(lo, hi uint64) ival {
+	r := ival{lo &^ (rangeGrain - 1), (hi + rangeGrain - 1) &^ (rangeGrain - 1)}
+	if r.e < hi {
+		r.e = ^uint64(0) &^ (pageSize - 1) // the top of the address space
+	}
+	return r
+}
+
 // maxRangeFilters bounds the range filters of a process; then the filter
 // that stops every mprotect replaces them (every filter runs on every
 // syscall the program makes).
@@ -129,10 +138,7 @@ func (t *Tracer) ensureProtectSeen(th *thread, lo, hi uint64) {
 		return
 	}
 	if lo < hi && len(p.full.ranges) < maxRangeFilters {
-		r := ival{lo &^ (rangeGrain - 1), (hi + rangeGrain - 1) &^ (rangeGrain - 1)}
-		if r.e < hi {
-			r.e = ^uint64(0) &^ (pageSize - 1) // the top of the address space
-		}
+		r := grainRange(lo, hi)
 		err := t.injectFilter(th, RangeProtectRules([]AddrRange{{r.s, r.e}}))
 		if err == nil {
 			if len(p.full.ranges) == 0 {
@@ -174,8 +180,8 @@ func (t *Tracer) ensureProtectSeen(th *thread, lo, hi uint64) {
 // hi) stop (KernelWriteRules, kwrite_linux_amd64.go) where W^X is on and
 // the process's range filters do not cover it yet: a filter for the range
 // widened to rangeGrain, up to maxRangeFilters of them. An empty range
-// (not known) adds none: the caller's exit effect adds it once the range
-// is known (wxKernelWriteEffect).
+// (not known: an mmap whose address the kernel picks) adds none; the
+// call's exit adds it once the range is known (rewriteEffect).
 //
 // Precondition: on the locked tracer thread; th is at a syscall-exit stop
 // or a signal-delivery-stop.
@@ -191,10 +197,7 @@ func (t *Tracer) ensureKernelWritesSeen(th *thread, lo, hi uint64) {
 		}
 		return
 	}
-	r := ival{lo &^ (rangeGrain - 1), (hi + rangeGrain - 1) &^ (rangeGrain - 1)}
-	if r.e < hi {
-		r.e = ^uint64(0) &^ (pageSize - 1)
-	}
+	r := grainRange(lo, hi)
 	if err := t.injectFilter(th, KernelWriteRules([]AddrRange{{r.s, r.e}})); err != nil {
 		if !errors.Is(err, ErrThreadGone) {
 			p.full.kwFailed = true

@@ -150,7 +150,8 @@ func classifySignal(s signalStop) stopKind {
 	if !s.wx {
 		return stopSignal
 	}
-	if p, ok := s.sp.PieceAt(addr); ok && isWX(p.Prot) {
+	p, tracked := s.sp.PieceAt(addr)
+	if tracked && isWX(p.Prot) {
 		return stopWXFault
 	}
 	fetch := s.haveRIP && fetchFault(addr, s.rip)
@@ -162,7 +163,7 @@ func classifySignal(s signalStop) stopKind {
 		}
 		return stopSignal
 	}
-	if p, ok := s.sp.PieceAt(addr); ok && fetch && p.Prot&unix.PROT_EXEC != 0 && s.lastStale != [2]uint64{s.rip, addr} {
+	if tracked && fetch && p.Prot&unix.PROT_EXEC != 0 && s.lastStale != [2]uint64{s.rip, addr} {
 		// a fetch from code the program has executable: stale (another
 		// thread's fault made it executable again meanwhile, as when
 		// several threads enter an alias twin's batch page), retried
@@ -203,7 +204,7 @@ func (t *Tracer) classify(th *thread, ws unix.WaitStatus) (stopKind, int, signal
 			s.si = &si
 		}
 	}
-	if sig == int(unix.SIGSEGV) && s.si != nil && s.si.Code == segvAccerr && (s.filter || s.wx) {
+	if sig == int(unix.SIGSEGV) && s.si != nil && s.si.Code == segvAccerr && (s.filter || s.wx && sp.fetchMatters(s.si.Addr)) {
 		if regs, err := getRegs(th.tid); err == nil {
 			s.rip, s.haveRIP = regs.Rip, true
 		}

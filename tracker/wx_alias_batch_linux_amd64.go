@@ -85,6 +85,19 @@ func storePolicy(mode WXMode, r pageRate, now int64, self bool, emulatable, zero
 	return batch && !self, r, true
 }
 
+// storeBatch is storePolicy for a store into page at now, counting it in
+// the page's rate where the policy does (auto mode).
+func (w *wxState) storeBatch(mode WXMode, page uint64, now int64, self bool, emulatable, zero func() bool) bool {
+	batch, r, counted := storePolicy(mode, w.writes[page], now, self, emulatable, zero)
+	if counted {
+		w.writes[page] = r
+		if w.added++; w.added >= pruneWritesEvery {
+			w.pruneWrites(now)
+		}
+	}
+	return batch
+}
+
 // runsIn reports whether the instruction at rip may lie in page (it
 // starts there or reaches into it).
 func runsIn(rip, page uint64) bool {
@@ -101,7 +114,7 @@ func runsIn(rip, page uint64) bool {
 // when the store is left to run: th, resumed, executes it again.
 //
 // Precondition: on the locked tracer thread; th is in signal-delivery-stop.
-func (t *Tracer) aliasGoBatch(th *thread, al *sharedMap, addr uint64, regs unix.PtraceRegs, emulatable bool) bool {
+func (t *Tracer) aliasGoBatch(th *thread, al *sharedMap, addr uint64, regs unix.PtraceRegs, emulatable func() bool) bool {
 	page := addr &^ (pageSize - 1)
 	sp := th.proc.space
 	w := sp.wxs()
@@ -116,15 +129,7 @@ func (t *Tracer) aliasGoBatch(th *thread, al *sharedMap, addr uint64, regs unix.
 		zeros = zeroRun(th.tid, addr, min(al.end, page+maxAliasRun*pageSize))
 		return zeros > 0
 	}
-	batch, r, counted := storePolicy(t.opts.WX, w.writes[page], t.cur.at.MonoNS, self,
-		func() bool { return emulatable }, zero)
-	if counted {
-		w.writes[page] = r
-		if w.added++; w.added >= pruneWritesEvery {
-			w.pruneWrites(t.cur.at.MonoNS)
-		}
-	}
-	if !batch {
+	if !w.storeBatch(t.opts.WX, page, t.cur.at.MonoNS, self, emulatable, zero) {
 		return false
 	}
 	end := page + pageSize
@@ -337,6 +342,19 @@ func (t *Tracer) aliasSettleStale(th *thread) {
 	for file := range settle {
 		t.aliasSettleFile(th, file)
 	}
+}
+
+// fetchMatters reports whether classifySignal needs RIP for a W^X
+// fault at addr: in an alias twin's batch page, or in tracked code the
+// program has executable and not writable (a stale fetch fault). A store
+// into RWX code or through an alias, the faults W^X takes most, needs
+// no register read here (their handlers read them).
+func (sp *space) fetchMatters(addr uint64) bool {
+	if sp.aliasTwinBatch(addr) {
+		return true
+	}
+	p, ok := sp.PieceAt(addr)
+	return ok && !isWX(p.Prot) && p.Prot&unix.PROT_EXEC != 0
 }
 
 // aliasTwinBatch reports whether addr is in an alias twin's batch page

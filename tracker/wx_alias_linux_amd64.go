@@ -359,11 +359,18 @@ func (t *Tracer) aliasFault(th *thread, addr uint64) {
 		return
 	}
 	t.cur.ip = regs.Rip
-	e := emulateStore(th.tid, regs)
-	if t.aliasGoBatch(th, &al, addr, regs, e.err == nil) {
+	var e *emulated // computed once, when first asked
+	emulation := func() emulated {
+		if e == nil {
+			em := emulateStore(th.tid, regs)
+			e = &em
+		}
+		return *e
+	}
+	if t.aliasGoBatch(th, &al, addr, regs, func() bool { return emulation().err == nil }) {
 		return
 	}
-	in, changes, err := t.aliasEmulate(th, &al, regs, e)
+	in, changes, err := t.aliasEmulate(th, &al, addr, emulation())
 	if err != nil {
 		if errors.Is(goneErr(th.tid, err), ErrThreadGone) {
 			return
@@ -393,19 +400,19 @@ func (t *Tracer) recordAliasChange(th *thread, ip uint64, in x86asm.Inst, al *sh
 	}
 }
 
-// aliasEmulate emulates the store at regs.Rip through the alias al,
-// writing the alias's file. On an error the stores written so far are
+// aliasEmulate carries out e, the emulated store that faulted at fault,
+// through the alias al, writing the alias's file. On an error the stores written so far are
 // returned with it.
 //
 // Precondition: on the locked tracer thread; th is in signal-delivery-stop.
-func (t *Tracer) aliasEmulate(th *thread, al *sharedMap, regs unix.PtraceRegs, e emulated) (x86asm.Inst, []aliasChange, error) {
+func (t *Tracer) aliasEmulate(th *thread, al *sharedMap, fault uint64, e emulated) (x86asm.Inst, []aliasChange, error) {
 	in, stores, nr, err := e.in, e.stores, e.after, e.err
 	if err != nil {
 		return in, nil, err
 	}
-	if si, err := getSiginfo(th.tid); err == nil && !storesCover(stores, si.Addr) {
+	if !storesCover(stores, fault) {
 		// the emulator got the instruction wrong: stepped instead
-		return in, nil, fmt.Errorf("its stores miss the faulting address %#x", si.Addr)
+		return in, nil, fmt.Errorf("its stores miss the faulting address %#x", fault)
 	}
 	var changes []aliasChange
 	for _, s := range stores {

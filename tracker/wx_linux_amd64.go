@@ -309,15 +309,8 @@ func (t *Tracer) wxFault(th *thread, addr uint64) {
 		em = &e
 		return e.err == nil
 	}
-	batch, r, counted := storePolicy(t.opts.WX, w.writes[page], t.cur.at.MonoNS, self, emulatable,
-		func() bool { return zeroRun(th.tid, addr, page+pageSize) > 0 })
-	if counted {
-		w.writes[page] = r
-		if w.added++; w.added >= pruneWritesEvery {
-			w.pruneWrites(t.cur.at.MonoNS)
-		}
-	}
-	if batch {
+	if w.storeBatch(t.opts.WX, page, t.cur.at.MonoNS, self, emulatable,
+		func() bool { return zeroRun(th.tid, addr, page+pageSize) > 0 }) {
 		if err := t.protect(th, page, page+pageSize, unix.PROT_READ|unix.PROT_WRITE, "wx-batch: writable until executed"); err != nil {
 			t.warnOp(err)
 			return
