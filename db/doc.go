@@ -116,7 +116,7 @@
 // other file without changing anything, so that ptjit never replaces what
 // it did not write.
 //
-// Must not import: any ptjit package but clock. code.db is read where it
-// was copied to, without the recorder (snapshot, tracker, ptrun) or the
-// decoder, both of which use db.
+// Must not import: any ptjit package but clock. The recorder (tracker,
+// ptrun) writes code.db and the reader (recording) reads it, on another
+// machine too: db is below both.
 package db

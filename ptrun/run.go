@@ -133,18 +133,20 @@ func start(cfg Config, path string) (r *run, status int, err error) {
 	if r.out, err = PrepareOutDir(cfg.OutDir); err != nil {
 		return nil, 1, err
 	}
-	fail := func(status int, err error) (*run, int, error) {
-		if r.rec != nil {
-			// Nothing half-recorded: the code.db just created goes too.
-			r.rec.Close()
-			removeRecording(cfg.OutDir)
-		}
-		if r.sigc != nil {
-			signal.Stop(r.sigc)
-		}
-		r.out.Release()
+	if status, err := r.open(); err != nil {
+		r.abandon()
 		return nil, status, err
 	}
+	if err := r.launch(path); err != nil {
+		r.abandon()
+		return nil, 1, err
+	}
+	return r, 0, nil
+}
+
+// open creates code.db, with a first estimate of the TSC frequency, and
+// the PT backend. On error it returns the status ptjit exits with.
+func (r *run) open() (status int, err error) {
 	cwd, _ := os.Getwd()
 	// The TSC frequency is measured over the whole life of ptjit (from
 	// the process's start, clock.ProcessStart, to the program's end):
@@ -159,12 +161,10 @@ func start(cfg Config, path string) (r *run, status int, err error) {
 		time.Sleep(d)
 	}
 	hz := clock.HzBetween(r.calStart, clock.Now())
-	dbPath := filepath.Join(cfg.OutDir, "code.db")
-	rec, err := db.Create(dbPath, db.Meta{Command: cfg.Argv, Cwd: cwd, TSCHz: hz, Start: clock.Now()})
-	if err != nil {
-		return fail(1, err)
+	dbPath := filepath.Join(r.cfg.OutDir, "code.db")
+	if r.rec, err = db.Create(dbPath, db.Meta{Command: r.cfg.Argv, Cwd: cwd, TSCHz: hz, Start: clock.Now()}); err != nil {
+		return 1, err
 	}
-	r.rec = rec
 	// A write error on code.db or perf.data (disk full, I/O error) is told
 	// at once, -q or not: the program keeps running, that file's recording
 	// stops at its last complete write, and ptjit exits non-zero.
@@ -174,18 +174,19 @@ func start(cfg Config, path string) (r *run, status int, err error) {
 		defer errMu.Unlock()
 		fmt.Fprintf(r.stderr, "ptjit: %v; recording stopped there, the program keeps running\n", err)
 	}
-	rec.SetOnError(onWriteErr)
-	if r.pt, err = startPT(cfg, r.warnf, onWriteErr); err != nil {
+	r.rec.SetOnError(onWriteErr)
+	if r.pt, err = startPT(r.cfg, r.warnf, onWriteErr); err != nil {
 		if errors.Is(err, ErrNoIntelPT) {
-			return fail(2, err)
+			return 2, err
 		}
-		return fail(1, err)
+		return 1, err
 	}
-	pin := cfg.Pin
-	if pin == "" || pin == tracker.PinAuto {
-		pin = autoPin
-	}
+	return 0, nil
+}
 
+// launch catches ptjit's signals and starts the program at path under
+// the tracker.
+func (r *run) launch(path string) error {
 	// Catch the signals that should stop ptjit; a signal ptjit's parent
 	// made it ignore stays ignored (and is inherited so by the program).
 	var sigs []os.Signal
@@ -197,14 +198,34 @@ func start(cfg Config, path string) (r *run, status int, err error) {
 	r.sigc = make(chan os.Signal, 1)
 	signal.Notify(r.sigc, sigs...)
 
+	pin := r.cfg.Pin
+	if pin == "" || pin == tracker.PinAuto {
+		pin = autoPin
+	}
 	r.t0 = time.Now()
-	r.tr, err = tracker.Start(tracker.Options{Recorder: rec, Pin: pin, WX: cfg.WX, Warnf: r.warnf, SoftPT: r.pt.soft, SoftFilter: cfg.SoftFilter, Copy: cfg.Copy}, r.pt.launch(path, cfg.Argv))
+	tr, err := tracker.Start(tracker.Options{Recorder: r.rec, Pin: pin, WX: r.cfg.WX, Warnf: r.warnf, SoftPT: r.pt.soft,
+		SoftFilter: r.cfg.SoftFilter, Copy: r.cfg.Copy}, r.pt.launch(path, r.cfg.Argv))
 	if err != nil {
 		// The program never ran.
 		r.pt.finish()
-		return fail(1, err)
+		return err
 	}
-	return r, 0, nil
+	r.tr = tr
+	return nil
+}
+
+// abandon undoes what start did before it failed: the code.db just
+// created goes (nothing half-recorded), the signals are ptjit's again, and
+// the directory is unlocked.
+func (r *run) abandon() {
+	if r.rec != nil {
+		r.rec.Close()
+		removeRecording(r.cfg.OutDir)
+	}
+	if r.sigc != nil {
+		signal.Stop(r.sigc)
+	}
+	r.out.Release()
 }
 
 // warnf prints a warning unless the run is quiet.
