@@ -4,8 +4,10 @@
 // program and of perf's sample times), read back to back into a Stamp.
 //
 // It sits at the bottom of ptjit beside the format packages: the recorder
-// (snapshot, tracker) takes Stamps and the store (db) keeps them. It
-// imports only the standard library.
+// (snapshot, tracker) takes Stamps and the store (db) keeps them.
+//
+// Must not import: any ptjit package but internal/platform. Of ptjit it
+// imports only the build guard.
 package clock
 
 // Building for any platform but linux/amd64 fails in internal/platform.

@@ -8,8 +8,8 @@ import (
 // a JIT that makes thousands of versions a second costs one statement per
 // rowBatch versions instead of one (and an UPDATE for its end) each. Each
 // statement through database/sql and cgo costs microseconds on its own,
-// more than SQLite's work for a row (issue 12 item 4: on LuaJIT
-// bench.lua, 3 statements per version were a quarter of ptjit's CPU).
+// more than SQLite's work for a row (on LuaJIT bench.lua, 3 statements
+// per version were a quarter of ptjit's CPU: docs/decisions.md).
 //
 // Order is kept where it matters: any other statement (w.exec) first
 // writes the held versions, an end recorded for a held version is written

@@ -46,14 +46,14 @@
 // checkpoint, the page stored whole, when its base is maxDeltaDepth (64)
 // deltas from a whole page, so reading any page applies at most 64 deltas,
 // and a single-store version costs its share of a whole page every 64
-// (64 bytes) plus its delta and rows: 400 to 600 bytes in all against
-// 5,000 before (TestDeltaVersions and TestSoftPTVersionsPatchImm hold it
-// to 1 KiB; BENCHMARKS.md). Why 64: a deeper
-// chain saves little more (the rows cost more than the checkpoint's
-// share), and a reader with an empty cache reads at most 64 small rows to
-// build a page. The
-// writer
-// writer takes queued rows at least every 10 ms and commits at least every
+// (64 bytes) plus its delta and rows (TestDeltaVersions and
+// TestSoftPTVersionsPatchImm hold it to 1 KiB; the sizes measured with
+// and without deltas are in docs/decisions.md). Why 64: a deeper chain
+// saves little more (the rows cost more than the checkpoint's share),
+// and a reader with an empty cache reads at most 64 small rows to build
+// a page.
+//
+// The writer takes queued rows at least every 10 ms and commits at least every
 // 50 ms, on Flush, and on Close, so a ptjit killed with SIGKILL loses
 // about the last 60 ms when the writer goroutine gets the CPU on time (a
 // loaded machine delays it: ptjit-bench's killloss row measures it), and
@@ -70,9 +70,9 @@
 // run summary says it when it happened. The database is in WAL mode with synchronous=OFF while
 // recording: a committed transaction is in the kernel's page cache, which
 // survives any crash or kill of ptjit or of the program; only a crash of
-// the machine itself can lose the recording's tail (a checkpoint's fsync
-// stalled the writer, and through back-pressure the program, for hundreds
-// of ms on this VM's disk). Close sets meta.ptjit_state to "complete"
+// the machine itself can lose the recording's tail (an fsync at each
+// checkpoint stalls the writer, and through back-pressure the program:
+// docs/decisions.md). Close sets meta.ptjit_state to "complete"
 // ("recording" means the run was cut short; "refused: WHY" that ptjit
 // killed a program it cannot record: Refuse), folds the WAL into the file
 // and leaves WAL mode: a finished recording is one code.db.
@@ -115,4 +115,8 @@
 // through SQLite's locks instead. Probe tells a ptjit code.db from any
 // other file without changing anything, so that ptjit never replaces what
 // it did not write.
+//
+// Must not import: any ptjit package but clock. The recorder (tracker,
+// ptrun) writes code.db and the reader (recording) reads it, on another
+// machine too: db is below both.
 package db

@@ -9,7 +9,7 @@ import (
 	"github.com/ptjit/ptjit/clock"
 )
 
-// TestEndInexact (issue 12 item 1): an end recorded with EndVersionInexact
+// TestEndInexact: an end recorded with EndVersionInexact
 // reads back marked inexact, one recorded with EndVersion exact; a
 // version-3 code.db (before versions.end_inexact: made here by dropping the
 // column and setting user_version 3, as such a file is) still opens, and

@@ -103,4 +103,6 @@
 // decoder bytes or a TraceReader), the text formats (ptfmt) or the AT&T
 // disassembler (x86/att), the recorder (tracker, ptrun, softpt, snapshot,
 // db), recording, or the commands.
+//
+// Must not import: any ptjit package but ptpkt, x86.
 package decode

@@ -24,6 +24,8 @@
 // PerfTrace.PTConfig derives from AUXTRACE_INFO. A queue's
 // stream is handed to the decoder as a QueueReader (io.ReaderAt with a
 // Size), which decode's windows read without knowing perf.data.
+//
+// Must not import: any ptjit package but internal/platform, ptpkt.
 package perf
 
 // Building for any platform but linux/amd64 fails in internal/platform.

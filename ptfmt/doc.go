@@ -24,4 +24,6 @@
 // ptfmt sits above the decoder (decode) and the format packages (ptpkt,
 // x86, x86/att, perf); nothing below it imports it, and it imports no
 // recorder package (tracker, ptrun, snapshot, db).
+//
+// Must not import: tracker, ptrun, snapshot, softpt, db, recording.
 package ptfmt

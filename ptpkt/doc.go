@@ -41,4 +41,6 @@
 // perf.data reading (perf) or any recorder package (tracker, ptrun,
 // softpt, snapshot, db). Decoders are not safe for concurrent use; use one
 // per goroutine.
+//
+// Must not import: any ptjit package.
 package ptpkt

@@ -3,15 +3,25 @@
 // the tracker traces it from its first instruction with the seccomp filter
 // in place, handles ptjit's own signals, and prints the summary.
 //
+// Run is three steps. validate checks the options and resolves the
+// program and touches nothing, so a refused command line leaves an
+// earlier recording as it was. start prepares the directory (locked),
+// code.db, the PT backend and the signal handling, and starts the
+// program under the tracker; when it fails it leaves nothing behind.
+// supervise waits for the program's end (passing signals on, below),
+// then completes the recording: the PT trace, the run's statistics
+// (tracker.Stats, to which it adds its own wall and CPU time and peak
+// RSS) in code.db's meta table through Stats.WriteMeta, the TSC
+// frequency measured over the whole run, code.db's close and the
+// summary line.
+//
 // Launching. Go cannot run code between fork and exec, and the seccomp
 // filter must be installed in the child before the program's execve. So
 // ptjit re-executes itself (/proc/self/exe) with a hidden first argument;
 // a C constructor (helper_linux_amd64.c) sees it before the Go runtime
 // starts, so the helper costs one execve and no Go start, and the program
-// is launched from a single-threaded process that never ran Go (with the
-// code.db change of the same day, ptjit run /bin/true went from 20.1 to
-// 19.7 ms on a quiet machine and from 28.6 to 22.6 ms under load;
-// BENCHMARKS.md, 2026-11-25). It:
+// is launched from a single-threaded process that never ran Go
+// (docs/decisions.md has what that saved). It:
 //  1. writes one byte on its handshake socket and blocks reading, until
 //     the tracer thread has PTRACE_SEIZE'd it (with TRACESECCOMP,
 //     TRACEEXEC, EXITKILL, ...) and sent the filter (tracker.Rules,
@@ -44,6 +54,9 @@
 // Signal dispositions: the program inherits SIG_IGN for SIGHUP and SIGINT
 // when ptjit did; other signals ptjit's Go runtime handles (so an inherited
 // SIG_IGN for, say, SIGTERM is lost), as for any Go program's children.
+//
+// Must not import: decode, ptfmt, recording. The launcher records; what
+// reads a recording is above it.
 package ptrun
 
 // Building for any platform but linux/amd64 fails in internal/platform.

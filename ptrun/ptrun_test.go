@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -167,6 +168,26 @@ func TestRunStatusAndOutput(t *testing.T) {
 	meta, _ := d.Meta()
 	if meta["ptjit_state"] != "complete" || meta["stops"] == "" {
 		t.Errorf("meta: state %q stops %q", meta["ptjit_state"], meta["stops"])
+	}
+	// Every statistic reaches meta, those Run adds to the tracker's too.
+	for _, r := range (&tracker.Stats{}).Meta() {
+		if _, ok := meta[r.Key]; !ok {
+			t.Errorf("meta has no %s", r.Key)
+		}
+	}
+	number := func(key string) int64 {
+		n, err := strconv.ParseInt(meta[key], 10, 64)
+		if err != nil || n < 0 {
+			t.Errorf("meta %s = %q, want a number", key, meta[key])
+		}
+		return n
+	}
+	if meta["processes"] != "1" || meta["threads"] != "1" || meta["wx"] != "" {
+		t.Errorf("meta processes %q threads %q wx %q, want 1, 1 and \"\" (a shell that execs nothing, no --wx)", meta["processes"], meta["threads"], meta["wx"])
+	}
+	if number("wall_ns") == 0 || number("tracer_maxrss_kb") == 0 || number("tracer_user_ns")+number("tracer_sys_ns") == 0 {
+		t.Errorf("meta wall_ns %q, tracer_maxrss_kb %q, tracer_user_ns %q, tracer_sys_ns %q: ptjit's own costs are 0",
+			meta["wall_ns"], meta["tracer_maxrss_kb"], meta["tracer_user_ns"], meta["tracer_sys_ns"])
 	}
 	procs, _ := d.Processes()
 	if len(procs) != 1 || procs[0].ExitStatus != 7 || procs[0].ExecPath != "/usr/bin/dash" && procs[0].ExecPath != "/usr/bin/bash" {

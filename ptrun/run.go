@@ -63,38 +63,90 @@ func sigName(s syscall.Signal) string {
 // 126/127), an *OutDirError, a *KilledError (status 128+N), or a failure
 // of ptjit itself; status is then what ptjit should exit with.
 func Run(cfg Config) (status int, err error) {
-	stderr := cfg.Stderr
-	if stderr == nil {
-		stderr = os.Stderr
+	path, status, err := validate(cfg)
+	if err != nil {
+		return status, err
 	}
+	r, status, err := start(cfg, path)
+	if err != nil {
+		return status, err
+	}
+	defer r.release()
+	return r.supervise()
+}
+
+// validate checks cfg before anything is touched (an earlier recording
+// in cfg.OutDir stays) and resolves the program like a shell. It returns
+// the program's path, or the status ptjit exits with and why: 2 for a
+// usage error, 126 or 127 with the *StartError of a program that cannot
+// be run.
+func validate(cfg Config) (path string, status int, err error) {
 	if len(cfg.Argv) == 0 {
-		return 2, errors.New("no program to run (usage: ptjit run [-o DIR] [-q] [--] PROGRAM ARGS...)")
+		return "", 2, errors.New("no program to run (usage: ptjit run [-o DIR] [-q] [--] PROGRAM ARGS...)")
 	}
-	// Options that only mean something with the soft backend are refused
-	// before anything is touched (an earlier recording in DIR stays).
+	// Options that only mean something with the soft backend.
 	if cfg.GroundTruth != "" && cfg.PT != PTSoft {
-		return 2, errors.New("--ground-truth needs --pt=soft")
+		return "", 2, errors.New("--ground-truth needs --pt=soft")
 	}
 	if cfg.SoftFilter && cfg.PT != PTSoft {
-		return 2, errors.New("--soft-filter=jit needs --pt=soft")
+		return "", 2, errors.New("--soft-filter=jit needs --pt=soft")
 	}
 	if (cfg.SoftLayout != "" || cfg.SoftCPUs != 0) && cfg.PT != PTSoft {
-		return 2, errors.New("--soft-layout and --soft-cpus need --pt=soft")
+		return "", 2, errors.New("--soft-layout and --soft-cpus need --pt=soft")
 	}
 	if cfg.SoftCPUs < 0 || cfg.SoftCPUs > 4096 {
-		return 2, fmt.Errorf("--soft-cpus: %d is not between 0 and 4096", cfg.SoftCPUs)
+		return "", 2, fmt.Errorf("--soft-cpus: %d is not between 0 and 4096", cfg.SoftCPUs)
 	}
-	path, err := Resolve(cfg.Argv[0])
+	path, err = Resolve(cfg.Argv[0])
 	if err != nil {
 		var se *StartError
 		errors.As(err, &se)
-		return se.Code, err
+		return "", se.Code, err
 	}
-	out, err := PrepareOutDir(cfg.OutDir)
-	if err != nil {
-		return 1, err
+	return path, 0, nil
+}
+
+// run is one recording from start to the end of supervise.
+type run struct {
+	cfg      Config
+	stderr   io.Writer
+	out      *OutDir
+	rec      *db.Recorder
+	pt       *ptBackend
+	tr       *tracker.Tracer
+	sigc     chan os.Signal // SIGINT, SIGTERM, SIGHUP for ptjit
+	calStart clock.Stamp    // the start of the TSC calibration
+	t0       time.Time      // when the tracker started
+}
+
+// start prepares the recording directory, code.db and the PT backend,
+// catches ptjit's signals and starts the program at path under the
+// tracker. On error nothing is left: no half recording, the directory
+// unlocked, the signals as they were; status is then what ptjit exits
+// with (2 where the machine cannot record --pt=intel, else 1). Otherwise
+// the program runs; the caller calls supervise, then release.
+func start(cfg Config, path string) (r *run, status int, err error) {
+	r = &run{cfg: cfg, stderr: cfg.Stderr}
+	if r.stderr == nil {
+		r.stderr = os.Stderr
 	}
-	defer out.Release()
+	if r.out, err = PrepareOutDir(cfg.OutDir); err != nil {
+		return nil, 1, err
+	}
+	if status, err := r.open(); err != nil {
+		r.abandon()
+		return nil, status, err
+	}
+	if err := r.launch(path); err != nil {
+		r.abandon()
+		return nil, 1, err
+	}
+	return r, 0, nil
+}
+
+// open creates code.db, with a first estimate of the TSC frequency, and
+// the PT backend. On error it returns the status ptjit exits with.
+func (r *run) open() (status int, err error) {
 	cwd, _ := os.Getwd()
 	// The TSC frequency is measured over the whole life of ptjit (from
 	// the process's start, clock.ProcessStart, to the program's end):
@@ -104,20 +156,14 @@ func Run(cfg Config) (status int, err error) {
 	// from here leave nothing to sleep for on most runs (a 10 ms sleep
 	// before the launch cost every run 10 ms; from here, a run of
 	// /bin/true still slept 5 ms at its end).
-	calStart := clock.ProcessStart()
-	if d := time.Millisecond - time.Duration(clock.Mono()-calStart.MonoNS); d > 0 {
+	r.calStart = clock.ProcessStart()
+	if d := time.Millisecond - time.Duration(clock.Mono()-r.calStart.MonoNS); d > 0 {
 		time.Sleep(d)
 	}
-	hz := clock.HzBetween(calStart, clock.Now())
-	dbPath := filepath.Join(cfg.OutDir, "code.db")
-	rec, err := db.Create(dbPath, db.Meta{Command: cfg.Argv, Cwd: cwd, TSCHz: hz, Start: clock.Now()})
-	if err != nil {
+	hz := clock.HzBetween(r.calStart, clock.Now())
+	dbPath := filepath.Join(r.cfg.OutDir, "code.db")
+	if r.rec, err = db.Create(dbPath, db.Meta{Command: r.cfg.Argv, Cwd: cwd, TSCHz: hz, Start: clock.Now()}); err != nil {
 		return 1, err
-	}
-	warnf := func(format string, args ...any) {
-		if !cfg.Quiet {
-			fmt.Fprintf(stderr, "ptjit: "+format+"\n", args...)
-		}
 	}
 	// A write error on code.db or perf.data (disk full, I/O error) is told
 	// at once, -q or not: the program keeps running, that file's recording
@@ -126,24 +172,21 @@ func Run(cfg Config) (status int, err error) {
 	onWriteErr := func(err error) {
 		errMu.Lock()
 		defer errMu.Unlock()
-		fmt.Fprintf(stderr, "ptjit: %v; recording stopped there, the program keeps running\n", err)
+		fmt.Fprintf(r.stderr, "ptjit: %v; recording stopped there, the program keeps running\n", err)
 	}
-	rec.SetOnError(onWriteErr)
-	pt, err := startPT(cfg, warnf, onWriteErr)
-	if err != nil {
-		// Nothing half-recorded: the code.db just created goes too.
-		rec.Close()
-		removeRecording(cfg.OutDir)
+	r.rec.SetOnError(onWriteErr)
+	if r.pt, err = startPT(r.cfg, r.warnf, onWriteErr); err != nil {
 		if errors.Is(err, ErrNoIntelPT) {
 			return 2, err
 		}
 		return 1, err
 	}
-	pin := cfg.Pin
-	if pin == "" || pin == tracker.PinAuto {
-		pin = autoPin
-	}
+	return 0, nil
+}
 
+// launch catches ptjit's signals and starts the program at path under
+// the tracker.
+func (r *run) launch(path string) error {
 	// Catch the signals that should stop ptjit; a signal ptjit's parent
 	// made it ignore stays ignored (and is inherited so by the program).
 	var sigs []os.Signal
@@ -152,111 +195,134 @@ func Run(cfg Config) (status int, err error) {
 			sigs = append(sigs, s)
 		}
 	}
-	sigc := make(chan os.Signal, 1)
-	signal.Notify(sigc, sigs...)
-	defer signal.Stop(sigc)
+	r.sigc = make(chan os.Signal, 1)
+	signal.Notify(r.sigc, sigs...)
 
-	t0 := time.Now()
-	tr, err := tracker.Start(tracker.Options{Recorder: rec, Pin: pin, WX: cfg.WX, Warnf: warnf, SoftPT: pt.soft, SoftFilter: cfg.SoftFilter, Copy: cfg.Copy}, pt.launch(path, cfg.Argv))
-	if err != nil {
-		// The program never ran: leave no half recording behind.
-		rec.Close()
-		pt.finish()
-		removeRecording(cfg.OutDir)
-		return 1, err
+	pin := r.cfg.Pin
+	if pin == "" || pin == tracker.PinAuto {
+		pin = autoPin
 	}
-	var mu sync.Mutex
-	var got syscall.Signal // the signal ptjit killed the program for
+	r.t0 = time.Now()
+	tr, err := tracker.Start(tracker.Options{Recorder: r.rec, Pin: pin, WX: r.cfg.WX, Warnf: r.warnf, SoftPT: r.pt.soft,
+		SoftFilter: r.cfg.SoftFilter, Copy: r.cfg.Copy}, r.pt.launch(path, r.cfg.Argv))
+	if err != nil {
+		// The program never ran.
+		r.pt.finish()
+		return err
+	}
+	r.tr = tr
+	return nil
+}
+
+// abandon undoes what start did before it failed: the code.db just
+// created goes (nothing half-recorded), the signals are ptjit's again, and
+// the directory is unlocked.
+func (r *run) abandon() {
+	if r.rec != nil {
+		r.rec.Close()
+		removeRecording(r.cfg.OutDir)
+	}
+	if r.sigc != nil {
+		signal.Stop(r.sigc)
+	}
+	r.out.Release()
+}
+
+// warnf prints a warning unless the run is quiet.
+func (r *run) warnf(format string, args ...any) {
+	if !r.cfg.Quiet {
+		fmt.Fprintf(r.stderr, "ptjit: "+format+"\n", args...)
+	}
+}
+
+// release stops catching ptjit's signals and unlocks the recording
+// directory.
+func (r *run) release() {
+	signal.Stop(r.sigc)
+	r.out.Release()
+}
+
+// supervise waits for the program's end (wait), then completes the
+// recording (finish). It returns what Run returns.
+func (r *run) supervise() (status int, err error) {
+	res, sig, werr := r.wait()
+	return r.finish(res, sig, werr)
+}
+
+// wait waits for the program's end while ptjit's signals arrive: the
+// first is passed on to the program (passSignal), unless the program
+// does not run yet; a second, or one the program cannot get, kills every
+// tracee. It returns the tracker's result, the signal ptjit killed the
+// program for (0 when none), and the tracker's error.
+func (r *run) wait() (res tracker.Result, sig syscall.Signal, err error) {
+	var got syscall.Signal // written by the goroutine, read after done
 	stop := make(chan struct{})
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		passed := false
 		for {
 			select {
-			case s := <-sigc:
+			case s := <-r.sigc:
 				sig := s.(syscall.Signal)
 				if !passed {
 					passed = true
-					if passSignal(tr, sig, stop) {
+					if passSignal(r.tr, sig, stop) {
 						continue // the program has it: wait for its end
 					}
 				}
-				mu.Lock()
 				got = sig
-				mu.Unlock()
-				tr.Kill()
+				r.tr.Kill()
 				return
 			case <-stop:
 				return
 			}
 		}
 	}()
-	res, werr := tr.Wait()
+	res, err = r.tr.Wait()
 	close(stop)
-	perr := pt.finish()
-	elapsed := time.Since(t0)
+	<-done
+	return res, got, err
+}
 
+// finish completes the recording after the program's end: the PT trace,
+// the statistics and the TSC frequency in code.db's meta table, code.db's
+// close, and the summary line. sig is the signal ptjit killed the
+// program for (0 when none) and werr the tracker's error. It returns the
+// program's status, or ptjit's when the recording failed.
+func (r *run) finish(res tracker.Result, sig syscall.Signal, werr error) (status int, err error) {
+	perr := r.pt.finish()
 	st := res.Stats
-	cpuUser, cpuSys := selfCPU()
-	for k, v := range map[string]string{
-		"processes": strconv.Itoa(st.Processes), "threads": strconv.Itoa(st.Threads),
-		"regions": strconv.Itoa(st.Regions), "versions": strconv.Itoa(st.Versions),
-		"file_maps": strconv.Itoa(st.FileMaps), "stops": strconv.FormatInt(st.Stops, 10),
-		"stop_ns": strconv.FormatInt(st.StopNS, 10), "snapshot_bytes": strconv.FormatInt(st.Bytes, 10),
-		"read_errors": strconv.Itoa(st.ReadErrors), "pinned": strconv.FormatBool(st.Pinned),
-		"wall_ns": strconv.FormatInt(elapsed.Nanoseconds(), 10),
-		"wx":      string(cfg.WX), "wx_writes": strconv.Itoa(st.Writes), "wx_emulated": strconv.Itoa(st.Emulated),
-		"wx_stepped": strconv.Itoa(st.Stepped), "wx_batch_pages": strconv.Itoa(st.BatchWrites),
-		"wx_fresh_pages": strconv.Itoa(st.FreshMapped), "wx_fresh_executed": strconv.Itoa(st.FreshExecuted),
-		"wx_tcb_pages": strconv.Itoa(st.TCBPages), "wx_tcb_executed": strconv.Itoa(st.TCBExecuted),
-		"wx_kernel_write_pages": strconv.Itoa(st.KernelWrites),
-		"injected_syscalls":     strconv.Itoa(st.Injected),
-		// processes where every mprotect stops (ptjit managed memory
-		// there); elsewhere only those adding PROT_EXEC (tracker/doc.go)
-		"full_protect_processes": strconv.Itoa(st.FullProtect),
-		// processes and ranges where only the mprotects of the memory
-		// ptjit manages stop (tracker/fullprotect_linux_amd64.go)
-		"range_protect_processes": strconv.Itoa(st.RangeProtect), "range_protect_filters": strconv.Itoa(st.RangeFilters),
-		// how versions were read (tracker/pages_linux_amd64.go)
-		"copy_mode": string(st.Copy.Mode), "copy_changed_ranges": strconv.Itoa(st.Copy.Ranges),
-		"copy_changed_versions": strconv.Itoa(st.Copy.Versions), "copy_pages_read": strconv.FormatInt(st.Copy.PagesRead, 10),
-		"copy_pages": strconv.FormatInt(st.Copy.Pages, 10), "copy_fallback": st.Copy.Fallback,
-		// ptjit's own peak RSS (not the program's, which /usr/bin/time
-		// reports instead when it is larger): what the recording cost
-		"tracer_maxrss_kb": strconv.FormatInt(maxRSSKB(), 10),
-		// ptjit's own CPU time (user, system) up to the program's end
-		"tracer_user_ns": strconv.FormatInt(cpuUser.Nanoseconds(), 10),
-		"tracer_sys_ns":  strconv.FormatInt(cpuSys.Nanoseconds(), 10),
-	} {
-		rec.SetStat(k, v)
-	}
-	if d := minCalibration - time.Duration(clock.Mono()-calStart.MonoNS); d > 0 {
+	st.WX = r.cfg.WX
+	st.Wall = time.Since(r.t0)
+	st.TracerMaxRSSKB = maxRSSKB()
+	st.TracerUser, st.TracerSys = selfCPU()
+	st.WriteMeta(r.rec)
+	if d := minCalibration - time.Duration(clock.Mono()-r.calStart.MonoNS); d > 0 {
 		time.Sleep(d)
 	}
-	if hz := clock.HzBetween(calStart, clock.Now()); hz != 0 {
-		rec.SetStat("tsc_hz", strconv.FormatUint(hz, 10))
+	if hz := clock.HzBetween(r.calStart, clock.Now()); hz != 0 {
+		r.rec.SetStat("tsc_hz", strconv.FormatUint(hz, 10))
 	}
 	if res.Refused != nil {
-		rec.Refuse(res.Refused.Error())
+		r.rec.Refuse(res.Refused.Error())
 	}
-	cerr := rec.Close()
-	if !cfg.Quiet && res.Refused == nil {
+	cerr := r.rec.Close()
+	if !r.cfg.Quiet && res.Refused == nil {
 		// (a refused run says so in one line, its error, and nothing
 		// else: what it recorded is the refused exec)
 		s := Summary(st)
 		if cerr != nil {
 			// What code.db really holds, not what was recorded.
-			saved := rec.Saved()
+			saved := r.rec.Saved()
 			s = fmt.Sprintf("code.db holds %d of %d versions and %d of %d writes (it stopped at a write error); %s",
 				saved.Versions, st.Versions, saved.Writes, st.Writes, s)
 		}
-		fmt.Fprintf(stderr, "ptjit: %s\n", s)
-		if s := pt.summary(); s != "" {
-			fmt.Fprintf(stderr, "ptjit: %s\n", s)
+		fmt.Fprintf(r.stderr, "ptjit: %s\n", s)
+		if s := r.pt.summary(); s != "" {
+			fmt.Fprintf(r.stderr, "ptjit: %s\n", s)
 		}
 	}
-	mu.Lock()
-	sig := got
-	mu.Unlock()
 	switch {
 	case werr != nil:
 		return 1, werr

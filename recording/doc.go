@@ -2,9 +2,8 @@
 // streams of DIR/perf.data and the code history of DIR/code.db, joined into
 // what the decoder needs per thread.
 //
-// Opening. Open maps perf.data read-only (the kernel's copy of a pread
-// per buffer was 10% of a soft-PT decode on this VM) and
-// reads its AUXTRACE queues (lazily: the PT bytes are copied from the
+// Opening. Open maps perf.data read-only (a pread per buffer costs the
+// kernel's copy: docs/decisions.md) and reads its AUXTRACE queues (lazily: the PT bytes are copied from the
 // mapping as a decoder asks for them) and code.db's thread
 // table. Threads lists the per-thread queues that hold data, each with the
 // thread it traced and that thread's process (0 when code.db does not know
@@ -63,10 +62,10 @@
 //     over TNT, PAD and MTC bytes without decoding them and applies the
 //     MTCs only where a piece needs its time; it reads each queue through
 //     one small window that all queues share. Pieces are joined from one
-//     small block per CPU shared by all the threads' streams: on a VM,
-//     touching fresh memory and a pread each cost about as much as
-//     decoding, and the per-CPU decode of a recording costs within a few
-//     percent of the per-thread one (BENCHMARKS.md).
+//     small block per CPU shared by all the threads' streams, so that a
+//     thread's stream touches no fresh memory of its own (on a VM a page
+//     fault on fresh memory, and a pread, each cost about as much as the
+//     decoding they feed: docs/decisions.md).
 //  2. Each piece is given the thread the sideband says ran on that CPU at
 //     that time: cpuRuns replays SWITCH_CPU_WIDE (switch-out: next_prev
 //     runs from then; switch-in: the sample_id thread), SWITCH (per-task
@@ -156,7 +155,8 @@
 // decides where they are printed. A Recording is used by one goroutine;
 // its Symbolizer is safe for concurrent use.
 //
-// recording sits above decode, ptfmt, perf and db and below the command:
-// it must not import tracker, ptrun or cmd/..., so that a recording copied
+// recording sits above decode, ptfmt, perf and db and below the command.
+//
+// Must not import: tracker, ptrun, snapshot, softpt. A recording copied
 // from another machine is decoded without any of the recording machinery.
 package recording

@@ -11,8 +11,9 @@
 // stamps that date each version come from package clock.
 //
 // Build IDs come from internal/elfnote, the one ELF note walker. snapshot
-// imports neither db nor anything above it: it is a reader the tracker
-// uses, at the bottom of the pipeline.
+// is a reader the tracker uses, at the bottom of the pipeline.
+//
+// Must not import: any ptjit package but internal/platform, internal/elfnote.
 //
 // Nothing here keeps state across calls except the build-ID cache, which is
 // safe for concurrent use.

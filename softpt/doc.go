@@ -58,4 +58,9 @@
 // layout a thread's trace is its own, so attribution never rests on the
 // switch records the generator itself invented for virtual CPUs; per-cpu
 // is how the path of every hardware recording is tested.
+//
+// Must not import: decode, ptfmt, recording, tracker, ptrun. The decoder
+// is checked against the packets the generator writes, so the two share
+// no code above the packet encoder (ptpkt); the generator is driven by
+// the tracker, not the other way round.
 package softpt

@@ -1,6 +1,6 @@
 /*
  * floor — the least a recorder of JIT code must do, for the benchmark
- * harness (issue 12 item 5): stop the program at every mprotect,
+ * harness's floor rows (cmd/ptjit-bench): stop the program at every mprotect,
  * pkey_mprotect or mmap that adds PROT_EXEC, copy the range (mprotect) with
  * one process_vm_readv before the program resumes, and nothing else.
  *

@@ -1,5 +1,5 @@
 // seccomp-own: a program with its own seccomp filter, to check that its
-// filter means under ptjit what it means alone (issue 11 item 8).
+// filter means under ptjit what it means alone (TestSeccompOwnFilter).
 //
 // Usage: seccomp-own          the filter test (below); deterministic output
 //        seccomp-own ptrace   PTRACE_TRACEME in a child, PTRACE_SEIZE of a

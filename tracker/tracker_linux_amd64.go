@@ -79,50 +79,6 @@ type Options struct {
 // the child installs the seccomp filter and execs the program.
 type Launch func() (pid int, release func() error, err error)
 
-// Stats are the summary numbers of a trace.
-type Stats struct {
-	Processes, Threads int
-	Regions, Versions  int
-	FileMaps           int
-	Stops              int64
-	StopNS             int64
-	Bytes              int64
-	ReadErrors         int
-	Pinned             bool
-	// W^X
-	Writes      int // stores recorded (precise)
-	Emulated    int // of which emulated
-	Stepped     int // of which single-stepped
-	BatchWrites int // pages made writable in batch mode
-	// KernelWrites: pages made writable (batch) for a kernel copy into
-	// code W^X protects (kwrite_linux_amd64.go)
-	KernelWrites int
-	// Fresh memory (wxFreshEffect): pages of new RWX mappings started
-	// as batch pages, and of those the ones recorded at a first execution
-	FreshMapped, FreshExecuted int
-	// Thread stacks and control blocks in W^X memory
-	// (wx_tcb_linux_amd64.go): their writable-and-executable pages, kept
-	// writable for the kernel's writes, and of those the ones executed
-	// (then left writable and executable)
-	TCBPages, TCBExecuted int
-	Injected              int // syscalls ptjit ran in the tracee
-	// FullProtect: processes given the filter that stops every mprotect
-	// (memory ptjit manages; fullprotect_linux_amd64.go)
-	FullProtect int
-	// RangeProtect: processes given filters that stop the mprotects of
-	// the memory ptjit manages there only; RangeFilters: those filters
-	RangeProtect, RangeFilters int
-	// Names the program published (perf-map lines and jitdump code loads read)
-	Names int
-	// WriterWaits and WriterWaitNS: how often and how long the tracker
-	// (so the stopped program) waited for the database writer, which
-	// happens only when db's back-pressure bound of queued code is reached
-	WriterWaits  int
-	WriterWaitNS int64
-	// Copy: how versions were read (pages_linux_amd64.go)
-	Copy CopyStats
-}
-
 // Result is the outcome of a trace.
 type Result struct {
 	// Status is the first program's exit code, or 128+N if signal N

@@ -16,6 +16,7 @@
 // encodings (x86/internal/x86test, shared with x86/att) and, in x86/att,
 // on linear sweeps of real binaries.
 //
-// x86 imports only the standard library; it is at the bottom of ptjit
-// with ptpkt and perf.
+// x86 is at the bottom of ptjit with ptpkt and perf.
+//
+// Must not import: any ptjit package.
 package x86

@@ -13,7 +13,7 @@ func init() {
 	rows = append(rows, row{name: "bigrwx", target: "≤ 10× alone; stop ≤ 1.5× at 16 MiB; RSS ≤ 0.25× region", measure: measureBigRWX})
 }
 
-// The bigrwx row (issue 11, "the cost of a stop grows with region size"):
+// The bigrwx row (does the cost of a stop grow with the region's size?):
 // testdata/bigrwx maps a large RWX area and stores one byte per page, so
 // that under W^X (--wx default, auto) every page is one store stop.
 const (

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 )
 
-// The copy row (issue 12 item 3): ptjit run --copy=full against
+// The copy row: ptjit run --copy=full against
 // --copy=changed, alternating with the program alone, on jit-pages (a
 // region of which each version rewrites two or three pages) at 4 MiB,
 // where reading only the written pages should win, and at 64 KiB, where

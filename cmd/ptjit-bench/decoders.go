@@ -15,7 +15,7 @@ import (
 	"github.com/ptjit/ptjit/perf"
 )
 
-// The decoders row (issue 13): ptjit's decoder against libipt's block
+// The decoders row: ptjit's decoder against libipt's block
 // decoder and perf's own Intel PT decoder, on one trace all three read.
 //
 // The trace is the libipt corpus's synthetic/mid (a 64 KiB program, 2.1 M

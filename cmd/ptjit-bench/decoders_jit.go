@@ -11,7 +11,7 @@ import (
 	"strings"
 )
 
-// The JIT-recording line of the decoders target (issue 13): ptjit's decoder
+// The JIT-recording line of the decoders target: ptjit's decoder
 // on one core against perf's, on a soft-PT recording of a program that
 // rewrites one function 12 times at one address (testdata/jit-loop 12
 // 50000: 13 code versions, 3.4 M instructions, an MTC packet per stepped

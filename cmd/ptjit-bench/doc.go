@@ -59,8 +59,8 @@
 //     ptjit run, alternating, at least 7 runs, medians, with the load:
 //     ptjit/alone, floor/alone, ptjit/floor (target for LuaJIT: ptjit ≤
 //     1.1× the notif floor);
-//   - copy: ptjit run --copy=full against --copy=changed (issue 12 item
-//     3), alternating with the program alone: testdata/jit-pages (two pages
+//   - copy: ptjit run --copy=full against --copy=changed, alternating
+//     with the program alone: testdata/jit-pages (two pages
 //     rewritten per version) with a 4 MiB, a 1 MiB and a 64 KiB region, and
 //     LuaJIT bench.lua 2000; each mode's extra time over alone, their ratio
 //     (target at 4 MiB: changed below full) and ptjit's own time in stops
@@ -92,4 +92,8 @@
 // A row whose prerequisite is missing (luajit, strace, java, node, a
 // runtime: the row names its Debian package) prints the error in
 // its place, and the command exits 1 after the table.
+//
+// Must not import: any ptjit package but db, perf. It measures ptjit as a
+// user runs it, through bin/ptjit, and reads only what a recording holds
+// (code.db's meta table) and the perf.data the decoders row writes.
 package main

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 )
 
-// The floor rows (issue 12 item 5): each program alone, under
+// The floor rows: each program alone, under
 // testdata/floor (the least a recorder must do: a stop per exec-adding
 // mprotect/pkey_mprotect/mmap and a copy of the range) in both of its
 // modes, and under ptjit run, alternating, so that every ratio compares

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// TestAttributionThreads (issue 11 item 6): jit-many's threads each
+// TestAttributionThreads: jit-many's threads each
 // mprotect one page RX at the same time while the main thread moves the
 // program break. Every page must be one version with the cause and tid of
 // the mprotect that made it, as the program's manifest says: no version

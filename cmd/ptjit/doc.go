@@ -5,6 +5,9 @@
 // dump.go, decode.go, export.go. Errors are printed once, by main, as a
 // single line prefixed "ptjit: "; a command that must exit with a specific
 // status returns an *exitError.
+//
+// Must not import: internal/layers, internal/testenv, internal/testmain.
+// They hold tests and test helpers; nothing that ships uses them.
 package main
 
 // Building for any platform but linux/amd64 fails in internal/platform.

@@ -1,7 +1,7 @@
 package main
 
-// Issue 11, items 1 and 2: ptjit never hangs when it or its program is
-// killed, and --soft-filter=jit never kills a threaded program.
+// ptjit never hangs when it or its program is killed, and
+// --soft-filter=jit never kills a threaded program.
 
 import (
 	"fmt"
@@ -218,8 +218,8 @@ func TestKillStressNode(t *testing.T) {
 // by the kernel, and the program died of SIGSEGV or SIGTRAP (4 threads
 // 1/5, 50 threads 2/3 on this machine). Runs per thread count: 20, 5 and
 // 2 (a 300-thread run takes 20–60 s here, by the load); with -short 5, 1
-// and 1. PTJIT_SOFTFILTER_RUNS=N runs every case N times (the issue's
-// 20 runs each: see the closing note of issue 11 for that run).
+// and 1. PTJIT_SOFTFILTER_RUNS=N runs every case N times (20: the run of
+// 20 per thread count that the fix was accepted with).
 func TestSoftFilterThreads(t *testing.T) {
 	e2eSetup(t)
 	cases := []struct{ threads, runs, short int }{{4, 20, 5}, {50, 5, 1}, {300, 2, 1}}

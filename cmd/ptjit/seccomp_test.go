@@ -9,7 +9,7 @@ import (
 
 // TestSeccompOwnFilter runs testdata/seccomp-own, whose own seccomp filter
 // returns RET_TRACE, RET_ERRNO, RET_TRAP and RET_USER_NOTIF, alone and
-// under ptjit run: the same output and exit status (issue 11 item 8). Alone
+// under ptjit run: the same output and exit status. Alone
 // its RET_TRACE calls fail with ENOSYS (no tracer); ptjit, the tracer,
 // must make them fail the same way, and record nothing for the mprotect
 // that never ran.

@@ -391,7 +391,7 @@ func TestSoftPTThreadEnds(t *testing.T) {
 			checkAllFlows(t, dir, groundTruth(t, gt), "--format=insn")
 		})
 		if strings.Contains(mode[0], "per-cpu") && len(mode) == 2 {
-			// Known gap (issue 10): ptjit stopped by SIGTERM while the
+			// Known gap: ptjit stopped by SIGTERM while the
 			// thread steps, per-cpu without the filter, decoded one
 			// instruction more than the ground truth once in about 20
 			// runs (CI, 2026-11-23); not yet explained, so not tested

@@ -7,5 +7,8 @@
 // the ptjit command) import this package, so that building them for
 // another platform stops here, with the message below, instead of with
 // dozens of unrelated undefined names. The portable packages (ptpkt, x86,
-// decode, ptfmt, db, softpt) do not import it and build anywhere.
+// x86/att, decode) import neither it nor a package that does, and build
+// anywhere; db (through clock), ptfmt and softpt (through perf) do not.
+//
+// Must not import: any ptjit package. It is the bottom of every chain.
 package platform

@@ -1,6 +1,3 @@
-// Package testenv holds helpers that several packages' tests share: where
-// to find system files the tests read. It imports only the standard
-// library.
 package testenv
 
 import (

@@ -7,5 +7,7 @@
 //
 // Only output needs att (ptxed text, `ptjit show`, `history --writes`):
 // the decoder, the recorder and the soft-PT generator use package x86
-// alone. att imports x86 and x86asm, nothing of ptjit above them.
+// alone. att imports x86 and x86asm.
+//
+// Must not import: any ptjit package but x86.
 package att

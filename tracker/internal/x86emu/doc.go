@@ -16,4 +16,7 @@
 // come from the caller (Machine), so it is tested by tables without a
 // process. The registers are Linux's x86-64 struct user_regs_struct
 // (unix.PtraceRegs), hence the _linux_amd64 files.
+//
+// Must not import: any ptjit package. The emulator is the tracker's
+// alone, tested by tables without a process.
 package x86emu

@@ -1,5 +1,3 @@
-// Package x86test holds the instruction table that the length decoder's
-// and the AT&T formatter's tests share.
 package x86test
 
 import (
