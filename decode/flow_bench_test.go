@@ -11,7 +11,7 @@ import (
 )
 
 // loadSynthetic returns the synthetic/mid trace and its image (see
-// conformance/libipt/synthetic/SUMMARY.txt: mid.bin at 0x400000).
+// testdata/conformance/libipt/synthetic/SUMMARY.txt: mid.bin at 0x400000).
 func loadSynthetic(b testing.TB, name string) ([]byte, *Image) {
 	dir := testenv.ConformanceDir(b)
 	pt, err := os.ReadFile(filepath.Join(dir, "synthetic", name+".pt"))

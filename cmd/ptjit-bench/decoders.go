@@ -45,7 +45,7 @@ import (
 // row prints the load).
 var (
 	decodeCopies = flag.Int("decode-copies", 31, "decoders row: copies of synthetic/mid in the trace (31: 20 MB, 310: 200 MB)")
-	conformance  = flag.String("conformance", "../shared/conformance/libipt", "decoders row: the libipt corpus (synthetic/mid.pt, mid.bin)")
+	conformance  = flag.String("conformance", "testdata/conformance/libipt", "decoders row: the libipt corpus (synthetic/mid.pt, mid.bin)")
 )
 
 func init() {
