@@ -1,6 +1,8 @@
 // Package testenv holds helpers that several packages' tests share: where
-// to find system files the tests read. It imports only the standard
-// library.
+// to find system files and the repository's test data, the tools a test
+// needs (missing: a skip that says so, a failure under CI), C programs
+// built for a test and the testdata programs, libipt's helper and the
+// corpus's synthetic traces. It imports only the standard library.
 package testenv
 
 import (
@@ -59,20 +61,11 @@ func TextSection(tb testing.TB, path string) ([]byte, uint64) {
 // found by walking up from the test's working directory.
 func RepoRoot(t testing.TB) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	dir, err := repoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatalf("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
+	return dir
 }
 
 // PacketSeeds returns fuzz seeds for the packet layer and the text formats
