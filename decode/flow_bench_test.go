@@ -2,24 +2,17 @@ package decode
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/ptjit/ptjit/internal/testenv"
 )
 
-// loadSynthetic returns the synthetic/mid trace and its image (see
-// conformance/libipt/synthetic/SUMMARY.txt: mid.bin at 0x400000).
+// loadSynthetic returns a synthetic trace of the corpus and its image.
 func loadSynthetic(b testing.TB, name string) ([]byte, *Image) {
-	dir := testenv.ConformanceDir(b)
-	pt, err := os.ReadFile(filepath.Join(dir, "synthetic", name+".pt"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	pt, bin, base := testenv.Synthetic(b, name)
 	img := NewImage()
-	if err := img.AddFile(filepath.Join(dir, "synthetic", name+".bin"), 0, 0, 0x400000); err != nil {
+	if err := img.AddFile(bin, 0, 0, base); err != nil {
 		b.Fatal(err)
 	}
 	return pt, img

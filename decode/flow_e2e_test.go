@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ptjit/ptjit/internal/testenv"
 )
 
 // End to end against an independent truth: record test programs with
@@ -25,11 +27,7 @@ func TestDecodeRecordingMatchesGroundTruth(t *testing.T) {
 	wd, _ := os.Getwd()
 	root := filepath.Dir(wd)
 	progs := []string{"smc", "static-keys", "jit-threads"}
-	// Build what the test needs (make is idempotent): a missing program
-	// is a failure, never a skip.
-	if out, err := exec.Command("make", "-C", filepath.Join(root, "testdata")).CombinedOutput(); err != nil {
-		t.Fatalf("make -C testdata: %v\n%s", err, out)
-	}
+	bin := testenv.TestPrograms(t) // a missing program fails, never skips
 	tmp := t.TempDir()
 	ptjit := filepath.Join(tmp, "ptjit")
 	if out, err := exec.Command("go", "build", "-o", ptjit, filepath.Join(root, "cmd", "ptjit")).CombinedOutput(); err != nil {
@@ -39,7 +37,7 @@ func TestDecodeRecordingMatchesGroundTruth(t *testing.T) {
 		t.Run(p, func(t *testing.T) {
 			dir := filepath.Join(tmp, "rec-"+p)
 			gt := filepath.Join(tmp, p+".truth")
-			run := exec.Command(ptjit, "run", "-q", "--pt=soft", "--ground-truth", gt, "-o", dir, "--", filepath.Join(root, "testdata", "bin", p))
+			run := exec.Command(ptjit, "run", "-q", "--pt=soft", "--ground-truth", gt, "-o", dir, "--", filepath.Join(bin, p))
 			if out, err := run.CombinedOutput(); err != nil {
 				t.Fatalf("ptjit run: %v\n%s", err, out)
 			}

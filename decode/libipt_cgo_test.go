@@ -5,14 +5,12 @@ package decode
 import (
 	"bufio"
 	"bytes"
-	"fmt"
 	"math/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,42 +21,9 @@ import (
 // (apt-get install libipt-dev; go test -tags libipt ./decode/).
 //
 // Go does not allow cgo in _test.go files, so the libipt side is a small C
-// program compiled with gcc and linked with -lipt at test time; it decodes
-// with pt_insn_* or pt_blk_* and prints the instruction addresses (or, in
+// program linked with -lipt (testenv.LibiptHelper); it decodes with
+// pt_insn_* or pt_blk_* and prints the instruction addresses (or, in
 // benchmark mode, the count and the nanoseconds the decode loop took).
-
-// libiptHelperSrc is the helper's C source, shared with ptjit-bench.
-const libiptHelperSrc = "../testdata/libipt-helper.c"
-
-var (
-	helperOnce sync.Once
-	helperPath string
-	helperErr  error
-)
-
-func libiptHelper(t testing.TB) string {
-	helperOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "ptjit-libipt")
-		if err != nil {
-			helperErr = err
-			return
-		}
-		src, err := filepath.Abs(libiptHelperSrc)
-		if err != nil {
-			helperErr = err
-			return
-		}
-		helperPath = filepath.Join(dir, "libipt-helper")
-		out, err := exec.Command("gcc", "-O2", "-o", helperPath, src, "-lipt").CombinedOutput()
-		if err != nil {
-			helperErr = fmt.Errorf("building the libipt helper (is libipt-dev installed?): %v\n%s", err, out)
-		}
-	})
-	if helperErr != nil {
-		t.Fatal(helperErr)
-	}
-	return helperPath
-}
 
 // genTrace builds a random program and a valid PT trace of one random run
 // of it; it returns the trace, the image and the addresses executed.
@@ -258,7 +223,7 @@ func (s *ipBlockSink) Block(b *FlowBlock, off, tsc uint64) {
 }
 
 func TestDifferentialLibipt(t *testing.T) {
-	helper := libiptHelper(t)
+	helper := testenv.LibiptHelper(t)
 	dir := t.TempDir()
 	for seed := int64(1); seed <= 40; seed++ {
 		pt, code, truth := genTrace(seed, 3000)
@@ -322,7 +287,7 @@ func TestDifferentialLibipt(t *testing.T) {
 // so they see the same machine load, and reports instructions per second
 // and the ratios.
 func BenchmarkDecodeVsLibipt(b *testing.B) {
-	helper := libiptHelper(b)
+	helper := testenv.LibiptHelper(b)
 	dir := testenv.ConformanceDir(b)
 	ptPath := filepath.Join(dir, "synthetic", "mid.pt")
 	binPath := filepath.Join(dir, "synthetic", "mid.bin")
@@ -384,7 +349,7 @@ func BenchmarkDecodeVsLibipt(b *testing.B) {
 // status update" and resyncs), so their counts may differ by a few
 // instructions per seam; the rates are what this benchmark compares.
 func BenchmarkDecodeLarge(b *testing.B) {
-	helper := libiptHelper(b)
+	helper := testenv.LibiptHelper(b)
 	dir := testenv.ConformanceDir(b)
 	mid, img := loadSynthetic(b, "mid")
 	binPath := filepath.Join(dir, "synthetic", "mid.bin")

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"debug/elf"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -16,18 +15,15 @@ import (
 	// decode the hand-assembled trace written by PerfDataWriter into exactly
 	// the instructions objdump lists along the path the trace describes.
 
+	"github.com/ptjit/ptjit/internal/testenv"
 	"github.com/ptjit/ptjit/ptpkt"
 )
 
-// skipIfNoPerf skips when perf is not installed. CI installs linux-perf,
-// so there the tests run.
+// skipIfNoPerf returns perf's path; without perf the test is Missing it
+// (a skip, a failure under CI, which installs linux-perf).
 func skipIfNoPerf(t testing.TB) string {
 	t.Helper()
-	p, err := exec.LookPath("perf")
-	if err != nil {
-		t.Skip("perf not installed")
-	}
-	return p
+	return testenv.Tool(t, "perf", "linux-perf")
 }
 
 // testProgramAsm is a tiny static program: a counted loop, a call and a
@@ -57,20 +53,7 @@ var testProgramPath = []int{0, 1, 2, 1, 2, 1, 2, 3, 7, 8, 4, 5, 6}
 // buildTestProgram assembles testProgramAsm into a static ELF in a temp dir.
 func buildTestProgram(t testing.TB) string {
 	t.Helper()
-	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("gcc not installed")
-	}
-	dir := t.TempDir()
-	src := filepath.Join(dir, "prog.S")
-	bin := filepath.Join(dir, "prog")
-	if err := os.WriteFile(src, []byte(testProgramAsm), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("gcc", "-nostdlib", "-static", "-no-pie", "-Wl,--build-id=none", "-o", bin, src).CombinedOutput()
-	if err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
-	return bin
+	return testenv.CompileC(t, "prog.S", testProgramAsm, "-nostdlib", "-static", "-no-pie", "-Wl,--build-id=none")
 }
 
 // objdumpAddrs lists the instruction addresses of bin's .text with objdump,

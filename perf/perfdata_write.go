@@ -1,7 +1,7 @@
 package perf
 
 // perf.data writing. PerfDataWriter streams an Intel PT recording in the
-// layout perf 6.1 reads (see /work/shared/notes/perf-intel-pt.md):
+// layout perf 6.1 reads (see docs/perf-intel-pt.md):
 //
 //	0x000 header (104 bytes), data size 0 until Close
 //	0x068 one attr (128 bytes) + its ids section (16 bytes)

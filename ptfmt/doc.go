@@ -13,8 +13,8 @@
 // show` and `ptjit diff` (listing.go). The command line keeps only flags
 // and where the text goes.
 //
-// Conformance: the tests run the libipt corpus (shared/conformance/libipt:
-// 479 traces with libipt's expected ptdump and ptxed output) and compare
+// Conformance: the tests run the libipt corpus (testdata/conformance/libipt:
+// 481 traces with libipt's expected ptdump and ptxed output) and compare
 // with libipt's own rule, diff -ub (white space amounts and trailing white
 // space ignored); the test log says how many rows are also byte-identical.
 //

@@ -2,8 +2,6 @@ package ptfmt
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/ptjit/ptjit/decode"
@@ -89,13 +87,9 @@ func TestParseRawImage(t *testing.T) {
 
 // loadSynthetic reads a synthetic trace of the corpus and its code image.
 func loadSynthetic(t testing.TB, name string) ([]byte, *decode.Image) {
-	dir := filepath.Join(testenv.ConformanceDir(t), "synthetic")
-	pt, err := os.ReadFile(filepath.Join(dir, name+".pt"))
+	pt, bin, base := testenv.Synthetic(t, name)
 	img := decode.NewImage()
-	if err == nil {
-		err = img.AddFile(filepath.Join(dir, name+".bin"), 0, 0, 0x400000)
-	}
-	if err != nil {
+	if err := img.AddFile(bin, 0, 0, base); err != nil {
 		t.Fatal(err)
 	}
 	return pt, img

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ptjit/ptjit/db"
+	"github.com/ptjit/ptjit/internal/testenv"
 	"github.com/ptjit/ptjit/ptrun"
 	"github.com/ptjit/ptjit/tracker"
 )
@@ -105,8 +106,8 @@ func TestPrepareOutDir(t *testing.T) {
 	file := filepath.Join(tmp, "file")
 	os.WriteFile(file, []byte("keep"), 0o644)
 	sqliteDir := mkdir("sqlite", nil)
-	if out, err := exec.Command("sqlite3", filepath.Join(sqliteDir, "code.db"), "create table mine(x); insert into mine values (1);").CombinedOutput(); err != nil {
-		t.Fatalf("sqlite3 (.ci/run installs it): %v\n%s", err, out)
+	if out, err := exec.Command(testenv.Tool(t, "sqlite3", "sqlite3"), filepath.Join(sqliteDir, "code.db"), "create table mine(x); insert into mine values (1);").CombinedOutput(); err != nil {
+		t.Fatalf("sqlite3: %v\n%s", err, out)
 	}
 	cases := []struct{ dir, want string }{
 		{file, "not a directory"},

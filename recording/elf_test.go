@@ -34,21 +34,7 @@ int main(void) {
 // buildELFTestProg compiles elfTestProg with gcc into a temporary directory.
 func buildELFTestProg(t *testing.T, extra ...string) string {
 	t.Helper()
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("gcc not installed")
-	}
-	dir := t.TempDir()
-	src := filepath.Join(dir, "prog.c")
-	if err := os.WriteFile(src, []byte(elfTestProg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "prog")
-	args := append([]string{"-O1", "-fPIE", "-pie", "-o", bin, src}, extra...)
-	if out, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
-	return bin
+	return testenv.CompileC(t, "prog.c", elfTestProg, append([]string{"-O1", "-fPIE", "-pie"}, extra...)...)
 }
 
 // readelfFuncs runs readelf -W with args (-s: .symtab and .dynsym;
@@ -56,9 +42,9 @@ func buildELFTestProg(t *testing.T, extra ...string) string {
 // (all names at each address) and their sizes.
 func readelfFuncs(t *testing.T, args ...string) (map[uint64][]string, map[uint64]uint64) {
 	t.Helper()
-	out, err := exec.Command("readelf", append([]string{"-W"}, args...)...).Output()
+	out, err := exec.Command(testenv.Tool(t, "readelf", "binutils"), append([]string{"-W"}, args...)...).Output()
 	if err != nil {
-		t.Skipf("readelf %v: %v", args, err)
+		t.Fatalf("readelf %v: %v", args, err)
 	}
 	names := map[uint64][]string{}
 	sizes := map[uint64]uint64{}
@@ -239,9 +225,9 @@ func TestELFSymbolsMapped(t *testing.T) {
 
 // readelfBuildID returns the build-id readelf -n prints for path, or "".
 func readelfBuildID(t *testing.T, path string) string {
-	out, err := exec.Command("readelf", "-n", path).Output()
+	out, err := exec.Command(testenv.Tool(t, "readelf", "binutils"), "-n", path).Output()
 	if err != nil {
-		t.Skipf("readelf -n %s: %v", path, err)
+		t.Fatalf("readelf -n %s: %v", path, err)
 	}
 	for _, l := range strings.Split(string(out), "\n") {
 		if _, id, ok := strings.Cut(l, "Build ID: "); ok {
@@ -296,8 +282,8 @@ func TestReadBuildIDErrors(t *testing.T) {
 func TestELFSymbolsStripped(t *testing.T) {
 	bin := buildELFTestProg(t)
 	stripped := bin + ".stripped"
-	if out, err := exec.Command("strip", "-o", stripped, bin).CombinedOutput(); err != nil {
-		t.Skipf("strip: %v\n%s", err, out)
+	if out, err := exec.Command(testenv.Tool(t, "strip", "binutils"), "-o", stripped, bin).CombinedOutput(); err != nil {
+		t.Fatalf("strip: %v\n%s", err, out)
 	}
 	tab, err := ReadELFSymbols(stripped)
 	if err != nil {

@@ -13,15 +13,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ptjit/ptjit/internal/testenv"
 	"github.com/ptjit/ptjit/x86"
 )
 
 // A differential check against Intel's libipt (apt-get install libipt-dev;
 // go test -tags libipt ./softpt/). Go does not allow cgo in _test.go files,
-// so the libipt side is testdata's libipt-helper, built with gcc -lipt at
-// test time: in mode "time" it decodes a raw trace with pt_insn_* and
-// prints, per instruction, its address and pt_insn_time.
-const libiptHelperSrc = "../testdata/libipt-helper.c"
+// so the libipt side is testdata's libipt-helper (testenv.LibiptHelper): in
+// mode "time" it decodes a raw trace with pt_insn_* and prints, per
+// instruction, its address and pt_insn_time.
 
 // TestLibiptTime decodes a soft trace of conditional jumps (je +0: both
 // ways lead to the next instruction, and each needs a TNT bit, so libipt
@@ -31,15 +31,8 @@ const libiptHelperSrc = "../testdata/libipt-helper.c"
 // enable when no tick came since. Without a TMA after the enable's TSC,
 // libipt ignores the MTCs until the next PSB and the time stands still.
 func TestLibiptTime(t *testing.T) {
+	helper := testenv.LibiptHelper(t)
 	dir := t.TempDir()
-	helper := filepath.Join(dir, "libipt-helper")
-	src, err := filepath.Abs(libiptHelperSrc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("gcc", "-O2", "-o", helper, src, "-lipt").CombinedOutput(); err != nil {
-		t.Fatalf("building the libipt helper (is libipt-dev installed?): %v\n%s", err, out)
-	}
 
 	const base, n = 0x400000, 600
 	const ratio, freq = 10, 2

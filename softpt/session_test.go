@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/ptjit/ptjit/internal/testenv"
 	"github.com/ptjit/ptjit/perf"
 	"github.com/ptjit/ptjit/x86"
 )
@@ -51,15 +52,7 @@ type flowProg struct {
 
 func buildFlowProg(t *testing.T) *flowProg {
 	t.Helper()
-	dir := t.TempDir()
-	src := filepath.Join(dir, "flow.s")
-	bin := filepath.Join(dir, "flow")
-	if err := os.WriteFile(src, []byte(loopAsm), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("gcc", "-no-pie", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
+	bin := testenv.CompileC(t, "flow.s", loopAsm, "-no-pie")
 	f, err := elf.Open(bin)
 	if err != nil {
 		t.Fatal(err)
@@ -177,10 +170,7 @@ func (w *flowWalk) step() bool {
 }
 
 func TestSessionPerfScript(t *testing.T) {
-	perfBin, err := exec.LookPath("perf")
-	if err != nil {
-		t.Skip("perf not installed (CI installs linux-perf)")
-	}
+	perfBin := testenv.Tool(t, "perf", "linux-perf")
 	p := buildFlowProg(t)
 	dir := t.TempDir()
 	pd := filepath.Join(dir, "perf.data")
@@ -253,10 +243,7 @@ func TestSessionPerfScript(t *testing.T) {
 // every thread migrates, and switches fall inside PSB segments. perf script
 // splits the queues by the switch records into flows equal to the walks.
 func TestSessionPerCPUPerfScript(t *testing.T) {
-	perfBin, err := exec.LookPath("perf")
-	if err != nil {
-		t.Skip("perf not installed (CI installs linux-perf)")
-	}
+	perfBin := testenv.Tool(t, "perf", "linux-perf")
 	p := buildFlowProg(t)
 	pd := filepath.Join(t.TempDir(), "perf.data")
 	s, err := NewSession(DefaultConfig, Options{PerfData: pd, Cmdline: []string{p.path}, Layout: LayoutPerCPU, CPUs: 2})

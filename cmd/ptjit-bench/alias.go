@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"github.com/ptjit/ptjit/db"
 )
@@ -61,17 +60,9 @@ func measureAliasBulk(b *bench) ([]measurement, error) {
 // bulkVersions counts the versions recorded in the range alias-jit's
 // "BULK ADDR PAGES" line names.
 func bulkVersions(dir, stdout string) (int, error) {
-	var lo uint64
-	var pages int
-	for _, l := range strings.Split(stdout, "\n") {
-		if a, ok := strings.CutPrefix(l, "BULK "); ok {
-			if _, err := fmt.Sscanf(a, "%v %d", &lo, &pages); err != nil {
-				return 0, fmt.Errorf("alias-jit: %q: %v", l, err)
-			}
-		}
-	}
-	if lo == 0 {
-		return 0, fmt.Errorf("alias-jit printed no BULK line")
+	lo, pages, err := bulkRange(stdout)
+	if err != nil {
+		return 0, err
 	}
 	d, err := db.Open(filepath.Join(dir, "code.db"))
 	if err != nil {

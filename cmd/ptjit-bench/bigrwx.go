@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"path/filepath"
-	"sort"
 	"strconv"
 
 	"github.com/ptjit/ptjit/db"
@@ -88,14 +87,4 @@ func tracerRSS(path string) (float64, error) {
 		return 0, fmt.Errorf("%s: meta tracer_maxrss_kb %q: %v", path, m["tracer_maxrss_kb"], err)
 	}
 	return kb, nil
-}
-
-// medianOf is median for plain numbers.
-func medianOf(v []float64) float64 {
-	v = append([]float64(nil), v...)
-	sort.Float64s(v)
-	if len(v)%2 == 1 {
-		return v[len(v)/2]
-	}
-	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }

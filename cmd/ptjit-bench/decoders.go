@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -45,7 +44,7 @@ import (
 // row prints the load).
 var (
 	decodeCopies = flag.Int("decode-copies", 31, "decoders row: copies of synthetic/mid in the trace (31: 20 MB, 310: 200 MB)")
-	conformance  = flag.String("conformance", "../shared/conformance/libipt", "decoders row: the libipt corpus (synthetic/mid.pt, mid.bin)")
+	conformance  = flag.String("conformance", "testdata/conformance/libipt", "decoders row: the libipt corpus (synthetic/mid.pt, mid.bin)")
 )
 
 func init() {
@@ -111,16 +110,16 @@ func measureDecoders(b *bench) ([]measurement, error) {
 	}
 	load := fmt.Sprintf("load %s → %s", load0, loadavg())
 	// The decoders must agree on what they decoded.
-	libN, err := strconv.ParseFloat(strings.Fields(rs[0][0].stdout + " 0")[0], 64)
-	if err != nil || libN == 0 {
-		return nil, fmt.Errorf("libipt-helper printed no count: %q", rs[0][0].stdout)
+	libN, err := helperCount(rs[0][0].stdout)
+	if err != nil {
+		return nil, err
 	}
 	for _, c := range []int{2, 4} {
-		m := reStatInsns.FindStringSubmatch(rs[c][0].stdout)
-		if m == nil {
+		n, _, ok := statCounts(rs[c][0].stdout)
+		if !ok {
 			return nil, fmt.Errorf("ptjit decode --stat printed no count")
 		}
-		if n, _ := strconv.ParseFloat(m[1], 64); n < libN*0.999 || n > libN*1.001 {
+		if n < libN*0.999 || n > libN*1.001 {
 			return nil, fmt.Errorf("ptjit decoded %.0f instructions, libipt %.0f", n, libN)
 		}
 	}

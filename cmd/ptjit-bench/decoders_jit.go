@@ -6,8 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 )
 
@@ -30,11 +28,7 @@ import (
 // has no image with a time dimension (a version per time range at one
 // address), so it has no line here.
 
-var (
-	jitLoopArgs = flag.String("decode-jit-loop", "12 50000", "decoders-jit row: jit-loop's arguments (versions - 1, iterations)")
-	reVersions  = regexp.MustCompile(`(\d+) versions\b`)
-	reSoftInsns = regexp.MustCompile(`soft PT: (\d+) instructions`)
-)
+var jitLoopArgs = flag.String("decode-jit-loop", "12 50000", "decoders-jit row: jit-loop's arguments (versions - 1, iterations)")
 
 func init() {
 	rows = append(rows, row{name: "decoders-jit", target: "≥2× perf", measure: measureDecodersJIT})
@@ -55,12 +49,12 @@ func measureDecodersJIT(b *bench) ([]measurement, error) {
 	if err != nil {
 		return nil, err
 	}
-	mv, mi := reVersions.FindStringSubmatch(r.stderr), reSoftInsns.FindStringSubmatch(r.stderr)
-	if mv == nil || mi == nil {
+	sum := parseSummary(r.stderr)
+	soft, softOK := parseSoftPT(r.stderr)
+	if !sum.ok || !softOK {
 		return nil, fmt.Errorf("ptjit run printed no version or instruction count: %q", r.stderr)
 	}
-	versions, _ := strconv.Atoi(mv[1])
-	recorded, _ := strconv.ParseFloat(mi[1], 64)
+	versions, recorded := int(sum.versions), soft.insns
 	if versions < 10 {
 		return nil, fmt.Errorf("jit-loop %s made %d code versions, want at least 10", *jitLoopArgs, versions)
 	}
@@ -82,12 +76,11 @@ func measureDecodersJIT(b *bench) ([]measurement, error) {
 	load := fmt.Sprintf("load %s → %s", load0, loadavg())
 	// Both decoded the whole trace: ptjit's count is the recorder's, and
 	// perf printed a sample per 100,000 of them.
-	m := reStatInsns.FindStringSubmatch(rs[0][0].stdout)
-	if m == nil {
+	n, errs, ok := statCounts(rs[0][0].stdout)
+	if !ok {
 		return nil, fmt.Errorf("ptjit decode --stat printed no count")
 	}
-	n, _ := strconv.ParseFloat(m[1], 64)
-	if n < recorded*0.999 || n > recorded*1.001 || strings.Contains(rs[0][0].stdout, "\nerrors: ") && !strings.Contains(rs[0][0].stdout, "\nerrors: 0\n") {
+	if n < recorded*0.999 || n > recorded*1.001 || errs != 0 {
 		return nil, fmt.Errorf("ptjit decoded %.0f instructions of %.0f recorded: %q", n, recorded, rs[0][0].stdout)
 	}
 	if samples := strings.Count(rs[1][0].stdout, "\n"); float64(samples) < n/1e5-2 || float64(samples) > n/1e5+2 {

@@ -4,16 +4,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 )
 
 func init() {
 	rows = append(rows, row{name: "demux", target: "≤ 1.1× per-thread", measure: measureDemux})
 }
-
-var reStatInsns = regexp.MustCompile(`(?m)^instructions: (\d+)$`)
 
 // measureDemux: ptjit decode of a per-CPU recording (every CPU's queue
 // split by the sideband, each thread's stretches joined; recording/demux.go)
@@ -61,11 +57,10 @@ func measureDemuxOf(b *bench, argv []string) (measurement, error) {
 		return measurement{}, err
 	}
 	perInsn := func(r run) float64 {
-		m := reStatInsns.FindStringSubmatch(r.stdout)
-		if m == nil {
+		n, _, ok := statCounts(r.stdout)
+		if !ok || n == 0 {
 			return 0
 		}
-		n, _ := strconv.ParseFloat(m[1], 64)
 		return r.cpu.Seconds() * 1e9 / n
 	}
 	thread, cpu := median(rs[0], perInsn), median(rs[1], perInsn)

@@ -96,7 +96,5 @@ func loadavg() string {
 	if err != nil || len(b) == 0 {
 		return "?"
 	}
-	var one string
-	fmt.Sscan(string(b), &one)
-	return one
+	return firstField(string(b))
 }

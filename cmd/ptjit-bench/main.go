@@ -9,7 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -107,7 +107,17 @@ func median(rs []run, f func(run) float64) float64 {
 	for i, r := range rs {
 		v[i] = f(r)
 	}
-	sort.Float64s(v)
+	return medianOf(v)
+}
+
+// medianOf returns the median of v (the mean of the middle two where v
+// has an even length; 0 where it is empty), leaving v as it was.
+func medianOf(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	v = slices.Clone(v)
+	slices.Sort(v)
 	if len(v)%2 == 1 {
 		return v[len(v)/2]
 	}
@@ -159,19 +169,6 @@ func parseSummary(stderr string) summary {
 		}
 	}
 	return s
-}
-
-var reWorkload = regexp.MustCompile(`workload: (\d+) mprotect calls in (\d+) ns`)
-
-// workload reads stopbench's own account: mprotect calls and their time.
-func workload(r run) (calls, ns float64, err error) {
-	m := reWorkload.FindStringSubmatch(r.stdout)
-	if m == nil {
-		return 0, 0, fmt.Errorf("stopbench printed no workload line: %q", r.stdout)
-	}
-	calls, _ = strconv.ParseFloat(m[1], 64)
-	ns, _ = strconv.ParseFloat(m[2], 64)
-	return calls, ns, nil
 }
 
 func main() {

@@ -4,15 +4,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 )
 
 func init() {
 	rows = append(rows, row{name: "export-perfetto", target: "≤ 1.5× decode --calls", measure: measurePerfetto})
 }
-
-var reSlices = regexp.MustCompile(`: (\d+) slices of`)
 
 // measurePerfetto: ptjit export perfetto of a soft-PT recording of
 // ubpf-test 400 (about 1.3 million instructions, 45,000 calls), against
@@ -40,11 +36,10 @@ func measurePerfetto(b *bench) ([]measurement, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := reSlices.FindStringSubmatch(rs[1][0].stdout)
-	if m == nil {
+	n, ok := perfettoSlices(rs[1][0].stdout)
+	if !ok {
 		return nil, fmt.Errorf("export perfetto printed no slice count: %q", rs[1][0].stdout)
 	}
-	n, _ := strconv.ParseFloat(m[1], 64)
 	st, err := os.Stat(out)
 	if err != nil || n == 0 {
 		return nil, fmt.Errorf("export perfetto: no output or no slices (%v)", err)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"os/exec"
-	"regexp"
 	"strconv"
 )
 
@@ -122,15 +121,12 @@ func measureLuaJIT(b *bench) ([]measurement, error) {
 	return out, nil
 }
 
-var reTracerStops = regexp.MustCompile(`tracer: (\d+) stops`)
-
 // bareStop is the extra ns per stop of stopbench's own minimal tracer.
 func bareStop(rs []run, native float64) (float64, error) {
-	m := reTracerStops.FindStringSubmatch(rs[0].stdout)
-	if m == nil {
+	stops, ok := tracerStops(rs[0].stdout)
+	if !ok || stops == 0 {
 		return 0, fmt.Errorf("stopbench trace printed no stop count")
 	}
-	stops, _ := strconv.ParseFloat(m[1], 64)
 	ns := median(rs, func(r run) float64 { _, ns, _ := workload(r); return ns })
 	return (ns - native) / stops, nil
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"regexp"
-	"strconv"
 )
 
 func init() {
@@ -12,11 +10,6 @@ func init() {
 
 // stepIters is stepbench's loop count: about 170,000 instructions.
 const stepIters = "20000"
-
-var (
-	reSteps    = regexp.MustCompile(`steps: (\d+) in (\d+) ns`)
-	reSoftInsn = regexp.MustCompile(`soft PT: (\d+) instructions, (\d+) trace bytes \(([0-9.]+) B/insn, ([0-9.]+) B/insn without MTC`)
-)
 
 // measureSoftPT: instructions per second that ptjit run --pt=soft records,
 // against the rate of a bare PTRACE_SINGLESTEP loop (stepbench's own
@@ -34,23 +27,16 @@ func measureSoftPT(b *bench) ([]measurement, error) {
 		return nil, err
 	}
 	bare := median(rs[0], func(r run) float64 {
-		m := reSteps.FindStringSubmatch(r.stdout)
-		if m == nil {
-			return 0
-		}
-		steps, _ := strconv.ParseFloat(m[1], 64)
-		ns, _ := strconv.ParseFloat(m[2], 64)
-		return steps / (ns / 1e9)
+		rate, _ := stepRate(r.stdout)
+		return rate
 	})
 	var insns, bytes, noMTC float64
 	soft := median(rs[1], func(r run) float64 {
-		m := reSoftInsn.FindStringSubmatch(r.stderr)
-		if m == nil {
+		s, ok := parseSoftPT(r.stderr)
+		if !ok {
 			return 0
 		}
-		insns, _ = strconv.ParseFloat(m[1], 64)
-		bytes, _ = strconv.ParseFloat(m[2], 64)
-		noMTC, _ = strconv.ParseFloat(m[4], 64)
+		insns, bytes, noMTC = s.insns, s.bytes, s.perInsnNoMTC
 		return insns / r.wall.Seconds()
 	})
 	if bare == 0 || soft == 0 {
@@ -84,12 +70,8 @@ func measureSoftFilter(b *bench) ([]measurement, error) {
 		return nil, err
 	}
 	insns := func(r run) float64 {
-		m := reSoftInsn.FindStringSubmatch(r.stderr)
-		if m == nil {
-			return 0
-		}
-		n, _ := strconv.ParseFloat(m[1], 64)
-		return n
+		s, _ := parseSoftPT(r.stderr)
+		return s.insns
 	}
 	native, full, jit := median(rs[0], wallSeconds), median(rs[1], wallSeconds), median(rs[2], wallSeconds)
 	return []measurement{

@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ptjit/ptjit/internal/testenv"
 	"github.com/ptjit/ptjit/internal/testmain"
 )
 
@@ -50,14 +51,9 @@ func TestMain(m *testing.M) {
 func e2eSetup(t *testing.T) {
 	t.Helper()
 	e2e.once.Do(func() {
-		root, err := filepath.Abs("../..")
-		if err != nil {
+		var err error
+		if e2e.bin, err = testenv.BuildTestPrograms(); err != nil {
 			e2e.initErr = err
-			return
-		}
-		e2e.bin = filepath.Join(root, "testdata", "bin")
-		if out, err := exec.Command("make", "-s", "-C", filepath.Join(root, "testdata")).CombinedOutput(); err != nil {
-			e2e.initErr = fmt.Errorf("make -C testdata: %v\n%s", err, out)
 			return
 		}
 		if p := os.Getenv("PTJIT_BIN"); p != "" {

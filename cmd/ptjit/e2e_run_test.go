@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ptjit/ptjit/internal/testenv"
 )
 
 // e2eProgram is one testdata program run under ptjit run.
@@ -363,7 +365,7 @@ func TestE2EOutputDir(t *testing.T) {
 		// named code.db, perf record's perf.data alone: refused with one
 		// line naming the directory, nothing changed
 		sqliteDir := t.TempDir()
-		if out, err := exec.Command("sqlite3", filepath.Join(sqliteDir, "code.db"), "create table mine(x)").CombinedOutput(); err != nil {
+		if out, err := exec.Command(testenv.Tool(t, "sqlite3", "sqlite3"), filepath.Join(sqliteDir, "code.db"), "create table mine(x)").CombinedOutput(); err != nil {
 			t.Fatalf("sqlite3: %v\n%s", err, out)
 		}
 		textDir := t.TempDir()

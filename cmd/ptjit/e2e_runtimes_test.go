@@ -131,9 +131,7 @@ func TestRuntimes(t *testing.T) {
 	for _, rc := range runtimeCases {
 		t.Run(rc.name, func(t *testing.T) {
 			for _, tool := range rc.tools {
-				if _, err := exec.LookPath(tool); err != nil {
-					testenv.Missing(t, "%s: %s not installed (apt-get install %s)", rc.name, tool, rc.pkg)
-				}
+				testenv.Tool(t, tool, rc.pkg)
 			}
 			start := time.Now()
 			argv := rc.argv(t, src, t.TempDir(), strconv.Itoa(rc.n))

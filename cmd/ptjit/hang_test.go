@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ptjit/ptjit/internal/testenv"
 )
 
 // killBound is how long ptjit may take to exit after SIGTERM/SIGINT, or
@@ -184,10 +186,7 @@ console.log(s > 0);
 // long.js, killed after about 2 s, hung 4 of 4 times with --wx=auto. It
 // needs node (skipped without it). Runs per action: 2, 1 with -short.
 func TestKillStressNode(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed")
-	}
+	node := testenv.Tool(t, "node", "nodejs")
 	e2eSetup(t)
 	script := filepath.Join(t.TempDir(), "long.js")
 	if err := os.WriteFile(script, []byte(nodeLongJS), 0o644); err != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ptjit/ptjit/internal/testenv"
 	"github.com/ptjit/ptjit/perf"
 )
 
@@ -21,10 +22,7 @@ import (
 // its events, with a non-zero exit.
 func TestDumpPerfDataInputs(t *testing.T) {
 	e2eSetup(t)
-	perfBin, err := exec.LookPath("perf")
-	if err != nil {
-		t.Skip("perf not installed")
-	}
+	perfBin := testenv.Tool(t, "perf", "linux-perf")
 	tmp := t.TempDir()
 	rec := filepath.Join(tmp, "rec")
 	prog := e2eProg("static-keys")

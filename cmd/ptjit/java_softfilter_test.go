@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ptjit/ptjit/internal/testenv"
 )
 
 // javaSoftFlags runs HotSpot so that little of it is interpreted: its
@@ -68,13 +70,8 @@ const (
 // time bound.
 func TestJavaSoftFilterNames(t *testing.T) {
 	e2eSetup(t)
-	if _, err := exec.LookPath("java"); err != nil {
-		t.Fatal("java not found (CI installs default-jdk-headless)")
-	}
-	javac, err := exec.LookPath("javac")
-	if err != nil {
-		t.Fatal("javac not found (CI installs default-jdk-headless)")
-	}
+	testenv.Tool(t, "java", "default-jdk-headless")
+	javac := testenv.Tool(t, "javac", "default-jdk-headless")
 	classes := t.TempDir()
 	src := filepath.Join(classes, "Names.java")
 	if err := os.WriteFile(src, []byte(javaNamesSrc), 0o644); err != nil {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ptjit/ptjit/internal/testenv"
 )
 
 // TestRealJITs runs HotSpot (java 17) and V8 (node 20) under ptjit run with
@@ -22,27 +24,23 @@ import (
 func TestRealJITs(t *testing.T) {
 	e2eSetup(t)
 	root, _ := filepath.Abs("../..")
-	javac, err := exec.LookPath("javac")
-	if err != nil {
-		t.Fatal("javac not found (CI installs default-jdk-headless)")
-	}
+	javac := testenv.Tool(t, "javac", "default-jdk-headless")
 	classes := t.TempDir()
 	if out, err := exec.Command(javac, "-d", classes, filepath.Join(root, "testdata", "Hot.java")).CombinedOutput(); err != nil {
 		t.Fatalf("javac: %v\n%s", err, out)
 	}
 	for _, tc := range []struct {
 		name    string
+		pkg     string // the Debian package of argv[0]
 		argv    []string
 		want    string
 		precise bool // writes from a --wx=precise run
 	}{
-		{"java", []string{"java", "-cp", classes, "Hot"}, "caught NPE\njava result 906632\n", false},
-		{"node", []string{"node", filepath.Join(root, "testdata", "hot.js")}, "node result 906632\n", true},
+		{"java", "default-jdk-headless", []string{"java", "-cp", classes, "Hot"}, "caught NPE\njava result 906632\n", false},
+		{"node", "nodejs", []string{"node", filepath.Join(root, "testdata", "hot.js")}, "node result 906632\n", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := exec.LookPath(tc.argv[0]); err != nil {
-				t.Fatalf("%s not found (CI installs it)", tc.argv[0])
-			}
+			testenv.Tool(t, tc.argv[0], tc.pkg)
 			alone := e2eRun(t, tc.argv, nil, "", "")
 			if alone.code != 0 || alone.stdout != tc.want {
 				t.Fatalf("alone: exit %d, stdout %q (want %q)", alone.code, alone.stdout, tc.want)

@@ -5,12 +5,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ptjit/ptjit/internal/testenv"
 )
 
 // jitdumpLoad is a JIT_CODE_LOAD record of a jitdump, as this test's own
@@ -64,9 +65,7 @@ func readJitdumpLoads(t *testing.T, path string) []jitdumpLoad {
 // --folded lists both names.
 func TestNodeJitdumpNames(t *testing.T) {
 	e2eSetup(t)
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Fatal("node not found (CI installs nodejs)")
-	}
+	testenv.Tool(t, "node", "nodejs")
 	root, _ := filepath.Abs("../..")
 	script := filepath.Join(root, "testdata", "names.js")
 	cwd := t.TempDir() // V8 writes jit-PID.dump into its working directory

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ptjit/ptjit/internal/testenv"
 )
 
 // TestPerfMapNames runs testdata/perfmap-jit, a JIT that names its code
@@ -86,9 +88,7 @@ func TestPerfMapNames(t *testing.T) {
 // exactly 200 times. node's own map is removed afterwards.
 func TestNodePerfMapNames(t *testing.T) {
 	e2eSetup(t)
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Fatal("node not found (CI installs nodejs)")
-	}
+	testenv.Tool(t, "node", "nodejs")
 	root, _ := filepath.Abs("../..")
 	script := filepath.Join(root, "testdata", "names.js")
 	dir := filepath.Join(t.TempDir(), "rec")
@@ -215,10 +215,7 @@ func TestQueryEdges(t *testing.T) {
 // names.)
 func TestJavaPerfMapNames(t *testing.T) {
 	e2eSetup(t)
-	javac, err := exec.LookPath("javac")
-	if err != nil {
-		t.Fatal("javac not found (CI installs default-jdk-headless)")
-	}
+	javac := testenv.Tool(t, "javac", "default-jdk-headless")
 	classes := t.TempDir()
 	src := filepath.Join(classes, "Names.java")
 	os.WriteFile(src, []byte(`public class Names {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -14,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ptjit/ptjit/db"
+	"github.com/ptjit/ptjit/internal/testenv"
 )
 
 // traceEvent is one event of a Chrome Trace Event Format file, as
@@ -661,9 +661,7 @@ func TestExportPerfettoInputs(t *testing.T) {
 // names.js calls them.
 func TestExportPerfettoNode(t *testing.T) {
 	e2eSetup(t)
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Fatal("node not found (CI installs nodejs)")
-	}
+	testenv.Tool(t, "node", "nodejs")
 	root, _ := filepath.Abs("../..")
 	dir := filepath.Join(t.TempDir(), "rec")
 	r := e2ePtjit(t, nil, "run", "-q", "--pt=soft", "--soft-filter=jit", "-o", dir, "--", "node", "--perf-basic-prof", "--always-sparkplug",

@@ -1,10 +1,11 @@
 package main
 
 import (
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ptjit/ptjit/internal/testenv"
 )
 
 // TestSeccompOwnFilter runs testdata/seccomp-own, whose own seccomp filter
@@ -86,10 +87,7 @@ func TestPtraceUnderPtjit(t *testing.T) {
 		}
 	})
 	t.Run("strace", func(t *testing.T) {
-		strace, err := exec.LookPath("strace")
-		if err != nil {
-			t.Skip("strace is not installed (.ci/run installs it)")
-		}
+		strace := testenv.Tool(t, "strace", "strace")
 		r := e2ePtjit(t, nil, "run", "-o", filepath.Join(t.TempDir(), "rec"), "--", strace, "-o", "/dev/null", "true")
 		if n := count(r.stderr); n != 1 {
 			t.Errorf("%d lines saying %q, want 1:\n%s", n, why, r.stderr)

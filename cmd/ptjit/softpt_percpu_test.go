@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ptjit/ptjit/internal/testenv"
 	"github.com/ptjit/ptjit/perf"
 )
 
@@ -37,10 +38,7 @@ import (
 // checked too.
 func TestSoftPTPerCPUPerf(t *testing.T) {
 	e2eSetup(t)
-	perfBin, err := exec.LookPath("perf")
-	if err != nil {
-		t.Skip("perf not installed (CI installs linux-perf)")
-	}
+	perfBin := testenv.Tool(t, "perf", "linux-perf")
 	type want struct{ interleave, twoProcs, migrate bool }
 	for _, tc := range []struct {
 		prog string
@@ -330,10 +328,7 @@ func perCPULayout(t *testing.T, path string) perCPUScenarios {
 // events differ (a per-cpu flow is preempted and resumed at each switch).
 func TestSoftPTLayoutsAgree(t *testing.T) {
 	e2eSetup(t)
-	setarch, err := exec.LookPath("setarch")
-	if err != nil {
-		t.Fatal("setarch (util-linux) not found")
-	}
+	setarch := testenv.Tool(t, "setarch", "util-linux")
 	for _, tc := range []struct {
 		prog string
 		args []string

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ptjit/ptjit/internal/testenv"
 )
 
 // groundTruth reads a --ground-truth file: the instructions each thread
@@ -179,10 +181,7 @@ func TestSoftPTCrossThreadPatch(t *testing.T) {
 // script decodes the whole flow, JIT loop included, exactly as executed.
 func TestSoftPTPerfInjectJIT(t *testing.T) {
 	e2eSetup(t)
-	perf, err := exec.LookPath("perf")
-	if err != nil {
-		t.Skip("perf not installed (CI installs linux-perf)")
-	}
+	perf := testenv.Tool(t, "perf", "linux-perf")
 	// Everything traced, and only the JIT code traced (--soft-filter=jit:
 	// perf's own decoder then also checks the TIP.PGE/PGD at the JIT
 	// code's boundaries).
@@ -489,13 +488,7 @@ func TestSoftPTFilterNoJIT(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("a text file", "perf.data")
-	perf, err := exec.LookPath("perf")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI=true but perf is not installed")
-		}
-		t.Skip("perf not installed: the perf.data without PT is not tried")
-	}
+	perf := testenv.Tool(t, "perf", "linux-perf")
 	os.Remove(filepath.Join(bad, "perf.data"))
 	if out, err := exec.Command(perf, "record", "-q", "-e", "task-clock", "-o", filepath.Join(bad, "perf.data"), "/bin/true").CombinedOutput(); err != nil {
 		t.Fatalf("perf record -e task-clock: %v\n%s", err, out)

@@ -52,25 +52,15 @@ func TextSection(tb testing.TB, path string) ([]byte, uint64) {
 	return data, s.Addr
 }
 
-// SharedDir returns the shared/ folder that lies beside the repository
-// (the libipt conformance corpus and notes), found from the test's working
-// directory by walking up to go.mod.
-func SharedDir(t testing.TB) string {
+// RepoRoot returns the repository's root: the directory holding go.mod,
+// found by walking up from the test's working directory.
+func RepoRoot(t testing.TB) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	dir, err := repoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "..", "shared")
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatalf("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
+	return dir
 }
 
 // PacketSeeds returns fuzz seeds for the packet layer and the text formats
@@ -84,26 +74,27 @@ func PacketSeeds(t testing.TB) [][]byte {
 		psbThen(0x07, 0x02, 0xf3, 0x02, 0x73, 1, 1, 1, 1, 0, 0xff),
 		{},
 	}
-	dir := filepath.Join(SharedDir(t), "conformance", "libipt", "tests")
+	dir := filepath.Join(ConformanceDir(t), "tests")
 	for _, name := range []string{"dump-all-packets", "ptdump-trunc-resync", "ptdump-bad_opc-resync",
 		"tsc-tma-cbr-mtc-cyc", "skl168-cyc", "mtc-ovf_reset-cyc", "ptet-evd_vmxq-cfe_intr"} {
-		if b, err := os.ReadFile(filepath.Join(dir, name, name+".pt")); err == nil {
-			seeds = append(seeds, b)
+		b, err := os.ReadFile(filepath.Join(dir, name, name+".pt"))
+		if err != nil {
+			t.Fatal(err)
 		}
+		seeds = append(seeds, b)
 	}
 	return seeds
 }
 
-// ConformanceDir returns libipt's test corpus as data (shared/conformance/
-// libipt). A missing corpus fails the test unless PTJIT_NO_CONFORMANCE=1.
+// ConformanceDir returns libipt's test suite as data, kept in the
+// repository at testdata/conformance/libipt (its README.txt says where it
+// comes from). A missing INDEX.tsv fails the test: the corpus is part of
+// every checkout.
 func ConformanceDir(t testing.TB) string {
 	t.Helper()
-	dir := filepath.Join(SharedDir(t), "conformance", "libipt")
+	dir := filepath.Join(RepoRoot(t), "testdata", "conformance", "libipt")
 	if _, err := os.Stat(filepath.Join(dir, "INDEX.tsv")); err != nil {
-		if os.Getenv("PTJIT_NO_CONFORMANCE") == "1" {
-			t.Skip("PTJIT_NO_CONFORMANCE=1 and the corpus is missing")
-		}
-		t.Fatalf("libipt conformance corpus missing: %v (set PTJIT_NO_CONFORMANCE=1 to skip)", err)
+		t.Fatalf("libipt conformance corpus: %v", err)
 	}
 	return dir
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ptjit/ptjit/internal/testenv"
 	"github.com/ptjit/ptjit/x86"
 	"github.com/ptjit/ptjit/x86/internal/x86test"
 )
@@ -32,10 +33,7 @@ var (
 // TestDecodeInsnVsObjdump checks the table's lengths against objdump on a
 // raw binary of each case's bytes: the table itself must be right.
 func TestDecodeInsnVsObjdump(t *testing.T) {
-	objdump, err := exec.LookPath("objdump")
-	if err != nil {
-		t.Skip("objdump not installed")
-	}
+	objdump := testenv.Tool(t, "objdump", "binutils")
 	dir := t.TempDir()
 	for k, tc := range x86test.Cases {
 		if tc.NoObj {

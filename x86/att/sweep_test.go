@@ -13,9 +13,10 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/arch/x86/x86asm"
+
 	"github.com/ptjit/ptjit/internal/testenv"
 	"github.com/ptjit/ptjit/x86"
-	"golang.org/x/arch/x86/x86asm"
 )
 
 // The sweep tests decode the whole .text of real system binaries linearly
@@ -264,10 +265,7 @@ func (s *sweepStats) fail(format string, args ...any) {
 // runs with -M intel64: Intel PT traces Intel CPUs, which ignore 66 on near
 // branches in 64-bit mode (AMD, objdump's default, would take rel16).
 func sweep(t *testing.T, path string) *sweepStats {
-	objdump, err := exec.LookPath("objdump")
-	if err != nil {
-		t.Skip("objdump not installed")
-	}
+	objdump := testenv.Tool(t, "objdump", "binutils")
 	out, err := exec.Command(objdump, "-d", "-M", "intel64", "-j", ".text", path).Output()
 	if err != nil {
 		t.Fatalf("objdump -d %s: %v", path, err)
@@ -507,12 +505,9 @@ func TestSweepLibc(t *testing.T) {
 }
 
 func TestSweepPerl(t *testing.T) {
-	path, err := filepath.EvalSymlinks("/usr/bin/perl")
+	path, err := filepath.EvalSymlinks(testenv.Tool(t, "perl", "perl-base"))
 	if err != nil {
-		t.Skipf("no perl: %v", err)
-	}
-	if _, err := os.Stat(path); err != nil {
-		t.Skipf("no perl: %v", err)
+		t.Fatal(err)
 	}
 	st := sweep(t, path)
 	st.strictText = true

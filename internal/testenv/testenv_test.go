@@ -1,0 +1,88 @@
+package testenv
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCorpusComplete: the corpus in the repository is whole: INDEX.tsv's
+// 481 rows, and every file a row names (trace, images, expected outputs)
+// is there.
+func TestCorpusComplete(t *testing.T) {
+	dir := ConformanceDir(t)
+	rows := CorpusIndex(t, dir)
+	if len(rows) != 481 {
+		t.Errorf("INDEX.tsv: %d rows, want 481 (README.txt)", len(rows))
+	}
+	ptxed := 0
+	for _, r := range rows {
+		files := []string{r.PT, r.PtdumpExp, r.PtxedExp}
+		for _, img := range strings.Fields(r.RawImages) {
+			files = append(files, strings.SplitN(img, ":", 2)[0])
+		}
+		if r.PtxedExp != "-" {
+			ptxed++
+		}
+		for _, f := range files {
+			if f == "-" {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+				t.Errorf("%s: %v", r.Name, err)
+			}
+		}
+	}
+	if ptxed != 432 {
+		t.Errorf("%d rows with ptxed expectations, want 432", ptxed)
+	}
+	for _, f := range []string{"LICENSE.libipt", "README.txt", "synthetic/SUMMARY.txt"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestCompileC builds and runs a program.
+func TestCompileC(t *testing.T) {
+	bin := CompileC(t, "seven.c", "int main(void) { return 7; }\n", "-O1")
+	if filepath.Base(bin) != "seven" {
+		t.Errorf("CompileC returned %s, want .../seven", bin)
+	}
+	err := exec.Command(bin).Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 7 {
+		t.Fatalf("%s: %v, want exit status 7", bin, err)
+	}
+}
+
+const missingTool = "ptjit-testenv-no-such-tool"
+
+// TestToolMissing: a missing tool skips the test, naming its package;
+// under CI it fails it (run in a child process, whose failure is the
+// expected outcome).
+func TestToolMissing(t *testing.T) {
+	if os.Getenv("PTJIT_TESTENV_CHILD") == "1" {
+		Tool(t, missingTool, "some-package")
+		return
+	}
+	var skipped bool
+	t.Run("skips", func(t *testing.T) {
+		t.Setenv("CI", "")
+		defer func() { skipped = t.Skipped() }()
+		Tool(t, missingTool, "some-package")
+	})
+	if !skipped {
+		t.Error("without CI, a missing tool did not skip the test")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestToolMissing$", "-test.v")
+	cmd.Env = append(os.Environ(), "PTJIT_TESTENV_CHILD=1", "CI=true")
+	out, err := cmd.CombinedOutput()
+	want := "CI is set: " + missingTool + " not installed (Debian: apt-get install some-package"
+	if err == nil || !strings.Contains(string(out), want) || !strings.Contains(string(out), "--- FAIL: TestToolMissing") {
+		t.Errorf("under CI=true: %v, output:\n%s\nwant a failure saying %q", err, out, want)
+	}
+}
