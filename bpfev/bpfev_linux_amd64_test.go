@@ -3,11 +3,14 @@ package bpfev
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -133,6 +136,12 @@ func (c *child) run(t *testing.T) childRun {
 	if err := c.cmd.Wait(); err != nil {
 		t.Fatalf("bpfev-jit: %v\n%s", err, rest)
 	}
+	return parseRun(t, rest)
+}
+
+// parseRun reads what bpfev-jit printed after its "ready" line.
+func parseRun(t *testing.T, rest []byte) childRun {
+	t.Helper()
 	var r childRun
 	num := func(s string) uint64 {
 		v, err := strconv.ParseUint(s, 0, 64)
@@ -431,4 +440,221 @@ func TestOpenRejects(t *testing.T) {
 			t.Errorf("Open(%+v) = %v, want a one-line error", cfg, err)
 		}
 	}
+}
+
+// TestFallbackStopsUnderPtrace: with the default signal, SIGSTOP, a
+// thread whose call fell back is in a signal-delivery stop right after
+// the syscall instruction (RIP the address after it, orig_rax the call,
+// rax its result) with si_code SI_KERNEL; the tracer suppresses it and
+// the program runs on as if nothing happened.
+func TestFallbackStopsUnderPtrace(t *testing.T) {
+	s := openSource(t, Config{BudgetPages: 4})
+	path := testProg(t)
+	type stop struct {
+		tid  int
+		regs unix.PtraceRegs
+	}
+	started := make(chan *child, 1)
+	result := make(chan error, 1)
+	var stops []stop
+	go func() {
+		// every ptrace request from this one thread
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		cmd := exec.Command(path, "fallback", "present")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true, Pdeathsig: syscall.SIGKILL}
+		cmd.Stderr = os.Stderr
+		stdin, err1 := cmd.StdinPipe()
+		stdout, err2 := cmd.StdoutPipe()
+		if err := errors.Join(err1, err2, cmd.Start()); err != nil {
+			started <- nil
+			result <- err
+			return
+		}
+		pid := cmd.Process.Pid
+		started <- &child{cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout), pid: pid}
+		var ws unix.WaitStatus
+		if _, err := unix.Wait4(pid, &ws, unix.WALL, nil); err != nil || !ws.Stopped() {
+			result <- fmt.Errorf("the exec stop: %v %v", ws, err)
+			return
+		}
+		if err := unix.PtraceSetOptions(pid, unix.PTRACE_O_TRACECLONE|unix.PTRACE_O_EXITKILL); err != nil {
+			result <- err
+			return
+		}
+		resume := func(tid, sig int) {
+			if err := unix.PtraceCont(tid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
+				t.Errorf("PTRACE_CONT %d: %v", tid, err)
+			}
+		}
+		resume(pid, 0)
+		for {
+			tid, err := unix.Wait4(-1, &ws, unix.WALL, nil)
+			if err != nil {
+				result <- err
+				return
+			}
+			switch {
+			case ws.Exited() || ws.Signaled():
+				if tid == pid {
+					if !ws.Exited() || ws.ExitStatus() != 0 {
+						result <- fmt.Errorf("bpfev-jit ended with %v", ws)
+					} else {
+						result <- nil
+					}
+					return
+				}
+			case ws.Stopped() && ws.StopSignal() == unix.SIGTRAP:
+				resume(tid, 0) // the clone event
+			case ws.Stopped() && ws.StopSignal() == unix.SIGSTOP:
+				code, err := siginfoCode(tid)
+				if err == nil && code == 0x80 { // SI_KERNEL: the fallback's
+					var st stop
+					st.tid = tid
+					if err := unix.PtraceGetRegs(tid, &st.regs); err != nil {
+						t.Errorf("PTRACE_GETREGS %d: %v", tid, err)
+					}
+					stops = append(stops, st)
+				}
+				resume(tid, 0) // suppressed (a new thread's first stop too)
+			case ws.Stopped():
+				resume(tid, int(ws.StopSignal()))
+			}
+		}
+	}()
+	c := <-started
+	if c == nil {
+		t.Fatal(<-result)
+	}
+	line, err := c.out.ReadString('\n')
+	if err != nil || line != fmt.Sprintf("ready %d\n", c.pid) {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	if err := s.Add(c.pid); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c.stdin, "go\n")
+	c.stdin.Close()
+	rest, err := io.ReadAll(c.out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-result; err != nil {
+		t.Fatal(err)
+	}
+	r := parseRun(t, rest)
+	ex := execEvents(collect(t, s, c.pid))
+	if len(ex) != 1 || ex[0].Reason != ReasonOverBudget || ex[0].Flags&FlagSignaled == 0 {
+		t.Fatalf("exec events %+v, want one over budget, signaled", ex)
+	}
+	if len(stops) != 1 {
+		t.Fatalf("%d SI_KERNEL SIGSTOP stops, want 1", len(stops))
+	}
+	st := stops[0]
+	if int64(st.tid) != r.tid || int64(st.regs.Rip) != r.ip || st.regs.Orig_rax != unix.SYS_MPROTECT || st.regs.Rax != 0 ||
+		st.regs.Rdi != ex[0].Args[0] || st.regs.Rsi != ex[0].Args[1] {
+		t.Errorf("the stop: tid %d rip %#x orig_rax %d rax %#x rdi %#x rsi %#x; want tid %d rip %#x mprotect = 0 on %#x+%#x",
+			st.tid, st.regs.Rip, st.regs.Orig_rax, st.regs.Rax, st.regs.Rdi, st.regs.Rsi, r.tid, r.ip, ex[0].Args[0], ex[0].Args[1])
+	}
+	if r.signal[2] != 0 {
+		t.Errorf("the program's SIGUSR1 handler ran: %v", r.signal)
+	}
+}
+
+// TestRaceMprotectMunmap: one thread maps 16 pages at one address, writes
+// versions into them and makes them executable, over and over, while
+// another thread unmaps them in a loop. Every exec-adding event is either complete
+// with exactly the version the program wrote, or a fallback because the
+// page went away (not present) or the mappings changed during the copy
+// (raced): never other bytes.
+func TestRaceMprotectMunmap(t *testing.T) {
+	const n, pages = 3000, 16
+	// the unmapping thread makes an event per call: a ring of 64 MiB
+	// holds them until the reader below gets its turn on a busy machine
+	s := openSource(t, Config{Signal: unix.SIGUSR1, RingBytes: 64 << 20})
+	want := func(v int) []byte {
+		var b []byte
+		for k := range pages {
+			b = append(b, version(uint32(v*pages+k))...)
+		}
+		return b
+	}
+	c := startChild(t, "race", strconv.Itoa(n))
+	if err := s.Add(c.pid); err != nil {
+		t.Fatal(err)
+	}
+	// read as they come
+	stop := make(chan struct{})
+	got := make(chan []Event)
+	go func() {
+		var evs []Event
+		for {
+			var e Event
+			s.SetDeadline(time.Now().Add(50 * time.Millisecond))
+			err := s.Next(&e)
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				select {
+				case <-stop:
+					got <- evs
+					return
+				default:
+					continue
+				}
+			}
+			if err != nil {
+				t.Error(err)
+				got <- evs
+				return
+			}
+			if e.TGID == c.pid && e.Flags&FlagExec != 0 {
+				evs = append(evs, e)
+			}
+		}
+	}()
+	r := c.run(t)
+	close(stop)
+	ex := append(<-got, execEvents(collect(t, s, c.pid))...)
+	// match events to rounds by address and order; with call records
+	// lost (a ring the reader could not keep up with), by content
+	lost, err := s.Lost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lost == 0 && len(ex) != len(r.execs) {
+		t.Fatalf("%d exec-adding events for %d successful mprotects", len(ex), len(r.execs))
+	}
+	rounds := map[int]bool{}
+	for _, x := range r.execs {
+		rounds[x.version] = true
+	}
+	var complete, absent, raced int
+	for k, e := range ex {
+		if e.Addr != r.execs[0].addr || e.Len != pages*pageSize {
+			t.Fatalf("event %d: range %#x+%#x, want %#x+%#x", k, e.Addr, e.Len, r.execs[0].addr, pages*pageSize)
+		}
+		round := k
+		if lost == 0 {
+			round = r.execs[k].version
+		} else if len(e.Bytes) >= 5 {
+			round = int(binary.LittleEndian.Uint32(e.Bytes[1:])) / pages
+		}
+		switch {
+		case e.Complete():
+			complete++
+			if !rounds[round] || !bytes.Equal(e.Bytes, want(round)) {
+				t.Errorf("event %d: complete, but not the bytes of round %d", k, round)
+			}
+		case e.Reason == ReasonNotPresent:
+			absent++
+			if len(e.Bytes) > 0 && !bytes.Equal(e.Bytes, want(round)[:len(e.Bytes)]) {
+				t.Errorf("event %d: the pages copied before one went away are not round %d's", k, round)
+			}
+		case e.Reason == ReasonRaced:
+			raced++
+		default:
+			t.Errorf("event %d: flags %#x reason %v with %d bytes", k, e.Flags, e.Reason, len(e.Bytes))
+		}
+	}
+	t.Logf("%d rounds, %d made executable, %d events: %d copied whole, %d fell back for a page gone, %d for a change during the copy; %d call records lost",
+		n, len(r.execs), len(ex), complete, absent, raced, lost)
 }

@@ -16,6 +16,13 @@
  *                           with a SIGUSR1 handler that records which
  *                           thread got the fallback signal and whether it
  *                           came before the code after the syscall ran
+ *   bpfev-jit race N        N rounds of: map 16 pages RW at one address
+ *                           (MAP_FIXED), write versions 16I..16I+15 into
+ *                           them, mprotect RX, while a second thread
+ *                           munmaps them in a loop (a write that faults
+ *                           skips the round);
+ *                           prints an exec line for each mprotect that
+ *                           succeeded
  *
  * Protocol: it prints "ready PID", waits for a line on stdin (the test
  * adds the PID to the source meanwhile), runs, prints its results and
@@ -32,6 +39,7 @@
  */
 #include "manifest.h"
 
+#include <setjmp.h>
 #include <signal.h>
 #include <x86intrin.h>
 
@@ -142,16 +150,75 @@ static void *fallback(void *arg)
 	return NULL;
 }
 
+#define RACE_PAGES 16
+static uint8_t *race_page;
+static volatile int race_done;
+static sigjmp_buf race_jmp;
+
+static void on_segv(int sig)
+{
+	(void)sig;
+	siglongjmp(race_jmp, 1);
+}
+
+static void *race_unmapper(void *arg)
+{
+	(void)arg;
+	while (!race_done) {
+		munmap(race_page, RACE_PAGES * MF_PAGE);
+		for (volatile int k = 0; k < 2000; k++)
+			; /* a few microseconds: the reader keeps up with the events */
+	}
+	return NULL;
+}
+
+static void *race(void *arg)
+{
+	(void)arg;
+	printf("tid %ld\n", syscall(SYS_gettid));
+	race_page = mmap(NULL, RACE_PAGES * MF_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (race_page == MAP_FAILED)
+		die("mmap");
+	struct sigaction sa = {.sa_handler = on_segv, .sa_flags = SA_NODEFER};
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGSEGV, &sa, NULL) != 0)
+		die("sigaction");
+	pthread_t th;
+	if (pthread_create(&th, NULL, race_unmapper, NULL) != 0)
+		die("pthread_create");
+	int faults = 0;
+	for (volatile int i = 0; i < n_versions; i++) {
+		if (sigsetjmp(race_jmp, 1)) {
+			faults++; /* the page went away under the write */
+			continue;
+		}
+		uint8_t *p = mmap(race_page, RACE_PAGES * MF_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+		if (p == MAP_FAILED)
+			die("mmap fixed");
+		for (uint32_t k = 0; k < RACE_PAGES; k++)
+			fill(p + k * MF_PAGE, (uint32_t)i * RACE_PAGES + k);
+		if (raw_mprotect(p, RACE_PAGES * MF_PAGE, PROT_READ | PROT_EXEC, NULL) == 0)
+			printf("exec %d %p 0 0\n", (int)i, (void *)p);
+	}
+	race_done = 1;
+	pthread_join(th, NULL);
+	fprintf(stderr, "bpfev-jit race: %d writes faulted\n", faults);
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
-		fprintf(stderr, "usage: bpfev-jit toggle N | bpfev-jit fallback present|absent\n");
+		fprintf(stderr, "usage: bpfev-jit toggle N | race N | fallback present|absent\n");
 		return 2;
 	}
 	void *(*fn)(void *);
 	if (strcmp(argv[1], "toggle") == 0) {
 		n_versions = atoi(argv[2]);
 		fn = toggle;
+	} else if (strcmp(argv[1], "race") == 0) {
+		n_versions = atoi(argv[2]);
+		fn = race;
 	} else if (strcmp(argv[1], "fallback") == 0 && (strcmp(argv[2], "present") == 0 || strcmp(argv[2], "absent") == 0)) {
 		mode = argv[2];
 		fn = fallback;
