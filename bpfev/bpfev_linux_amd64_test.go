@@ -566,7 +566,8 @@ func TestFallbackStopsUnderPtrace(t *testing.T) {
 // another thread unmaps them in a loop. Every exec-adding event is either complete
 // with exactly the version the program wrote, or a fallback because the
 // page went away (not present) or the mappings changed during the copy
-// (raced): never other bytes.
+// (raced), or the ring buffer was full (the reader fell behind the
+// unmapping thread's events on a busy machine): never other bytes.
 func TestRaceMprotectMunmap(t *testing.T) {
 	const n, pages = 3000, 16
 	// the unmapping thread makes an event per call: a ring of 64 MiB
@@ -627,8 +628,11 @@ func TestRaceMprotectMunmap(t *testing.T) {
 	for _, x := range r.execs {
 		rounds[x.version] = true
 	}
-	var complete, absent, raced int
+	var complete, absent, raced, full int
 	for k, e := range ex {
+		if e.Flags&FlagFallback != 0 && e.Flags&FlagSignaled == 0 {
+			t.Errorf("event %d: a fallback without the signal (error %d)", k, e.SignalErr)
+		}
 		if e.Addr != r.execs[0].addr || e.Len != pages*pageSize {
 			t.Fatalf("event %d: range %#x+%#x, want %#x+%#x", k, e.Addr, e.Len, r.execs[0].addr, pages*pageSize)
 		}
@@ -651,10 +655,15 @@ func TestRaceMprotectMunmap(t *testing.T) {
 			}
 		case e.Reason == ReasonRaced:
 			raced++
+		case e.Reason == ReasonRingFull:
+			full++
+			if len(e.Bytes) > 0 && !bytes.Equal(e.Bytes, want(round)[:len(e.Bytes)]) {
+				t.Errorf("event %d: the pages copied before the ring filled are not round %d's", k, round)
+			}
 		default:
 			t.Errorf("event %d: flags %#x reason %v with %d bytes", k, e.Flags, e.Reason, len(e.Bytes))
 		}
 	}
-	t.Logf("%d rounds, %d made executable, %d events: %d copied whole, %d fell back for a page gone, %d for a change during the copy; %d call records lost",
-		n, len(r.execs), len(ex), complete, absent, raced, lost)
+	t.Logf("%d rounds, %d made executable, %d events: %d copied whole, %d fell back for a page gone, %d for a change during the copy, %d for a full ring; %d call records lost",
+		n, len(r.execs), len(ex), complete, absent, raced, full, lost)
 }

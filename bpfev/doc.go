@@ -27,11 +27,18 @@
 // mm_struct.mm_lock_seq) and the Config's constants (signal, page budget)
 // in place, and neither `make` nor a regeneration step needs clang; the
 // verifier checks every load through a kernel pointer against the same
-// BTF. The alternatives, measured on the kernel this was written on
-// (6.18): the per-call tracepoints syscalls:sys_exit_* need tracefs
-// mounted (it was not) and are dispatched from the same sys_exit hook, so
-// they cost every process's system calls the same; fexit programs on
-// __x64_sys_* would not load there (EPERM).
+// BTF. The alternatives, tried on the kernel this was written on (6.18,
+// CONFIG_KPROBES unset, lockdown=integrity): the per-call tracepoints
+// syscalls:sys_exit_* need tracefs mounted (it was not) and hang off the
+// same sys_exit hook, so they cost every system call of every process the
+// same as this program (below); fexit programs on __x64_sys_* would not
+// load (EPERM); kretprobes on them do not exist without kprobes. The
+// cost of the hook: while a Source is open, every system call of every
+// process on the machine takes the kernel's slow exit path and runs the
+// program's first five instructions (BenchmarkGetpid measures it; the
+// report of this package's first commits has the numbers). A kernel where
+// fexit loads could move the program there, with the same instructions
+// but for the context's layout.
 //
 // For each system call exit, the program, in this order, returns at once
 // unless the call is one of those above (compared with orig_ax), is a
