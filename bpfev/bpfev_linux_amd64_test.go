@@ -52,7 +52,7 @@ var prog struct {
 }
 
 // testProg builds testdata/bin/bpfev-jit once and returns its path.
-func testProg(t *testing.T) string {
+func testProg(t testing.TB) string {
 	t.Helper()
 	prog.once.Do(func() {
 		dir, err := filepath.Abs("../testdata")
@@ -80,7 +80,7 @@ type child struct {
 	pid   int
 }
 
-func startChild(t *testing.T, args ...string) *child {
+func startChild(t testing.TB, args ...string) *child {
 	t.Helper()
 	cmd := exec.Command(testProg(t), args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -123,7 +123,7 @@ type execLine struct {
 }
 
 // run lets the child go, reads its results and waits for it to exit 0.
-func (c *child) run(t *testing.T) childRun {
+func (c *child) run(t testing.TB) childRun {
 	t.Helper()
 	if _, err := io.WriteString(c.stdin, "go\n"); err != nil {
 		t.Fatal(err)
@@ -140,7 +140,7 @@ func (c *child) run(t *testing.T) childRun {
 }
 
 // parseRun reads what bpfev-jit printed after its "ready" line.
-func parseRun(t *testing.T, rest []byte) childRun {
+func parseRun(t testing.TB, rest []byte) childRun {
 	t.Helper()
 	var r childRun
 	num := func(s string) uint64 {
@@ -435,7 +435,8 @@ func TestAvailable(t *testing.T) {
 // TestOpenRejects: bad configurations fail with one line each, before
 // anything is loaded.
 func TestOpenRejects(t *testing.T) {
-	for _, cfg := range []Config{{Signal: 65}, {BudgetPages: 65}, {BudgetPages: -1}, {RingBytes: 12345}, {RingBytes: 4096}} {
+	for _, cfg := range []Config{{Signal: 65}, {BudgetPages: 65}, {BudgetPages: -1}, {RingBytes: 12345}, {RingBytes: 4096},
+		{WakeBytes: -1}, {RingBytes: 1 << 20, WakeBytes: 2 << 20}, {Poll: -time.Second}} {
 		if _, err := Open(cfg); err == nil || strings.Contains(err.Error(), "\n") {
 			t.Errorf("Open(%+v) = %v, want a one-line error", cfg, err)
 		}
@@ -666,4 +667,31 @@ func TestRaceMprotectMunmap(t *testing.T) {
 	}
 	t.Logf("%d rounds, %d made executable, %d events: %d copied whole, %d fell back for a page gone, %d for a change during the copy, %d for a full ring; %d call records lost",
 		n, len(r.execs), len(ex), complete, absent, raced, full, lost)
+}
+
+// TestNextUnblocks: a deadline ends a Next with nothing to read, and
+// Close ends one in progress.
+func TestNextUnblocks(t *testing.T) {
+	s := openSource(t, Config{})
+	s.SetDeadline(time.Now().Add(20 * time.Millisecond))
+	var e Event
+	if err := s.Next(&e); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Next past the deadline: %v, want os.ErrDeadlineExceeded", err)
+	}
+	if ok, err := s.TryNext(&e); ok || err != nil {
+		t.Fatalf("TryNext on an empty ring: %v %v", ok, err)
+	}
+	s.SetDeadline(time.Time{})
+	done := make(chan error)
+	go func() {
+		var e Event
+		done <- s.Next(&e)
+	}()
+	time.Sleep(10 * time.Millisecond) // let Next block (if it is not there yet, it sees the Close)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Fatalf("Next after Close: %v, want ErrClosed", err)
+	}
 }

@@ -35,8 +35,9 @@
 // load (EPERM); kretprobes on them do not exist without kprobes. The
 // cost of the hook: while a Source is open, every system call of every
 // process on the machine takes the kernel's slow exit path and runs the
-// program's first five instructions (BenchmarkGetpid measures it; the
-// report of this package's first commits has the numbers). A kernel where
+// program's first instructions, which compare the call's number with the
+// watched ones (BenchmarkGetpid measures it; BenchmarkExecToggle and
+// BenchmarkToggleProgram the cost of an event). A kernel where
 // fexit loads could move the program there, with the same instructions
 // but for the context's layout.
 //
@@ -63,6 +64,13 @@
 // (event.go has the layouts). Next and TryNext assemble the pages into
 // Event.Bytes. A call record the ring had no room for is counted (Lost);
 // if it was an exec-adding call, the thread is still sent the signal.
+//
+// The program wakes a reader blocked in Next only when Config.WakeBytes
+// wait in the ring (bpf_ringbuf_query); otherwise Next finds the records
+// at its next poll (Config.Poll, 1 ms). A wakeup per event (the ring's
+// default) sends the reader's CPU an interrupt per event and costs the
+// traced program more than the copy itself (BenchmarkToggleProgram).
+// TryNext needs no wakeup.
 //
 // # Exactness: the fallback
 //
@@ -124,6 +132,26 @@
 //  4. Memory that is writable and executable (RWX) can change without a
 //     call: its bytes are exact only at the moment of the copy, and the
 //     tracker's W^X handling stays in charge of it.
+//
+// # For the tracker
+//
+//   - Open once per recording (Available first for --events=auto); Add
+//     the launched process before it runs its first instruction (before
+//     PTRACE_CONT after the exec stop), Add each new process at its
+//     fork/vfork/clone event, before resuming it, and Remove it at its
+//     exit. A thread needs nothing: the map is by tgid.
+//   - Read with Next in a goroutine of its own, or with TryNext at each
+//     ptrace stop (the locked tracer thread): TryNext never blocks.
+//   - A fallback stop is a signal-delivery stop of Config.Signal with
+//     si_code SI_KERNEL: copy the range of the call in the registers
+//     (orig_rax, rdi, rsi, rdx; rax the result, RIP after the syscall),
+//     then resume with signal 0. The matching event (FlagFallback) is in
+//     the ring by then (invariant 1), unless Lost counted it.
+//   - The seccomp filter must still stop what this package does not
+//     report: 32-bit calls (int 0x80), process_vm_writev, the opens of
+//     /proc/PID/mem, ptrace, execve's mappings (PTRACE_O_TRACEEXEC).
+//   - Args[2] is the protection the kernel was given: when the seccomp
+//     path rewrote it at entry (W^X), the event shows the rewritten value.
 //
 // # What it must not import
 //

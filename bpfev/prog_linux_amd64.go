@@ -191,6 +191,13 @@ const (
 	budgetHard = 64  // Config.BudgetPages at most: the verifier walks the copy loop once per page
 )
 
+// bpf_ringbuf_submit's flags and bpf_ringbuf_query's BPF_RB_AVAIL_DATA.
+const (
+	rbNoWakeup    = 1
+	rbForceWakeup = 2
+	rbAvailData   = 0
+)
+
 // Exec kinds in the slotExec stack slot.
 const (
 	slotExecNone  = 0
@@ -207,7 +214,7 @@ const (
 // Registers: R6 the context (then the page count), R7 pid_tgid (then the
 // page index), R8 pt_regs (then the range's address), R9 the call
 // record.
-func program(ws []watch, off kernelOffsets, tgids, ring, counters *ebpf.Map, sig unix.Signal, budget int) asm.Instructions {
+func program(ws []watch, off kernelOffsets, tgids, ring, counters *ebpf.Map, sig unix.Signal, budget, wakeBytes int) asm.Instructions {
 	R0, R1, R2, R3, R6, R7, R8, R9, FP := asm.R0, asm.R1, asm.R2, asm.R3, asm.R6, asm.R7, asm.R8, asm.R9, asm.R10
 	regs := off.regs
 	ins := asm.Instructions{
@@ -352,7 +359,7 @@ func program(ws []watch, off kernelOffsets, tgids, ring, counters *ebpf.Map, sig
 		asm.FnProbeReadUser.Call(),
 		asm.LoadMem(R1, FP, slotPage, asm.DWord),
 		asm.JNE.Imm(R0, 0, "notPresent"),
-		asm.Mov.Imm(R2, 0),
+		asm.Mov.Imm(R2, rbNoWakeup), // the call record's commit wakes the reader
 		asm.FnRingbufSubmit.Call(),
 		asm.Add.Imm(R7, 1),
 		asm.Ja.Label("loop"),
@@ -393,8 +400,15 @@ func program(ws []watch, off kernelOffsets, tgids, ring, counters *ebpf.Map, sig
 		asm.FnKtimeGetNs.Call().WithSymbol("fallbackDone"),
 		asm.StoreMem(R9, offDone, R0, asm.DWord),
 
-		asm.Mov.Reg(R1, R9).WithSymbol("submit"),
-		asm.Mov.Imm(R2, 0),
+		// wake a blocked reader only when wakeBytes are waiting (it polls
+		// meanwhile): a wakeup per event costs more than the event
+		asm.LoadMapPtr(R1, ring.FD()).WithSymbol("submit"),
+		asm.Mov.Imm(R2, rbAvailData),
+		asm.FnRingbufQuery.Call(),
+		asm.Mov.Imm(R2, rbNoWakeup),
+		asm.JLT.Imm(R0, int32(wakeBytes), "commit"),
+		asm.Mov.Imm(R2, rbForceWakeup),
+		asm.Mov.Reg(R1, R9).WithSymbol("commit"),
 		asm.FnRingbufSubmit.Call(),
 		asm.Mov.Imm(R0, 0).WithSymbol("out"),
 		asm.Return(),

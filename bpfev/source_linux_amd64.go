@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -30,6 +31,14 @@ type Config struct {
 	// RingBytes is the ring buffer's size: a power of two, a multiple of
 	// the page size, at least 16 KiB. Zero: 8 MiB.
 	RingBytes int
+	// WakeBytes: the program wakes a reader blocked in Next only when at
+	// least this many bytes wait in the ring; below it, Next finds the
+	// events at its next poll (Poll). A wakeup per event costs the
+	// traced thread more than the event (BenchmarkToggleProgram). Zero:
+	// RingBytes/8. 1: every event.
+	WakeBytes int
+	// Poll is how often a blocked Next looks at the ring. Zero: 1 ms.
+	Poll time.Duration
 }
 
 const (
@@ -53,9 +62,11 @@ type Source struct {
 	links    []link.Link
 	rd       *ringbuf.Reader
 
-	rec     ringbuf.Record
-	pending []*pendingEvent // call records waiting for their pages, oldest first
-	free    []*pendingEvent
+	rec      ringbuf.Record
+	deadline time.Time // SetDeadline's
+	closed   atomic.Bool
+	pending  []*pendingEvent // call records waiting for their pages, oldest first
+	free     []*pendingEvent
 }
 
 type pendingEvent struct {
@@ -75,14 +86,26 @@ func Open(cfg Config) (*Source, error) {
 	if cfg.RingBytes == 0 {
 		cfg.RingBytes = defaultRing
 	}
+	if cfg.WakeBytes == 0 {
+		cfg.WakeBytes = cfg.RingBytes / 8
+	}
+	if cfg.Poll == 0 {
+		cfg.Poll = time.Millisecond
+	}
 	if cfg.Signal < 1 || cfg.Signal > 64 {
 		return nil, fmt.Errorf("bpfev: signal %d out of range", cfg.Signal)
 	}
 	if cfg.BudgetPages < 1 || cfg.BudgetPages > budgetHard {
 		return nil, fmt.Errorf("bpfev: budget of %d pages (want 1..%d)", cfg.BudgetPages, budgetHard)
 	}
-	if r := cfg.RingBytes; r < minRing || r&(r-1) != 0 {
-		return nil, fmt.Errorf("bpfev: ring buffer of %d bytes (want a power of two, at least %d)", r, minRing)
+	if r := cfg.RingBytes; r < minRing || r&(r-1) != 0 || r > 1<<30 {
+		return nil, fmt.Errorf("bpfev: ring buffer of %d bytes (want a power of two, %d to 1 GiB)", r, minRing)
+	}
+	if cfg.WakeBytes < 1 || cfg.WakeBytes > cfg.RingBytes {
+		return nil, fmt.Errorf("bpfev: wakeup at %d bytes (want 1 to the ring's %d)", cfg.WakeBytes, cfg.RingBytes)
+	}
+	if cfg.Poll < 0 {
+		return nil, fmt.Errorf("bpfev: poll interval %v", cfg.Poll)
 	}
 	kspec, err := btf.LoadKernelSpec()
 	if err != nil {
@@ -113,7 +136,7 @@ func Open(cfg Config) (*Source, error) {
 		Type:         ebpf.Tracing,
 		AttachType:   ebpf.AttachTraceRawTp,
 		AttachTo:     "sys_exit",
-		Instructions: program(watched, off, s.tgids, s.ring, s.counters, cfg.Signal, cfg.BudgetPages),
+		Instructions: program(watched, off, s.tgids, s.ring, s.counters, cfg.Signal, cfg.BudgetPages, cfg.WakeBytes),
 		License:      "GPL", // reading kernel structures through BTF needs it
 	}
 	p, err := ebpf.NewProgramWithOptions(spec, ebpf.ProgramOptions{KernelTypes: kspec})
@@ -172,8 +195,9 @@ func (s *Source) Lost() (uint64, error) {
 }
 
 // SetDeadline makes Next return os.ErrDeadlineExceeded once t passes
-// with no complete event. The zero time removes the deadline.
-func (s *Source) SetDeadline(t time.Time) { s.rd.SetDeadline(t) }
+// with no complete event. The zero time removes the deadline. Like
+// Next, it is for the reading goroutine.
+func (s *Source) SetDeadline(t time.Time) { s.deadline = t }
 
 // ErrClosed is returned by Next after Close.
 var ErrClosed = errors.New("bpfev: source closed")
@@ -186,7 +210,20 @@ var ErrClosed = errors.New("bpfev: source closed")
 // (close to, but not exactly, the order of Time across CPUs).
 func (s *Source) Next(e *Event) error {
 	for !s.pop(e) {
-		if err := s.read(); err != nil {
+		// wait for a wakeup (WakeBytes), the next poll, or the deadline;
+		// the reader returns at once when a record is there
+		now := time.Now()
+		expired := !s.deadline.IsZero() && !now.Before(s.deadline)
+		wait := now.Add(s.cfg.Poll)
+		if !s.deadline.IsZero() && s.deadline.Before(wait) {
+			wait = s.deadline
+		}
+		s.rd.SetDeadline(wait)
+		if err := s.read(); errors.Is(err, os.ErrDeadlineExceeded) {
+			if expired {
+				return err
+			}
+		} else if err != nil {
 			return err
 		}
 	}
@@ -200,10 +237,10 @@ func (s *Source) Next(e *Event) error {
 // there.
 func (s *Source) TryNext(e *Event) (bool, error) {
 	for !s.pop(e) {
-		if s.rd.AvailableBytes() == 0 {
+		s.rd.SetDeadline(time.Unix(1, 0)) // in the past: never wait
+		if err := s.read(); errors.Is(err, os.ErrDeadlineExceeded) {
 			return false, nil
-		}
-		if err := s.read(); err != nil {
+		} else if err != nil {
 			return false, err
 		}
 	}
@@ -225,7 +262,8 @@ func (s *Source) pop(e *Event) bool {
 	return true
 }
 
-// read takes one record from the ring, blocking until there is one.
+// read takes one record from the ring, blocking until there is one or
+// the reader's deadline passes.
 func (s *Source) read() error {
 	if err := s.rd.ReadInto(&s.rec); err != nil {
 		if errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, os.ErrClosed) {
@@ -282,8 +320,12 @@ func (s *Source) take(b []byte) error {
 	return nil
 }
 
-// Close detaches the programs, frees the maps and unblocks Next.
+// Close detaches the programs, frees the maps and unblocks Next (which
+// then returns ErrClosed). A second Close does nothing.
 func (s *Source) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
 	var errs []error
 	for _, l := range s.links {
 		errs = append(errs, l.Close())
