@@ -65,9 +65,10 @@
 // Event.Bytes. A call record the ring had no room for is counted (Lost);
 // if it was an exec-adding call, the thread is still sent the signal.
 //
-// The program wakes a reader blocked in Next only when Config.WakeBytes
-// wait in the ring (bpf_ringbuf_query); otherwise Next finds the records
-// at its next poll (Config.Poll, 1 ms). A wakeup per event (the ring's
+// The program wakes a reader blocked in Next only when its event took the
+// bytes waiting in the ring past Config.WakeBytes (bpf_ringbuf_query), so
+// once per crossing, not once per event while the reader is behind;
+// otherwise Next finds the records at its next poll (Config.Poll, 1 ms). A wakeup per event (the ring's
 // default) sends the reader's CPU an interrupt per event and costs the
 // traced program more than the copy itself (BenchmarkToggleProgram).
 // TryNext needs no wakeup.

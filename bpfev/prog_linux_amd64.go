@@ -198,6 +198,10 @@ const (
 	rbAvailData   = 0
 )
 
+// maxEventBytes is the most ring space one event takes: its call record
+// and budget page records, each with the ring's 8-byte header.
+func maxEventBytes(budget int) int { return callSize + 8 + budget*(pageRecSize+8) }
+
 // Exec kinds in the slotExec stack slot.
 const (
 	slotExecNone  = 0
@@ -400,13 +404,16 @@ func program(ws []watch, off kernelOffsets, tgids, ring, counters *ebpf.Map, sig
 		asm.FnKtimeGetNs.Call().WithSymbol("fallbackDone"),
 		asm.StoreMem(R9, offDone, R0, asm.DWord),
 
-		// wake a blocked reader only when wakeBytes are waiting (it polls
-		// meanwhile): a wakeup per event costs more than the event
+		// wake a blocked reader when this event took the ring past
+		// wakeBytes, and only then (it polls meanwhile): a wakeup is an
+		// interrupt, which costs more than the event, and a reader that
+		// is behind needs no more of them
 		asm.LoadMapPtr(R1, ring.FD()).WithSymbol("submit"),
 		asm.Mov.Imm(R2, rbAvailData),
 		asm.FnRingbufQuery.Call(),
 		asm.Mov.Imm(R2, rbNoWakeup),
 		asm.JLT.Imm(R0, int32(wakeBytes), "commit"),
+		asm.JGE.Imm(R0, int32(wakeBytes+maxEventBytes(budget)), "commit"),
 		asm.Mov.Imm(R2, rbForceWakeup),
 		asm.Mov.Reg(R1, R9).WithSymbol("commit"),
 		asm.FnRingbufSubmit.Call(),

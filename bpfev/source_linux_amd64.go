@@ -31,9 +31,9 @@ type Config struct {
 	// RingBytes is the ring buffer's size: a power of two, a multiple of
 	// the page size, at least 16 KiB. Zero: 8 MiB.
 	RingBytes int
-	// WakeBytes: the program wakes a reader blocked in Next only when at
-	// least this many bytes wait in the ring; below it, Next finds the
-	// events at its next poll (Poll). A wakeup per event costs the
+	// WakeBytes: the program wakes a reader blocked in Next only when an
+	// event takes the bytes waiting in the ring past this; otherwise
+	// Next finds the events at its next poll (Poll). A wakeup per event costs the
 	// traced thread more than the event (BenchmarkToggleProgram). Zero:
 	// RingBytes/8. 1: every event.
 	WakeBytes int
