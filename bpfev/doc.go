@@ -21,7 +21,7 @@
 // One BPF program, a BTF raw tracepoint on sys_exit (the raw_syscalls
 // tracepoint, whose arguments are the thread's user pt_regs and the
 // result), written with cilium/ebpf's asm package in prog_linux_amd64.go.
-// asm rather than C compiled by bpf2go: the program is about 200
+// asm rather than C compiled by bpf2go: the program is about 220
 // instructions, it is built at Open with the running kernel's structure
 // offsets (from its BTF: pt_regs, thread_info.status, task_struct.mm,
 // mm_struct.mm_lock_seq) and the Config's constants (signal, page budget)
@@ -68,10 +68,10 @@
 // The program wakes a reader blocked in Next only when its event took the
 // bytes waiting in the ring past Config.WakeBytes (bpf_ringbuf_query), so
 // once per crossing, not once per event while the reader is behind;
-// otherwise Next finds the records at its next poll (Config.Poll, 1 ms). A wakeup per event (the ring's
-// default) sends the reader's CPU an interrupt per event and costs the
-// traced program more than the copy itself (BenchmarkToggleProgram).
-// TryNext needs no wakeup.
+// otherwise Next finds the records at its next poll (Config.Poll, 1 ms).
+// A wakeup per event (the ring's default) is an interrupt per event and
+// cost the traced program more than the copy itself
+// (BenchmarkToggleProgram). TryNext needs no wakeup.
 //
 // # Exactness: the fallback
 //
@@ -145,9 +145,12 @@
 //     ptrace stop (the locked tracer thread): TryNext never blocks.
 //   - A fallback stop is a signal-delivery stop of Config.Signal with
 //     si_code SI_KERNEL: copy the range of the call in the registers
-//     (orig_rax, rdi, rsi, rdx; rax the result, RIP after the syscall),
+//     (orig_rax the call, rdi and rsi its range, rdx the protection; for
+//     mmap the range starts at rax, the result; RIP after the syscall),
 //     then resume with signal 0. The matching event (FlagFallback) is in
 //     the ring by then (invariant 1), unless Lost counted it.
+//   - Add only processes ptjit traces: with no tracer to suppress it, the
+//     default SIGSTOP stops the whole process until a SIGCONT.
 //   - The seccomp filter must still stop what this package does not
 //     report: 32-bit calls (int 0x80), process_vm_writev, the opens of
 //     /proc/PID/mem, ptrace, execve's mappings (PTRACE_O_TRACEEXEC).
