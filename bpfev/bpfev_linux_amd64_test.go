@@ -115,6 +115,7 @@ type childRun struct {
 	ip, tid int64
 	execs   []execLine
 	signal  []int64 // tid, si_code, seen before the next instruction
+	moved   uint64  // mremap: where the RW pages went
 }
 
 type execLine struct {
@@ -159,6 +160,8 @@ func parseRun(t testing.TB, rest []byte) childRun {
 			r.tid = int64(num(f[1]))
 		case f[0] == "exec" && len(f) == 5:
 			r.execs = append(r.execs, execLine{int(num(f[1])), num(f[2]), num(f[3]), num(f[4])})
+		case f[0] == "moved" && len(f) == 2:
+			r.moved = num(f[1])
 		case f[0] == "signal" && len(f) == 4:
 			r.signal = []int64{int64(num(f[1])), int64(num(f[2])), int64(num(f[3]))}
 		default:
@@ -693,5 +696,40 @@ func TestNextUnblocks(t *testing.T) {
 	}
 	if err := <-done; !errors.Is(err, ErrClosed) {
 		t.Fatalf("Next after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestMremap: an mremap that moves executable pages is an exec-adding
+// event with the bytes at the new address (bpf_find_vma says the mapping
+// is executable); one that moves writable pages carries none.
+func TestMremap(t *testing.T) {
+	s := openSource(t, Config{})
+	c := startChild(t, "mremap")
+	if err := s.Add(c.pid); err != nil {
+		t.Fatal(err)
+	}
+	r := c.run(t)
+	var execMoves, plainMoves int
+	for _, e := range collect(t, s, c.pid) {
+		if e.Nr != unix.SYS_MREMAP {
+			continue
+		}
+		switch uint64(e.Ret) {
+		case r.execs[0].addr:
+			execMoves++
+			if !e.Complete() || e.Addr != r.execs[0].addr || e.Len != 2*pageSize ||
+				!bytes.Equal(e.Bytes, append(version(0), version(1)...)) {
+				t.Errorf("the executable pages' mremap: flags %#x reason %v range %#x+%#x, %d bytes; want complete %#x+%#x with versions 0 and 1",
+					e.Flags, e.Reason, e.Addr, e.Len, len(e.Bytes), r.execs[0].addr, 2*pageSize)
+			}
+		case r.moved:
+			plainMoves++
+			if e.Flags != 0 || len(e.Bytes) != 0 {
+				t.Errorf("the writable pages' mremap: flags %#x, %d bytes; want none", e.Flags, len(e.Bytes))
+			}
+		}
+	}
+	if execMoves != 1 || plainMoves != 1 {
+		t.Errorf("%d mremap events of the executable pages and %d of the writable ones, want 1 and 1", execMoves, plainMoves)
 	}
 }

@@ -21,10 +21,10 @@
 // One BPF program, a BTF raw tracepoint on sys_exit (the raw_syscalls
 // tracepoint, whose arguments are the thread's user pt_regs and the
 // result), written with cilium/ebpf's asm package in prog_linux_amd64.go.
-// asm rather than C compiled by bpf2go: the program is about 220
+// asm rather than C compiled by bpf2go: the program is about 240
 // instructions, it is built at Open with the running kernel's structure
 // offsets (from its BTF: pt_regs, thread_info.status, task_struct.mm,
-// mm_struct.mm_lock_seq) and the Config's constants (signal, page budget)
+// mm_struct.mm_lock_seq, vm_area_struct.vm_flags) and the Config's constants (signal, page budget)
 // in place, and neither `make` nor a regeneration step needs clang; the
 // verifier checks every load through a kernel pointer against the same
 // BTF. The alternatives, tried on the kernel this was written on (6.18,
@@ -49,12 +49,13 @@
 // record in the ring buffer and fills in the thread, the time, the user
 // IP, the number, the six argument registers and the result. When the
 // call made memory executable — mprotect or pkey_mprotect returning 0 with
-// PROT_EXEC, mmap returning an address with PROT_EXEC, shmat with SHM_EXEC
-// — it copies the range page by page (bpf_probe_read_user, a loop bounded
-// by Config.BudgetPages) into page records that follow the call record.
-// mremap is reported without bytes: it moves or resizes a mapping whose
-// contents the tracker already holds (pages it grows are zero or file
-// pages, as for mmap).
+// PROT_EXEC, mmap returning an address with PROT_EXEC, mremap returning
+// an address whose mapping is executable (bpf_find_vma, a callback that
+// reads vm_flags), shmat with SHM_EXEC — it copies the range page by page
+// (bpf_probe_read_user, a loop bounded by Config.BudgetPages) into page
+// records that follow the call record. For mremap the range is the new
+// one (the result and new_size): pages it grew are not present, so a
+// growing mremap of executable memory falls back.
 //
 // # Records and events
 //

@@ -50,8 +50,9 @@ const (
 // Flags of an Event.
 const (
 	// FlagExec: the call made memory executable (mprotect or
-	// pkey_mprotect with PROT_EXEC, mmap with PROT_EXEC, shmat with
-	// SHM_EXEC) and succeeded: the program tried to copy its range.
+	// pkey_mprotect with PROT_EXEC, mmap with PROT_EXEC, mremap of an
+	// executable mapping, shmat with SHM_EXEC) and succeeded: the program
+	// tried to copy its range.
 	FlagExec = 1 << 0
 	// FlagFallback: the range could not be copied in full (Reason says
 	// why); the thread was sent the fallback signal (FlagSignaled) so

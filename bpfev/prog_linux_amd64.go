@@ -13,10 +13,11 @@ import (
 type execRule int
 
 const (
-	execNever execRule = iota
-	execProt           // mprotect, pkey_mprotect: ret 0, PROT_EXEC in rdx, range rdi+rsi
-	execMmap           // mmap: ret an address, PROT_EXEC in rdx, range ret+rsi
-	execShmat          // shmat: ret an address, SHM_EXEC in rdx, size unknown here
+	execNever  execRule = iota
+	execProt            // mprotect, pkey_mprotect: ret 0, PROT_EXEC in rdx, range rdi+rsi
+	execMmap            // mmap: ret an address, PROT_EXEC in rdx, range ret+rsi
+	execShmat           // shmat: ret an address, SHM_EXEC in rdx, size unknown here
+	execMremap          // mremap: ret an address, its mapping executable, new size in rdx
 )
 
 // watch is one syscall the programs follow: an fexit program on its
@@ -52,7 +53,7 @@ var watched = []watch{
 	{"mprotect", unix.SYS_MPROTECT, execProt, nil},
 	{"pkey_mprotect", unix.SYS_PKEY_MPROTECT, execProt, nil},
 	{"munmap", unix.SYS_MUNMAP, execNever, nil},
-	{"mremap", unix.SYS_MREMAP, execNever, nil},
+	{"mremap", unix.SYS_MREMAP, execMremap, nil},
 	{"madvise", unix.SYS_MADVISE, execNever, harmlessAdvice},
 	{"brk", unix.SYS_BRK, execNever, nil},
 	{"shmat", unix.SYS_SHMAT, execShmat, nil},
@@ -85,6 +86,7 @@ const tsCompat = 0x0002
 type kernelOffsets struct {
 	regs     regsOffsets
 	tiStatus int16 // task_struct.thread_info.status
+	vmFlags  int16 // vm_area_struct.vm_flags
 	taskMM   int16 // task_struct.mm
 	mmSeq    int16 // mm_struct.mm_lock_seq.sequence
 }
@@ -123,7 +125,20 @@ func loadKernelOffsets(spec *btf.Spec) (kernelOffsets, error) {
 	if !ok || !isStruct || sc.Size != 4 {
 		return kernelOffsets{}, fmt.Errorf("struct mm_struct in the kernel's BTF has no mm_lock_seq seqcount (Linux 6.12 or later with CONFIG_PER_VMA_LOCK): the copy could not detect a concurrent change of the address space")
 	}
-	return kernelOffsets{regs: regs, tiStatus: int16(tiOff + stOff), taskMM: int16(mmOff), mmSeq: int16(seqOff)}, nil
+	vmFlags, ok := memberOffset(mustStruct(spec, "vm_area_struct"), "vm_flags")
+	if !ok {
+		return kernelOffsets{}, fmt.Errorf("struct vm_area_struct in the kernel's BTF has no vm_flags")
+	}
+	return kernelOffsets{regs: regs, tiStatus: int16(tiOff + stOff), taskMM: int16(mmOff), mmSeq: int16(seqOff), vmFlags: int16(vmFlags)}, nil
+}
+
+// mustStruct is the struct name of spec, or nil.
+func mustStruct(spec *btf.Spec, name string) btf.Type {
+	var s *btf.Struct
+	if spec.TypeByName(name, &s) != nil {
+		return nil
+	}
+	return s
 }
 
 // memberOffset finds a member by name, also inside anonymous structs and
@@ -208,6 +223,9 @@ const (
 	slotExecArgs  = 1 // range at args[0]
 	slotExecRet   = 2 // range at the result
 	slotExecShmat = 3 // range of unknown size
+	slotExecMove  = 4 // range at the result, its size args[2] (mremap)
+	slotVMFlags   = -32
+	vmExec        = 0x4 // VM_EXEC
 )
 
 // program returns the BTF raw tracepoint program on sys_exit, whose
@@ -219,10 +237,15 @@ const (
 // page index), R8 pt_regs (then the range's address), R9 the call
 // record.
 func program(ws []watch, off kernelOffsets, tgids, ring, counters *ebpf.Map, sig unix.Signal, budget, wakeBytes int) asm.Instructions {
-	R0, R1, R2, R3, R6, R7, R8, R9, FP := asm.R0, asm.R1, asm.R2, asm.R3, asm.R6, asm.R7, asm.R8, asm.R9, asm.R10
+	R0, R1, R2, R3, R4, R6, R7, R8, R9, FP := asm.R0, asm.R1, asm.R2, asm.R3, asm.R4, asm.R6, asm.R7, asm.R8, asm.R9, asm.R10
 	regs := off.regs
+	loadRet := func() asm.Instruction { return asm.LoadMem(R1, R6, 8, asm.DWord) } // R1 = the call's result
 	ins := asm.Instructions{
-		asm.Mov.Reg(R6, R1),
+		btf.WithFuncMetadata(asm.Mov.Reg(R6, R1).WithSymbol("ptjit_as_exit"), &btf.Func{
+			Name: "ptjit_as_exit", Linkage: btf.GlobalFunc,
+			Type: &btf.FuncProto{Return: &btf.Int{Name: "int", Size: 4, Encoding: btf.Signed},
+				Params: []btf.FuncParam{{Name: "ctx", Type: &btf.Pointer{Target: &btf.Void{}}}}},
+		}),
 		asm.LoadMem(R8, R6, 0, asm.DWord),
 		asm.LoadMem(R1, R8, regs.origAX, asm.DWord),
 	}
@@ -266,7 +289,25 @@ func program(ws []watch, off kernelOffsets, tgids, ring, counters *ebpf.Map, sig
 				ins = append(ins, asm.JEq.Imm32(R1, int32(v), "out"))
 			}
 		}
-		if w.exec != execNever {
+		if w.exec == execMremap {
+			// executable when the mapping at the result is (bpf_find_vma)
+			ins = append(ins,
+				loadRet(),
+				asm.JGE.Imm(R1, -4095, "record"),
+				storeImm64(FP, slotVMFlags, 0),
+				asm.FnGetCurrentTaskBtf.Call(),
+				asm.Mov.Reg(R1, R0),
+				asm.LoadMem(R2, R6, 8, asm.DWord),
+				asm.Instruction{OpCode: asm.LoadImmOp(asm.DWord), Dst: R3, Src: asm.PseudoFunc, Constant: -1}.WithReference("vma_exec"),
+				asm.Mov.Reg(R4, FP),
+				asm.Add.Imm(R4, slotVMFlags),
+				asm.Mov.Imm(asm.R5, 0),
+				asm.FnFindVma.Call(),
+				asm.LoadMem(R1, FP, slotVMFlags, asm.DWord),
+				asm.JEq.Imm(R1, 0, "record"),
+				storeImm64(FP, slotExec, slotExecMove),
+			)
+		} else if w.exec != execNever {
 			bit, kind := int32(unix.PROT_EXEC), int32(slotExecArgs)
 			switch w.exec {
 			case execShmat:
@@ -330,10 +371,12 @@ func program(ws []watch, off kernelOffsets, tgids, ring, counters *ebpf.Map, sig
 		asm.Mov.Imm(R1, int32(ReasonUnsized)),
 		asm.JEq.Imm(R2, slotExecShmat, "fallbackReason"),
 		asm.LoadMem(R8, R9, offArgs, asm.DWord),
-		asm.JEq.Imm(R2, slotExecArgs, "haveAddr"),
-		asm.LoadMem(R8, R9, offRet, asm.DWord),
-		asm.StoreMem(R9, offAddr, R8, asm.DWord).WithSymbol("haveAddr"),
 		asm.LoadMem(R1, R9, offArgs+8, asm.DWord),
+		asm.JEq.Imm(R2, slotExecArgs, "haveRange"),
+		asm.LoadMem(R8, R9, offRet, asm.DWord),
+		asm.JNE.Imm(R2, slotExecMove, "haveRange"),
+		asm.LoadMem(R1, R9, offArgs+16, asm.DWord),
+		asm.StoreMem(R9, offAddr, R8, asm.DWord).WithSymbol("haveRange"),
 		asm.Add.Imm(R1, pageSize-1),
 		asm.RSh.Imm(R1, 12),
 		asm.Mov.Reg(R2, R1),
@@ -435,6 +478,19 @@ func program(ws []watch, off kernelOffsets, tgids, ring, counters *ebpf.Map, sig
 		asm.Mov.Imm(R1, int32(sig)),
 		asm.FnSendSignalThread.Call(),
 		asm.Ja.Label("out"),
+
+		// bpf_find_vma's callback: *ctx = vma->vm_flags & VM_EXEC
+		btf.WithFuncMetadata(asm.LoadMem(R0, R2, off.vmFlags, asm.DWord).WithSymbol("vma_exec"), &btf.Func{
+			Name: "vma_exec", Linkage: btf.StaticFunc,
+			Type: &btf.FuncProto{Return: &btf.Int{Name: "long", Size: 8, Encoding: btf.Signed},
+				Params: []btf.FuncParam{{Name: "task", Type: &btf.Pointer{Target: &btf.Void{}}},
+					{Name: "vma", Type: &btf.Pointer{Target: &btf.Void{}}},
+					{Name: "data", Type: &btf.Pointer{Target: &btf.Void{}}}}},
+		}),
+		asm.And.Imm(R0, vmExec),
+		asm.StoreMem(R3, 0, R0, asm.DWord),
+		asm.Mov.Imm(R0, 0),
+		asm.Return(),
 	)
 	return ins
 }

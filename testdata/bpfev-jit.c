@@ -16,6 +16,11 @@
  *                           with a SIGUSR1 handler that records which
  *                           thread got the fallback signal and whether it
  *                           came before the code after the syscall ran
+ *   bpfev-jit mremap        two pages (versions 0, 1) made RX, then moved
+ *                           with mremap (MREMAP_MAYMOVE|MREMAP_FIXED);
+ *                           and two RW pages moved the same way; prints
+ *                           "exec 0 ADDR 0 0" for the RX pages' new
+ *                           address and "moved ADDR" for the RW pages'
  *   bpfev-jit race N        N rounds of: map 16 pages RW at one address
  *                           (MAP_FIXED), write versions 16I..16I+15 into
  *                           them, mprotect RX, while a second thread
@@ -150,6 +155,36 @@ static void *fallback(void *arg)
 	return NULL;
 }
 
+static void *move(uint8_t *p)
+{
+	void *to = mmap(NULL, 2 * MF_PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (to == MAP_FAILED)
+		die("mmap");
+	void *q = mremap(p, 2 * MF_PAGE, 2 * MF_PAGE, MREMAP_MAYMOVE | MREMAP_FIXED, to);
+	if (q != to)
+		die("mremap");
+	return q;
+}
+
+static void *remap(void *arg)
+{
+	(void)arg;
+	printf("tid %ld\n", syscall(SYS_gettid));
+	uint8_t *p = mmap(NULL, 2 * MF_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint8_t *w = mmap(NULL, 2 * MF_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED || w == MAP_FAILED)
+		die("mmap");
+	fill(p, 0);
+	fill(p + MF_PAGE, 1);
+	fill(w, 2);
+	fill(w + MF_PAGE, 3);
+	if (mprotect(p, 2 * MF_PAGE, PROT_READ | PROT_EXEC) != 0)
+		die("mprotect");
+	printf("exec 0 %p 0 0\n", move(p));
+	printf("moved %p\n", move(w));
+	return NULL;
+}
+
 #define RACE_PAGES 16
 static uint8_t *race_page;
 static volatile int race_done;
@@ -208,14 +243,16 @@ static void *race(void *arg)
 
 int main(int argc, char **argv)
 {
-	if (argc != 3) {
-		fprintf(stderr, "usage: bpfev-jit toggle N | race N | fallback present|absent\n");
+	if (argc != 3 && !(argc == 2 && strcmp(argv[1], "mremap") == 0)) {
+		fprintf(stderr, "usage: bpfev-jit toggle N | race N | fallback present|absent | mremap\n");
 		return 2;
 	}
 	void *(*fn)(void *);
 	if (strcmp(argv[1], "toggle") == 0) {
 		n_versions = atoi(argv[2]);
 		fn = toggle;
+	} else if (strcmp(argv[1], "mremap") == 0) {
+		fn = remap;
 	} else if (strcmp(argv[1], "race") == 0) {
 		n_versions = atoi(argv[2]);
 		fn = race;
@@ -223,7 +260,7 @@ int main(int argc, char **argv)
 		mode = argv[2];
 		fn = fallback;
 	} else {
-		fprintf(stderr, "bpfev-jit: unknown mode %s %s\n", argv[1], argv[2]);
+		fprintf(stderr, "bpfev-jit: unknown mode %s\n", argv[1]);
 		return 2;
 	}
 	struct sigaction sa = {.sa_sigaction = on_usr1, .sa_flags = SA_SIGINFO};
