@@ -160,6 +160,7 @@
 //
 // # What it must not import
 //
+// Must not import: any ptjit package but internal/platform, clock.
 // bpfev sits at the bottom of the recorder, beside the format and storage
 // packages (internal/layers): it imports only internal/platform and clock
 // (for the TSC conversion), and none of tracker, ptrun, db or snapshot.
