@@ -65,19 +65,13 @@
 // the new code before (the JIT thread publishes the code only after its
 // mprotect returns).
 //
-// Each feature decides its part of a syscall in its own file, through
-// lists declared in syscalls_linux_amd64.go. At the entry: exitNeeds (core,
-// writable aliases, procmem; the first yes asks for the exit stop) and
-// entryRewrites (W^X and aliases take PROT_WRITE away, then the soft
-// filter PROT_EXEC). At the exit of a successful call, exitEffects in this
-// order: the rewritten protection is recorded; W^X forgets the batch pages
-// the call sets (before the Space changes: a re-read of the maps must not
-// take them for batch pages); the Space takes the call's effect; procmem
-// re-records pages written through /proc/PID/mem or process_vm_writev;
-// the alias table follows and aliases are write-protected again; batch
-// pages an mremap moved are protected at their new place (after the
-// Space moved them); last, the soft filter hides or shows what the others
-// left. No step depends on a defer.
+// Each feature decides its part of a syscall in its own file. Three lists
+// in syscalls_linux_amd64.go say in which order, each entry with the
+// reason for its place: at the entry, exitNeeds (whether the call needs
+// its exit stop; the first yes wins) and entryRewrites (the protection the
+// kernel gets); at the exit of a successful call, exitEffects. Those lists
+// are the description of the order; TestEffectOrder pins them by name. No
+// step depends on a defer.
 //
 // # One event per code version
 //

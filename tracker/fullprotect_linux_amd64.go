@@ -282,9 +282,9 @@ func (t *Tracer) restartAround(th *thread, regs unix.PtraceRegs, op *pendingOp, 
 	return true
 }
 
-// seenEffect: an mremap took memory out of ranges whose every mprotect
-// stops (or grew it past them); the memory where it is now gets the same
-// (exitEffects, step 0). The new address is known only to the thread
+// seenEffect (exitEffects): an mremap took memory out of ranges whose
+// every mprotect stops (or grew it past them); the memory where it is now
+// gets the same. The new address is known only to the thread
 // ptjit holds at this exit stop, so no other thread's call can slip in
 // before.
 func (t *Tracer) seenEffect(x *sysExit) {

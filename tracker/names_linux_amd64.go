@@ -42,8 +42,8 @@ type jitDumpState struct {
 	failed bool  // the file is not a jitdump ptjit reads: no more reads
 }
 
-// namesSeeOpen (exitNeeds, first, never asks for the exit stop): an open
-// for writing (the filter stops those) of the process's perf map starts
+// namesSeeOpen (exitNeeds; it never asks for the exit stop): an open for
+// writing (the filter stops those) of the process's perf map starts
 // the reads, so that a process that writes no map costs nothing at its
 // stops (a stat(2) is several µs on a loaded VM).
 func (t *Tracer) namesSeeOpen(th *thread, op *pendingOp) bool {

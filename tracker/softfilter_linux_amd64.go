@@ -495,7 +495,7 @@ func (t *Tracer) filterEntryProt(th *thread, op *pendingOp, prot uint64) (uint64
 	return prot &^ unix.PROT_EXEC, "soft-filter: new code hidden until entered"
 }
 
-// filterEffect (exitEffects, last): the kernel's protections of the range
+// filterEffect (exitEffects): the kernel's protections of the range
 // the call made executable follow the filter (filterSyscallExit).
 //
 // Precondition: on the locked tracer thread; x.th is in syscall-exit-stop.

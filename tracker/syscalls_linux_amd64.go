@@ -31,21 +31,91 @@ const (
 	protGrowsup        = 0x02000000
 )
 
-// At the seccomp stop, two decisions are each feature's:
-//
-//   - whether the call needs its exit stop (exitNeeds): the first feature
-//     that says yes wins. A call one feature claims is not another's, so
-//     the order only decides which check runs first; procmem's, which
-//     reads the tracee and fills in op.target and op.ranges, runs last.
-//   - the protection the kernel gets for the program's mmap, mprotect and
-//     pkey_mprotect (entryRewrites), each feature given what the previous
-//     one left: W^X and writable aliases take PROT_WRITE away, then the
-//     soft filter takes PROT_EXEC away. The last feature that changed it
-//     names the reason recorded with the change.
-var (
-	exitNeeds     = []func(*Tracer, *thread, *pendingOp) bool{(*Tracer).namesSeeOpen, (*Tracer).coreNeedsExit, (*Tracer).aliasNeedsExit, (*Tracer).procmemNeedsExit, (*Tracer).wxNeedsExit}
-	entryRewrites = []func(*Tracer, *thread, *pendingOp, uint64) (uint64, string){(*Tracer).wxEntryProt, (*Tracer).aliasEntryProt, (*Tracer).filterEntryProt}
-)
+// Each feature decides its part of a syscall in its own file; the three
+// lists below say in which order, and why each entry has its place. They
+// are the one description of that order (doc.go and the features'
+// comments point here rather than repeat it); TestEffectOrder pins them by
+// name, so an entry moved or added fails it until its place is declared
+// there too.
+
+// exitNeed is one feature's answer, at the seccomp stop, to whether the
+// call needs its syscall-exit stop. The first that says yes wins, and the
+// ones after it do not run.
+type exitNeed struct {
+	name string
+	fn   func(*Tracer, *thread, *pendingOp) bool
+	why  string // what it claims, and why it has its place
+}
+
+// entryRewrite is one feature's change, at the seccomp stop, of the
+// protection the kernel gets for the program's mmap, mprotect or
+// pkey_mprotect. Each is given what the previous one left; the last that
+// changed it names the reason recorded with the change (rewriteEffect).
+type entryRewrite struct {
+	name string
+	fn   func(*Tracer, *thread, *pendingOp, uint64) (uint64, string)
+	why  string
+}
+
+// exitEffect is one feature's part of the effect of a successful call, at
+// its syscall-exit stop. All of them run, in order.
+type exitEffect struct {
+	name string
+	fn   func(*Tracer, *sysExit)
+	why  string
+}
+
+var exitNeeds = []exitNeed{
+	{"namesSeeOpen", (*Tracer).namesSeeOpen,
+		"first: it never asks for the exit stop, it only notes the open of a perf map or jitdump; placed after a feature that said yes it would miss that open"},
+	{"coreNeedsExit", (*Tracer).coreNeedsExit,
+		"the call can change the Space's executable memory. A call one of the features claims is none of the others', so among core, alias, procmem and W^X the order only decides which check runs first"},
+	{"aliasNeedsExit", (*Tracer).aliasNeedsExit,
+		"with W^X on, a MAP_SHARED mmap, and an mprotect, munmap or mremap of a tracked shared mapping, change the alias table"},
+	{"procmemNeedsExit", (*Tracer).procmemNeedsExit,
+		"opens that may give a /proc/PID/mem descriptor, writes through a watched one, process_vm_writev into a traced process's code; it fills in op.target and op.ranges, so it must run for those calls: no feature before it claims them"},
+	{"wxNeedsExit", (*Tracer).wxNeedsExit,
+		"a call W^X let run as asked over kernel-written memory (op.kw). op.kw is set by wxEntryProt, which runs after this list, and such a call is an mprotect adding PROT_EXEC, which coreNeedsExit claims first: this entry states W^X's own need, it decides nothing today"},
+}
+
+var entryRewrites = []entryRewrite{
+	{"wxEntryProt", (*Tracer).wxEntryProt,
+		"W^X takes PROT_WRITE away from writable-and-executable memory (or PROT_EXEC from a fresh mapping, whose pages start as batch pages)"},
+	{"aliasEntryProt", (*Tracer).aliasEntryProt,
+		"writable aliases: an alias ptjit keeps read-only stays so in the kernel (PROT_WRITE away)"},
+	{"filterEntryProt", (*Tracer).filterEntryProt,
+		"last: the soft filter takes PROT_EXEC away from new code in a closed space, from whatever W^X and aliases left"},
+}
+
+// A failed call runs none of exitEffects; an mprotect or munmap failing
+// with ENOMEM, which may have changed the mappings before the hole, has
+// them re-read (exitFailed).
+var exitEffects = []exitEffect{
+	{"seenEffect", (*Tracer).seenEffect,
+		"first: an mremap that moved or grew memory in ranges where every mprotect stops (fullprotect_linux_amd64.go) makes them stop where the memory is now, before anything else acts there"},
+	{"rewriteEffect", (*Tracer).rewriteEffect,
+		"the protection ptjit gave the kernel at the entry (W^X, the soft filter) is recorded, stamped at this stop like every version the call makes; where it took PROT_WRITE away, the kernel's copies into the range stop from now on (kwrite_linux_amd64.go)"},
+	{"wxClearEffect", (*Tracer).wxClearEffect,
+		"W^X forgets its batch pages in the range the call sets (the program's protection replaces ptjit's) and notes those an mremap moves; before coreEffect, because a re-read of /proc/PID/maps there (a PROT_GROWSDOWN mprotect) must not take them for batch pages"},
+	{"pagesEffect", (*Tracer).pagesEffect,
+		"--copy forgets the tracked ranges an munmap, mremap or mmap changed (pages_linux_amd64.go), before coreEffect records the call's versions there"},
+	{"unmapFirstEffect", (*Tracer).unmapFirstEffect,
+		"another thread's munmap still in flight over the range this call mapped has happened (the kernel gave the addresses out again): the Space takes it before coreEffect takes this call"},
+	{"coreEffect", (*Tracer).coreEffect,
+		"the Space takes the call's effect (versions, regions, file mappings); the effects after it read the Space it leaves"},
+	{"wxFreshEffect", (*Tracer).wxFreshEffect,
+		"after coreEffect, which mapped the fresh memory: its pages become W^X batch pages with no first store; before filterEffect, which skips batch pages"},
+	{"procmemEffect", (*Tracer).procmemEffect,
+		"a write through /proc/PID/mem or process_vm_writev re-records the pages it wrote; a new mem descriptor is watched. These calls are no other feature's, so the place is free; it is next to the core, whose kind of effect it is"},
+	{"aliasEffect", (*Tracer).aliasEffect,
+		"the shared-mapping table follows the call and the writable aliases are write-protected again (injected mprotects of the mapping the call left), after coreEffect"},
+	{"wxMovedEffect", (*Tracer).wxMovedEffect,
+		"batch pages an mremap moved (noted by wxClearEffect) become executable-only at their new place; kernelProt reads the Space after the move"},
+	{"wxTCBEffect", (*Tracer).wxTCBEffect,
+		"after an mprotect over memory the kernel writes for a thread (its stack, its control block), which ran as asked, the rest of the range gets W^X's protection; memory unmapped or mapped anew is forgotten; after coreEffect, whose protections it reads"},
+	{"filterEffect", (*Tracer).filterEffect,
+		"last: the soft filter brings the kernel's protections in line with the Space every other effect left; it skips W^X batch pages, so they must be settled before"},
+}
 
 // seccompEntry handles a seccomp stop.
 //
@@ -86,7 +156,7 @@ func (t *Tracer) seccompEntry(th *thread) {
 	th.op = op
 	kprot := op.args[2]
 	for _, rewrite := range entryRewrites {
-		if k, reason := rewrite(t, th, op, kprot); k != kprot {
+		if k, reason := rewrite.fn(t, th, op, kprot); k != kprot {
 			kprot, op.reason = k, reason
 		}
 	}
@@ -236,7 +306,7 @@ func (t *Tracer) oneStopProtect(th *thread, op *pendingOp) bool {
 // exitNeeds says so).
 func (t *Tracer) needExit(th *thread, op *pendingOp) bool {
 	for _, need := range exitNeeds {
-		if need(t, th, op) {
+		if need.fn(t, th, op) {
 			return true
 		}
 	}
@@ -273,65 +343,6 @@ func (t *Tracer) coreNeedsExit(th *thread, op *pendingOp) bool {
 		return sp.Touches(a[0], a[0]+1)
 	}
 	return false
-}
-
-// At the syscall-exit stop of a successful call, each feature applies its
-// part of the call's effect, in this order:
-//
-//  0. seenEffect: an mremap that moved or grew memory in ranges where
-//     every mprotect stops (fullprotect_linux_amd64.go) makes them stop
-//     where the memory is now, before anything else acts there.
-//  1. rewriteEffect: the protection ptjit gave the kernel at the entry
-//     (W^X, the soft filter) is recorded, stamped at this stop like every
-//     version the call makes; where it took PROT_WRITE away, the kernel's
-//     copies into the range stop from now on (kwrite_linux_amd64.go).
-//  2. wxClearEffect: W^X forgets its batch pages in the range the call
-//     sets (the program's protection replaces ptjit's) and notes those an
-//     mremap moves — before the Space changes, because a re-read of
-//     /proc/PID/maps there (a PROT_GROWSDOWN mprotect) must not take them
-//     for batch pages.
-//  3. pagesEffect: --copy forgets the tracked ranges an munmap, mremap
-//     or mmap changed (pages_linux_amd64.go), before the Space records
-//     the call's versions there.
-//  4. unmapFirstEffect: another thread's munmap still in flight over the
-//     range this call mapped has happened (the kernel gave the addresses
-//     out again): the Space takes it first.
-//  5. coreEffect: the Space takes the call's effect (versions, regions,
-//     file mappings).
-//  6. procmemEffect: a write through /proc/PID/mem or process_vm_writev
-//     re-records the pages it wrote; a new mem descriptor is watched.
-//     These calls are no other feature's, so the place is free; it is
-//     next to the core, whose kind of effect it is.
-//  7. aliasEffect: the shared-mapping table follows the call and the
-//     writable aliases are write-protected again (injected mprotects of
-//     the mapping the call left).
-//  8. wxMovedEffect: batch pages an mremap moved become executable-only
-//     at their new place; kernelProt reads the Space after the move.
-//  9. wxTCBEffect: after an mprotect over memory the kernel writes for a
-//     thread (its stack, its control block), which ran as asked, the rest
-//     of the range gets W^X's protection; memory unmapped or mapped anew
-//     is forgotten; after the Space took the call, whose protections it
-//     reads.
-//  10. filterEffect: last, the soft filter brings the kernel's protections
-//     in line with the Space every other effect left; it skips W^X batch
-//     pages, so they must be settled before.
-//
-// A failed call changes nothing, except an mprotect/munmap failing with
-// ENOMEM, which may have changed the mappings before the hole: those are
-// re-read (exitFailed).
-var exitEffects = []func(*Tracer, *sysExit){
-	(*Tracer).seenEffect,
-	(*Tracer).rewriteEffect,
-	(*Tracer).wxClearEffect,
-	(*Tracer).pagesEffect,
-	(*Tracer).unmapFirstEffect,
-	(*Tracer).coreEffect,
-	(*Tracer).wxFreshEffect,
-	(*Tracer).procmemEffect,
-	(*Tracer).aliasEffect,
-	(*Tracer).wxMovedEffect,
-	(*Tracer).wxTCBEffect,
-	(*Tracer).filterEffect,
 }
 
 // sysExit is the syscall-exit stop whose effects are being applied.
@@ -381,7 +392,7 @@ func (t *Tracer) applyExit(th *thread, op *pendingOp) {
 		return
 	}
 	for _, effect := range exitEffects {
-		effect(t, x)
+		effect.fn(t, x)
 	}
 	t.noteLater(x)
 }

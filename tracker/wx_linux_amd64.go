@@ -201,10 +201,9 @@ func (t *Tracer) freshBatch(op *pendingOp) bool {
 		op.args[1] != 0
 }
 
-// wxFreshEffect (exitEffects, after the Space took the mapping): the
-// pages of a fresh mapping are batch pages (see freshBatch), with no
-// first store: the version takes the thread and IP that first executes
-// there.
+// wxFreshEffect (exitEffects): the pages of a fresh mapping are batch
+// pages (see freshBatch), with no first store: the version takes the
+// thread and IP that first executes there.
 func (t *Tracer) wxFreshEffect(x *sysExit) {
 	if !x.op.fresh {
 		return

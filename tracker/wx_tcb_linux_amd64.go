@@ -316,11 +316,11 @@ func (t *Tracer) wxKWEntry(th *thread, op *pendingOp, rsp uint64) bool {
 // wxNeedsExit (exitNeeds): a call wxKWEntry let run as asked.
 func (t *Tracer) wxNeedsExit(th *thread, op *pendingOp) bool { return op.kw }
 
-// wxTCBEffect (exitEffects, after wxMovedEffect): memory the call unmaps
-// or maps anew holds no thread's stack or control block any more; after
-// an mprotect wxKWEntry let run as asked, the range gets what W^X gives
-// each page (kernelProt: executable-only outside kernel-written memory,
-// writable inside it), in one injected mprotect per run.
+// wxTCBEffect (exitEffects): memory the call unmaps or maps anew holds
+// no thread's stack or control block any more; after an mprotect
+// wxKWEntry let run as asked, the range gets what W^X gives each page
+// (kernelProt: executable-only outside kernel-written memory, writable
+// inside it), in one injected mprotect per run.
 //
 // Precondition: on the locked tracer thread; x.th is in syscall-exit-stop.
 func (t *Tracer) wxTCBEffect(x *sysExit) {
