@@ -18,7 +18,7 @@ func (t *Tracer) syncAfter(x *sysExit) {
 		return
 	}
 	maps = x.sp.maskInFlight(maps, t.othersInFlight(x), syncOwn(x.op))
-	x.sp.Sync(maps, fileReadable, x.cause)
+	x.sp.Sync(maps, fileReadable, x.change())
 }
 
 // syncOwn says which fresh executable memory a syncing call can have

@@ -118,7 +118,7 @@ func (t *Tracer) procmemEffect(x *sysExit) {
 		}
 		s, e := x.op.ranges[0].s&^(pageSize-1), pageUp(x.op.ranges[0].s+ret)
 		if tp.space.Overlaps(s, e) {
-			tp.space.Refresh(s, e, false, "procmem")
+			tp.space.Refresh(s, e, false, x.st.because("procmem"))
 		}
 	case x.op.nr == unix.SYS_PROCESS_VM_WRITEV:
 		if tp == nil || tp.space == nil {
@@ -127,7 +127,7 @@ func (t *Tracer) procmemEffect(x *sysExit) {
 		t.warnf("pid %d: process_vm_writev of %d bytes into the code of pid %d", p.pid, int64(ret), tp.pid)
 		for _, r := range x.op.ranges {
 			if tp.space.Overlaps(r.s, r.e) {
-				tp.space.Refresh(r.s, r.e, false, x.cause)
+				tp.space.Refresh(r.s, r.e, false, x.change())
 			}
 		}
 	}

@@ -284,7 +284,7 @@ func (t *Tracer) oneStopProtect(th *thread, op *pendingOp) bool {
 		sp.aliasTouches(start, end) || !sp.Mapped(start, end) {
 		return false
 	}
-	t.cur.th, t.cur.ip, t.cur.at = th, op.ip, clock.Now()
+	c := stampAt(th, op.ip, clock.Now()).because(syscallName(op.nr))
 	if !th.proc.full.seen(start, end) {
 		// Without a filter that stops every mprotect there, the thread's
 		// next mprotect (RW) would not stop and wait for this read: it
@@ -292,13 +292,13 @@ func (t *Tracer) oneStopProtect(th *thread, op *pendingOp) bool {
 		// read first, while the thread is still stopped before the call
 		// (the bytes are final: the program asks for exec after
 		// writing them), and the thread resumes after.
-		sp.Protect(start, end, int(a[2]), syscallName(op.nr))
+		sp.Protect(start, end, int(a[2]), c)
 		t.resumeCont(th.tid, 0)
 		return true
 	}
 	t.resumeCont(th.tid, 0)
 	sp.clearBatch(start, end) // the program's protection replaces W^X batch pages
-	sp.Protect(start, end, int(a[2]), syscallName(op.nr))
+	sp.Protect(start, end, int(a[2]), c)
 	return true
 }
 
@@ -353,8 +353,12 @@ type sysExit struct {
 	p     *process // th's process
 	sp    *space   // its space at this stop
 	cause string   // the syscall's name
+	st    Stamp    // this stop: every record the call makes is stamped with it
 	moved []uint64 // W^X: batch pages mremap moved (wxClearEffect to wxMovedEffect)
 }
+
+// change is the Change of the call at this stop.
+func (x *sysExit) change() Change { return x.st.because(x.cause) }
 
 // syscallExit applies the effect of a syscall whose exit we asked for and
 // resumes th.
@@ -385,8 +389,8 @@ func (t *Tracer) applyExit(th *thread, op *pendingOp) {
 		regs.Rdx = op.args[2]
 		unix.PtraceSetRegs(th.tid, &regs)
 	}
-	t.cur.th, t.cur.ip, t.cur.at = th, op.ip, clock.Now()
-	x := &sysExit{th: th, op: op, ret: ret, p: th.proc, sp: th.proc.space, cause: syscallName(op.nr)}
+	x := &sysExit{th: th, op: op, ret: ret, p: th.proc, sp: th.proc.space, cause: syscallName(op.nr),
+		st: stampAt(th, op.ip, clock.Now())}
 	if int64(ret) < 0 && int64(ret) >= -4095 {
 		t.exitFailed(x, unix.Errno(-int64(ret)))
 		return
@@ -442,12 +446,11 @@ func (t *Tracer) unmapFirstEffect(x *sysExit) {
 			return
 		}
 		u.op.unmapped = true
-		tid := t.cur.tid
-		t.cur.tid = u.tid
+		st := x.st
+		st.TID = u.tid // the munmap's, read through this stop's thread
 		for _, m := range minus(s, e, u.op.later) {
-			x.sp.Unmap(m.s, m.e, "munmap")
+			x.sp.Unmap(m.s, m.e, st.because("munmap"))
 		}
-		t.cur.tid = tid
 	})
 }
 
@@ -518,7 +521,7 @@ func (t *Tracer) rewriteEffect(x *sysExit) {
 	if op.nr == unix.SYS_MMAP {
 		start = x.ret
 	}
-	t.rec.ProtChange(db.ProtChange{PID: x.sp.owner, At: t.cur.at, Addr: start, Size: pageUp(op.args[1]),
+	t.rec.ProtChange(db.ProtChange{PID: x.sp.owner, At: x.st.At, Addr: start, Size: pageUp(op.args[1]),
 		Prot: int(op.kprot), Reason: op.reason})
 	if op.args[2]&unix.PROT_WRITE != 0 && op.kprot&unix.PROT_WRITE == 0 {
 		// the kernel's copies into it stop from now on
@@ -530,7 +533,7 @@ func (t *Tracer) rewriteEffect(x *sysExit) {
 
 // coreEffect: the Space takes the effect of the call on the address space.
 func (t *Tracer) coreEffect(x *sysExit) {
-	sp, a, ret, cause := x.sp, x.op.args, x.ret, x.cause
+	sp, a, ret, c := x.sp, x.op.args, x.ret, x.change()
 	switch x.op.nr {
 	case unix.SYS_MMAP:
 		start, end := ret, ret+pageUp(a[1])
@@ -540,24 +543,24 @@ func (t *Tracer) coreEffect(x *sysExit) {
 			// nil for a memfd, a deleted file or a device: bytes are copied
 			file = t.fileAt(x.p, start, a[5])
 		}
-		sp.Map(start, end, prot, file, cause)
+		sp.Map(start, end, prot, file, c)
 	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
 		if a[2]&(protGrowsdown|protGrowsup) != 0 {
 			t.syncAfter(x)
 			return
 		}
-		sp.Protect(a[0], a[0]+pageUp(a[1]), int(a[2])&protRWX, cause)
+		sp.Protect(a[0], a[0]+pageUp(a[1]), int(a[2])&protRWX, c)
 	case unix.SYS_MUNMAP:
 		if x.op.unmapped {
 			return // unmapFirstEffect did, at an earlier stop
 		}
 		for _, r := range minus(a[0], a[0]+pageUp(a[1]), x.op.later) {
-			sp.Unmap(r.s, r.e, cause)
+			sp.Unmap(r.s, r.e, c)
 		}
 	case unix.SYS_MREMAP:
-		sp.Remap(a[0], pageUp(a[1]), pageUp(a[2]), a[3], ret, cause)
+		sp.Remap(a[0], pageUp(a[1]), pageUp(a[2]), a[3], ret, c)
 	case unix.SYS_MADVISE:
-		sp.Refresh(a[0], a[0]+pageUp(a[1]), a[2] != madvRemove, cause)
+		sp.Refresh(a[0], a[0]+pageUp(a[1]), a[2] != madvRemove, c)
 	case unix.SYS_BRK, unix.SYS_SHMDT, unix.SYS_REMAP_FILE_PAGES:
 		t.syncAfter(x)
 	case unix.SYS_SHMAT:
@@ -567,7 +570,7 @@ func (t *Tracer) coreEffect(x *sysExit) {
 		}
 		for _, m := range maps {
 			if m.Start == ret {
-				sp.Map(m.Start, m.End, m.Prot, nil, cause)
+				sp.Map(m.Start, m.End, m.Prot, nil, c)
 				break
 			}
 		}

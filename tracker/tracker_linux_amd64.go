@@ -163,15 +163,6 @@ type Tracer struct {
 	// refused: the first program refused (refuseExec)
 	refused *RefusedError
 
-	// cur is the context of the stop being handled; the sink stamps
-	// every record with it.
-	cur struct {
-		th  *thread
-		ip  uint64
-		at  clock.Stamp
-		tid int // the TID to record when not th's (batch versions)
-	}
-
 	mu      sync.Mutex // guards live and killing (Kill runs on another goroutine)
 	live    map[int]bool
 	killing bool
@@ -470,7 +461,6 @@ func (t *Tracer) handle(tid int, ws unix.WaitStatus) {
 		t.unknownStop(tid, ws)
 		return
 	}
-	t.cur.th = th
 	th.free = false
 	opening := th.proc.space
 	if !opening.filterOn() || !opening.filter.opening {
@@ -682,9 +672,8 @@ func (t *Tracer) dropSpace(p *process, at clock.Stamp) {
 	}
 	sp.refs--
 	if sp.refs == 0 {
-		t.cur.at = at
-		t.pollNames(sp)
-		sp.Clear()
+		t.pollNames(sp, at)
+		sp.Clear(Stamp{At: at}.because("exit"))
 		sp.namesClose()
 		sp.inj.close()
 		sp.alias.close()
@@ -759,7 +748,6 @@ func (t *Tracer) cloneEvent(th *thread, kind stopKind) {
 			return
 		}
 	}
-	t.cur.th = th
 	t.resume(th.tid, 0)
 }
 
@@ -769,7 +757,6 @@ func (t *Tracer) adopt(tid int, b birth, kind stopKind, sig int) {
 	parent := b.parent.proc
 	th := &thread{tid: tid, helper: b.helper}
 	t.threads[tid] = th
-	t.cur.th, t.cur.at, t.cur.ip = th, at, 0
 	if b.thread {
 		th.proc = parent
 		parent.threads[tid] = th
@@ -809,9 +796,10 @@ func (t *Tracer) adopt(tid int, b birth, kind stopKind, sig int) {
 					p.space.filter.shown = true
 					p.space.filter.open = append([]ival(nil), parent.space.filter.open...)
 				}
-				t.syncSpaceView(p, parent.space, "fork")
+				fork := stampAt(th, 0, at).because("fork")
+				t.syncSpaceView(p, parent.space, fork)
 				if t.wxOn() && parent.space != nil {
-					t.forkView(parent.space, p.space)
+					t.forkView(parent.space, p.space, fork)
 				}
 				if kind != stopExited && kind != stopKilled {
 					t.filterForkChild(th, p.space)
@@ -839,7 +827,6 @@ func (t *Tracer) adopt(tid int, b birth, kind stopKind, sig int) {
 func (t *Tracer) execEvent(th *thread) {
 	at := clock.Now()
 	p := th.proc
-	t.cur.th, t.cur.at = th, at
 	if msg, err := unix.PtraceGetEventMsg(th.tid); err == nil && int(msg) != th.tid {
 		// A non-leader thread exec'd: it now has the leader's tid
 		// (th.tid == p.pid); the old tid is gone without an exit report.
@@ -884,20 +871,20 @@ func (t *Tracer) execEvent(th *thread) {
 	if t.refuseExec(th, path) {
 		return // killed in its exec stop: nothing of it ran or is recorded
 	}
-	t.syncSpace(p, "exec")
+	t.syncSpace(p, stampAt(th, 0, at).because("exec"))
 	t.resume(th.tid, 0)
 }
 
 // syncSpace brings p's space in line with /proc/PID/maps.
-func (t *Tracer) syncSpace(p *process, cause string) {
-	t.syncSpaceView(p, p.space, cause)
+func (t *Tracer) syncSpace(p *process, c Change) {
+	t.syncSpaceView(p, p.space, c)
 }
 
 // syncSpaceView is syncSpace where view holds the program's view of the
 // protections ptjit changed (a fork child's is its parent's).
-func (t *Tracer) syncSpaceView(p *process, view *space, cause string) {
+func (t *Tracer) syncSpaceView(p *process, view *space, c Change) {
 	if maps, ok := t.readView(p, view); ok {
-		p.space.Sync(maps, fileReadable, cause)
+		p.space.Sync(maps, fileReadable, c)
 	}
 }
 
@@ -984,37 +971,37 @@ func fileReadable(m snapshot.Mapping) bool {
 	return st.Mode&unix.S_IFMT == unix.S_IFREG
 }
 
-// sink records for one space; it stamps every record with the current
-// stop (Tracer.cur) and reads new versions' bytes.
+// sink records for one space, each record stamped with the Change the
+// Space passes, and reads new versions' bytes.
 type sink struct {
 	t  *Tracer
 	sp *space
 }
 
-func (s *sink) NewRegion(start, end uint64) int64 {
-	s.t.pollNames(s.sp)
+func (s *sink) NewRegion(start, end uint64, c Change) int64 {
+	s.t.pollNames(s.sp, c.At)
 	s.t.result.Stats.Regions++
 	s.sp.pages.overlapping(start, end)
-	return s.t.rec.NewRegion(s.sp.owner, start, end-start, s.t.cur.at)
+	return s.t.rec.NewRegion(s.sp.owner, start, end-start, c.At)
 }
 
-func (s *sink) EndRegion(id int64) {
-	s.t.pollNames(s.sp)
+func (s *sink) EndRegion(id int64, c Change) {
+	s.t.pollNames(s.sp, c.At)
 	s.sp.pages.forget(id)
-	s.t.rec.EndRegion(id, s.t.cur.at)
+	s.t.rec.EndRegion(id, c.At)
 }
 
-func (s *sink) AddVersion(region int64, start, end uint64, prot int, cause string) int64 {
-	s.t.pollNames(s.sp)
+func (s *sink) AddVersion(region int64, start, end uint64, prot int, c Change) int64 {
+	s.t.pollNames(s.sp, c.At)
 	t := s.t
 	// Read through a stopped thread of the space when there is one.
 	pid := s.sp.owner
-	if t.cur.th != nil && t.cur.th.proc != nil && t.cur.th.proc.space == s.sp {
-		pid = t.cur.th.tid
+	if th := t.threads[c.Via]; th != nil && th.proc != nil && th.proc.space == s.sp {
+		pid = th.tid
 	}
 	t.result.Stats.Versions++
-	v := db.Version{Region: region, PID: s.sp.owner, TID: t.curTID(), Addr: start, Size: end - start,
-		At: t.cur.at, Cause: cause, IP: t.cur.ip, ByPtjit: false}
+	v := db.Version{Region: region, PID: s.sp.owner, TID: c.TID, Addr: start, Size: end - start,
+		At: c.At, Cause: c.Cause, IP: c.IP, ByPtjit: false}
 	if id, ok := t.pagesVersion(s.sp, pid, v, prot, func() int64 { return t.readVersion(pid, v) }); ok {
 		return id
 	}
@@ -1056,46 +1043,42 @@ func (t *Tracer) readVersion(pid int, v db.Version) int64 {
 	return id
 }
 
-func (s *sink) SplitVersion(region, from int64, fromStart, start, end uint64, prot int, cause string) int64 {
-	s.t.pollNames(s.sp)
+func (s *sink) SplitVersion(region, from int64, fromStart, start, end uint64, prot int, c Change) int64 {
+	s.t.pollNames(s.sp, c.At)
 	t := s.t
 	t.result.Stats.Versions++
-	id, _ := t.rec.SplitVersion(db.Version{Region: region, PID: s.sp.owner, TID: t.curTID(), Addr: start, Size: end - start,
-		At: t.cur.at, Cause: cause, IP: t.cur.ip, ByPtjit: false}, from, fromStart)
+	id, _ := t.rec.SplitVersion(db.Version{Region: region, PID: s.sp.owner, TID: c.TID, Addr: start, Size: end - start,
+		At: c.At, Cause: c.Cause, IP: c.IP, ByPtjit: false}, from, fromStart)
 	return id
 }
 
-func (s *sink) EndVersion(id int64, inexact bool) {
-	s.t.pollNames(s.sp)
+func (s *sink) EndVersion(id int64, inexact bool, c Change) {
+	s.t.pollNames(s.sp, c.At)
 	if inexact {
-		s.t.rec.EndVersionInexact(id, s.t.cur.at)
+		s.t.rec.EndVersionInexact(id, c.At)
 		return
 	}
-	s.t.rec.EndVersion(id, s.t.cur.at)
+	s.t.rec.EndVersion(id, c.At)
 }
 
-func (s *sink) AddFile(start, end uint64, prot int, f FileInfo, cause string) int64 {
+func (s *sink) AddFile(start, end uint64, prot int, f FileInfo, c Change) int64 {
 	t := s.t
 	t.result.Stats.FileMaps++
-	t.softMmap(s.sp.owner, t.curTID(), start, end, prot, f)
-	return t.rec.FileMap(db.FileMapping{PID: s.sp.owner, TID: t.curTID(), Addr: start, Size: end - start, Offset: f.Offset,
+	t.softMmap(s.sp.owner, c.TID, start, end, prot, f)
+	return t.rec.FileMap(db.FileMapping{PID: s.sp.owner, TID: c.TID, Addr: start, Size: end - start, Offset: f.Offset,
 		Prot: prot, Path: f.Path, Dev: f.Dev, Inode: f.Inode, BuildID: snapshot.BuildID(f.Path, f.Dev, f.Inode),
-		At: t.cur.at, Cause: cause, IP: t.cur.ip})
+		At: c.At, Cause: c.Cause, IP: c.IP})
 }
 
-func (s *sink) EndFile(id int64) {
+func (s *sink) EndFile(id int64, c Change) {
 	s.t.softInvalidate()
-	s.t.rec.FileUnmap(id, s.t.cur.at)
+	s.t.rec.FileUnmap(id, c.At)
 }
 
-func (t *Tracer) curTID() int {
-	if t.cur.tid != 0 {
-		return t.cur.tid
-	}
-	if t.cur.th != nil {
-		return t.cur.th.tid
-	}
-	return 0
+// stampAt is the Stamp of a record th makes at ip, at: th is recorded
+// and read through.
+func stampAt(th *thread, ip uint64, at clock.Stamp) Stamp {
+	return Stamp{At: at, IP: ip, TID: th.tid, Via: th.tid}
 }
 
 // PID returns the pid of the launched program.
@@ -1129,10 +1112,10 @@ func (t *Tracer) Signal(sig syscall.Signal) bool {
 // forkView gives a forked child's space the parent's view of W^X pages:
 // /proc/PID/maps shows what ptjit enforces (RX, or RW for batch pages),
 // the program believes RWX.
-func (t *Tracer) forkView(parent, child *space) {
+func (t *Tracer) forkView(parent, child *space, fork Change) {
 	for _, pc := range parent.Pieces() {
 		if isWX(pc.Prot) {
-			child.Protect(pc.Start, pc.End, pc.Prot, "fork")
+			child.Protect(pc.Start, pc.End, pc.Prot, fork)
 		}
 	}
 	if len(parent.alias.shared) > 0 {
@@ -1152,7 +1135,7 @@ func (t *Tracer) forkView(parent, child *space) {
 		w.batch = parent.wx.batch.clone()
 		for page, bp := range parent.wx.batch.pages {
 			if !bp.alias {
-				child.Protect(page, page+pageSize, protRWX, "fork")
+				child.Protect(page, page+pageSize, protRWX, fork)
 			}
 		}
 	}

@@ -114,7 +114,7 @@ func runsIn(rip, page uint64) bool {
 // when the store is left to run: th, resumed, executes it again.
 //
 // Precondition: on the locked tracer thread; th is in signal-delivery-stop.
-func (t *Tracer) aliasGoBatch(th *thread, al *sharedMap, addr uint64, regs unix.PtraceRegs, emulatable func() bool) bool {
+func (t *Tracer) aliasGoBatch(th *thread, al *sharedMap, addr uint64, regs unix.PtraceRegs, at clock.Stamp, emulatable func() bool) bool {
 	page := addr &^ (pageSize - 1)
 	sp := th.proc.space
 	w := sp.wxs()
@@ -129,7 +129,7 @@ func (t *Tracer) aliasGoBatch(th *thread, al *sharedMap, addr uint64, regs unix.
 		zeros = zeroRun(th.tid, addr, min(al.end, page+maxAliasRun*pageSize))
 		return zeros > 0
 	}
-	if !w.storeBatch(t.opts.WX, page, t.cur.at.MonoNS, self, emulatable, zero) {
+	if !w.storeBatch(t.opts.WX, page, at.MonoNS, self, emulatable, zero) {
 		return false
 	}
 	end := page + pageSize
@@ -311,9 +311,9 @@ func (t *Tracer) settleTwins(th *thread, twins []uint64, bps map[uint64]batchPag
 			continue
 		}
 		bp := bps[run.s]
-		t.cur.at, t.cur.ip, t.cur.tid = clock.Now(), bp.ip, bp.tid
-		sp.RefreshSplit(run.s, run.e, "wx-batch")
-		t.cur.tid = 0
+		// the first store's thread and IP, read through th
+		st := Stamp{At: clock.Now(), IP: bp.ip, TID: bp.tid, Via: th.tid}
+		sp.RefreshSplit(run.s, run.e, st.because("wx-batch"))
 	}
 }
 

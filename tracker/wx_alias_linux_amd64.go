@@ -344,7 +344,7 @@ type aliasChange struct {
 // Precondition: on the locked tracer thread; th is in signal-delivery-stop.
 func (t *Tracer) aliasFault(th *thread, addr uint64) {
 	sp := th.proc.space
-	t.cur.th, t.cur.at = th, clock.Now()
+	at := clock.Now()
 	m, ok := sp.aliasAt(addr)
 	page := addr &^ (pageSize - 1)
 	if _, open := sp.alias.open[page]; !ok || open {
@@ -358,7 +358,6 @@ func (t *Tracer) aliasFault(th *thread, addr uint64) {
 	if err != nil {
 		return
 	}
-	t.cur.ip = regs.Rip
 	var e *emulated // computed once, when first asked
 	emulation := func() emulated {
 		if e == nil {
@@ -367,7 +366,7 @@ func (t *Tracer) aliasFault(th *thread, addr uint64) {
 		}
 		return *e
 	}
-	if t.aliasGoBatch(th, &al, addr, regs, func() bool { return emulation().err == nil }) {
+	if t.aliasGoBatch(th, &al, addr, regs, at, func() bool { return emulation().err == nil }) {
 		return
 	}
 	in, changes, err := t.aliasEmulate(th, &al, addr, emulation())
@@ -376,27 +375,27 @@ func (t *Tracer) aliasFault(th *thread, addr uint64) {
 			return
 		}
 		// written so far: recorded; the step writes them again
-		t.cur.at = clock.Now()
+		st := stampAt(th, regs.Rip, clock.Now())
 		for _, c := range changes {
-			t.recordAliasChange(th, regs.Rip, in, &al, c)
+			t.recordAliasChange(th, st, in, &al, c)
 		}
 		t.stepWrite(th, regs, in)
 		return
 	}
-	t.cur.at = clock.Now()
+	st := stampAt(th, regs.Rip, clock.Now())
 	for _, c := range changes {
-		t.recordAliasChange(th, regs.Rip, in, &al, c)
+		t.recordAliasChange(th, st, in, &al, c)
 	}
 }
 
 // recordAliasChange records a store through alias al at every executable
 // twin of the file bytes it changed: the store went to the alias, the code
 // changed there.
-func (t *Tracer) recordAliasChange(th *thread, ip uint64, in x86asm.Inst, al *sharedMap, c aliasChange) {
+func (t *Tracer) recordAliasChange(th *thread, st Stamp, in x86asm.Inst, al *sharedMap, c aliasChange) {
 	fo := al.fileOf(c.addr)
 	for _, tw := range th.proc.space.execTwins(al.dev, al.inode, fo, uint64(len(c.new))) {
 		i := tw.off - fo
-		t.recordWrite(th, ip, in, tw.addr, c.old[i:i+tw.n], c.new[i:i+tw.n])
+		t.recordWrite(th, st, in, tw.addr, c.old[i:i+tw.n], c.new[i:i+tw.n])
 	}
 }
 

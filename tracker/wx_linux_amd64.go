@@ -148,9 +148,8 @@ func (t *Tracer) recordBatch(th *thread, page uint64, bp batchPage, ip uint64, t
 	default:
 		ip = bp.ip
 	}
-	t.cur.at, t.cur.ip, t.cur.tid = clock.Now(), ip, tid
-	th.proc.space.RefreshSplit(page, page+pageSize, cause)
-	t.cur.tid = 0
+	st := Stamp{At: clock.Now(), IP: ip, TID: tid, Via: th.tid}
+	th.proc.space.RefreshSplit(page, page+pageSize, st.because(cause))
 }
 
 // wxEntryProt (entryRewrites): the program asks for writable and
@@ -255,13 +254,12 @@ func (t *Tracer) wxFault(th *thread, addr uint64) {
 	sp := th.proc.space
 	w := sp.wxs()
 	page := addr &^ (pageSize - 1)
-	t.cur.th, t.cur.at = th, clock.Now()
+	at := clock.Now()
 	p, _ := sp.PieceAt(addr)
 	regs, err := getRegs(th.tid)
 	if err != nil {
 		return // died meanwhile
 	}
-	t.cur.ip = regs.Rip
 	fetch := fetchFault(addr, regs.Rip)
 	now := actualProt(p.Prot)
 	inBatch := w.batch.has(page)
@@ -308,7 +306,7 @@ func (t *Tracer) wxFault(th *thread, addr uint64) {
 		em = &e
 		return e.err == nil
 	}
-	if w.storeBatch(t.opts.WX, page, t.cur.at.MonoNS, self, emulatable,
+	if w.storeBatch(t.opts.WX, page, at.MonoNS, self, emulatable,
 		func() bool { return zeroRun(th.tid, addr, page+pageSize) > 0 }) {
 		if err := t.protect(th, page, page+pageSize, unix.PROT_READ|unix.PROT_WRITE, "wx-batch: writable until executed"); err != nil {
 			t.warnOp(err)
@@ -318,7 +316,7 @@ func (t *Tracer) wxFault(th *thread, addr uint64) {
 		t.result.Stats.BatchWrites++
 		return
 	}
-	t.preciseWrite(th, regs, em, addr)
+	t.preciseWrite(th, regs, em, addr, at)
 }
 
 // maxStaleFetches bounds the retries of one fetch fault (wxFault).
@@ -355,8 +353,9 @@ func (t *Tracer) batchExec(th *thread, page uint64) {
 	if view == 0 {
 		view = protRWX
 	}
+	var ip uint64 // the instruction that runs there first
 	if regs, err := getRegs(th.tid); err == nil {
-		t.cur.ip = regs.Rip
+		ip = regs.Rip
 	}
 	reason := "wx-batch: executed"
 	if tcb {
@@ -384,7 +383,7 @@ func (t *Tracer) batchExec(th *thread, page uint64) {
 	if tcb {
 		t.result.Stats.TCBExecuted++
 	}
-	t.recordBatch(th, page, bp, t.cur.ip, tcb)
+	t.recordBatch(th, page, bp, ip, tcb)
 }
 
 // preciseWrite carries out one store the program could not make because of
@@ -393,7 +392,7 @@ func (t *Tracer) batchExec(th *thread, page uint64) {
 // stores miss fault is not carried out (it is stepped): the emulator
 // got the instruction wrong, and writing through /proc/PID/mem would put
 // the bytes wherever it computed.
-func (t *Tracer) preciseWrite(th *thread, regs unix.PtraceRegs, em *emulated, fault uint64) {
+func (t *Tracer) preciseWrite(th *thread, regs unix.PtraceRegs, em *emulated, fault uint64, at clock.Stamp) {
 	if em == nil {
 		e := emulateStore(th.tid, regs)
 		em = &e
@@ -421,7 +420,7 @@ func (t *Tracer) preciseWrite(th *thread, regs unix.PtraceRegs, em *emulated, fa
 			if err = unix.PtraceSetRegs(th.tid, &nr); err == nil {
 				t.result.Stats.Emulated++
 				for i, s := range stores {
-					t.recordWrite(th, regs.Rip, in, s.Addr, olds[i], s.Data)
+					t.recordWrite(th, stampAt(th, regs.Rip, at), in, s.Addr, olds[i], s.Data)
 				}
 				return
 			}
@@ -579,7 +578,7 @@ func (t *Tracer) stepWrite(th *thread, regs unix.PtraceRegs, in x86asm.Inst) {
 	}
 	restore()
 	t.result.Stats.Stepped++
-	t.cur.at = clock.Now()
+	st := stampAt(th, regs.Rip, clock.Now())
 	for _, o := range pages {
 		now := make([]byte, pageSize)
 		if snapshot.ReadMem(th.tid, o.page, now) != nil {
@@ -590,9 +589,9 @@ func (t *Tracer) stepWrite(th *thread, regs unix.PtraceRegs, in x86asm.Inst) {
 			continue
 		}
 		if o.al.end != 0 {
-			t.recordAliasChange(th, regs.Rip, in, &o.al, aliasChange{o.page + uint64(lo), o.old[lo:hi], now[lo:hi]})
+			t.recordAliasChange(th, st, in, &o.al, aliasChange{o.page + uint64(lo), o.old[lo:hi], now[lo:hi]})
 		} else {
-			t.recordWrite(th, regs.Rip, in, o.page+uint64(lo), o.old[lo:hi], now[lo:hi])
+			t.recordWrite(th, st, in, o.page+uint64(lo), o.old[lo:hi], now[lo:hi])
 		}
 	}
 }
@@ -626,19 +625,20 @@ func diffRange(a, b []byte) (int, int) {
 	return lo, hi
 }
 
-// recordWrite records one store into tracked code: new versions of the
+// recordWrite records one store into tracked code, made by th at st (its
+// instruction, and when the store was carried out): new versions of the
 // pages it touched, and the write itself.
-func (t *Tracer) recordWrite(th *thread, ip uint64, in x86asm.Inst, addr uint64, old, new []byte) {
+func (t *Tracer) recordWrite(th *thread, st Stamp, in x86asm.Inst, addr uint64, old, new []byte) {
 	sp := th.proc.space
 	start := addr &^ (pageSize - 1)
 	end := pageUp(addr + uint64(len(new)))
-	t.cur.ip = ip
-	sp.RefreshSplit(start, end, "write")
+	ip := st.IP
+	sp.RefreshSplit(start, end, st.because("write"))
 	var ver int64
 	if p, ok := sp.PieceAt(addr); ok && p.Kind == Anon {
 		ver = p.ID
 	}
-	t.rec.AddWrite(db.Write{PID: sp.owner, TID: th.tid, At: t.cur.at, IP: ip, Insn: x86asm.GNUSyntax(in, ip, nil),
+	t.rec.AddWrite(db.Write{PID: sp.owner, TID: th.tid, At: st.At, IP: ip, Insn: x86asm.GNUSyntax(in, ip, nil),
 		Addr: addr, Old: old, New: new, Version: ver})
 	t.result.Stats.Writes++
 }
