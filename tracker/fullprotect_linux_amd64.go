@@ -236,8 +236,8 @@ func opRange(op *pendingOp) (lo, hi uint64) {
 	switch {
 	case op.nr == unix.SYS_MPROTECT || op.nr == unix.SYS_PKEY_MPROTECT,
 		op.nr == unix.SYS_MMAP && a[3]&unix.MAP_FIXED != 0:
-		if end := a[0] + pageUp(a[1]); end > a[0] {
-			return a[0], end
+		if op.rng.e > op.rng.s {
+			return op.rng.s, op.rng.e
 		}
 	}
 	return 0, 0
@@ -291,10 +291,9 @@ func (t *Tracer) seenEffect(x *sysExit) {
 	if x.op.nr != unix.SYS_MREMAP || x.p.full.on {
 		return
 	}
-	a := x.op.args
-	lo, hi := x.ret, x.ret+pageUp(a[2])
+	lo, hi := x.out.s, x.out.e
 	for _, r := range x.p.full.ranges {
-		if a[0] < r.e && a[0]+pageUp(a[1]) > r.s {
+		if x.op.rng.s < r.e && x.op.rng.e > r.s {
 			t.ensureProtectSeen(x.th, lo, hi)
 			return
 		}

@@ -143,15 +143,14 @@ func (t *Tracer) pagesEffect(x *sysExit) {
 	if len(st.ranges) == 0 {
 		return
 	}
-	a := x.op.args
 	switch x.op.nr {
 	case unix.SYS_MUNMAP:
-		st.overlapping(a[0], a[0]+pageUp(a[1]))
+		st.overlapping(x.op.rng.s, x.op.rng.e)
 	case unix.SYS_MREMAP:
-		st.overlapping(a[0], a[0]+pageUp(a[1]))
-		st.overlapping(x.ret, x.ret+pageUp(a[2]))
+		st.overlapping(x.op.rng.s, x.op.rng.e)
+		st.overlapping(x.out.s, x.out.e)
 	case unix.SYS_MMAP:
-		st.overlapping(x.ret, x.ret+pageUp(a[1]))
+		st.overlapping(x.out.s, x.out.e)
 	}
 }
 

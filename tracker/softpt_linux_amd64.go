@@ -190,13 +190,13 @@ func (t *Tracer) softComplete(th *thread, st *stepState) {
 	sp := th.proc.space
 	filter := sp.filterOn()
 	if filter {
-		th.inJIT = sp.inJIT(regs.Rip)
+		th.filter.inJIT = sp.inJIT(regs.Rip)
 	}
 	if st.handler {
 		// Signal delivery: the thread is at the handler's first
 		// instruction, nothing retired.
 		st.handler = false
-		if !filter || th.inJIT {
+		if !filter || th.filter.inJIT {
 			t.soft.s.Enable(th.tid, regs.Rip, tsc)
 		}
 		return
@@ -403,7 +403,7 @@ func (t *Tracer) softResume(th *thread, sig int) {
 		// enters it.
 		t.softStart(th, st, clock.RDTSC())
 		st.active, st.valid, st.haveIP = false, false, false
-		th.free = true
+		th.filter.free = true
 		t.resumeCont(th.tid, sig)
 		return
 	}
@@ -440,7 +440,7 @@ func (t *Tracer) softResume(th *thread, sig int) {
 				s.Sync(th.tid, ip, tsc)
 			}
 			st.gen = sp.Gen()
-			if th.inJIT {
+			if th.filter.inJIT {
 				t.filterJITStep(sp, st.valid && st.insn.Class == x86.ClassSyscall)
 			}
 		}

@@ -194,7 +194,7 @@ func (t *Tracer) classify(th *thread, ws unix.WaitStatus) (stopKind, int, signal
 	}
 	sp := th.proc.space
 	own := sp != nil && !th.proc.helper
-	s := signalStop{sig: sig, sp: sp, lastStale: th.lastStale,
+	s := signalStop{sig: sig, sp: sp, lastStale: th.wx.lastStale,
 		stepping: t.soft != nil && t.softEligible(th) && t.stepOf(th).active,
 		filter:   own && sp.filterOn(),
 		wx:       own && t.wxOn(),

@@ -132,6 +132,10 @@ func (t *Tracer) seccompEntry(th *thread) {
 		ip:   regs.Rip - 2, // after the 2-byte syscall instruction
 		rsp:  regs.Rsp,
 	}
+	op.rng = ival{op.args[0], op.args[0] + pageUp(op.args[1])}
+	if op.nr == unix.SYS_MREMAP && op.args[3]&mremapFixed != 0 {
+		op.to = ival{op.args[4], op.args[4] + pageUp(op.args[2])}
+	}
 	if t.opts.OnSeccomp != nil {
 		t.opts.OnSeccomp(StopInfo{PID: th.proc.pid, TID: th.tid, Nr: op.nr, Args: op.args, IP: op.ip})
 	}
@@ -157,7 +161,7 @@ func (t *Tracer) seccompEntry(th *thread) {
 	kprot := op.args[2]
 	for _, rewrite := range entryRewrites {
 		if k, reason := rewrite.fn(t, th, op, kprot); k != kprot {
-			kprot, op.reason = k, reason
+			kprot, op.rewrite.reason = k, reason
 		}
 	}
 	if kprot != op.args[2] && t.restartForFullProtect(th, regs, op) {
@@ -170,9 +174,9 @@ func (t *Tracer) seccompEntry(th *thread) {
 	if kprot != op.args[2] {
 		// the kernel gets kprot, the Space keeps the program's view
 		regs.Rdx = kprot
-		op.kprot = kprot
+		op.rewrite.kprot = kprot
 		if err := unix.PtraceSetRegs(th.tid, &regs); err == nil {
-			op.rewrote = true
+			op.rewrite.done = true
 		}
 	} else if t.oneStopProtect(th, op) {
 		th.op = nil
@@ -240,7 +244,7 @@ func ptraceWarning(pid int, req, target uint64, traced func(int) bool) string {
 //
 // Precondition: on the locked tracer thread; th is in its seccomp stop.
 func (t *Tracer) ptraceEntry(th *thread, op *pendingOp) {
-	if t.ptraceWarned {
+	if t.root.ptraceWarned {
 		return
 	}
 	traced := func(tid int) bool {
@@ -250,7 +254,7 @@ func (t *Tracer) ptraceEntry(th *thread, op *pendingOp) {
 		return known || held || born
 	}
 	if w := ptraceWarning(th.proc.pid, op.args[0], op.args[1], traced); w != "" {
-		t.ptraceWarned = true
+		t.root.ptraceWarned = true
 		t.warnf("%s", w)
 	}
 }
@@ -274,7 +278,7 @@ func (t *Tracer) ptraceEntry(th *thread, op *pendingOp) {
 // Precondition: on the locked tracer thread; th is in its seccomp stop.
 func (t *Tracer) oneStopProtect(th *thread, op *pendingOp) bool {
 	a := op.args
-	start, end := a[0], a[0]+pageUp(a[1])
+	start, end := op.rng.s, op.rng.e
 	sp := th.proc.space
 	// one thread, and none born but not yet seen (a new thread stays
 	// stopped until its first stop is handled)
@@ -326,15 +330,15 @@ func (t *Tracer) coreNeedsExit(th *thread, op *pendingOp) bool {
 	case unix.SYS_SHMAT:
 		return true // the filter let only SHM_EXEC/SHM_REMAP through
 	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
-		return a[2]&unix.PROT_EXEC != 0 || sp.Touches(a[0], a[0]+pageUp(a[1])) || a[2]&(protGrowsdown|protGrowsup) != 0
+		return a[2]&unix.PROT_EXEC != 0 || sp.Touches(op.rng.s, op.rng.e) || a[2]&(protGrowsdown|protGrowsup) != 0
 	case unix.SYS_MUNMAP, unix.SYS_REMAP_FILE_PAGES:
-		return sp.Touches(a[0], a[0]+pageUp(a[1]))
+		return sp.Touches(op.rng.s, op.rng.e)
 	case unix.SYS_MREMAP:
-		return sp.Touches(a[0], a[0]+pageUp(a[1])) || a[3]&mremapFixed != 0 && sp.Touches(a[4], a[4]+pageUp(a[2]))
+		return sp.Touches(op.rng.s, op.rng.e) || a[3]&mremapFixed != 0 && sp.Touches(op.to.s, op.to.e)
 	case unix.SYS_MADVISE:
 		switch a[2] {
 		case madvDontneed, madvFree, madvRemove, madvDontneedLocked:
-			return sp.Overlaps(a[0], a[0]+pageUp(a[1]))
+			return sp.Overlaps(op.rng.s, op.rng.e)
 		}
 		return false // DONTFORK/WIPEONFORK and the like: the fork copy is read from /proc
 	case unix.SYS_BRK:
@@ -354,6 +358,9 @@ type sysExit struct {
 	sp    *space   // its space at this stop
 	cause string   // the syscall's name
 	st    Stamp    // this stop: every record the call makes is stamped with it
+	// out: the range a successful mmap or mremap returned
+	// ([ret, ret+pageUp(length)), the new length for an mremap)
+	out   ival
 	moved []uint64 // W^X: batch pages mremap moved (wxClearEffect to wxMovedEffect)
 }
 
@@ -384,13 +391,19 @@ func (t *Tracer) applyExit(th *thread, op *pendingOp) {
 		return
 	}
 	ret := regs.Rax
-	if op.rewrote {
+	if op.rewrite.done {
 		// the program sees its own argument register again
 		regs.Rdx = op.args[2]
 		unix.PtraceSetRegs(th.tid, &regs)
 	}
 	x := &sysExit{th: th, op: op, ret: ret, p: th.proc, sp: th.proc.space, cause: syscallName(op.nr),
 		st: stampAt(th, op.ip, clock.Now())}
+	switch op.nr {
+	case unix.SYS_MMAP:
+		x.out = ival{ret, ret + pageUp(op.args[1])}
+	case unix.SYS_MREMAP:
+		x.out = ival{ret, ret + pageUp(op.args[2])}
+	}
 	if int64(ret) < 0 && int64(ret) >= -4095 {
 		t.exitFailed(x, unix.Errno(-int64(ret)))
 		return
@@ -404,14 +417,13 @@ func (t *Tracer) applyExit(th *thread, op *pendingOp) {
 // mappedRange is the range a successful mmap, mprotect or mremap made
 // mapped (ok false for other calls).
 func mappedRange(x *sysExit) (r ival, ok bool) {
-	a, ret := x.op.args, x.ret
 	switch x.op.nr {
 	case unix.SYS_MMAP:
-		return ival{ret, ret + pageUp(a[1])}, true
+		return x.out, true
 	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
-		return ival{a[0], a[0] + pageUp(a[1])}, true
+		return x.op.rng, true
 	case unix.SYS_MREMAP:
-		return ival{ret, ret + pageUp(a[2])}, true
+		return x.out, true
 	}
 	return ival{}, false
 }
@@ -438,17 +450,17 @@ func (t *Tracer) unmapFirstEffect(x *sysExit) {
 		return
 	}
 	t.spaceThreads(x.sp, func(u *thread) {
-		if u == x.th || u.op == nil || u.op.nr != unix.SYS_MUNMAP || u.op.unmapped {
+		if u == x.th || u.op == nil || u.op.nr != unix.SYS_MUNMAP || u.op.munmap.unmapped {
 			return
 		}
-		s, e := u.op.args[0], u.op.args[0]+pageUp(u.op.args[1])
+		s, e := u.op.rng.s, u.op.rng.e
 		if !(r.s < e && s < r.e) {
 			return
 		}
-		u.op.unmapped = true
+		u.op.munmap.unmapped = true
 		st := x.st
 		st.TID = u.tid // the munmap's, read through this stop's thread
-		for _, m := range minus(s, e, u.op.later) {
+		for _, m := range minus(s, e, u.op.munmap.later) {
 			x.sp.Unmap(m.s, m.e, st.because("munmap"))
 		}
 	})
@@ -470,8 +482,8 @@ func (t *Tracer) noteLater(x *sysExit) {
 	}
 	t.spaceThreads(x.sp, func(u *thread) {
 		if u != x.th && u.op != nil && u.op.nr == unix.SYS_MUNMAP {
-			if s, e := u.op.args[0], u.op.args[0]+pageUp(u.op.args[1]); r.s < e && s < r.e {
-				u.op.later = append(u.op.later, ival{max(r.s, s), min(r.e, e)})
+			if s, e := u.op.rng.s, u.op.rng.e; r.s < e && s < r.e {
+				u.op.munmap.later = append(u.op.munmap.later, ival{max(r.s, s), min(r.e, e)})
 			}
 		}
 	})
@@ -514,20 +526,20 @@ func (t *Tracer) exitFailed(x *sysExit, errno unix.Errno) {
 // program's (seccompEntry rewrote the prot argument).
 func (t *Tracer) rewriteEffect(x *sysExit) {
 	op := x.op
-	if !op.rewrote {
+	if !op.rewrite.done {
 		return
 	}
-	start := op.args[0]
+	r := op.rng
 	if op.nr == unix.SYS_MMAP {
-		start = x.ret
+		r = x.out
 	}
-	t.rec.ProtChange(db.ProtChange{PID: x.sp.owner, At: x.st.At, Addr: start, Size: pageUp(op.args[1]),
-		Prot: int(op.kprot), Reason: op.reason})
-	if op.args[2]&unix.PROT_WRITE != 0 && op.kprot&unix.PROT_WRITE == 0 {
+	t.rec.ProtChange(db.ProtChange{PID: x.sp.owner, At: x.st.At, Addr: r.s, Size: r.e - r.s,
+		Prot: int(op.rewrite.kprot), Reason: op.rewrite.reason})
+	if op.args[2]&unix.PROT_WRITE != 0 && op.rewrite.kprot&unix.PROT_WRITE == 0 {
 		// the kernel's copies into it stop from now on
 		// (kwrite_linux_amd64.go); before this stop no other thread
 		// knew an mmap's address
-		t.ensureKernelWritesSeen(x.th, start, start+pageUp(op.args[1]))
+		t.ensureKernelWritesSeen(x.th, r.s, r.e)
 	}
 }
 
@@ -536,7 +548,7 @@ func (t *Tracer) coreEffect(x *sysExit) {
 	sp, a, ret, c := x.sp, x.op.args, x.ret, x.change()
 	switch x.op.nr {
 	case unix.SYS_MMAP:
-		start, end := ret, ret+pageUp(a[1])
+		start, end := x.out.s, x.out.e
 		prot := int(a[2]) & protRWX
 		var file *FileInfo
 		if prot&unix.PROT_EXEC != 0 && a[3]&unix.MAP_ANONYMOUS == 0 {
@@ -549,18 +561,18 @@ func (t *Tracer) coreEffect(x *sysExit) {
 			t.syncAfter(x)
 			return
 		}
-		sp.Protect(a[0], a[0]+pageUp(a[1]), int(a[2])&protRWX, c)
+		sp.Protect(x.op.rng.s, x.op.rng.e, int(a[2])&protRWX, c)
 	case unix.SYS_MUNMAP:
-		if x.op.unmapped {
+		if x.op.munmap.unmapped {
 			return // unmapFirstEffect did, at an earlier stop
 		}
-		for _, r := range minus(a[0], a[0]+pageUp(a[1]), x.op.later) {
+		for _, r := range minus(x.op.rng.s, x.op.rng.e, x.op.munmap.later) {
 			sp.Unmap(r.s, r.e, c)
 		}
 	case unix.SYS_MREMAP:
 		sp.Remap(a[0], pageUp(a[1]), pageUp(a[2]), a[3], ret, c)
 	case unix.SYS_MADVISE:
-		sp.Refresh(a[0], a[0]+pageUp(a[1]), a[2] != madvRemove, c)
+		sp.Refresh(x.op.rng.s, x.op.rng.e, a[2] != madvRemove, c)
 	case unix.SYS_BRK, unix.SYS_SHMDT, unix.SYS_REMAP_FILE_PAGES:
 		t.syncAfter(x)
 	case unix.SYS_SHMAT:

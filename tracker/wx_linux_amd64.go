@@ -163,7 +163,7 @@ func (t *Tracer) wxEntryProt(th *thread, op *pendingOp, prot uint64) (uint64, st
 				return prot, "" // over kernel-written memory: wxTCBEffect at the exit
 			}
 			if t.freshBatch(op) {
-				op.fresh = true
+				op.wx.fresh = true
 				return prot &^ unix.PROT_EXEC, wxFreshReason
 			}
 			return prot &^ unix.PROT_WRITE, wxEntryReason
@@ -204,11 +204,11 @@ func (t *Tracer) freshBatch(op *pendingOp) bool {
 // pages (see freshBatch), with no first store: the version takes the
 // thread and IP that first executes there.
 func (t *Tracer) wxFreshEffect(x *sysExit) {
-	if !x.op.fresh {
+	if !x.op.wx.fresh {
 		return
 	}
-	x.sp.wxs().batch.addFresh(x.ret, x.ret+pageUp(x.op.args[1]))
-	t.result.Stats.FreshMapped += int(pageUp(x.op.args[1]) / pageSize)
+	x.sp.wxs().batch.addFresh(x.out.s, x.out.e)
+	t.result.Stats.FreshMapped += int((x.out.e - x.out.s) / pageSize)
 }
 
 // wxClearEffect (exitEffects): batch pages in the range the call sets get
@@ -218,9 +218,9 @@ func (t *Tracer) wxClearEffect(x *sysExit) {
 	sp, a, ret := x.sp, x.op.args, x.ret
 	switch x.op.nr {
 	case unix.SYS_MMAP:
-		sp.clearBatch(ret, ret+pageUp(a[1]))
+		sp.clearBatch(x.out.s, x.out.e)
 	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT, unix.SYS_MUNMAP:
-		sp.clearBatch(a[0], a[0]+pageUp(a[1]))
+		sp.clearBatch(x.op.rng.s, x.op.rng.e)
 	case unix.SYS_MREMAP:
 		// batch pages (RW in the kernel) that moved must become
 		// executable-only again at their new place (settleBatch made
@@ -228,7 +228,7 @@ func (t *Tracer) wxClearEffect(x *sysExit) {
 		for _, p := range sp.batchPages(a[0], a[0]+min(pageUp(a[1]), pageUp(a[2]))) {
 			x.moved = append(x.moved, ret+(p-a[0]))
 		}
-		sp.clearBatch(a[0], a[0]+pageUp(a[1]))
+		sp.clearBatch(x.op.rng.s, x.op.rng.e)
 	}
 }
 
@@ -275,8 +275,8 @@ func (t *Tracer) wxFault(th *thread, addr uint64) {
 	// not stale (a store whose target is its own RIP).
 	stale := fetch && now&unix.PROT_EXEC != 0 || !fetch && now&unix.PROT_WRITE != 0
 	key := [2]uint64{regs.Rip, addr}
-	if stale && th.lastStale != key {
-		th.lastStale, th.staleFetches = key, 0
+	if stale && th.wx.lastStale != key {
+		th.wx.lastStale, th.wx.staleFetches = key, 0
 		return
 	}
 	// The same fetch fault again is still stale when the instruction at
@@ -285,11 +285,11 @@ func (t *Tracer) wxFault(th *thread, addr uint64) {
 	// step) time after time. Only a store into its own instruction is the
 	// fault twice for real; maxStaleFetches bounds the retries where the
 	// emulator cannot tell.
-	if stale && fetch && th.staleFetches < maxStaleFetches && !storesAt(th.tid, regs, addr) {
-		th.staleFetches++
+	if stale && fetch && th.wx.staleFetches < maxStaleFetches && !storesAt(th.tid, regs, addr) {
+		th.wx.staleFetches++
 		return
 	}
-	th.lastStale, th.staleFetches = [2]uint64{}, 0
+	th.wx.lastStale, th.wx.staleFetches = [2]uint64{}, 0
 	if fetch && inBatch {
 		t.batchExec(th, page)
 		return
@@ -666,7 +666,7 @@ func (t *Tracer) restartForMremap(th *thread, regs unix.PtraceRegs, op *pendingO
 	if op.nr != unix.SYS_MREMAP {
 		return false
 	}
-	lo, hi := op.args[0], op.args[0]+pageUp(op.args[1])
+	lo, hi := op.rng.s, op.rng.e
 	if len(th.proc.space.batchPages(lo, hi)) == 0 {
 		return false
 	}
