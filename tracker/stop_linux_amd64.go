@@ -150,6 +150,13 @@ func classifySignal(s signalStop) stopKind {
 	if !s.wx {
 		return stopSignal
 	}
+	return classifyWX(s, addr)
+}
+
+// classifyWX says whose an access fault at addr is with W^X on: W^X's (a
+// page the program has RWX, a fetch from an alias's executable twin, a
+// stale fetch), the writable aliases', or the program's.
+func classifyWX(s signalStop, addr uint64) stopKind {
 	p, tracked := s.sp.PieceAt(addr)
 	if tracked && isWX(p.Prot) {
 		return stopWXFault

@@ -90,12 +90,17 @@ func storePolicy(mode WXMode, r pageRate, now int64, self bool, emulatable, zero
 func (w *wxState) storeBatch(mode WXMode, page uint64, now int64, self bool, emulatable, zero func() bool) bool {
 	batch, r, counted := storePolicy(mode, w.writes[page], now, self, emulatable, zero)
 	if counted {
-		w.writes[page] = r
-		if w.added++; w.added >= pruneWritesEvery {
-			w.pruneWrites(now)
-		}
+		w.countStore(page, r, now)
 	}
 	return batch
+}
+
+// countStore keeps r as page's store rate after a store at now.
+func (w *wxState) countStore(page uint64, r pageRate, now int64) {
+	w.writes[page] = r
+	if w.added++; w.added >= pruneWritesEvery {
+		w.pruneWrites(now)
+	}
 }
 
 // runsIn reports whether the instruction at rip may lie in page (it
