@@ -6,7 +6,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// One event per code version (issue 12 item 1). The launch filter stops
+// One event per code version. The launch filter stops
 // mprotect and pkey_mprotect only when their prot has PROT_EXEC: a call
 // without it can only take execute permission away, or leave memory
 // non-executable, and nothing runs from memory that is not executable, so

@@ -9,7 +9,7 @@ import (
 )
 
 // TestMaskInFlight: a brk's Sync while other threads' calls are in
-// flight records only what brk did (issue 11 item 6).
+// flight records only what brk did, not their pages.
 func TestMaskInFlight(t *testing.T) {
 	const (
 		a = 0x10000 // tracked RX page (an earlier mprotect)

@@ -272,7 +272,7 @@ func (t *Tracer) ptraceEntry(th *thread, op *pendingOp) {
 // RW↔RX (LuaJIT) costs one stop per call instead of two. Where no filter
 // stops every mprotect of the range (fullprotect_linux_amd64.go) the next
 // mprotect does not stop, so there the version is read before
-// the thread resumes (issue 12): one stop per version, the copy on the
+// the thread resumes: one stop per version, the copy on the
 // program's time, as the floor supervisor (testdata/floor) does it.
 //
 // Precondition: on the locked tracer thread; th is in its seccomp stop.
@@ -471,8 +471,8 @@ func (t *Tracer) unmapFirstEffect(x *sysExit) {
 // flight. The exit stops of two threads come in any order, but the kernel
 // could give out these addresses only after the munmap freed them: that
 // munmap's exit must leave them alone (its op.later), or the Space would
-// lose the new code and its faults would go to the program (issue 11,
-// item 2: jit-storm under --soft-filter=jit).
+// lose the new code and its faults would go to the program (as
+// testdata/jit-storm under --soft-filter=jit showed).
 //
 // Precondition: on the locked tracer thread.
 func (t *Tracer) noteLater(x *sysExit) {

@@ -18,7 +18,7 @@ import (
 //     group leader's exit is reported only after every other thread of the
 //     group was reaped, and an exiting thread (PTRACE_EVENT_EXIT) is not
 //     woken by SIGKILL — waiting for the leader alone while the others sit
-//     in their exit stops never ends (issue 11, item 1);
+//     in their exit stops never ends;
 //   - another thread's PTRACE_EVENT_EXIT stop is handled at once (it is
 //     resumed, so that the group can finish dying), also when that thread
 //     has stops queued: SIGKILL woke it out of them, so they are stale and
