@@ -211,6 +211,7 @@ type thread struct {
 	sig    threadSignals // signals held while ptjit acts (signals_linux_amd64.go)
 	wx     threadWX      // W^X faults retried as stale (wx_linux_amd64.go)
 	filter threadFilter  // --soft-filter (softfilter_linux_amd64.go)
+	step   *stepState    // --pt=soft: single-stepping (softpt_linux_amd64.go); nil before the first step
 }
 
 // threadSignals: signals that arrived while ptjit ran an injected syscall
@@ -673,7 +674,7 @@ func (t *Tracer) threadGone(th *thread, kind stopKind, sig int) {
 	if th.recorded {
 		t.rec.ThreadExit(th.tid, at)
 	}
-	t.softGone(th.tid, p.pid)
+	t.softGone(th, p.pid)
 	t.filterThreadGone(p.space)
 	status := sig
 	if kind == stopKilled {
@@ -697,7 +698,7 @@ func (t *Tracer) endProcess(p *process, status int, at clock.Stamp) {
 		if th.recorded {
 			t.rec.ThreadExit(tid, at)
 		}
-		t.softGone(tid, p.pid)
+		t.softGone(th, p.pid)
 		delete(t.threads, tid)
 	}
 	if p.recorded {
