@@ -86,8 +86,8 @@ func (t *Tracer) refuseExec(th *thread, path string) bool {
 	if kind == "" {
 		return false
 	}
-	if t.refused == nil {
-		t.refused = &RefusedError{PID: th.proc.pid, Path: path, Kind: kind}
+	if t.root.refused == nil {
+		t.root.refused = &RefusedError{PID: th.proc.pid, Path: path, Kind: kind}
 	}
 	t.Kill()
 	return true

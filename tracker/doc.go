@@ -65,23 +65,17 @@
 // the new code before (the JIT thread publishes the code only after its
 // mprotect returns).
 //
-// Each feature decides its part of a syscall in its own file, through
-// lists declared in syscalls_linux_amd64.go. At the entry: exitNeeds (core,
-// writable aliases, procmem; the first yes asks for the exit stop) and
-// entryRewrites (W^X and aliases take PROT_WRITE away, then the soft
-// filter PROT_EXEC). At the exit of a successful call, exitEffects in this
-// order: the rewritten protection is recorded; W^X forgets the batch pages
-// the call sets (before the Space changes: a re-read of the maps must not
-// take them for batch pages); the Space takes the call's effect; procmem
-// re-records pages written through /proc/PID/mem or process_vm_writev;
-// the alias table follows and aliases are write-protected again; batch
-// pages an mremap moved are protected at their new place (after the
-// Space moved them); last, the soft filter hides or shows what the others
-// left. No step depends on a defer.
+// Each feature decides its part of a syscall in its own file. Three lists
+// in syscalls_linux_amd64.go say in which order, each entry with the
+// reason for its place: at the entry, exitNeeds (whether the call needs
+// its exit stop; the first yes wins) and entryRewrites (the protection the
+// kernel gets); at the exit of a successful call, exitEffects. Those lists
+// are the description of the order; TestEffectOrder pins them by name. No
+// step depends on a defer.
 //
 // # One event per code version
 //
-// An mprotect that adds no PROT_EXEC does not stop (issue 12): it can
+// An mprotect that adds no PROT_EXEC does not stop: it can
 // only take execute permission away, or leave memory non-executable, and
 // no instruction runs from memory that is not executable, so nothing can
 // be missed: the next call that adds PROT_EXEC stops and records the
@@ -210,7 +204,8 @@
 // fresh executable memory is left out unless the syncing call made it,
 // as brk the [heap]), so every version has the cause and thread of the
 // call that made it, and one thread's version never takes in another's
-// pages (issue 11 item 6: testdata/jit-many).
+// pages (testdata/jit-many, where a thousand threads map code while one
+// moves the break).
 //
 // # Never a stopped or orphaned tracee
 //
@@ -228,28 +223,17 @@
 // A stop is a round trip through the kernel (the seccomp stop, then the
 // syscall-exit stop) plus ptjit's own work: GETREGS, the stamp, a 4 KiB
 // copy, and the db writer goroutine hashing and inserting on the same
-// CPUs. Measured on a 2-vCPU VM (numbers in BENCHMARKS.md; tools:
-// testdata/stopbench, BenchmarkMprotectStop), whether tracer and tracee
-// share a CPU made no measurable difference to the round trip when the
-// machine was quiet; under load, sharing a CPU avoided some wake-up
-// latency. Pinning takes the other CPUs away from the program and changes
-// what sched_getaffinity tells it (JVMs and V8 size their thread pools
-// from it), which breaks "the program behaves as without ptjit". So
-// --pin=auto means off; --pin=on pins the tracer thread, and through
-// inheritance the program and all its children, to the first allowed CPU.
+// CPUs. Whether tracer and tracee share a CPU made no measurable
+// difference to the round trip (docs/decisions.md). Pinning takes the
+// other CPUs away from the program and changes what sched_getaffinity
+// tells it (JVMs and V8 size their thread pools from it), which breaks
+// "the program behaves as without ptjit". So --pin=auto means off;
+// --pin=on pins the tracer thread, and through inheritance the program
+// and all its children, to the first allowed CPU.
 //
-// Considered and not done: seccomp user notification
-// (SECCOMP_RET_USER_NOTIF) cannot observe a syscall's result — the
-// supervisor answers before the call runs (or lets it continue blind) — so
-// mprotect/mmap would still need the ptrace exit stop, and the entry
-// notification costs a round trip like the seccomp stop it would replace.
-// Measured (issue 12 item 2, BENCHMARKS.md 2026-11-23 18:35): the floor
-// supervisor with user notification against the same with RET_TRACE, on
-// LuaJIT's 6,000 exec-adding mprotects, 0.99× on a quiet machine and
-// 1.14× under load; node, java and uBPF 0.96-0.99×. It does not win here,
-// and it would bring its own traps (a ptrace stop tears a pending
-// notification down; a program that installs its own listener gets
-// EBUSY), so the exec-adding path stays a RET_TRACE stop.
+// The exec-adding path is a RET_TRACE stop, not a seccomp user
+// notification: a notification cannot observe the call's result, so the
+// exit stop would stay (docs/decisions.md has the comparison).
 //
 // # One stop per mprotect, and the cost of a version
 //
@@ -274,7 +258,7 @@
 //     stop no longer sends the tracer's process a signal.
 //
 // Together with an 8 MiB SQLite cache and synchronous=OFF (db/doc.go)
-// these are measured with ptjit-bench (BENCHMARKS.md). What remains is one
+// these are what ptjit-bench measures (BENCHMARKS.md). What remains is one
 // stop per mprotect and reading, comparing and storing each version's
 // bytes: that bounds a JIT like LuaJIT under a ptrace recorder to well
 // above its time alone.
@@ -336,22 +320,12 @@
 //     first userfaultfd after ptjit registered a range, and registers that
 //     range, gets EBUSY.
 //
-// What it costs, measured with testdata/wpprobe on this VM (6.18, a quiet
-// hour; 3–10× more under load): a store to a protected page faults, 15.6
-// µs, paid by the program once per written page and version; PAGEMAP_SCAN
-// with re-protection 29.9 µs, the query alone 1.7 µs; process_vm_readv 6.0
-// µs for 64 KiB, 3.1 µs for 4 KiB. Soft-dirty bits are not kept on this
-// kernel. So a version of a 64 KiB area with a page or two written costs
-// about 6 µs to copy and about 65 µs to track: --copy=auto tracks only
-// ranges of changedMin (1 MiB) or more, where a full copy (about 0.05
-// µs/KiB above a 3 µs base: 55 µs and up, plus hashing and comparing a
-// megabyte in the db writer) costs about as much as the scan and the
-// faults. ptjit-bench's copy row measures both modes (BENCHMARKS.md,
-// 2026-11-23, load 2–6): ptjit's extra time with changed pages over that
-// with full copies is 0.16–0.21× at 4 MiB, 0.55× at 1 MiB, 0.84–1.02× at
-// 64 KiB (testdata/jit-pages, two pages written per version), and on
-// LuaJIT ptjit's time in stops grows 1.78×. --copy=changed forces
-// tracking for every eligible range (the tests use it).
+// Tracking costs a fault per written page and a PAGEMAP_SCAN per
+// version, where a full copy costs a read proportional to the range: a
+// small range is cheaper to copy. --copy=auto tracks only ranges of
+// changedMin (1 MiB) or more, where the two cost about the same (the
+// measurements are in docs/decisions.md); --copy=changed forces tracking
+// for every eligible range (the tests use it).
 //
 // # W^X (--wx)
 //
@@ -402,18 +376,17 @@
 //     IP of the instruction that runs there first: no store was seen),
 //     then made RX; a later store into it is precise or batch as anywhere
 //     else. HotSpot commits its code heaps this way (three 2.5 MiB RWX
-//     mappings) and emits code page after page: on java Hot, 1,053 → 672
-//     stops and 1.74× → 1.49× alone (BENCHMARKS.md). Precise mode keeps
-//     every store and starts such memory RX; mappings over 64 MiB too.
+//     mappings) and emits code page after page (docs/decisions.md has
+//     what it saved). Precise mode keeps every store and starts such
+//     memory RX.
 //   - auto (default): precise, except that a page with 2 precise stores in
 //     the last 10 ms goes batch (a patcher toggling a static key now and
 //     then stays precise; a JIT emitting a function into RWX memory goes to
 //     batch after its first stores). A store the emulator cannot carry out
 //     (an AVX-512 copy; x86asm has no EVEX) sends its page to batch at
 //     once: stepping it costs two injected mprotects and a step, and
-//     HotSpot's code-cache copies are made of them. Measured on
-//     testdata/Hot.java and testdata/hot.js with ptjit-bench
-//     (BENCHMARKS.md).
+//     HotSpot's code-cache copies are made of them (ptjit-bench measures
+//     testdata/Hot.java and testdata/hot.js: BENCHMARKS.md).
 //   - thread stacks and control blocks (wx_tcb_linux_amd64.go): the
 //     kernel writes a thread's stack (signal frames, syscall output) and
 //     its control block (the tid at clone and exit, the rseq area whenever
@@ -446,8 +419,7 @@
 // returns), registers restored. Every filter ptjit compiles lets a call
 // with the cookie run without a seccomp stop, so an injected call is one
 // ptrace round trip instead of three (PTRACE_SYSCALL's entry stop, the
-// seccomp stop of our own call, the exit stop): on java Hot, 63.6 → 44.9
-// µs per stop and 2.04× → 1.78× alone (BENCHMARKS.md, 2026-11-25). The
+// seccomp stop of our own call, the exit stop; docs/decisions.md). The
 // cookie is random per run; the program cannot read its own filters (that
 // needs ptrace, and ptjit is its tracer), so it cannot pass a call of its
 // own unseen. Signals that arrive meanwhile are held, with their siginfo,
@@ -455,25 +427,16 @@
 // (signals_linux_amd64.go); a filter of the program's own that traces the call
 // adds a stop, which is passed.
 //
-// The cost of a store (tracker/testdata/wxbench.c, BenchmarkWXPrecise and
-// BenchmarkWXBatch; numbers in BENCHMARKS.md): precise mode pays a fault
-// stop and ptjit's handler per store, batch and auto almost nothing. The
-// target was 2× a bare fault stop: met for emulated stores, not for
-// stepped ones (seven stops). Under many stores precise mode degrades when
-// the recorder's SQLite writer (a new 4 KiB page per store) falls behind
-// and back-pressure stalls the tracer.
-//
-// Considered and not done: userfaultfd write-protection (UFFDIO_REGISTER
-// with WP; the tracer could take the uffd with pidfd_getfd). It would
-// deliver write faults to a ptjit thread without ptrace stops, but to log
-// a store's bytes the store must still be emulated or stepped, and an
-// instruction fetch cannot be caught by uffd-WP at all, so batch mode
-// would still need the mprotect dance; registering also needs syscalls
-// injected into the tracee. Protections stay coalesced: ptjit only removes
+// Precise mode pays a fault stop and ptjit's handler per store, batch and
+// auto almost nothing (tracker/testdata/wxbench.c, BenchmarkWXPrecise and
+// BenchmarkWXBatch). Under many stores precise mode degrades when the
+// recorder's SQLite writer (a new 4 KiB page per store) falls behind and
+// back-pressure stalls the tracer. Protections stay coalesced: ptjit only removes
 // PROT_WRITE from ranges the program asked to be RWX (one VMA each) and
 // toggles single pages in batch mode, so the map count grows by at most
 // two VMAs per batch-writable page, and those pages go back to RX at the
-// next instruction fetch.
+// next instruction fetch. Why faults and not userfaultfd write-protection:
+// docs/decisions.md.
 //
 // # Blind spots
 //
@@ -551,6 +514,13 @@
 // Its blind spot: a file mmap whose bytes ptjit copies (a memfd, a deleted
 // file) is hidden only at the syscall's exit, so another thread running
 // free may execute it in between unseen.
+//
+// # Imports
+//
+// tracker imports internal/platform, clock, db, snapshot, softpt, perf,
+// x86 and its own internal/x86emu, no more (internal/layers checks it). It
+// must not import ptrun, recording, decode, ptfmt or cmd/...: the
+// recorder sits below the launcher and knows nothing of decoding.
 package tracker
 
 // Building for any platform but linux/amd64 fails in internal/platform.

@@ -6,7 +6,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// One event per code version (issue 12 item 1). The launch filter stops
+// One event per code version. The launch filter stops
 // mprotect and pkey_mprotect only when their prot has PROT_EXEC: a call
 // without it can only take execute permission away, or leave memory
 // non-executable, and nothing runs from memory that is not executable, so
@@ -236,8 +236,8 @@ func opRange(op *pendingOp) (lo, hi uint64) {
 	switch {
 	case op.nr == unix.SYS_MPROTECT || op.nr == unix.SYS_PKEY_MPROTECT,
 		op.nr == unix.SYS_MMAP && a[3]&unix.MAP_FIXED != 0:
-		if end := a[0] + pageUp(a[1]); end > a[0] {
-			return a[0], end
+		if op.rng.e > op.rng.s {
+			return op.rng.s, op.rng.e
 		}
 	}
 	return 0, 0
@@ -282,19 +282,18 @@ func (t *Tracer) restartAround(th *thread, regs unix.PtraceRegs, op *pendingOp, 
 	return true
 }
 
-// seenEffect: an mremap took memory out of ranges whose every mprotect
-// stops (or grew it past them); the memory where it is now gets the same
-// (exitEffects, step 0). The new address is known only to the thread
+// seenEffect (exitEffects): an mremap took memory out of ranges whose
+// every mprotect stops (or grew it past them); the memory where it is now
+// gets the same. The new address is known only to the thread
 // ptjit holds at this exit stop, so no other thread's call can slip in
 // before.
 func (t *Tracer) seenEffect(x *sysExit) {
 	if x.op.nr != unix.SYS_MREMAP || x.p.full.on {
 		return
 	}
-	a := x.op.args
-	lo, hi := x.ret, x.ret+pageUp(a[2])
+	lo, hi := x.out.s, x.out.e
 	for _, r := range x.p.full.ranges {
-		if a[0] < r.e && a[0]+pageUp(a[1]) > r.s {
+		if x.op.rng.s < r.e && x.op.rng.e > r.s {
 			t.ensureProtectSeen(x.th, lo, hi)
 			return
 		}

@@ -61,7 +61,7 @@ func pageVersions(t *testing.T, tr traced, page uint64, n int) []db.VersionInfo 
 	return vs
 }
 
-// TestExecAddingStopsOnly (issue 12 item 1): a program toggling a page
+// TestExecAddingStopsOnly: a program toggling a page
 // RW → RX n times stops at the n calls that add PROT_EXEC and at none of
 // the n that take it away; every RX is still a version with the bytes the
 // program wrote, and the versions' ends are marked inexact (the program
@@ -86,7 +86,7 @@ func TestExecAddingStopsOnly(t *testing.T) {
 	}
 }
 
-// TestManagedMemoryStopsAll (issue 12 item 1): once ptjit manages memory
+// TestManagedMemoryStopsAll: once ptjit manages memory
 // in a process (here an RWX page under W^X), the process gets the filter
 // that stops every mprotect: the same toggles then stop at both calls,
 // and the versions made from then on end exactly.

@@ -18,19 +18,18 @@ func (t *Tracer) syncAfter(x *sysExit) {
 		return
 	}
 	maps = x.sp.maskInFlight(maps, t.othersInFlight(x), syncOwn(x.op))
-	x.sp.Sync(maps, fileReadable, x.cause)
+	x.sp.Sync(maps, fileReadable, x.change())
 }
 
 // syncOwn says which fresh executable memory a syncing call can have
 // made: brk the heap, an mprotect (PROT_GROWSDOWN, or one that failed
 // halfway) the mappings its range touches; the others none.
 func syncOwn(op *pendingOp) func(snapshot.Mapping) bool {
-	a := op.args
 	switch op.nr {
 	case unix.SYS_BRK:
 		return func(m snapshot.Mapping) bool { return m.Path == "[heap]" }
 	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
-		s, e := a[0], a[0]+pageUp(a[1])
+		s, e := op.rng.s, op.rng.e
 		return func(m snapshot.Mapping) bool { return m.Start < e && s < m.End }
 	}
 	return nil

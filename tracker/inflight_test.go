@@ -9,7 +9,7 @@ import (
 )
 
 // TestMaskInFlight: a brk's Sync while other threads' calls are in
-// flight records only what brk did (issue 11 item 6).
+// flight records only what brk did, not their pages.
 func TestMaskInFlight(t *testing.T) {
 	const (
 		a = 0x10000 // tracked RX page (an earlier mprotect)
@@ -29,8 +29,8 @@ func TestMaskInFlight(t *testing.T) {
 	setup := func() (*Space, *logSink) {
 		l := &logSink{}
 		s := NewSpace(l)
-		s.Map(a, a+pageSize, rx, nil, "mmap")
-		s.Map(c, c+pageSize, rx, nil, "mmap")
+		s.Map(a, a+pageSize, rx, nil, why("mmap"))
+		s.Map(c, c+pageSize, rx, nil, why("mmap"))
 		l.log = nil
 		return s, l
 	}
@@ -53,7 +53,7 @@ func TestMaskInFlight(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s, l := setup()
 			own := func(m snapshot.Mapping) bool { return m.Path == "[heap]" }
-			s.Sync(s.maskInFlight(maps, tc.f, own), nil, "brk")
+			s.Sync(s.maskInFlight(maps, tc.f, own), nil, why("brk"))
 			if got := strings.Join(l.log, "\n"); got != strings.Join(tc.want, "\n") {
 				t.Errorf("got:\n%s\nwant:\n%s", got, strings.Join(tc.want, "\n"))
 			}

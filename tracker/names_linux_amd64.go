@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ptjit/ptjit/clock"
 	"github.com/ptjit/ptjit/db"
 	"github.com/ptjit/ptjit/perf"
 )
@@ -42,8 +43,8 @@ type jitDumpState struct {
 	failed bool  // the file is not a jitdump ptjit reads: no more reads
 }
 
-// namesSeeOpen (exitNeeds, first, never asks for the exit stop): an open
-// for writing (the filter stops those) of the process's perf map starts
+// namesSeeOpen (exitNeeds; it never asks for the exit stop): an open for
+// writing (the filter stops those) of the process's perf map starts
 // the reads, so that a process that writes no map costs nothing at its
 // stops (a stat(2) is several µs on a loaded VM).
 func (t *Tracer) namesSeeOpen(th *thread, op *pendingOp) bool {
@@ -129,19 +130,19 @@ func (sp *space) namesClose() {
 }
 
 // pollNames reads the lines added to sp's perf map since the last read
-// and records them as written before the current stop (t.cur.at). It is
+// and records them as written before at, the stop being handled. It is
 // called before a stop records a change of sp's code, and at its end.
 //
 // Precondition: on the locked tracer thread.
-func (t *Tracer) pollNames(sp *space) {
+func (t *Tracer) pollNames(sp *space, at clock.Stamp) {
 	n := &sp.names
-	if !n.started || (!n.opened && n.jit.path == "") || n.polled == t.cur.at.TSC {
+	if !n.started || (!n.opened && n.jit.path == "") || n.polled == at.TSC {
 		return
 	}
 	after := n.polled
-	n.polled = t.cur.at.TSC
+	n.polled = at.TSC
 	if n.jit.path != "" {
-		t.readJitDump(sp, after)
+		t.readJitDump(sp, after, at)
 	}
 	if !n.opened {
 		return
@@ -154,7 +155,7 @@ func (t *Tracer) pollNames(sp *space) {
 			return
 		}
 		if n.f != nil {
-			t.readNames(sp, after) // the rest of the old one
+			t.readNames(sp, after, at) // the rest of the old one
 			n.f.Close()
 		}
 		if st.Ino != n.ino {
@@ -165,12 +166,12 @@ func (t *Tracer) pollNames(sp *space) {
 	if n.f == nil {
 		return
 	}
-	t.readNames(sp, after)
+	t.readNames(sp, after, at)
 }
 
 // readNames reads and records the complete lines of sp's open perf map
 // after n.off.
-func (t *Tracer) readNames(sp *space, after uint64) {
+func (t *Tracer) readNames(sp *space, after uint64, at clock.Stamp) {
 	n := &sp.names
 	var st unix.Stat_t
 	if unix.Fstat(int(n.f.Fd()), &st) != nil {
@@ -198,7 +199,7 @@ func (t *Tracer) readNames(sp *space, after uint64) {
 		n.bad += bad
 		for _, l := range lines {
 			t.rec.Name(db.NameInfo{PID: sp.owner, Addr: l.addr, Size: l.size, Name: l.name,
-				Source: "perf-map " + n.path, At: t.cur.at, After: after})
+				Source: "perf-map " + n.path, At: at, After: after})
 			t.result.Stats.Names++
 		}
 		if used == 0 {
@@ -225,7 +226,7 @@ func (t *Tracer) readNames(sp *space, after uint64) {
 // kept open: a program that removes it is still read to its end.
 //
 // Precondition: on the locked tracer thread.
-func (t *Tracer) readJitDump(sp *space, after uint64) {
+func (t *Tracer) readJitDump(sp *space, after uint64, at clock.Stamp) {
 	j := &sp.names.jit
 	if j.failed {
 		return
@@ -267,7 +268,7 @@ func (t *Tracer) readJitDump(sp *space, after uint64) {
 			continue
 		}
 		t.rec.Name(db.NameInfo{PID: sp.owner, Addr: l.CodeAddr, Size: uint64(len(l.Code)), Name: l.Name,
-			Source: "jitdump " + j.path, Code: l.Code, At: t.cur.at, After: after})
+			Source: "jitdump " + j.path, Code: l.Code, At: at, After: after})
 		t.result.Stats.Names++
 	}
 	j.off += int64(used)

@@ -13,9 +13,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Copying only what changed (issue 12 item 3; design and measurements in
-// doc.go, "Changed pages"). A JIT range's first version is read whole and
-// the range is write-protected with a userfaultfd in asynchronous mode
+// Copying only what changed (design in doc.go, "Changed pages";
+// measurements in docs/decisions.md). A JIT range's first version is read
+// whole and the range is write-protected with a userfaultfd in asynchronous mode
 // (UFFD_FEATURE_WP_ASYNC: a store to a protected page is not reported, the
 // kernel just marks the page written and lets it go on). Each later
 // version of the same range asks PAGEMAP_SCAN which pages were written
@@ -143,15 +143,14 @@ func (t *Tracer) pagesEffect(x *sysExit) {
 	if len(st.ranges) == 0 {
 		return
 	}
-	a := x.op.args
 	switch x.op.nr {
 	case unix.SYS_MUNMAP:
-		st.overlapping(a[0], a[0]+pageUp(a[1]))
+		st.overlapping(x.op.rng.s, x.op.rng.e)
 	case unix.SYS_MREMAP:
-		st.overlapping(a[0], a[0]+pageUp(a[1]))
-		st.overlapping(x.ret, x.ret+pageUp(a[2]))
+		st.overlapping(x.op.rng.s, x.op.rng.e)
+		st.overlapping(x.out.s, x.out.e)
 	case unix.SYS_MMAP:
-		st.overlapping(x.ret, x.ret+pageUp(a[1]))
+		st.overlapping(x.out.s, x.out.e)
 	}
 }
 

@@ -55,8 +55,8 @@ func (t *Tracer) procmemNeedsExit(th *thread, op *pendingOp) bool {
 			t.warnf("pid %d: write to /proc/%d/mem at an unknown offset", th.proc.pid, target.pid)
 			return false
 		}
-		op.target = target
-		op.ranges = []ival{{off, off}} // the length is known at the exit
+		op.mem.target = target
+		op.mem.ranges = []ival{{off, off}} // the length is known at the exit
 		return true
 	case op.nr == unix.SYS_PROCESS_VM_WRITEV:
 		target := t.procs[int(int32(a[0]))]
@@ -64,9 +64,9 @@ func (t *Tracer) procmemNeedsExit(th *thread, op *pendingOp) bool {
 			t.warnf("pid %d: process_vm_writev into pid %d, which ptjit does not trace", th.proc.pid, int32(a[0]))
 			return false
 		}
-		op.target = target
-		op.ranges = readRemoteIovecs(th.tid, a[3], a[4])
-		for _, r := range op.ranges {
+		op.mem.target = target
+		op.mem.ranges = readRemoteIovecs(th.tid, a[3], a[4])
+		for _, r := range op.mem.ranges {
 			if target.space.Overlaps(r.s, r.e) {
 				return true
 			}
@@ -104,7 +104,7 @@ func readRemoteIovecs(tid int, addr, n uint64) []ival {
 //
 // Precondition: on the locked tracer thread; x.th is in syscall-exit-stop.
 func (t *Tracer) procmemEffect(x *sysExit) {
-	p, ret, tp := x.p, x.ret, x.op.target
+	p, ret, tp := x.p, x.ret, x.op.mem.target
 	switch {
 	case x.op.nr == unix.SYS_OPEN || x.op.nr == unix.SYS_OPENAT || x.op.nr == unix.SYS_OPENAT2:
 		if target := t.procs[memFileTarget(p.pid, ret)]; target != nil {
@@ -116,18 +116,18 @@ func (t *Tracer) procmemEffect(x *sysExit) {
 		if tp == nil || tp.space == nil || ret == 0 {
 			return
 		}
-		s, e := x.op.ranges[0].s&^(pageSize-1), pageUp(x.op.ranges[0].s+ret)
+		s, e := x.op.mem.ranges[0].s&^(pageSize-1), pageUp(x.op.mem.ranges[0].s+ret)
 		if tp.space.Overlaps(s, e) {
-			tp.space.Refresh(s, e, false, "procmem")
+			tp.space.Refresh(s, e, false, x.st.because("procmem"))
 		}
 	case x.op.nr == unix.SYS_PROCESS_VM_WRITEV:
 		if tp == nil || tp.space == nil {
 			return
 		}
 		t.warnf("pid %d: process_vm_writev of %d bytes into the code of pid %d", p.pid, int64(ret), tp.pid)
-		for _, r := range x.op.ranges {
+		for _, r := range x.op.mem.ranges {
 			if tp.space.Overlaps(r.s, r.e) {
-				tp.space.Refresh(r.s, r.e, false, x.cause)
+				tp.space.Refresh(r.s, r.e, false, x.change())
 			}
 		}
 	}

@@ -47,7 +47,7 @@ func (t *Tracer) hold(th *thread, sig int) {
 	if si, err := getSiginfo(th.tid); err == nil {
 		h.info = &si
 	}
-	th.held = append(th.held, h)
+	th.sig.held = append(th.sig.held, h)
 }
 
 // resendHeld sends th's held signals to it again, in the order they came;
@@ -56,15 +56,15 @@ func (t *Tracer) hold(th *thread, sig int) {
 // Precondition: on the locked tracer thread; th is stopped and about to
 // be resumed for the program.
 func (t *Tracer) resendHeld(th *thread) {
-	for _, h := range th.held {
+	for _, h := range th.sig.held {
 		if err := unix.Tgkill(th.proc.pid, th.tid, unix.Signal(h.sig)); err != nil {
 			continue // gone: its exit report follows
 		}
 		if h.info != nil {
-			th.reraised = append(th.reraised, h)
+			th.sig.reraised = append(th.sig.reraised, h)
 		}
 	}
-	th.held = nil
+	th.sig.held = nil
 }
 
 // restoreSiginfo puts back the siginfo of a signal resendHeld sent, when
@@ -73,7 +73,7 @@ func (t *Tracer) resendHeld(th *thread) {
 // Precondition: on the locked tracer thread; th is in the
 // signal-delivery-stop of sig.
 func (t *Tracer) restoreSiginfo(th *thread, sig int, si *siginfo) {
-	if len(th.reraised) == 0 {
+	if len(th.sig.reraised) == 0 {
 		return
 	}
 	if si == nil {
@@ -86,9 +86,9 @@ func (t *Tracer) restoreSiginfo(th *thread, sig int, si *siginfo) {
 	if si.Code != siTkill || int32(si.Addr) != int32(t.selfPID) {
 		return // not ptjit's tgkill
 	}
-	for i, h := range th.reraised {
+	for i, h := range th.sig.reraised {
 		if h.sig == sig {
-			th.reraised = append(th.reraised[:i], th.reraised[i+1:]...)
+			th.sig.reraised = append(th.sig.reraised[:i], th.sig.reraised[i+1:]...)
 			if err := setSiginfo(th.tid, h.info); err != nil {
 				t.warnf("tid %d: restoring the siginfo of signal %d: %v", th.tid, sig, err)
 			}

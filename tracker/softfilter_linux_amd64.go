@@ -101,7 +101,7 @@ const maxParkedSteps = 1024
 // Precondition: on the locked tracer thread; th is stopped, no step in
 // flight.
 func (t *Tracer) filterPark(th *thread, sp *space, sig int) bool {
-	if !sp.filterOn() || !sp.filter.shown && !sp.filter.opening || sp.filter.released || th.inJIT || th.dying {
+	if !sp.filterOn() || !sp.filter.shown && !sp.filter.opening || sp.filter.released || th.filter.inJIT || th.dying {
 		return false
 	}
 	sp.filter.parked = append(sp.filter.parked, parkedThread{th, sig})
@@ -143,7 +143,7 @@ func (t *Tracer) filterThreadGone(sp *space) {
 		return
 	}
 	in := false
-	t.spaceThreads(sp, func(u *thread) { in = in || u.inJIT })
+	t.spaceThreads(sp, func(u *thread) { in = in || u.filter.inJIT })
 	if in {
 		return
 	}
@@ -268,7 +268,7 @@ func (t *Tracer) filterFault(th *thread, addr uint64) {
 		t.resume(th.tid, 0)
 		return
 	}
-	th.inJIT = true
+	th.filter.inJIT = true
 	if sp.filter.shown {
 		// The space opened after this fault, or a syscall of another
 		// thread hid this code when the space was closed at its entry:
@@ -280,7 +280,7 @@ func (t *Tracer) filterFault(th *thread, addr uint64) {
 	sp.filter.opening = true
 	sp.filter.waiting = append(sp.filter.waiting, waitingThread{th, page})
 	t.spaceThreads(sp, func(u *thread) {
-		if u.free {
+		if u.filter.free {
 			// stop it where it is; its stop resumes it stepping
 			unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_INTERRUPT, uintptr(u.tid), 0, 0, 0, 0)
 		}
@@ -297,7 +297,7 @@ func (t *Tracer) filterTryOpen(sp *space) {
 		return
 	}
 	free := false
-	t.spaceThreads(sp, func(u *thread) { free = free || u.free })
+	t.spaceThreads(sp, func(u *thread) { free = free || u.filter.free })
 	if free {
 		return
 	}
@@ -347,7 +347,7 @@ func (t *Tracer) filterForkChild(th *thread, sp *space) {
 		return // gone: its exit report follows
 	}
 	if sp.inJIT(regs.Rip) {
-		th.inJIT = true
+		th.filter.inJIT = true
 		return
 	}
 	sp.filter.shown = false
@@ -364,7 +364,7 @@ func (t *Tracer) filterMaybeClose(th *thread) {
 		return
 	}
 	in := false
-	t.spaceThreads(sp, func(u *thread) { in = in || u.inJIT })
+	t.spaceThreads(sp, func(u *thread) { in = in || u.filter.inJIT })
 	if in {
 		return
 	}
@@ -459,7 +459,7 @@ func (t *Tracer) freeing(sp *space) []ival {
 	var out []ival
 	t.spaceThreads(sp, func(u *thread) {
 		if u.op != nil && (u.op.nr == unix.SYS_MUNMAP || u.op.nr == unix.SYS_MREMAP) {
-			out = append(out, ival{u.op.args[0], u.op.args[0] + pageUp(u.op.args[1])})
+			out = append(out, u.op.rng)
 		}
 	})
 	return out
@@ -495,7 +495,7 @@ func (t *Tracer) filterEntryProt(th *thread, op *pendingOp, prot uint64) (uint64
 	return prot &^ unix.PROT_EXEC, "soft-filter: new code hidden until entered"
 }
 
-// filterEffect (exitEffects, last): the kernel's protections of the range
+// filterEffect (exitEffects): the kernel's protections of the range
 // the call made executable follow the filter (filterSyscallExit).
 //
 // Precondition: on the locked tracer thread; x.th is in syscall-exit-stop.
@@ -503,20 +503,19 @@ func (t *Tracer) filterEffect(x *sysExit) {
 	if !x.sp.filterOn() {
 		return
 	}
-	a, ret := x.op.args, x.ret
 	lo, hi := uint64(0), ^uint64(0)
 	switch x.op.nr {
 	case unix.SYS_MMAP:
-		lo, hi = ret, ret+pageUp(a[1])
+		lo, hi = x.out.s, x.out.e
 	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
-		lo, hi = a[0], a[0]+pageUp(a[1])
+		lo, hi = x.op.rng.s, x.op.rng.e
 	case unix.SYS_MREMAP:
-		lo, hi = ret, ret+pageUp(a[2])
+		lo, hi = x.out.s, x.out.e
 	case unix.SYS_MUNMAP, unix.SYS_MADVISE, unix.SYS_OPEN, unix.SYS_OPENAT, unix.SYS_OPENAT2,
 		unix.SYS_WRITE, unix.SYS_PWRITE64, unix.SYS_WRITEV, unix.SYS_PWRITEV, unix.SYS_PWRITEV2, unix.SYS_PROCESS_VM_WRITEV:
 		hi = 0 // makes nothing executable
 	}
-	t.filterSyscallExit(x.th, lo, hi, x.op.rewrote && x.op.kprot&unix.PROT_EXEC == 0)
+	t.filterSyscallExit(x.th, lo, hi, x.op.rewrite.done && x.op.rewrite.kprot&unix.PROT_EXEC == 0)
 }
 
 // filterSyscallExit brings the kernel's protections of [lo, hi) in line

@@ -53,9 +53,8 @@ import (
 // wrongly.
 
 type softState struct {
-	s     *softpt.Session
-	steps map[int]*stepState
-	buf   [x86.MaxInsnLen]byte
+	s   *softpt.Session
+	buf [x86.MaxInsnLen]byte
 	// code caches decoded instructions of file-backed, read-only code,
 	// whose bytes cannot change while mapped; any file mapping change
 	// clears it. Other code is read from the tracee at every step.
@@ -81,7 +80,7 @@ type stepState struct {
 }
 
 func newSoftState(s *softpt.Session) *softState {
-	return &softState{s: s, steps: map[int]*stepState{}, code: map[*space]map[uint64]x86.Insn{}}
+	return &softState{s: s, code: map[*space]map[uint64]x86.Insn{}}
 }
 
 // softEligible: the thread runs the program (not the launcher).
@@ -89,13 +88,12 @@ func (t *Tracer) softEligible(th *thread) bool {
 	return th != nil && th.proc != nil && !th.proc.helper && !th.helper && th.recorded
 }
 
+// stepOf returns th's single-stepping state, made at its first use.
 func (t *Tracer) stepOf(th *thread) *stepState {
-	st := t.soft.steps[th.tid]
-	if st == nil {
-		st = &stepState{}
-		t.soft.steps[th.tid] = st
+	if th.step == nil {
+		th.step = &stepState{}
 	}
-	return st
+	return th.step
 }
 
 // The stops of a thread that runs the program, as software PT sees them
@@ -190,13 +188,13 @@ func (t *Tracer) softComplete(th *thread, st *stepState) {
 	sp := th.proc.space
 	filter := sp.filterOn()
 	if filter {
-		th.inJIT = sp.inJIT(regs.Rip)
+		th.filter.inJIT = sp.inJIT(regs.Rip)
 	}
 	if st.handler {
 		// Signal delivery: the thread is at the handler's first
 		// instruction, nothing retired.
 		st.handler = false
-		if !filter || th.inJIT {
+		if !filter || th.filter.inJIT {
 			t.soft.s.Enable(th.tid, regs.Rip, tsc)
 		}
 		return
@@ -403,7 +401,7 @@ func (t *Tracer) softResume(th *thread, sig int) {
 		// enters it.
 		t.softStart(th, st, clock.RDTSC())
 		st.active, st.valid, st.haveIP = false, false, false
-		th.free = true
+		th.filter.free = true
 		t.resumeCont(th.tid, sig)
 		return
 	}
@@ -440,7 +438,7 @@ func (t *Tracer) softResume(th *thread, sig int) {
 				s.Sync(th.tid, ip, tsc)
 			}
 			st.gen = sp.Gen()
-			if th.inJIT {
+			if th.filter.inJIT {
 				t.filterJITStep(sp, st.valid && st.insn.Class == x86.ClassSyscall)
 			}
 		}
@@ -517,14 +515,14 @@ func (t *Tracer) softFetch(th *thread, ip uint64, in *x86.Insn) error {
 }
 
 // softGone ends a thread's trace when it is gone.
-func (t *Tracer) softGone(tid, pid int) {
+func (t *Tracer) softGone(th *thread, pid int) {
 	if t.soft == nil {
 		return
 	}
-	if st := t.soft.steps[tid]; st != nil {
-		delete(t.soft.steps, tid)
+	if st := th.step; st != nil {
+		th.step = nil
 		if st.started {
-			t.soft.s.EndThread(pid, tid, clock.RDTSC())
+			t.soft.s.EndThread(pid, th.tid, clock.RDTSC())
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/ptjit/ptjit/clock"
 	"github.com/ptjit/ptjit/snapshot"
 	"golang.org/x/sys/unix"
 )
@@ -68,25 +69,51 @@ type Piece struct {
 	loose bool
 }
 
-// Sink records what the state machine decides. The tracker's sink stamps
-// every call with the current stop's time, thread and syscall IP and reads
-// the bytes of new versions from the tracee.
+// Change is what every record of one change of the Space carries: its
+// cause, and the stop it is stamped with.
+type Change struct {
+	Cause string
+	Stamp
+}
+
+// Stamp is the stop a record is made at: its time, the thread and the
+// instruction recorded, and the stopped thread whose memory new versions
+// are read through.
+type Stamp struct {
+	At  clock.Stamp
+	IP  uint64 // the syscall's or the store's instruction (0: none)
+	TID int    // the thread recorded (0: none)
+	Via int    // a stopped thread to read through when it is in the space (0: the space's owner)
+}
+
+// because returns the Change of cause made at st.
+func (st Stamp) because(cause string) Change { return Change{Cause: cause, Stamp: st} }
+
+// because returns c with another cause.
+func (c Change) because(cause string) Change {
+	c.Cause = cause
+	return c
+}
+
+// Sink records what the state machine decides, each record stamped with
+// the Change that made it. The tracker's sink reads the bytes of new
+// versions from the tracee.
 type Sink interface {
-	NewRegion(start, end uint64) int64
-	EndRegion(id int64)
+	NewRegion(start, end uint64, c Change) int64
+	EndRegion(id int64, c Change)
 	// AddVersion snapshots [start, end) as a new version of region.
-	AddVersion(region int64, start, end uint64, prot int, cause string) int64
+	AddVersion(region int64, start, end uint64, prot int, c Change) int64
 	// SplitVersion records [start, end) as a new version of region with
 	// the bytes that version from (which starts at fromStart, and was
 	// recorded by AddVersion) has there, without reading them: the part
 	// of a version a change left alone.
-	SplitVersion(region, from int64, fromStart, start, end uint64, prot int, cause string) int64
+	SplitVersion(region, from int64, fromStart, start, end uint64, prot int, c Change) int64
 	// EndVersion ends a version; inexact: the program may have taken
 	// PROT_EXEC away earlier, unseen, so the end is the last time it was
 	// known executable (or the next version's start).
-	EndVersion(id int64, inexact bool)
-	AddFile(start, end uint64, prot int, f FileInfo, cause string) int64
-	EndFile(id int64)
+	EndVersion(id int64, inexact bool, c Change)
+	AddFile(start, end uint64, prot int, f FileInfo, c Change) int64
+	EndFile(id int64, c Change)
 }
 
 type region struct {
@@ -227,14 +254,13 @@ func isExec(prot int) bool { return prot&unix.PROT_EXEC != 0 }
 // ended; the parts of it outside [start, end) get fresh versions (or file
 // mappings) with cause. It returns the removed parts, clipped, with their
 // old attributes (File offsets adjusted to the clipped start).
-func (s *Space) cut(start, end uint64, cause string) []Piece {
-	return s.cutAs(start, end, cause)
+func (s *Space) cut(start, end uint64, c Change) []Piece {
+	return s.cutAs(start, end, c)
 }
 
-// cutAs is cut with the cause recorded for the surviving parts. Its work
-// is in the pieces it touches: the list is spliced in place.
-func (s *Space) cutAs(start, end uint64, survivorCause string) []Piece {
-	cause := survivorCause
+// cutAs is cut with c, whose cause is recorded for the surviving parts.
+// Its work is in the pieces it touches: the list is spliced in place.
+func (s *Space) cutAs(start, end uint64, c Change) []Piece {
 	i := s.first(start)
 	j := i
 	for j < len(s.pieces) && s.pieces[j].Start < end {
@@ -246,14 +272,14 @@ func (s *Space) cutAs(start, end uint64, survivorCause string) []Piece {
 	old := append([]Piece(nil), s.pieces[i:j]...)
 	var keep, removed []Piece
 	for _, p := range old {
-		s.end(p)
+		s.end(p, c)
 		if p.Start < start {
-			keep = append(keep, s.readd(p, p.Start, start, cause))
+			keep = append(keep, s.readd(p, p.Start, start, c))
 		}
 		lo, hi := max(p.Start, start), min(p.End, end)
 		removed = append(removed, clip(p, lo, hi))
 		if p.End > end {
-			keep = append(keep, s.readd(p, end, p.End, cause))
+			keep = append(keep, s.readd(p, end, p.End, c))
 		}
 	}
 	s.pieces = slices.Replace(s.pieces, i, j, keep...)
@@ -278,28 +304,28 @@ func clip(p Piece, lo, hi uint64) Piece {
 // Gen is the number of changes of the recorded code so far.
 func (s *Space) Gen() uint64 { return s.gen }
 
-func (s *Space) end(p Piece) {
+func (s *Space) end(p Piece, c Change) {
 	s.gen++
 	if p.Kind == File {
-		s.sink.EndFile(p.ID)
+		s.sink.EndFile(p.ID, c)
 	} else {
-		s.sink.EndVersion(p.ID, p.loose)
+		s.sink.EndVersion(p.ID, p.loose, c)
 	}
 }
 
 // readd records [lo, hi), a part of piece p that survives a cut, as a
 // fresh version or file mapping.
-func (s *Space) readd(p Piece, lo, hi uint64, cause string) Piece {
+func (s *Space) readd(p Piece, lo, hi uint64, c Change) Piece {
 	q := clip(p, lo, hi)
 	q.loose = p.loose || s.unseen(q.Start, q.End)
 	s.gen++
 	switch {
 	case p.Kind == File:
-		q.ID = s.sink.AddFile(q.Start, q.End, q.Prot, q.File, cause)
+		q.ID = s.sink.AddFile(q.Start, q.End, q.Prot, q.File, c)
 	case s.keepsBytes(p):
-		q.ID = s.sink.SplitVersion(p.Region, p.pages, p.pagesAt, q.Start, q.End, q.Prot, cause)
+		q.ID = s.sink.SplitVersion(p.Region, p.pages, p.pagesAt, q.Start, q.End, q.Prot, c)
 	default:
-		q.ID = s.sink.AddVersion(q.Region, q.Start, q.End, q.Prot, cause)
+		q.ID = s.sink.AddVersion(q.Region, q.Start, q.End, q.Prot, c)
 	}
 	return q
 }
@@ -332,13 +358,13 @@ func subIval(rs []ival, lo, hi uint64) []ival {
 
 // unmapRegions subtracts [start, end) from every region and ends the ones
 // left with nothing mapped.
-func (s *Space) unmapRegions(start, end uint64) {
+func (s *Space) unmapRegions(start, end uint64, c Change) {
 	out := s.regions[:0]
 	for _, r := range s.regions {
 		live := subIval(r.live, start, end)
 		r.live = live
 		if len(live) == 0 {
-			s.sink.EndRegion(r.id)
+			s.sink.EndRegion(r.id, c)
 			continue
 		}
 		out = append(out, r)
@@ -348,68 +374,68 @@ func (s *Space) unmapRegions(start, end uint64) {
 
 // regionFor returns a live region whose mapped parts cover [start, end),
 // creating one for exactly that range if there is none.
-func (s *Space) regionFor(start, end uint64) int64 {
+func (s *Space) regionFor(start, end uint64, c Change) int64 {
 	if id, ok := s.liveRegion(start, end); ok {
 		return id
 	}
-	r := &region{id: s.sink.NewRegion(start, end), live: []ival{{start, end}}}
+	r := &region{id: s.sink.NewRegion(start, end, c), live: []ival{{start, end}}}
 	s.regions = append(s.regions, r)
 	return r.id
 }
 
 // addAnon records [start, end) as new anonymous executable memory in a new
 // region (fresh memory: mmap, shmat, mremap target, exec, fork).
-func (s *Space) addAnon(start, end uint64, prot int, cause string) {
-	r := &region{id: s.sink.NewRegion(start, end), live: []ival{{start, end}}}
+func (s *Space) addAnon(start, end uint64, prot int, c Change) {
+	r := &region{id: s.sink.NewRegion(start, end, c), live: []ival{{start, end}}}
 	s.regions = append(s.regions, r)
-	s.addVersion(r.id, start, end, prot, cause)
+	s.addVersion(r.id, start, end, prot, c)
 }
 
 // addVersion records [start, end) of region reg as a new version and
 // tracks it.
-func (s *Space) addVersion(reg int64, start, end uint64, prot int, cause string) {
+func (s *Space) addVersion(reg int64, start, end uint64, prot int, c Change) {
 	q := Piece{Start: start, End: end, Prot: prot, Kind: Anon, Region: reg, loose: s.unseen(start, end)}
 	s.gen++
-	q.ID = s.sink.AddVersion(reg, start, end, prot, cause)
+	q.ID = s.sink.AddVersion(reg, start, end, prot, c)
 	q.pages, q.pagesAt = q.ID, start
 	s.insert(q)
 }
 
-func (s *Space) addFile(start, end uint64, prot int, f FileInfo, cause string) {
+func (s *Space) addFile(start, end uint64, prot int, f FileInfo, c Change) {
 	p := Piece{Start: start, End: end, Prot: prot, Kind: File, File: f, loose: s.unseen(start, end)}
 	s.gen++
-	p.ID = s.sink.AddFile(start, end, prot, f, cause)
+	p.ID = s.sink.AddFile(start, end, prot, f, c)
 	s.insert(p)
 }
 
 // Unmap: [start, end) is no longer mapped (munmap, shmdt, brk shrinking,
 // the old place of a moving mremap).
-func (s *Space) Unmap(start, end uint64, cause string) {
-	s.cut(start, end, cause)
-	s.unmapRegions(start, end)
+func (s *Space) Unmap(start, end uint64, c Change) {
+	s.cut(start, end, c)
+	s.unmapRegions(start, end, c)
 }
 
 // Map: fresh memory now occupies [start, end) (mmap, MAP_FIXED or not,
 // shmat). Whatever was there is gone. file is non-nil when the decoder can
 // read the bytes from a file (a private, non-writable mapping of a regular
 // file); otherwise executable memory is copied.
-func (s *Space) Map(start, end uint64, prot int, file *FileInfo, cause string) {
-	s.Unmap(start, end, cause)
+func (s *Space) Map(start, end uint64, prot int, file *FileInfo, c Change) {
+	s.Unmap(start, end, c)
 	if !isExec(prot) {
 		return
 	}
 	if file != nil {
-		s.addFile(start, end, prot, *file, cause)
+		s.addFile(start, end, prot, *file, c)
 		return
 	}
-	s.addAnon(start, end, prot, cause)
+	s.addAnon(start, end, prot, c)
 }
 
 // Protect: mprotect/pkey_mprotect set [start, end) (all of it mapped, the
 // syscall succeeded) to prot.
-func (s *Space) Protect(start, end uint64, prot int, cause string) {
+func (s *Space) Protect(start, end uint64, prot int, c Change) {
 	if !isExec(prot) {
-		s.cut(start, end, cause)
+		s.cut(start, end, c)
 		return
 	}
 	// Pieces that need no new version: entirely inside the range, same
@@ -444,22 +470,22 @@ func (s *Space) Protect(start, end uint64, prot int, cause string) {
 		}
 	}
 	for _, r := range redo {
-		for _, p := range s.cut(r.s, r.e, cause) {
+		for _, p := range s.cut(r.s, r.e, c) {
 			if p.Kind == File && prot&unix.PROT_WRITE == 0 && !s.unseen(p.Start, p.End) && !p.loose {
-				s.addFile(p.Start, p.End, prot, p.File, cause)
+				s.addFile(p.Start, p.End, prot, p.File, c)
 				continue
 			}
 			reg := p.Region
 			if p.Kind == File {
-				reg = s.regionFor(p.Start, p.End)
+				reg = s.regionFor(p.Start, p.End, c)
 			}
-			s.addVersion(reg, p.Start, p.End, prot, cause)
+			s.addVersion(reg, p.Start, p.End, prot, c)
 		}
 	}
 	// Gaps: memory that just became executable.
 	for _, g := range s.gaps(start, end) {
-		reg := s.regionFor(g.s, g.e)
-		s.addVersion(reg, g.s, g.e, prot, cause)
+		reg := s.regionFor(g.s, g.e, c)
+		s.addVersion(reg, g.s, g.e, prot, c)
 	}
 }
 
@@ -484,17 +510,17 @@ func (s *Space) gaps(start, end uint64) []ival {
 // process_vm_writev). Anonymous pieces there get new versions; File pieces
 // stay File when fileUnchanged (a dropped private page reads back from the
 // file), else they become copied versions.
-func (s *Space) Refresh(start, end uint64, fileUnchanged bool, cause string) {
-	for _, p := range s.cut(start, end, cause) {
+func (s *Space) Refresh(start, end uint64, fileUnchanged bool, c Change) {
+	for _, p := range s.cut(start, end, c) {
 		if p.Kind == File && fileUnchanged {
-			s.addFile(p.Start, p.End, p.Prot, p.File, cause)
+			s.addFile(p.Start, p.End, p.Prot, p.File, c)
 			continue
 		}
 		reg := p.Region
 		if p.Kind == File {
-			reg = s.regionFor(p.Start, p.End)
+			reg = s.regionFor(p.Start, p.End, c)
 		}
-		s.addVersion(reg, p.Start, p.End, p.Prot, cause)
+		s.addVersion(reg, p.Start, p.End, p.Prot, c)
 	}
 }
 
@@ -502,7 +528,7 @@ func (s *Space) Refresh(start, end uint64, fileUnchanged bool, cause string) {
 // returned to. mremap works inside one mapping, so the grown part takes
 // the protection of the tracked piece ending the old range (none: the
 // mapping was not executable and neither is the growth).
-func (s *Space) Remap(old, oldSize, newSize, flags uint64, to uint64, cause string) {
+func (s *Space) Remap(old, oldSize, newSize, flags uint64, to uint64, c Change) {
 	oldEnd := old + oldSize
 	// What was executable in the part that moves (or stays).
 	keep := min(oldSize, newSize)
@@ -529,9 +555,9 @@ func (s *Space) Remap(old, oldSize, newSize, flags uint64, to uint64, cause stri
 	}
 	if to == old {
 		if newSize < oldSize {
-			s.Unmap(old+newSize, oldEnd, cause)
+			s.Unmap(old+newSize, oldEnd, c)
 		} else if newSize > oldSize {
-			s.Map(oldEnd, old+newSize, growProt, growFile, cause)
+			s.Map(oldEnd, old+newSize, growProt, growFile, c)
 		}
 		return
 	}
@@ -539,34 +565,34 @@ func (s *Space) Remap(old, oldSize, newSize, flags uint64, to uint64, cause stri
 	if flags&mremapDontunmap != 0 {
 		// The old range stays mapped with the same protection, but its
 		// pages moved away: an anonymous private mapping reads as zeros.
-		s.Refresh(old, oldEnd, true, cause)
+		s.Refresh(old, oldEnd, true, c)
 	} else {
-		s.Unmap(old, oldEnd, cause)
+		s.Unmap(old, oldEnd, c)
 	}
-	s.Unmap(to, to+newSize, cause) // MREMAP_FIXED replaced whatever was there
+	s.Unmap(to, to+newSize, c) // MREMAP_FIXED replaced whatever was there
 	var anonReg int64
 	for _, p := range moved {
 		ns, ne := to+(p.Start-old), to+(p.End-old)
 		if p.Kind == File {
-			s.addFile(ns, ne, p.Prot, p.File, cause)
+			s.addFile(ns, ne, p.Prot, p.File, c)
 			continue
 		}
 		if anonReg == 0 {
-			r := &region{id: s.sink.NewRegion(to, to+newSize), live: []ival{{to, to + newSize}}}
+			r := &region{id: s.sink.NewRegion(to, to+newSize, c), live: []ival{{to, to + newSize}}}
 			s.regions = append(s.regions, r)
 			anonReg = r.id
 		}
-		s.addVersion(anonReg, ns, ne, p.Prot, cause)
+		s.addVersion(anonReg, ns, ne, p.Prot, c)
 	}
 	if newSize > oldSize && isExec(growProt) {
 		gs, ge := to+oldSize, to+newSize
 		if growFile != nil {
-			s.addFile(gs, ge, growProt, *growFile, cause)
+			s.addFile(gs, ge, growProt, *growFile, c)
 		} else {
 			if anonReg == 0 {
-				anonReg = s.regionFor(gs, ge)
+				anonReg = s.regionFor(gs, ge, c)
 			}
-			s.addVersion(anonReg, gs, ge, growProt, cause)
+			s.addVersion(anonReg, gs, ge, growProt, c)
 		}
 	}
 }
@@ -584,13 +610,13 @@ func (s *Space) PieceAt(addr uint64) (Piece, bool) {
 // through, or a batch page executed). Every piece there gets a new copied
 // version with cause; the parts of those pieces outside the range get
 // fresh versions with cause "split".
-func (s *Space) RefreshSplit(start, end uint64, cause string) {
-	for _, p := range s.cutAs(start, end, "split") {
+func (s *Space) RefreshSplit(start, end uint64, c Change) {
+	for _, p := range s.cutAs(start, end, c.because("split")) {
 		reg := p.Region
 		if p.Kind == File {
-			reg = s.regionFor(p.Start, p.End)
+			reg = s.regionFor(p.Start, p.End, c)
 		}
-		s.addVersion(reg, p.Start, p.End, p.Prot, cause)
+		s.addVersion(reg, p.Start, p.End, p.Prot, c)
 	}
 }
 
@@ -610,7 +636,7 @@ func (s *Space) ProtOf(addr uint64) int {
 // Used at exec and fork (from an empty Space), and after syscalls whose
 // effect cannot be computed from their arguments (brk, a failed mprotect
 // that may have changed a prefix, shmat).
-func (s *Space) Sync(maps []snapshot.Mapping, fileOK func(snapshot.Mapping) bool, cause string) {
+func (s *Space) Sync(maps []snapshot.Mapping, fileOK func(snapshot.Mapping) bool, c Change) {
 	var exec []snapshot.Mapping
 	for _, m := range maps {
 		if isExec(m.Prot) && m.Path != "[vsyscall]" {
@@ -627,17 +653,17 @@ func (s *Space) Sync(maps []snapshot.Mapping, fileOK func(snapshot.Mapping) bool
 				break
 			}
 			if m.Start > at {
-				s.cut(at, m.Start, cause)
+				s.cut(at, m.Start, c)
 			}
 			at = min(m.End, p.End)
 			if m.Prot != p.Prot {
 				// the protection changed behind our back (mprotect that
 				// failed halfway): take it as a fresh mprotect
-				s.Protect(max(m.Start, p.Start), at, m.Prot, cause)
+				s.Protect(max(m.Start, p.Start), at, m.Prot, c)
 			}
 		}
 		if at < p.End {
-			s.cut(at, p.End, cause)
+			s.cut(at, p.End, c)
 		}
 	}
 	// Pass 2: add what is executable and untracked.
@@ -645,15 +671,15 @@ func (s *Space) Sync(maps []snapshot.Mapping, fileOK func(snapshot.Mapping) bool
 		for _, g := range s.gaps(m.Start, m.End) {
 			if fileOK != nil && fileOK(m) {
 				f := FileInfo{Path: m.Path, Dev: m.Dev, Inode: m.Inode, Offset: m.Offset + (g.s - m.Start)}
-				s.addFile(g.s, g.e, m.Prot, f, cause)
+				s.addFile(g.s, g.e, m.Prot, f, c)
 				continue
 			}
 			if s.Mapped(g.s, g.e) {
-				reg := s.regionFor(g.s, g.e)
-				s.addVersion(reg, g.s, g.e, m.Prot, cause)
+				reg := s.regionFor(g.s, g.e, c)
+				s.addVersion(reg, g.s, g.e, m.Prot, c)
 				continue
 			}
-			s.addAnon(g.s, g.e, m.Prot, cause)
+			s.addAnon(g.s, g.e, m.Prot, c)
 		}
 	}
 	// Regions whose memory is gone entirely.
@@ -669,12 +695,12 @@ func (s *Space) Sync(maps []snapshot.Mapping, fileOK func(snapshot.Mapping) bool
 					continue
 				}
 				if m.s > at {
-					s.unmapRegions(at, m.s)
+					s.unmapRegions(at, m.s, c)
 				}
 				at = max(at, m.e)
 			}
 			if at < v.e {
-				s.unmapRegions(at, v.e)
+				s.unmapRegions(at, v.e, c)
 			}
 		}
 	}
@@ -682,13 +708,13 @@ func (s *Space) Sync(maps []snapshot.Mapping, fileOK func(snapshot.Mapping) bool
 
 // Clear ends everything (the address space is gone: exec replaced it, or
 // its last process exited).
-func (s *Space) Clear() {
+func (s *Space) Clear(c Change) {
 	for _, p := range s.pieces {
-		s.end(p)
+		s.end(p, c)
 	}
 	s.pieces = nil
 	for _, r := range s.regions {
-		s.sink.EndRegion(r.id)
+		s.sink.EndRegion(r.id, c)
 	}
 	s.regions = nil
 }

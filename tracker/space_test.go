@@ -27,6 +27,9 @@ type logSink struct {
 	read   uint64
 }
 
+// why is a Change with cause and no stamp (the log shows causes only).
+func why(cause string) Change { return Change{Cause: cause} }
+
 func (l *logSink) id() int64 { l.next++; return l.next }
 
 func protStr(p int) string {
@@ -43,37 +46,37 @@ func protStr(p int) string {
 	return string(b)
 }
 
-func (l *logSink) NewRegion(s, e uint64) int64 {
+func (l *logSink) NewRegion(s, e uint64, _ Change) int64 {
 	id := l.id()
 	l.log = append(l.log, fmt.Sprintf("R+ %d %#x-%#x", id, s, e))
 	return id
 }
-func (l *logSink) EndRegion(id int64) { l.log = append(l.log, fmt.Sprintf("R- %d", id)) }
-func (l *logSink) AddVersion(r int64, s, e uint64, prot int, cause string) int64 {
+func (l *logSink) EndRegion(id int64, _ Change) { l.log = append(l.log, fmt.Sprintf("R- %d", id)) }
+func (l *logSink) AddVersion(r int64, s, e uint64, prot int, c Change) int64 {
 	id := l.id()
-	l.log = append(l.log, fmt.Sprintf("V+ %d r%d %#x-%#x %s %s", id, r, s, e, protStr(prot), cause))
+	l.log = append(l.log, fmt.Sprintf("V+ %d r%d %#x-%#x %s %s", id, r, s, e, protStr(prot), c.Cause))
 	l.read += e - s
 	return id
 }
-func (l *logSink) SplitVersion(r, from int64, fromStart, s, e uint64, prot int, cause string) int64 {
+func (l *logSink) SplitVersion(r, from int64, fromStart, s, e uint64, prot int, c Change) int64 {
 	id := l.id()
-	l.log = append(l.log, fmt.Sprintf("V+ %d r%d %#x-%#x %s %s", id, r, s, e, protStr(prot), cause))
+	l.log = append(l.log, fmt.Sprintf("V+ %d r%d %#x-%#x %s %s", id, r, s, e, protStr(prot), c.Cause))
 	l.splits = append(l.splits, fmt.Sprintf("%d from %d@%#x", id, from, fromStart))
 	return id
 }
-func (l *logSink) EndVersion(id int64, inexact bool) {
+func (l *logSink) EndVersion(id int64, inexact bool, _ Change) {
 	if inexact {
 		l.log = append(l.log, fmt.Sprintf("V- %d inexact", id))
 		return
 	}
 	l.log = append(l.log, fmt.Sprintf("V- %d", id))
 }
-func (l *logSink) AddFile(s, e uint64, prot int, f FileInfo, cause string) int64 {
+func (l *logSink) AddFile(s, e uint64, prot int, f FileInfo, c Change) int64 {
 	id := l.id()
-	l.log = append(l.log, fmt.Sprintf("F+ %d %#x-%#x %s %s@%#x %s", id, s, e, protStr(prot), f.Path, f.Offset, cause))
+	l.log = append(l.log, fmt.Sprintf("F+ %d %#x-%#x %s %s@%#x %s", id, s, e, protStr(prot), f.Path, f.Offset, c.Cause))
 	return id
 }
-func (l *logSink) EndFile(id int64) { l.log = append(l.log, fmt.Sprintf("F- %d", id)) }
+func (l *logSink) EndFile(id int64, _ Change) { l.log = append(l.log, fmt.Sprintf("F- %d", id)) }
 
 const (
 	rx  = unix.PROT_READ | unix.PROT_EXEC
@@ -89,19 +92,21 @@ type step struct {
 }
 
 func mmap(a, b uint64, prot int) func(*Space) {
-	return func(s *Space) { s.Map(a, b, prot, nil, "mmap") }
+	return func(s *Space) { s.Map(a, b, prot, nil, why("mmap")) }
 }
 func mmapFile(a, b uint64, path string, off uint64) func(*Space) {
-	return func(s *Space) { s.Map(a, b, rx, &FileInfo{Path: path, Offset: off}, "mmap") }
+	return func(s *Space) { s.Map(a, b, rx, &FileInfo{Path: path, Offset: off}, why("mmap")) }
 }
 func mprotect(a, b uint64, prot int) func(*Space) {
-	return func(s *Space) { s.Protect(a, b, prot, "mprotect") }
+	return func(s *Space) { s.Protect(a, b, prot, why("mprotect")) }
 }
-func munmap(a, b uint64) func(*Space) { return func(s *Space) { s.Unmap(a, b, "munmap") } }
+func munmap(a, b uint64) func(*Space) { return func(s *Space) { s.Unmap(a, b, why("munmap")) } }
 func mremap(old, oldSize, newSize, flags, to uint64) func(*Space) {
-	return func(s *Space) { s.Remap(old, oldSize, newSize, flags, to, "mremap") }
+	return func(s *Space) { s.Remap(old, oldSize, newSize, flags, to, why("mremap")) }
 }
-func madvise(a, b uint64) func(*Space) { return func(s *Space) { s.Refresh(a, b, true, "madvise") } }
+func madvise(a, b uint64) func(*Space) {
+	return func(s *Space) { s.Refresh(a, b, true, why("madvise")) }
+}
 
 func TestSpace(t *testing.T) {
 	cases := []struct {
@@ -318,7 +323,7 @@ func TestSpaceSync(t *testing.T) {
 7ffc00000000-7ffc00002000 r-xp 00000000 00:00 0 [vdso]
 7ffd00000000-7ffd00001000 rwxp 00000000 00:00 0
 ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0 [vsyscall]
-`), fileOK, "exec")
+`), fileOK, why("exec"))
 	want := []string{
 		"F+ 1 0x401000-0x403000 r-x /bin/prog@0x1000 exec",
 		"R+ 2 0x7ffc00000000-0x7ffc00002000", "V+ 3 r2 0x7ffc00000000-0x7ffc00002000 r-x exec",
@@ -333,14 +338,14 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0 [vsyscall]
 	s.Sync(maps(`00401000-00402000 r-xp 00001000 fd:01 100 /bin/prog
 00402000-00403000 rw-p 00002000 fd:01 100 /bin/prog
 7ffc00000000-7ffc00002000 r-xp 00000000 00:00 0 [vdso]
-`), fileOK, "brk")
+`), fileOK, why("brk"))
 	want = []string{"F- 1", "F+ 6 0x401000-0x402000 r-x /bin/prog@0x1000 brk", "V- 5", "R- 4"}
 	if got := strings.Join(l.log, "\n"); got != strings.Join(want, "\n") {
 		t.Fatalf("brk sync:\ngot:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
 	}
 	checkSpace(t, s)
 	l.log = nil
-	s.Clear()
+	s.Clear(why("exit"))
 	want = []string{"F- 6", "V- 3", "R- 2"}
 	if got := strings.Join(l.log, "\n"); got != strings.Join(want, "\n") {
 		t.Fatalf("clear:\ngot:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))

@@ -150,6 +150,13 @@ func classifySignal(s signalStop) stopKind {
 	if !s.wx {
 		return stopSignal
 	}
+	return classifyWX(s, addr)
+}
+
+// classifyWX says whose an access fault at addr is with W^X on: W^X's (a
+// page the program has RWX, a fetch from an alias's executable twin, a
+// stale fetch), the writable aliases', or the program's.
+func classifyWX(s signalStop, addr uint64) stopKind {
 	p, tracked := s.sp.PieceAt(addr)
 	if tracked && isWX(p.Prot) {
 		return stopWXFault
@@ -194,7 +201,7 @@ func (t *Tracer) classify(th *thread, ws unix.WaitStatus) (stopKind, int, signal
 	}
 	sp := th.proc.space
 	own := sp != nil && !th.proc.helper
-	s := signalStop{sig: sig, sp: sp, lastStale: th.lastStale,
+	s := signalStop{sig: sig, sp: sp, lastStale: th.wx.lastStale,
 		stepping: t.soft != nil && t.softEligible(th) && t.stepOf(th).active,
 		filter:   own && sp.filterOn(),
 		wx:       own && t.wxOn(),

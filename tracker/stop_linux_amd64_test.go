@@ -129,9 +129,9 @@ func TestClassifySignal(t *testing.T) {
 	// its twin. The twin's page is being written through the alias
 	// (batch: not executable until it runs).
 	sp := &space{Space: NewSpace(&logSink{})}
-	sp.Map(0x10000, 0x11000, rwx, nil, "test")
-	sp.Map(0x20000, 0x21000, rx, nil, "test")
-	sp.Map(0x40000, 0x41000, rx, nil, "test")
+	sp.Map(0x10000, 0x11000, rwx, nil, why("test"))
+	sp.Map(0x20000, 0x21000, rx, nil, why("test"))
+	sp.Map(0x40000, 0x41000, rx, nil, why("test"))
 	sp.wxs().batch.set(0x40000, batchPage{alias: true})
 	sp.alias.shared = []sharedMap{
 		{start: 0x30000, end: 0x31000, dev: 1, inode: 2, view: rw, ro: true},

@@ -31,21 +31,91 @@ const (
 	protGrowsup        = 0x02000000
 )
 
-// At the seccomp stop, two decisions are each feature's:
-//
-//   - whether the call needs its exit stop (exitNeeds): the first feature
-//     that says yes wins. A call one feature claims is not another's, so
-//     the order only decides which check runs first; procmem's, which
-//     reads the tracee and fills in op.target and op.ranges, runs last.
-//   - the protection the kernel gets for the program's mmap, mprotect and
-//     pkey_mprotect (entryRewrites), each feature given what the previous
-//     one left: W^X and writable aliases take PROT_WRITE away, then the
-//     soft filter takes PROT_EXEC away. The last feature that changed it
-//     names the reason recorded with the change.
-var (
-	exitNeeds     = []func(*Tracer, *thread, *pendingOp) bool{(*Tracer).namesSeeOpen, (*Tracer).coreNeedsExit, (*Tracer).aliasNeedsExit, (*Tracer).procmemNeedsExit, (*Tracer).wxNeedsExit}
-	entryRewrites = []func(*Tracer, *thread, *pendingOp, uint64) (uint64, string){(*Tracer).wxEntryProt, (*Tracer).aliasEntryProt, (*Tracer).filterEntryProt}
-)
+// Each feature decides its part of a syscall in its own file; the three
+// lists below say in which order, and why each entry has its place. They
+// are the one description of that order (doc.go and the features'
+// comments point here rather than repeat it); TestEffectOrder pins them by
+// name, so an entry moved or added fails it until its place is declared
+// there too.
+
+// exitNeed is one feature's answer, at the seccomp stop, to whether the
+// call needs its syscall-exit stop. The first that says yes wins, and the
+// ones after it do not run.
+type exitNeed struct {
+	name string
+	fn   func(*Tracer, *thread, *pendingOp) bool
+	why  string // what it claims, and why it has its place
+}
+
+// entryRewrite is one feature's change, at the seccomp stop, of the
+// protection the kernel gets for the program's mmap, mprotect or
+// pkey_mprotect. Each is given what the previous one left; the last that
+// changed it names the reason recorded with the change (rewriteEffect).
+type entryRewrite struct {
+	name string
+	fn   func(*Tracer, *thread, *pendingOp, uint64) (uint64, string)
+	why  string
+}
+
+// exitEffect is one feature's part of the effect of a successful call, at
+// its syscall-exit stop. All of them run, in order.
+type exitEffect struct {
+	name string
+	fn   func(*Tracer, *sysExit)
+	why  string
+}
+
+var exitNeeds = []exitNeed{
+	{"namesSeeOpen", (*Tracer).namesSeeOpen,
+		"first: it never asks for the exit stop, it only notes the open of a perf map or jitdump; placed after a feature that said yes it would miss that open"},
+	{"coreNeedsExit", (*Tracer).coreNeedsExit,
+		"the call can change the Space's executable memory. A call one of the features claims is none of the others', so among core, alias, procmem and W^X the order only decides which check runs first"},
+	{"aliasNeedsExit", (*Tracer).aliasNeedsExit,
+		"with W^X on, a MAP_SHARED mmap, and an mprotect, munmap or mremap of a tracked shared mapping, change the alias table"},
+	{"procmemNeedsExit", (*Tracer).procmemNeedsExit,
+		"opens that may give a /proc/PID/mem descriptor, writes through a watched one, process_vm_writev into a traced process's code; it fills in op.target and op.ranges, so it must run for those calls: no feature before it claims them"},
+	{"wxNeedsExit", (*Tracer).wxNeedsExit,
+		"a call W^X let run as asked over kernel-written memory (op.kw). op.kw is set by wxEntryProt, which runs after this list, and such a call is an mprotect adding PROT_EXEC, which coreNeedsExit claims first: this entry states W^X's own need, it decides nothing today"},
+}
+
+var entryRewrites = []entryRewrite{
+	{"wxEntryProt", (*Tracer).wxEntryProt,
+		"W^X takes PROT_WRITE away from writable-and-executable memory (or PROT_EXEC from a fresh mapping, whose pages start as batch pages)"},
+	{"aliasEntryProt", (*Tracer).aliasEntryProt,
+		"writable aliases: an alias ptjit keeps read-only stays so in the kernel (PROT_WRITE away)"},
+	{"filterEntryProt", (*Tracer).filterEntryProt,
+		"last: the soft filter takes PROT_EXEC away from new code in a closed space, from whatever W^X and aliases left"},
+}
+
+// A failed call runs none of exitEffects; an mprotect or munmap failing
+// with ENOMEM, which may have changed the mappings before the hole, has
+// them re-read (exitFailed).
+var exitEffects = []exitEffect{
+	{"seenEffect", (*Tracer).seenEffect,
+		"first: an mremap that moved or grew memory in ranges where every mprotect stops (fullprotect_linux_amd64.go) makes them stop where the memory is now, before anything else acts there"},
+	{"rewriteEffect", (*Tracer).rewriteEffect,
+		"the protection ptjit gave the kernel at the entry (W^X, the soft filter) is recorded, stamped at this stop like every version the call makes; where it took PROT_WRITE away, the kernel's copies into the range stop from now on (kwrite_linux_amd64.go)"},
+	{"wxClearEffect", (*Tracer).wxClearEffect,
+		"W^X forgets its batch pages in the range the call sets (the program's protection replaces ptjit's) and notes those an mremap moves; before coreEffect, because a re-read of /proc/PID/maps there (a PROT_GROWSDOWN mprotect) must not take them for batch pages"},
+	{"pagesEffect", (*Tracer).pagesEffect,
+		"--copy forgets the tracked ranges an munmap, mremap or mmap changed (pages_linux_amd64.go), before coreEffect records the call's versions there"},
+	{"unmapFirstEffect", (*Tracer).unmapFirstEffect,
+		"another thread's munmap still in flight over the range this call mapped has happened (the kernel gave the addresses out again): the Space takes it before coreEffect takes this call"},
+	{"coreEffect", (*Tracer).coreEffect,
+		"the Space takes the call's effect (versions, regions, file mappings); the effects after it read the Space it leaves"},
+	{"wxFreshEffect", (*Tracer).wxFreshEffect,
+		"after coreEffect, which mapped the fresh memory: its pages become W^X batch pages with no first store; before filterEffect, which skips batch pages"},
+	{"procmemEffect", (*Tracer).procmemEffect,
+		"a write through /proc/PID/mem or process_vm_writev re-records the pages it wrote; a new mem descriptor is watched. These calls are no other feature's, so the place is free; it is next to the core, whose kind of effect it is"},
+	{"aliasEffect", (*Tracer).aliasEffect,
+		"the shared-mapping table follows the call and the writable aliases are write-protected again (injected mprotects of the mapping the call left), after coreEffect"},
+	{"wxMovedEffect", (*Tracer).wxMovedEffect,
+		"batch pages an mremap moved (noted by wxClearEffect) become executable-only at their new place; kernelProt reads the Space after the move"},
+	{"wxTCBEffect", (*Tracer).wxTCBEffect,
+		"after an mprotect over memory the kernel writes for a thread (its stack, its control block), which ran as asked, the rest of the range gets W^X's protection; memory unmapped or mapped anew is forgotten; after coreEffect, whose protections it reads"},
+	{"filterEffect", (*Tracer).filterEffect,
+		"last: the soft filter brings the kernel's protections in line with the Space every other effect left; it skips W^X batch pages, so they must be settled before"},
+}
 
 // seccompEntry handles a seccomp stop.
 //
@@ -61,6 +131,10 @@ func (t *Tracer) seccompEntry(th *thread) {
 		args: [6]uint64{regs.Rdi, regs.Rsi, regs.Rdx, regs.R10, regs.R8, regs.R9},
 		ip:   regs.Rip - 2, // after the 2-byte syscall instruction
 		rsp:  regs.Rsp,
+	}
+	op.rng = ival{op.args[0], op.args[0] + pageUp(op.args[1])}
+	if op.nr == unix.SYS_MREMAP && op.args[3]&mremapFixed != 0 {
+		op.to = ival{op.args[4], op.args[4] + pageUp(op.args[2])}
 	}
 	if t.opts.OnSeccomp != nil {
 		t.opts.OnSeccomp(StopInfo{PID: th.proc.pid, TID: th.tid, Nr: op.nr, Args: op.args, IP: op.ip})
@@ -86,8 +160,8 @@ func (t *Tracer) seccompEntry(th *thread) {
 	th.op = op
 	kprot := op.args[2]
 	for _, rewrite := range entryRewrites {
-		if k, reason := rewrite(t, th, op, kprot); k != kprot {
-			kprot, op.reason = k, reason
+		if k, reason := rewrite.fn(t, th, op, kprot); k != kprot {
+			kprot, op.rewrite.reason = k, reason
 		}
 	}
 	if kprot != op.args[2] && t.restartForFullProtect(th, regs, op) {
@@ -100,9 +174,9 @@ func (t *Tracer) seccompEntry(th *thread) {
 	if kprot != op.args[2] {
 		// the kernel gets kprot, the Space keeps the program's view
 		regs.Rdx = kprot
-		op.kprot = kprot
+		op.rewrite.kprot = kprot
 		if err := unix.PtraceSetRegs(th.tid, &regs); err == nil {
-			op.rewrote = true
+			op.rewrite.done = true
 		}
 	} else if t.oneStopProtect(th, op) {
 		th.op = nil
@@ -170,7 +244,7 @@ func ptraceWarning(pid int, req, target uint64, traced func(int) bool) string {
 //
 // Precondition: on the locked tracer thread; th is in its seccomp stop.
 func (t *Tracer) ptraceEntry(th *thread, op *pendingOp) {
-	if t.ptraceWarned {
+	if t.root.ptraceWarned {
 		return
 	}
 	traced := func(tid int) bool {
@@ -180,7 +254,7 @@ func (t *Tracer) ptraceEntry(th *thread, op *pendingOp) {
 		return known || held || born
 	}
 	if w := ptraceWarning(th.proc.pid, op.args[0], op.args[1], traced); w != "" {
-		t.ptraceWarned = true
+		t.root.ptraceWarned = true
 		t.warnf("%s", w)
 	}
 }
@@ -198,13 +272,13 @@ func (t *Tracer) ptraceEntry(th *thread, op *pendingOp) {
 // RW↔RX (LuaJIT) costs one stop per call instead of two. Where no filter
 // stops every mprotect of the range (fullprotect_linux_amd64.go) the next
 // mprotect does not stop, so there the version is read before
-// the thread resumes (issue 12): one stop per version, the copy on the
+// the thread resumes: one stop per version, the copy on the
 // program's time, as the floor supervisor (testdata/floor) does it.
 //
 // Precondition: on the locked tracer thread; th is in its seccomp stop.
 func (t *Tracer) oneStopProtect(th *thread, op *pendingOp) bool {
 	a := op.args
-	start, end := a[0], a[0]+pageUp(a[1])
+	start, end := op.rng.s, op.rng.e
 	sp := th.proc.space
 	// one thread, and none born but not yet seen (a new thread stays
 	// stopped until its first stop is handled)
@@ -214,7 +288,7 @@ func (t *Tracer) oneStopProtect(th *thread, op *pendingOp) bool {
 		sp.aliasTouches(start, end) || !sp.Mapped(start, end) {
 		return false
 	}
-	t.cur.th, t.cur.ip, t.cur.at = th, op.ip, clock.Now()
+	c := stampAt(th, op.ip, clock.Now()).because(syscallName(op.nr))
 	if !th.proc.full.seen(start, end) {
 		// Without a filter that stops every mprotect there, the thread's
 		// next mprotect (RW) would not stop and wait for this read: it
@@ -222,13 +296,13 @@ func (t *Tracer) oneStopProtect(th *thread, op *pendingOp) bool {
 		// read first, while the thread is still stopped before the call
 		// (the bytes are final: the program asks for exec after
 		// writing them), and the thread resumes after.
-		sp.Protect(start, end, int(a[2]), syscallName(op.nr))
+		sp.Protect(start, end, int(a[2]), c)
 		t.resumeCont(th.tid, 0)
 		return true
 	}
 	t.resumeCont(th.tid, 0)
 	sp.clearBatch(start, end) // the program's protection replaces W^X batch pages
-	sp.Protect(start, end, int(a[2]), syscallName(op.nr))
+	sp.Protect(start, end, int(a[2]), c)
 	return true
 }
 
@@ -236,7 +310,7 @@ func (t *Tracer) oneStopProtect(th *thread, op *pendingOp) bool {
 // exitNeeds says so).
 func (t *Tracer) needExit(th *thread, op *pendingOp) bool {
 	for _, need := range exitNeeds {
-		if need(t, th, op) {
+		if need.fn(t, th, op) {
 			return true
 		}
 	}
@@ -256,15 +330,15 @@ func (t *Tracer) coreNeedsExit(th *thread, op *pendingOp) bool {
 	case unix.SYS_SHMAT:
 		return true // the filter let only SHM_EXEC/SHM_REMAP through
 	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
-		return a[2]&unix.PROT_EXEC != 0 || sp.Touches(a[0], a[0]+pageUp(a[1])) || a[2]&(protGrowsdown|protGrowsup) != 0
+		return a[2]&unix.PROT_EXEC != 0 || sp.Touches(op.rng.s, op.rng.e) || a[2]&(protGrowsdown|protGrowsup) != 0
 	case unix.SYS_MUNMAP, unix.SYS_REMAP_FILE_PAGES:
-		return sp.Touches(a[0], a[0]+pageUp(a[1]))
+		return sp.Touches(op.rng.s, op.rng.e)
 	case unix.SYS_MREMAP:
-		return sp.Touches(a[0], a[0]+pageUp(a[1])) || a[3]&mremapFixed != 0 && sp.Touches(a[4], a[4]+pageUp(a[2]))
+		return sp.Touches(op.rng.s, op.rng.e) || a[3]&mremapFixed != 0 && sp.Touches(op.to.s, op.to.e)
 	case unix.SYS_MADVISE:
 		switch a[2] {
 		case madvDontneed, madvFree, madvRemove, madvDontneedLocked:
-			return sp.Overlaps(a[0], a[0]+pageUp(a[1]))
+			return sp.Overlaps(op.rng.s, op.rng.e)
 		}
 		return false // DONTFORK/WIPEONFORK and the like: the fork copy is read from /proc
 	case unix.SYS_BRK:
@@ -275,65 +349,6 @@ func (t *Tracer) coreNeedsExit(th *thread, op *pendingOp) bool {
 	return false
 }
 
-// At the syscall-exit stop of a successful call, each feature applies its
-// part of the call's effect, in this order:
-//
-//  0. seenEffect: an mremap that moved or grew memory in ranges where
-//     every mprotect stops (fullprotect_linux_amd64.go) makes them stop
-//     where the memory is now, before anything else acts there.
-//  1. rewriteEffect: the protection ptjit gave the kernel at the entry
-//     (W^X, the soft filter) is recorded, stamped at this stop like every
-//     version the call makes; where it took PROT_WRITE away, the kernel's
-//     copies into the range stop from now on (kwrite_linux_amd64.go).
-//  2. wxClearEffect: W^X forgets its batch pages in the range the call
-//     sets (the program's protection replaces ptjit's) and notes those an
-//     mremap moves — before the Space changes, because a re-read of
-//     /proc/PID/maps there (a PROT_GROWSDOWN mprotect) must not take them
-//     for batch pages.
-//  3. pagesEffect: --copy forgets the tracked ranges an munmap, mremap
-//     or mmap changed (pages_linux_amd64.go), before the Space records
-//     the call's versions there.
-//  4. unmapFirstEffect: another thread's munmap still in flight over the
-//     range this call mapped has happened (the kernel gave the addresses
-//     out again): the Space takes it first.
-//  5. coreEffect: the Space takes the call's effect (versions, regions,
-//     file mappings).
-//  6. procmemEffect: a write through /proc/PID/mem or process_vm_writev
-//     re-records the pages it wrote; a new mem descriptor is watched.
-//     These calls are no other feature's, so the place is free; it is
-//     next to the core, whose kind of effect it is.
-//  7. aliasEffect: the shared-mapping table follows the call and the
-//     writable aliases are write-protected again (injected mprotects of
-//     the mapping the call left).
-//  8. wxMovedEffect: batch pages an mremap moved become executable-only
-//     at their new place; kernelProt reads the Space after the move.
-//  9. wxTCBEffect: after an mprotect over memory the kernel writes for a
-//     thread (its stack, its control block), which ran as asked, the rest
-//     of the range gets W^X's protection; memory unmapped or mapped anew
-//     is forgotten; after the Space took the call, whose protections it
-//     reads.
-//  10. filterEffect: last, the soft filter brings the kernel's protections
-//     in line with the Space every other effect left; it skips W^X batch
-//     pages, so they must be settled before.
-//
-// A failed call changes nothing, except an mprotect/munmap failing with
-// ENOMEM, which may have changed the mappings before the hole: those are
-// re-read (exitFailed).
-var exitEffects = []func(*Tracer, *sysExit){
-	(*Tracer).seenEffect,
-	(*Tracer).rewriteEffect,
-	(*Tracer).wxClearEffect,
-	(*Tracer).pagesEffect,
-	(*Tracer).unmapFirstEffect,
-	(*Tracer).coreEffect,
-	(*Tracer).wxFreshEffect,
-	(*Tracer).procmemEffect,
-	(*Tracer).aliasEffect,
-	(*Tracer).wxMovedEffect,
-	(*Tracer).wxTCBEffect,
-	(*Tracer).filterEffect,
-}
-
 // sysExit is the syscall-exit stop whose effects are being applied.
 type sysExit struct {
 	th    *thread
@@ -342,8 +357,15 @@ type sysExit struct {
 	p     *process // th's process
 	sp    *space   // its space at this stop
 	cause string   // the syscall's name
+	st    Stamp    // this stop: every record the call makes is stamped with it
+	// out: the range a successful mmap or mremap returned
+	// ([ret, ret+pageUp(length)), the new length for an mremap)
+	out   ival
 	moved []uint64 // W^X: batch pages mremap moved (wxClearEffect to wxMovedEffect)
 }
+
+// change is the Change of the call at this stop.
+func (x *sysExit) change() Change { return x.st.because(x.cause) }
 
 // syscallExit applies the effect of a syscall whose exit we asked for and
 // resumes th.
@@ -369,19 +391,25 @@ func (t *Tracer) applyExit(th *thread, op *pendingOp) {
 		return
 	}
 	ret := regs.Rax
-	if op.rewrote {
+	if op.rewrite.done {
 		// the program sees its own argument register again
 		regs.Rdx = op.args[2]
 		unix.PtraceSetRegs(th.tid, &regs)
 	}
-	t.cur.th, t.cur.ip, t.cur.at = th, op.ip, clock.Now()
-	x := &sysExit{th: th, op: op, ret: ret, p: th.proc, sp: th.proc.space, cause: syscallName(op.nr)}
+	x := &sysExit{th: th, op: op, ret: ret, p: th.proc, sp: th.proc.space, cause: syscallName(op.nr),
+		st: stampAt(th, op.ip, clock.Now())}
+	switch op.nr {
+	case unix.SYS_MMAP:
+		x.out = ival{ret, ret + pageUp(op.args[1])}
+	case unix.SYS_MREMAP:
+		x.out = ival{ret, ret + pageUp(op.args[2])}
+	}
 	if int64(ret) < 0 && int64(ret) >= -4095 {
 		t.exitFailed(x, unix.Errno(-int64(ret)))
 		return
 	}
 	for _, effect := range exitEffects {
-		effect(t, x)
+		effect.fn(t, x)
 	}
 	t.noteLater(x)
 }
@@ -389,14 +417,13 @@ func (t *Tracer) applyExit(th *thread, op *pendingOp) {
 // mappedRange is the range a successful mmap, mprotect or mremap made
 // mapped (ok false for other calls).
 func mappedRange(x *sysExit) (r ival, ok bool) {
-	a, ret := x.op.args, x.ret
 	switch x.op.nr {
 	case unix.SYS_MMAP:
-		return ival{ret, ret + pageUp(a[1])}, true
+		return x.out, true
 	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
-		return ival{a[0], a[0] + pageUp(a[1])}, true
+		return x.op.rng, true
 	case unix.SYS_MREMAP:
-		return ival{ret, ret + pageUp(a[2])}, true
+		return x.out, true
 	}
 	return ival{}, false
 }
@@ -423,20 +450,19 @@ func (t *Tracer) unmapFirstEffect(x *sysExit) {
 		return
 	}
 	t.spaceThreads(x.sp, func(u *thread) {
-		if u == x.th || u.op == nil || u.op.nr != unix.SYS_MUNMAP || u.op.unmapped {
+		if u == x.th || u.op == nil || u.op.nr != unix.SYS_MUNMAP || u.op.munmap.unmapped {
 			return
 		}
-		s, e := u.op.args[0], u.op.args[0]+pageUp(u.op.args[1])
+		s, e := u.op.rng.s, u.op.rng.e
 		if !(r.s < e && s < r.e) {
 			return
 		}
-		u.op.unmapped = true
-		tid := t.cur.tid
-		t.cur.tid = u.tid
-		for _, m := range minus(s, e, u.op.later) {
-			x.sp.Unmap(m.s, m.e, "munmap")
+		u.op.munmap.unmapped = true
+		st := x.st
+		st.TID = u.tid // the munmap's, read through this stop's thread
+		for _, m := range minus(s, e, u.op.munmap.later) {
+			x.sp.Unmap(m.s, m.e, st.because("munmap"))
 		}
-		t.cur.tid = tid
 	})
 }
 
@@ -445,8 +471,8 @@ func (t *Tracer) unmapFirstEffect(x *sysExit) {
 // flight. The exit stops of two threads come in any order, but the kernel
 // could give out these addresses only after the munmap freed them: that
 // munmap's exit must leave them alone (its op.later), or the Space would
-// lose the new code and its faults would go to the program (issue 11,
-// item 2: jit-storm under --soft-filter=jit).
+// lose the new code and its faults would go to the program (as
+// testdata/jit-storm under --soft-filter=jit showed).
 //
 // Precondition: on the locked tracer thread.
 func (t *Tracer) noteLater(x *sysExit) {
@@ -456,8 +482,8 @@ func (t *Tracer) noteLater(x *sysExit) {
 	}
 	t.spaceThreads(x.sp, func(u *thread) {
 		if u != x.th && u.op != nil && u.op.nr == unix.SYS_MUNMAP {
-			if s, e := u.op.args[0], u.op.args[0]+pageUp(u.op.args[1]); r.s < e && s < r.e {
-				u.op.later = append(u.op.later, ival{max(r.s, s), min(r.e, e)})
+			if s, e := u.op.rng.s, u.op.rng.e; r.s < e && s < r.e {
+				u.op.munmap.later = append(u.op.munmap.later, ival{max(r.s, s), min(r.e, e)})
 			}
 		}
 	})
@@ -500,53 +526,53 @@ func (t *Tracer) exitFailed(x *sysExit, errno unix.Errno) {
 // program's (seccompEntry rewrote the prot argument).
 func (t *Tracer) rewriteEffect(x *sysExit) {
 	op := x.op
-	if !op.rewrote {
+	if !op.rewrite.done {
 		return
 	}
-	start := op.args[0]
+	r := op.rng
 	if op.nr == unix.SYS_MMAP {
-		start = x.ret
+		r = x.out
 	}
-	t.rec.ProtChange(db.ProtChange{PID: x.sp.owner, At: t.cur.at, Addr: start, Size: pageUp(op.args[1]),
-		Prot: int(op.kprot), Reason: op.reason})
-	if op.args[2]&unix.PROT_WRITE != 0 && op.kprot&unix.PROT_WRITE == 0 {
+	t.rec.ProtChange(db.ProtChange{PID: x.sp.owner, At: x.st.At, Addr: r.s, Size: r.e - r.s,
+		Prot: int(op.rewrite.kprot), Reason: op.rewrite.reason})
+	if op.args[2]&unix.PROT_WRITE != 0 && op.rewrite.kprot&unix.PROT_WRITE == 0 {
 		// the kernel's copies into it stop from now on
 		// (kwrite_linux_amd64.go); before this stop no other thread
 		// knew an mmap's address
-		t.ensureKernelWritesSeen(x.th, start, start+pageUp(op.args[1]))
+		t.ensureKernelWritesSeen(x.th, r.s, r.e)
 	}
 }
 
 // coreEffect: the Space takes the effect of the call on the address space.
 func (t *Tracer) coreEffect(x *sysExit) {
-	sp, a, ret, cause := x.sp, x.op.args, x.ret, x.cause
+	sp, a, ret, c := x.sp, x.op.args, x.ret, x.change()
 	switch x.op.nr {
 	case unix.SYS_MMAP:
-		start, end := ret, ret+pageUp(a[1])
+		start, end := x.out.s, x.out.e
 		prot := int(a[2]) & protRWX
 		var file *FileInfo
 		if prot&unix.PROT_EXEC != 0 && a[3]&unix.MAP_ANONYMOUS == 0 {
 			// nil for a memfd, a deleted file or a device: bytes are copied
 			file = t.fileAt(x.p, start, a[5])
 		}
-		sp.Map(start, end, prot, file, cause)
+		sp.Map(start, end, prot, file, c)
 	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
 		if a[2]&(protGrowsdown|protGrowsup) != 0 {
 			t.syncAfter(x)
 			return
 		}
-		sp.Protect(a[0], a[0]+pageUp(a[1]), int(a[2])&protRWX, cause)
+		sp.Protect(x.op.rng.s, x.op.rng.e, int(a[2])&protRWX, c)
 	case unix.SYS_MUNMAP:
-		if x.op.unmapped {
+		if x.op.munmap.unmapped {
 			return // unmapFirstEffect did, at an earlier stop
 		}
-		for _, r := range minus(a[0], a[0]+pageUp(a[1]), x.op.later) {
-			sp.Unmap(r.s, r.e, cause)
+		for _, r := range minus(x.op.rng.s, x.op.rng.e, x.op.munmap.later) {
+			sp.Unmap(r.s, r.e, c)
 		}
 	case unix.SYS_MREMAP:
-		sp.Remap(a[0], pageUp(a[1]), pageUp(a[2]), a[3], ret, cause)
+		sp.Remap(a[0], pageUp(a[1]), pageUp(a[2]), a[3], ret, c)
 	case unix.SYS_MADVISE:
-		sp.Refresh(a[0], a[0]+pageUp(a[1]), a[2] != madvRemove, cause)
+		sp.Refresh(x.op.rng.s, x.op.rng.e, a[2] != madvRemove, c)
 	case unix.SYS_BRK, unix.SYS_SHMDT, unix.SYS_REMAP_FILE_PAGES:
 		t.syncAfter(x)
 	case unix.SYS_SHMAT:
@@ -556,7 +582,7 @@ func (t *Tracer) coreEffect(x *sysExit) {
 		}
 		for _, m := range maps {
 			if m.Start == ret {
-				sp.Map(m.Start, m.End, m.Prot, nil, cause)
+				sp.Map(m.Start, m.End, m.Prot, nil, c)
 				break
 			}
 		}

@@ -105,48 +105,53 @@ type Tracer struct {
 	rec   *db.Recorder
 	warnf func(string, ...any)
 
-	threads  map[int]*thread
-	procs    map[int]*process
-	pending  map[int]unix.WaitStatus // new tids stopped before their parent's event
-	newborn  map[int]birth           // tids announced by a parent's event, not yet seen
-	rootPID  int
-	rootDone bool
-	result   Result
-	selfPID  int
+	// the tracees: every thread and process, and the ones whose first
+	// stop and parent's event have not both been seen
+	threads map[int]*thread
+	procs   map[int]*process
+	pending map[int]unix.WaitStatus // new tids stopped before their parent's event
+	newborn map[int]birth           // tids announced by a parent's event, not yet seen
+	selfPID int
+	result  Result // the trace's outcome (Stats counted as it goes)
+
+	root   rootState   // the launched program
+	later  stopQueue   // stops seen while waiting for one thread (waitstop_linux_amd64.go)
+	shared sharedState // what other goroutines read or change (Kill, Signal, ptrun)
+	soft   *softState  // --pt=soft (softpt_linux_amd64.go); nil otherwise
+
+	done chan struct{}
+	err  error
+}
+
+// rootState: the launched program.
+type rootState struct {
+	pid  int
+	done bool // its exit was seen: Tracer.result.Status is final
 	// ptraceWarned: the program was told once that it cannot ptrace
 	// (ptraceEntry).
 	ptraceWarned bool
 	// refused: the first program refused (refuseExec)
 	refused *RefusedError
+}
 
-	// cur is the context of the stop being handled; the sink stamps
-	// every record with it.
-	cur struct {
-		th  *thread
-		ip  uint64
-		at  clock.Stamp
-		tid int // the TID to record when not th's (batch versions)
-	}
+// stopQueue: stops of other threads seen while ptjit waited for one
+// thread (waitThread), in order, for the main loop; per counts them per
+// tid (such a thread is not resumed before they are handled).
+type stopQueue struct {
+	stops []queuedStop
+	per   map[int]int
+}
 
+// sharedState is read and changed from other goroutines.
+type sharedState struct {
 	mu      sync.Mutex // guards live and killing (Kill runs on another goroutine)
 	live    map[int]bool
 	killing bool
-	// Read from other goroutines (ptrun's signal handling): when each
-	// signal last reached a tracee (unix ns), and whether the program
-	// runs (its first exec happened).
+	// Read from ptrun's signal handling: when each signal last reached
+	// a tracee (unix ns), and whether the program runs (its first exec
+	// happened).
 	sigSeen [65]atomic.Int64
 	running atomic.Bool
-
-	done chan struct{}
-	err  error
-
-	soft *softState // --pt=soft; nil otherwise
-
-	// Stops of other threads seen while ptjit waited for one thread
-	// (waitThread), in order, for the main loop; queued counts them per
-	// tid (such a thread is not resumed before they are handled).
-	queuedStops []queuedStop
-	queued      map[int]int
 }
 
 type thread struct {
@@ -155,22 +160,37 @@ type thread struct {
 	op       *pendingOp // seccomp stop that asked for the exit stop
 	recorded bool
 	helper   bool // a thread of the launcher's Go runtime: dies in the exec
-	// held: signals that arrived while ptjit ran an injected syscall or
-	// a step; reraised: those sent to the thread again, whose siginfo is
-	// put back when they arrive (signals_linux_amd64.go)
-	held, reraised []heldSignal
-	// lastStale is the (RIP, address) of the last W^X fault retried as
-	// stale, so the same fault twice is handled for real; staleFetches
-	// counts the fetch faults retried again at that key (wxFault).
-	lastStale    [2]uint64
-	staleFetches int
-	// --soft-filter: resumed with PTRACE_CONT (not stepped) since its
-	// last stop; at JIT code when last seen
-	free  bool
-	inJIT bool
 	// dying: seen at PTRACE_EVENT_EXIT while ptjit acted in it; nothing
 	// more can be injected or stepped there.
 	dying bool
+	// each feature's state
+	sig    threadSignals // signals held while ptjit acts (signals_linux_amd64.go)
+	wx     threadWX      // W^X faults retried as stale (wx_linux_amd64.go)
+	filter threadFilter  // --soft-filter (softfilter_linux_amd64.go)
+	step   *stepState    // --pt=soft: single-stepping (softpt_linux_amd64.go); nil before the first step
+}
+
+// threadSignals: signals that arrived while ptjit ran an injected syscall
+// or a step (held); those sent to the thread again, whose siginfo is put
+// back when they arrive (reraised).
+type threadSignals struct {
+	held, reraised []heldSignal
+}
+
+// threadWX: lastStale is the (RIP, address) of the last W^X fault retried
+// as stale, so the same fault twice is handled for real; staleFetches
+// counts the fetch faults retried again at that key (wxFault).
+type threadWX struct {
+	lastStale    [2]uint64
+	staleFetches int
+}
+
+// threadFilter: --soft-filter's view of a thread: resumed with
+// PTRACE_CONT (not stepped) since its last stop (free); at JIT code when
+// last seen (inJIT).
+type threadFilter struct {
+	free  bool
+	inJIT bool
 }
 
 type process struct {
@@ -212,25 +232,49 @@ type pendingOp struct {
 	args [6]uint64
 	ip   uint64
 	rsp  uint64 // the calling thread's stack pointer
-	// target of process_vm_writev, and its remote ranges
+	// rng is the range the call names, decoded once at the entry:
+	// [args[0], args[0]+pageUp(args[1])) (mprotect, munmap, madvise,
+	// remap_file_pages, an mremap's old range; not an mmap's, whose
+	// start is its result); to: an mremap's MREMAP_FIXED target
+	// [args[4], args[4]+pageUp(args[2]))
+	rng, to ival
+	// each feature's part
+	rewrite rewriteOp // the protection the kernel got instead (entryRewrites)
+	wx      wxOp      // W^X (wx_linux_amd64.go, wx_tcb_linux_amd64.go)
+	mem     memOp     // writes into another process's memory (procmem_linux_amd64.go)
+	munmap  munmapOp  // an munmap's exit among other threads' calls (unmapFirstEffect, noteLater)
+}
+
+// rewriteOp: the prot argument was rewritten to kprot (W^X: without
+// PROT_WRITE; --soft-filter: without PROT_EXEC), for reason.
+type rewriteOp struct {
+	done   bool
+	kprot  uint64
+	reason string
+}
+
+// wxOp: a fresh mapping that starts as batch pages (fresh,
+// wxFreshEffect); an mprotect over kernel-written memory, run as asked
+// (kw: wxKWEntry, wxTCBEffect).
+type wxOp struct {
+	fresh bool
+	kw    bool
+}
+
+// memOp: the target of process_vm_writev or of a write to a
+// /proc/PID/mem descriptor, and its remote ranges.
+type memOp struct {
 	target *process
 	ranges []ival
-	// the prot argument was rewritten to kprot (W^X: without PROT_WRITE;
-	// --soft-filter: without PROT_EXEC), for reason
-	rewrote bool
-	kprot   uint64
-	reason  string
-	// W^X: a fresh mapping that starts as batch pages (wxFreshEffect)
-	fresh bool
-	// W^X: an mprotect over kernel-written memory, run as asked
-	// (wxKWEntry, wxTCBEffect)
-	kw bool
-	// munmap: ranges other threads' calls mapped or protected while this
-	// one was in flight (noteLater); the kernel gave them out after this
-	// call freed them, so its exit must not unmap them
-	later []ival
-	// munmap: another thread's call mapped addresses in this one's range
-	// before its exit stop, so the Space took it then (unmapFirstEffect)
+}
+
+// munmapOp: ranges other threads' calls mapped or protected while this
+// munmap was in flight (later, noteLater): the kernel gave them out after
+// this call freed them, so its exit must not unmap them; unmapped:
+// another thread's call mapped addresses in this one's range before its
+// exit stop, so the Space took it then (unmapFirstEffect).
+type munmapOp struct {
+	later    []ival
 	unmapped bool
 }
 
@@ -246,10 +290,10 @@ func Start(opts Options, launch Launch) (*Tracer, error) {
 		procs:   map[int]*process{},
 		pending: map[int]unix.WaitStatus{},
 		newborn: map[int]birth{},
-		live:    map[int]bool{},
 		done:    make(chan struct{}),
 		selfPID: os.Getpid(),
 	}
+	t.shared.live = map[int]bool{}
 	if t.warnf == nil {
 		t.warnf = func(string, ...any) {}
 	}
@@ -283,7 +327,7 @@ func Start(opts Options, launch Launch) (*Tracer, error) {
 // Wait waits for every tracee to exit and returns the result.
 func (t *Tracer) Wait() (Result, error) {
 	<-t.done
-	t.result.Refused = t.refused
+	t.result.Refused = t.root.refused
 	n, d := t.rec.Waited()
 	t.result.Stats.WriterWaits, t.result.Stats.WriterWaitNS = n, d.Nanoseconds()
 	return t.result, t.err
@@ -293,24 +337,24 @@ func (t *Tracer) Wait() (Result, error) {
 // stopped: SIGTERM/SIGINT). Safe from any goroutine; Wait returns once the
 // tracees are gone. Children born meanwhile are killed as they appear.
 func (t *Tracer) Kill() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.killing = true
-	for pid := range t.live {
+	t.shared.mu.Lock()
+	defer t.shared.mu.Unlock()
+	t.shared.killing = true
+	for pid := range t.shared.live {
 		unix.Kill(pid, unix.SIGKILL)
 	}
 }
 
 func (t *Tracer) setLive(pid int, on bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	t.shared.mu.Lock()
+	defer t.shared.mu.Unlock()
 	if on {
-		t.live[pid] = true
-		if t.killing {
+		t.shared.live[pid] = true
+		if t.shared.killing {
 			unix.Kill(pid, unix.SIGKILL)
 		}
 	} else {
-		delete(t.live, pid)
+		delete(t.shared.live, pid)
 	}
 }
 
@@ -337,7 +381,7 @@ func (t *Tracer) start(launch Launch) error {
 		unix.Wait4(pid, &ws, 0, nil)
 		return &StartError{"PTRACE_SEIZE", e}
 	}
-	t.rootPID = pid
+	t.root.pid = pid
 	t.result.Stats.Pinned = pinned
 	p := &process{pid: pid, ppid: t.selfPID, helper: true, threads: map[int]*thread{}}
 	p.space = t.newSpace(pid)
@@ -379,7 +423,7 @@ func (t *Tracer) newSpace(owner int) *space {
 //
 // Precondition: on the locked tracer thread.
 func (t *Tracer) loop() error {
-	for len(t.threads) > 0 || len(t.pending) > 0 || len(t.queuedStops) > 0 {
+	for len(t.threads) > 0 || len(t.pending) > 0 || len(t.later.stops) > 0 {
 		if q, ok := t.nextQueued(); ok {
 			t0 := clock.Mono()
 			t.handle(q.tid, q.ws)
@@ -426,8 +470,7 @@ func (t *Tracer) handle(tid int, ws unix.WaitStatus) {
 		t.unknownStop(tid, ws)
 		return
 	}
-	t.cur.th = th
-	th.free = false
+	th.filter.free = false
 	opening := th.proc.space
 	if !opening.filterOn() || !opening.filter.opening {
 		opening = nil
@@ -490,8 +533,8 @@ func (t *Tracer) dispatch(th *thread, kind stopKind, sig int, s signalStop) {
 		}
 	case stopSignal:
 		t.restoreSiginfo(th, sig, s.si)
-		if sig > 0 && sig < len(t.sigSeen) {
-			t.sigSeen[sig].Store(time.Now().UnixNano())
+		if sig > 0 && sig < len(t.shared.sigSeen) {
+			t.shared.sigSeen[sig].Store(time.Now().UnixNano())
 		}
 		t.softSignal(th)
 		if t.threads[tid] != nil {
@@ -538,11 +581,11 @@ func (t *Tracer) exitStop(th *thread) {
 // queued for the main loop (waitThread) stays stopped: the loop resumes it
 // when it handles that stop.
 func (t *Tracer) resume(tid, sig int) {
-	if t.queued[tid] > 0 {
+	if t.later.per[tid] > 0 {
 		return
 	}
 	th := t.threads[tid]
-	if th != nil && len(th.held) > 0 {
+	if th != nil && len(th.sig.held) > 0 {
 		t.resendHeld(th)
 	}
 	if t.soft != nil && t.softEligible(th) {
@@ -555,10 +598,10 @@ func (t *Tracer) resume(tid, sig int) {
 // resumeCont continues a stopped thread with PTRACE_CONT (no stepping),
 // delivering sig, as resume does.
 func (t *Tracer) resumeCont(tid, sig int) {
-	if t.queued[tid] > 0 {
+	if t.later.per[tid] > 0 {
 		return
 	}
-	if th := t.threads[tid]; th != nil && len(th.held) > 0 {
+	if th := t.threads[tid]; th != nil && len(th.sig.held) > 0 {
 		t.resendHeld(th)
 	}
 	t.cont(tid, sig)
@@ -587,7 +630,7 @@ func (t *Tracer) threadGone(th *thread, kind stopKind, sig int) {
 	if th.recorded {
 		t.rec.ThreadExit(th.tid, at)
 	}
-	t.softGone(th.tid, p.pid)
+	t.softGone(th, p.pid)
 	t.filterThreadGone(p.space)
 	status := sig
 	if kind == stopKilled {
@@ -611,7 +654,7 @@ func (t *Tracer) endProcess(p *process, status int, at clock.Stamp) {
 		if th.recorded {
 			t.rec.ThreadExit(tid, at)
 		}
-		t.softGone(tid, p.pid)
+		t.softGone(th, p.pid)
 		delete(t.threads, tid)
 	}
 	if p.recorded {
@@ -621,8 +664,8 @@ func (t *Tracer) endProcess(p *process, status int, at clock.Stamp) {
 		t.rec.ProcessExit(p.pid, status, at)
 	}
 	t.dropSpace(p, at)
-	if p.pid == t.rootPID && !t.rootDone {
-		t.rootDone = true
+	if p.pid == t.root.pid && !t.root.done {
+		t.root.done = true
 		if status < 0 {
 			status = 128 + int(unix.SIGKILL)
 		}
@@ -638,9 +681,8 @@ func (t *Tracer) dropSpace(p *process, at clock.Stamp) {
 	}
 	sp.refs--
 	if sp.refs == 0 {
-		t.cur.at = at
-		t.pollNames(sp)
-		sp.Clear()
+		t.pollNames(sp, at)
+		sp.Clear(Stamp{At: at}.because("exit"))
 		sp.namesClose()
 		sp.inj.close()
 		sp.alias.close()
@@ -715,7 +757,6 @@ func (t *Tracer) cloneEvent(th *thread, kind stopKind) {
 			return
 		}
 	}
-	t.cur.th = th
 	t.resume(th.tid, 0)
 }
 
@@ -725,7 +766,6 @@ func (t *Tracer) adopt(tid int, b birth, kind stopKind, sig int) {
 	parent := b.parent.proc
 	th := &thread{tid: tid, helper: b.helper}
 	t.threads[tid] = th
-	t.cur.th, t.cur.at, t.cur.ip = th, at, 0
 	if b.thread {
 		th.proc = parent
 		parent.threads[tid] = th
@@ -765,9 +805,10 @@ func (t *Tracer) adopt(tid int, b birth, kind stopKind, sig int) {
 					p.space.filter.shown = true
 					p.space.filter.open = append([]ival(nil), parent.space.filter.open...)
 				}
-				t.syncSpaceView(p, parent.space, "fork")
+				fork := stampAt(th, 0, at).because("fork")
+				t.syncSpaceView(p, parent.space, fork)
 				if t.wxOn() && parent.space != nil {
-					t.forkView(parent.space, p.space)
+					t.forkView(parent.space, p.space, fork)
 				}
 				if kind != stopExited && kind != stopKilled {
 					t.filterForkChild(th, p.space)
@@ -795,7 +836,6 @@ func (t *Tracer) adopt(tid int, b birth, kind stopKind, sig int) {
 func (t *Tracer) execEvent(th *thread) {
 	at := clock.Now()
 	p := th.proc
-	t.cur.th, t.cur.at = th, at
 	if msg, err := unix.PtraceGetEventMsg(th.tid); err == nil && int(msg) != th.tid {
 		// A non-leader thread exec'd: it now has the leader's tid
 		// (th.tid == p.pid); the old tid is gone without an exit report.
@@ -826,8 +866,8 @@ func (t *Tracer) execEvent(th *thread) {
 		argv = strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
 	}
 	p.helper = false
-	if p.pid == t.rootPID {
-		t.running.Store(true)
+	if p.pid == t.root.pid {
+		t.shared.running.Store(true)
 	}
 	t.recordProcess(p, at)
 	t.recordThread(th, at)
@@ -840,20 +880,20 @@ func (t *Tracer) execEvent(th *thread) {
 	if t.refuseExec(th, path) {
 		return // killed in its exec stop: nothing of it ran or is recorded
 	}
-	t.syncSpace(p, "exec")
+	t.syncSpace(p, stampAt(th, 0, at).because("exec"))
 	t.resume(th.tid, 0)
 }
 
 // syncSpace brings p's space in line with /proc/PID/maps.
-func (t *Tracer) syncSpace(p *process, cause string) {
-	t.syncSpaceView(p, p.space, cause)
+func (t *Tracer) syncSpace(p *process, c Change) {
+	t.syncSpaceView(p, p.space, c)
 }
 
 // syncSpaceView is syncSpace where view holds the program's view of the
 // protections ptjit changed (a fork child's is its parent's).
-func (t *Tracer) syncSpaceView(p *process, view *space, cause string) {
+func (t *Tracer) syncSpaceView(p *process, view *space, c Change) {
 	if maps, ok := t.readView(p, view); ok {
-		p.space.Sync(maps, fileReadable, cause)
+		p.space.Sync(maps, fileReadable, c)
 	}
 }
 
@@ -940,37 +980,37 @@ func fileReadable(m snapshot.Mapping) bool {
 	return st.Mode&unix.S_IFMT == unix.S_IFREG
 }
 
-// sink records for one space; it stamps every record with the current
-// stop (Tracer.cur) and reads new versions' bytes.
+// sink records for one space, each record stamped with the Change the
+// Space passes, and reads new versions' bytes.
 type sink struct {
 	t  *Tracer
 	sp *space
 }
 
-func (s *sink) NewRegion(start, end uint64) int64 {
-	s.t.pollNames(s.sp)
+func (s *sink) NewRegion(start, end uint64, c Change) int64 {
+	s.t.pollNames(s.sp, c.At)
 	s.t.result.Stats.Regions++
 	s.sp.pages.overlapping(start, end)
-	return s.t.rec.NewRegion(s.sp.owner, start, end-start, s.t.cur.at)
+	return s.t.rec.NewRegion(s.sp.owner, start, end-start, c.At)
 }
 
-func (s *sink) EndRegion(id int64) {
-	s.t.pollNames(s.sp)
+func (s *sink) EndRegion(id int64, c Change) {
+	s.t.pollNames(s.sp, c.At)
 	s.sp.pages.forget(id)
-	s.t.rec.EndRegion(id, s.t.cur.at)
+	s.t.rec.EndRegion(id, c.At)
 }
 
-func (s *sink) AddVersion(region int64, start, end uint64, prot int, cause string) int64 {
-	s.t.pollNames(s.sp)
+func (s *sink) AddVersion(region int64, start, end uint64, prot int, c Change) int64 {
+	s.t.pollNames(s.sp, c.At)
 	t := s.t
 	// Read through a stopped thread of the space when there is one.
 	pid := s.sp.owner
-	if t.cur.th != nil && t.cur.th.proc != nil && t.cur.th.proc.space == s.sp {
-		pid = t.cur.th.tid
+	if th := t.threads[c.Via]; th != nil && th.proc != nil && th.proc.space == s.sp {
+		pid = th.tid
 	}
 	t.result.Stats.Versions++
-	v := db.Version{Region: region, PID: s.sp.owner, TID: t.curTID(), Addr: start, Size: end - start,
-		At: t.cur.at, Cause: cause, IP: t.cur.ip, ByPtjit: false}
+	v := db.Version{Region: region, PID: s.sp.owner, TID: c.TID, Addr: start, Size: end - start,
+		At: c.At, Cause: c.Cause, IP: c.IP, ByPtjit: false}
 	if id, ok := t.pagesVersion(s.sp, pid, v, prot, func() int64 { return t.readVersion(pid, v) }); ok {
 		return id
 	}
@@ -1012,58 +1052,54 @@ func (t *Tracer) readVersion(pid int, v db.Version) int64 {
 	return id
 }
 
-func (s *sink) SplitVersion(region, from int64, fromStart, start, end uint64, prot int, cause string) int64 {
-	s.t.pollNames(s.sp)
+func (s *sink) SplitVersion(region, from int64, fromStart, start, end uint64, prot int, c Change) int64 {
+	s.t.pollNames(s.sp, c.At)
 	t := s.t
 	t.result.Stats.Versions++
-	id, _ := t.rec.SplitVersion(db.Version{Region: region, PID: s.sp.owner, TID: t.curTID(), Addr: start, Size: end - start,
-		At: t.cur.at, Cause: cause, IP: t.cur.ip, ByPtjit: false}, from, fromStart)
+	id, _ := t.rec.SplitVersion(db.Version{Region: region, PID: s.sp.owner, TID: c.TID, Addr: start, Size: end - start,
+		At: c.At, Cause: c.Cause, IP: c.IP, ByPtjit: false}, from, fromStart)
 	return id
 }
 
-func (s *sink) EndVersion(id int64, inexact bool) {
-	s.t.pollNames(s.sp)
+func (s *sink) EndVersion(id int64, inexact bool, c Change) {
+	s.t.pollNames(s.sp, c.At)
 	if inexact {
-		s.t.rec.EndVersionInexact(id, s.t.cur.at)
+		s.t.rec.EndVersionInexact(id, c.At)
 		return
 	}
-	s.t.rec.EndVersion(id, s.t.cur.at)
+	s.t.rec.EndVersion(id, c.At)
 }
 
-func (s *sink) AddFile(start, end uint64, prot int, f FileInfo, cause string) int64 {
+func (s *sink) AddFile(start, end uint64, prot int, f FileInfo, c Change) int64 {
 	t := s.t
 	t.result.Stats.FileMaps++
-	t.softMmap(s.sp.owner, t.curTID(), start, end, prot, f)
-	return t.rec.FileMap(db.FileMapping{PID: s.sp.owner, TID: t.curTID(), Addr: start, Size: end - start, Offset: f.Offset,
+	t.softMmap(s.sp.owner, c.TID, start, end, prot, f)
+	return t.rec.FileMap(db.FileMapping{PID: s.sp.owner, TID: c.TID, Addr: start, Size: end - start, Offset: f.Offset,
 		Prot: prot, Path: f.Path, Dev: f.Dev, Inode: f.Inode, BuildID: snapshot.BuildID(f.Path, f.Dev, f.Inode),
-		At: t.cur.at, Cause: cause, IP: t.cur.ip})
+		At: c.At, Cause: c.Cause, IP: c.IP})
 }
 
-func (s *sink) EndFile(id int64) {
+func (s *sink) EndFile(id int64, c Change) {
 	s.t.softInvalidate()
-	s.t.rec.FileUnmap(id, s.t.cur.at)
+	s.t.rec.FileUnmap(id, c.At)
 }
 
-func (t *Tracer) curTID() int {
-	if t.cur.tid != 0 {
-		return t.cur.tid
-	}
-	if t.cur.th != nil {
-		return t.cur.th.tid
-	}
-	return 0
+// stampAt is the Stamp of a record th makes at ip, at: th is recorded
+// and read through.
+func stampAt(th *thread, ip uint64, at clock.Stamp) Stamp {
+	return Stamp{At: at, IP: ip, TID: th.tid, Via: th.tid}
 }
 
 // PID returns the pid of the launched program.
-func (t *Tracer) PID() int { return t.rootPID }
+func (t *Tracer) PID() int { return t.root.pid }
 
 // SignalSeen reports whether sig reached a tracee (a signal-delivery-stop
 // of the program's own signal) at or after since. Safe from any goroutine.
 func (t *Tracer) SignalSeen(sig syscall.Signal, since time.Time) bool {
-	if sig <= 0 || int(sig) >= len(t.sigSeen) {
+	if sig <= 0 || int(sig) >= len(t.shared.sigSeen) {
 		return false
 	}
-	return t.sigSeen[sig].Load() >= since.UnixNano()
+	return t.shared.sigSeen[sig].Load() >= since.UnixNano()
 }
 
 // Signal sends sig to the launched program's process, as kill(1) of its
@@ -1071,24 +1107,24 @@ func (t *Tracer) SignalSeen(sig syscall.Signal, since time.Time) bool {
 // launcher is ptjit's own; Kill is the way to stop it). Safe from any
 // goroutine.
 func (t *Tracer) Signal(sig syscall.Signal) bool {
-	if !t.running.Load() {
+	if !t.shared.running.Load() {
 		return false
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.live[t.rootPID] || t.killing {
+	t.shared.mu.Lock()
+	defer t.shared.mu.Unlock()
+	if !t.shared.live[t.root.pid] || t.shared.killing {
 		return false
 	}
-	return unix.Kill(t.rootPID, sig) == nil
+	return unix.Kill(t.root.pid, sig) == nil
 }
 
 // forkView gives a forked child's space the parent's view of W^X pages:
 // /proc/PID/maps shows what ptjit enforces (RX, or RW for batch pages),
 // the program believes RWX.
-func (t *Tracer) forkView(parent, child *space) {
+func (t *Tracer) forkView(parent, child *space, fork Change) {
 	for _, pc := range parent.Pieces() {
 		if isWX(pc.Prot) {
-			child.Protect(pc.Start, pc.End, pc.Prot, "fork")
+			child.Protect(pc.Start, pc.End, pc.Prot, fork)
 		}
 	}
 	if len(parent.alias.shared) > 0 {
@@ -1108,7 +1144,7 @@ func (t *Tracer) forkView(parent, child *space) {
 		w.batch = parent.wx.batch.clone()
 		for page, bp := range parent.wx.batch.pages {
 			if !bp.alias {
-				child.Protect(page, page+pageSize, protRWX, "fork")
+				child.Protect(page, page+pageSize, protRWX, fork)
 			}
 		}
 	}

@@ -18,7 +18,7 @@ import (
 //     group leader's exit is reported only after every other thread of the
 //     group was reaped, and an exiting thread (PTRACE_EVENT_EXIT) is not
 //     woken by SIGKILL — waiting for the leader alone while the others sit
-//     in their exit stops never ends (issue 11, item 1);
+//     in their exit stops never ends;
 //   - another thread's PTRACE_EVENT_EXIT stop is handled at once (it is
 //     resumed, so that the group can finish dying), also when that thread
 //     has stops queued: SIGKILL woke it out of them, so they are stale and
@@ -171,50 +171,50 @@ func staleStop(th *thread, ws unix.WaitStatus) bool {
 // dropStale removes th's stale stops (staleStop) from the queue, so that
 // its exit stop can resume it now.
 func (t *Tracer) dropStale(th *thread) {
-	if t.queued[th.tid] == 0 {
+	if t.later.per[th.tid] == 0 {
 		return
 	}
-	kept := t.queuedStops[:0]
-	for _, q := range t.queuedStops {
+	kept := t.later.stops[:0]
+	for _, q := range t.later.stops {
 		if q.tid == th.tid && staleStop(th, q.ws) {
-			if t.queued[q.tid]--; t.queued[q.tid] <= 0 {
-				delete(t.queued, q.tid)
+			if t.later.per[q.tid]--; t.later.per[q.tid] <= 0 {
+				delete(t.later.per, q.tid)
 			}
 			continue
 		}
 		kept = append(kept, q)
 	}
-	t.queuedStops = kept
+	t.later.stops = kept
 }
 
 // queue keeps a stop for the main loop; the thread stays stopped until
 // then (resume skips it).
 func (t *Tracer) queue(tid int, ws unix.WaitStatus) {
-	t.queuedStops = append(t.queuedStops, queuedStop{tid, ws})
-	if t.queued == nil {
-		t.queued = map[int]int{}
+	t.later.stops = append(t.later.stops, queuedStop{tid, ws})
+	if t.later.per == nil {
+		t.later.per = map[int]int{}
 	}
-	t.queued[tid]++
+	t.later.per[tid]++
 }
 
 // nextQueued takes the oldest queued stop.
 func (t *Tracer) nextQueued() (queuedStop, bool) {
-	if len(t.queuedStops) == 0 {
+	if len(t.later.stops) == 0 {
 		return queuedStop{}, false
 	}
-	q := t.queuedStops[0]
-	t.queuedStops = t.queuedStops[1:]
-	if t.queued[q.tid]--; t.queued[q.tid] <= 0 {
-		delete(t.queued, q.tid)
+	q := t.later.stops[0]
+	t.later.stops = t.later.stops[1:]
+	if t.later.per[q.tid]--; t.later.per[q.tid] <= 0 {
+		delete(t.later.per, q.tid)
 	}
 	return q, true
 }
 
 // killRequested reports whether Tracer.Kill was called.
 func (t *Tracer) killRequested() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.killing
+	t.shared.mu.Lock()
+	defer t.shared.mu.Unlock()
+	return t.shared.killing
 }
 
 // procState returns the state letter of /proc/TID/stat (R, S, t, Z, X,

@@ -90,12 +90,17 @@ func storePolicy(mode WXMode, r pageRate, now int64, self bool, emulatable, zero
 func (w *wxState) storeBatch(mode WXMode, page uint64, now int64, self bool, emulatable, zero func() bool) bool {
 	batch, r, counted := storePolicy(mode, w.writes[page], now, self, emulatable, zero)
 	if counted {
-		w.writes[page] = r
-		if w.added++; w.added >= pruneWritesEvery {
-			w.pruneWrites(now)
-		}
+		w.countStore(page, r, now)
 	}
 	return batch
+}
+
+// countStore keeps r as page's store rate after a store at now.
+func (w *wxState) countStore(page uint64, r pageRate, now int64) {
+	w.writes[page] = r
+	if w.added++; w.added >= pruneWritesEvery {
+		w.pruneWrites(now)
+	}
 }
 
 // runsIn reports whether the instruction at rip may lie in page (it
@@ -114,7 +119,7 @@ func runsIn(rip, page uint64) bool {
 // when the store is left to run: th, resumed, executes it again.
 //
 // Precondition: on the locked tracer thread; th is in signal-delivery-stop.
-func (t *Tracer) aliasGoBatch(th *thread, al *sharedMap, addr uint64, regs unix.PtraceRegs, emulatable func() bool) bool {
+func (t *Tracer) aliasGoBatch(th *thread, al *sharedMap, addr uint64, regs unix.PtraceRegs, at clock.Stamp, emulatable func() bool) bool {
 	page := addr &^ (pageSize - 1)
 	sp := th.proc.space
 	w := sp.wxs()
@@ -129,7 +134,7 @@ func (t *Tracer) aliasGoBatch(th *thread, al *sharedMap, addr uint64, regs unix.
 		zeros = zeroRun(th.tid, addr, min(al.end, page+maxAliasRun*pageSize))
 		return zeros > 0
 	}
-	if !w.storeBatch(t.opts.WX, page, t.cur.at.MonoNS, self, emulatable, zero) {
+	if !w.storeBatch(t.opts.WX, page, at.MonoNS, self, emulatable, zero) {
 		return false
 	}
 	end := page + pageSize
@@ -311,9 +316,9 @@ func (t *Tracer) settleTwins(th *thread, twins []uint64, bps map[uint64]batchPag
 			continue
 		}
 		bp := bps[run.s]
-		t.cur.at, t.cur.ip, t.cur.tid = clock.Now(), bp.ip, bp.tid
-		sp.RefreshSplit(run.s, run.e, "wx-batch")
-		t.cur.tid = 0
+		// the first store's thread and IP, read through th
+		st := Stamp{At: clock.Now(), IP: bp.ip, TID: bp.tid, Via: th.tid}
+		sp.RefreshSplit(run.s, run.e, st.because("wx-batch"))
 	}
 }
 

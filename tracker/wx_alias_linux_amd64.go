@@ -260,9 +260,9 @@ func (t *Tracer) aliasNeedsExit(th *thread, op *pendingOp) bool {
 	case unix.SYS_MMAP:
 		return t.wxOn()
 	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT, unix.SYS_MUNMAP:
-		return sp.aliasTouches(a[0], a[0]+pageUp(a[1]))
+		return sp.aliasTouches(op.rng.s, op.rng.e)
 	case unix.SYS_MREMAP:
-		return sp.aliasTouches(a[0], a[0]+pageUp(a[1])) || a[3]&mremapFixed != 0 && sp.aliasTouches(a[4], a[4]+pageUp(a[2]))
+		return sp.aliasTouches(op.rng.s, op.rng.e) || a[3]&mremapFixed != 0 && sp.aliasTouches(op.to.s, op.to.e)
 	}
 	return false
 }
@@ -274,7 +274,7 @@ func (t *Tracer) aliasEntryProt(th *thread, op *pendingOp, prot uint64) (uint64,
 	a := op.args
 	switch op.nr {
 	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
-		if t.wxOn() && a[2]&unix.PROT_WRITE != 0 && th.proc.space.aliasRO(a[0], a[0]+pageUp(a[1])) {
+		if t.wxOn() && a[2]&unix.PROT_WRITE != 0 && th.proc.space.aliasRO(op.rng.s, op.rng.e) {
 			return prot &^ unix.PROT_WRITE, wxEntryReason
 		}
 	}
@@ -292,7 +292,7 @@ func (t *Tracer) aliasEffect(x *sysExit) {
 		if !t.wxOn() {
 			return
 		}
-		start, end := ret, ret+pageUp(a[1])
+		start, end := x.out.s, x.out.e
 		sp.aliasForget(start, end)
 		if a[3]&unix.MAP_SHARED != 0 && a[3]&unix.MAP_ANONYMOUS == 0 {
 			t.aliasMmap(th, start, end, int(a[2])&protRWX)
@@ -303,14 +303,14 @@ func (t *Tracer) aliasEffect(x *sysExit) {
 		if !t.wxOn() || a[2]&(protGrowsdown|protGrowsup) != 0 {
 			return // a PROT_GROWSDOWN call re-read the whole map (coreEffect)
 		}
-		t.aliasProtect(th, a[0], a[0]+pageUp(a[1]), int(a[2])&protRWX, x.op.rewrote && x.op.kprot&unix.PROT_WRITE == 0)
+		t.aliasProtect(th, x.op.rng.s, x.op.rng.e, int(a[2])&protRWX, x.op.rewrite.done && x.op.rewrite.kprot&unix.PROT_WRITE == 0)
 	case unix.SYS_MUNMAP:
-		if sp.aliasTouches(a[0], a[0]+pageUp(a[1])) {
-			sp.aliasForget(a[0], a[0]+pageUp(a[1]))
+		if sp.aliasTouches(x.op.rng.s, x.op.rng.e) {
+			sp.aliasForget(x.op.rng.s, x.op.rng.e)
 			t.aliasApply(th)
 		}
 	case unix.SYS_MREMAP:
-		if sp.aliasTouches(a[0], a[0]+pageUp(a[1])) || a[3]&mremapFixed != 0 && sp.aliasTouches(ret, ret+pageUp(a[2])) {
+		if sp.aliasTouches(x.op.rng.s, x.op.rng.e) || a[3]&mremapFixed != 0 && sp.aliasTouches(x.out.s, x.out.e) {
 			t.aliasMove(th, a[0], pageUp(a[1]), pageUp(a[2]), ret)
 		}
 	}
@@ -344,13 +344,13 @@ type aliasChange struct {
 // Precondition: on the locked tracer thread; th is in signal-delivery-stop.
 func (t *Tracer) aliasFault(th *thread, addr uint64) {
 	sp := th.proc.space
-	t.cur.th, t.cur.at = th, clock.Now()
+	at := clock.Now()
 	m, ok := sp.aliasAt(addr)
 	page := addr &^ (pageSize - 1)
 	if _, open := sp.alias.open[page]; !ok || open {
 		// made writable meanwhile (its twin went away, or another
 		// thread's store sent the page batch): retried, once
-		th.lastStale = [2]uint64{0, addr} // aliasRetry
+		th.wx.lastStale = [2]uint64{0, addr} // aliasRetry
 		return
 	}
 	al := *m
@@ -358,7 +358,6 @@ func (t *Tracer) aliasFault(th *thread, addr uint64) {
 	if err != nil {
 		return
 	}
-	t.cur.ip = regs.Rip
 	var e *emulated // computed once, when first asked
 	emulation := func() emulated {
 		if e == nil {
@@ -367,7 +366,7 @@ func (t *Tracer) aliasFault(th *thread, addr uint64) {
 		}
 		return *e
 	}
-	if t.aliasGoBatch(th, &al, addr, regs, func() bool { return emulation().err == nil }) {
+	if t.aliasGoBatch(th, &al, addr, regs, at, func() bool { return emulation().err == nil }) {
 		return
 	}
 	in, changes, err := t.aliasEmulate(th, &al, addr, emulation())
@@ -376,27 +375,27 @@ func (t *Tracer) aliasFault(th *thread, addr uint64) {
 			return
 		}
 		// written so far: recorded; the step writes them again
-		t.cur.at = clock.Now()
+		st := stampAt(th, regs.Rip, clock.Now())
 		for _, c := range changes {
-			t.recordAliasChange(th, regs.Rip, in, &al, c)
+			t.recordAliasChange(th, st, in, &al, c)
 		}
 		t.stepWrite(th, regs, in)
 		return
 	}
-	t.cur.at = clock.Now()
+	st := stampAt(th, regs.Rip, clock.Now())
 	for _, c := range changes {
-		t.recordAliasChange(th, regs.Rip, in, &al, c)
+		t.recordAliasChange(th, st, in, &al, c)
 	}
 }
 
 // recordAliasChange records a store through alias al at every executable
 // twin of the file bytes it changed: the store went to the alias, the code
 // changed there.
-func (t *Tracer) recordAliasChange(th *thread, ip uint64, in x86asm.Inst, al *sharedMap, c aliasChange) {
+func (t *Tracer) recordAliasChange(th *thread, st Stamp, in x86asm.Inst, al *sharedMap, c aliasChange) {
 	fo := al.fileOf(c.addr)
 	for _, tw := range th.proc.space.execTwins(al.dev, al.inode, fo, uint64(len(c.new))) {
 		i := tw.off - fo
-		t.recordWrite(th, ip, in, tw.addr, c.old[i:i+tw.n], c.new[i:i+tw.n])
+		t.recordWrite(th, st, in, tw.addr, c.old[i:i+tw.n], c.new[i:i+tw.n])
 	}
 }
 

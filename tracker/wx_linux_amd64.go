@@ -148,9 +148,8 @@ func (t *Tracer) recordBatch(th *thread, page uint64, bp batchPage, ip uint64, t
 	default:
 		ip = bp.ip
 	}
-	t.cur.at, t.cur.ip, t.cur.tid = clock.Now(), ip, tid
-	th.proc.space.RefreshSplit(page, page+pageSize, cause)
-	t.cur.tid = 0
+	st := Stamp{At: clock.Now(), IP: ip, TID: tid, Via: th.tid}
+	th.proc.space.RefreshSplit(page, page+pageSize, st.because(cause))
 }
 
 // wxEntryProt (entryRewrites): the program asks for writable and
@@ -164,7 +163,7 @@ func (t *Tracer) wxEntryProt(th *thread, op *pendingOp, prot uint64) (uint64, st
 				return prot, "" // over kernel-written memory: wxTCBEffect at the exit
 			}
 			if t.freshBatch(op) {
-				op.fresh = true
+				op.wx.fresh = true
 				return prot &^ unix.PROT_EXEC, wxFreshReason
 			}
 			return prot &^ unix.PROT_WRITE, wxEntryReason
@@ -201,16 +200,15 @@ func (t *Tracer) freshBatch(op *pendingOp) bool {
 		op.args[1] != 0
 }
 
-// wxFreshEffect (exitEffects, after the Space took the mapping): the
-// pages of a fresh mapping are batch pages (see freshBatch), with no
-// first store: the version takes the thread and IP that first executes
-// there.
+// wxFreshEffect (exitEffects): the pages of a fresh mapping are batch
+// pages (see freshBatch), with no first store: the version takes the
+// thread and IP that first executes there.
 func (t *Tracer) wxFreshEffect(x *sysExit) {
-	if !x.op.fresh {
+	if !x.op.wx.fresh {
 		return
 	}
-	x.sp.wxs().batch.addFresh(x.ret, x.ret+pageUp(x.op.args[1]))
-	t.result.Stats.FreshMapped += int(pageUp(x.op.args[1]) / pageSize)
+	x.sp.wxs().batch.addFresh(x.out.s, x.out.e)
+	t.result.Stats.FreshMapped += int((x.out.e - x.out.s) / pageSize)
 }
 
 // wxClearEffect (exitEffects): batch pages in the range the call sets get
@@ -220,9 +218,9 @@ func (t *Tracer) wxClearEffect(x *sysExit) {
 	sp, a, ret := x.sp, x.op.args, x.ret
 	switch x.op.nr {
 	case unix.SYS_MMAP:
-		sp.clearBatch(ret, ret+pageUp(a[1]))
+		sp.clearBatch(x.out.s, x.out.e)
 	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT, unix.SYS_MUNMAP:
-		sp.clearBatch(a[0], a[0]+pageUp(a[1]))
+		sp.clearBatch(x.op.rng.s, x.op.rng.e)
 	case unix.SYS_MREMAP:
 		// batch pages (RW in the kernel) that moved must become
 		// executable-only again at their new place (settleBatch made
@@ -230,7 +228,7 @@ func (t *Tracer) wxClearEffect(x *sysExit) {
 		for _, p := range sp.batchPages(a[0], a[0]+min(pageUp(a[1]), pageUp(a[2]))) {
 			x.moved = append(x.moved, ret+(p-a[0]))
 		}
-		sp.clearBatch(a[0], a[0]+pageUp(a[1]))
+		sp.clearBatch(x.op.rng.s, x.op.rng.e)
 	}
 }
 
@@ -247,79 +245,145 @@ func (t *Tracer) wxMovedEffect(x *sysExit) {
 	}
 }
 
+// wxAct is what wxFault does with a fault; wxPolicy decides it.
+type wxAct uint8
+
+const (
+	// wxRetryStale: another thread's fault changed the page meanwhile
+	// (several readers fault on a batch page, the first makes it
+	// executable): the instruction runs again, the first time at this
+	// (RIP, address).
+	wxRetryStale wxAct = iota
+	// wxRetryFetch: the same fetch fault again, still stale: the
+	// instruction at RIP does not write the address (a thread that runs
+	// a page another thread keeps patching can find it non-executable,
+	// the patcher's step, time after time).
+	wxRetryFetch
+	// wxExecBatch: code runs in a batch page: its bytes are recorded and
+	// it is made executable again (batchExec).
+	wxExecBatch
+	// wxStoreBatch: the store's page goes batch, writable until code runs
+	// there.
+	wxStoreBatch
+	// wxStorePrecise: the store is carried out and logged, emulated or
+	// stepped (preciseWrite).
+	wxStorePrecise
+)
+
+// wxFaultIn is what wxPolicy decides a W^X fault from.
+type wxFaultIn struct {
+	mode  WXMode
+	fetch bool // an instruction fetch faulted (else a store)
+	// prot: the page's protection in the kernel now (batch pages and
+	// kernel-written memory not yet run are writable, not executable)
+	prot    int
+	inBatch bool // a batch page, or kernel-written memory not yet run
+	// again: the thread's last fault retried as stale was this one (same
+	// RIP and address); staleFetches: how often it was retried since
+	again        bool
+	staleFetches int
+	self         bool     // the storing instruction runs from the page
+	rate         pageRate // the page's recent precise stores (auto mode)
+	now          int64    // the fault's time, CLOCK_MONOTONIC ns
+	// Asked only when the decision needs them: whether the instruction
+	// stores into the faulting address, whether the emulator can carry
+	// the store out, whether the page holds only zeros up to its end.
+	storesAt, emulatable, zero func() bool
+}
+
+// wxPolicy decides what wxFault does with a fault, and the page's store
+// rate after it (counted: where storePolicy counts it, auto mode). It
+// reads nothing but in.
+//
+// A fault is stale when the page already allows what faulted. It is
+// retried once: the same fault twice is not stale (a store whose target is
+// its own RIP). A fetch fault seen again is still stale when the
+// instruction at RIP does not write the address; maxStaleFetches bounds
+// those retries where the emulator cannot tell. Then a fetch in a batch
+// page executes it; anything else is a store, which storePolicy sends
+// batch or precise.
+func wxPolicy(in wxFaultIn) (act wxAct, rate pageRate, counted bool) {
+	stale := in.fetch && in.prot&unix.PROT_EXEC != 0 || !in.fetch && in.prot&unix.PROT_WRITE != 0
+	if stale && !in.again {
+		return wxRetryStale, in.rate, false
+	}
+	if stale && in.fetch && in.staleFetches < maxStaleFetches && !in.storesAt() {
+		return wxRetryFetch, in.rate, false
+	}
+	if in.fetch && in.inBatch {
+		return wxExecBatch, in.rate, false
+	}
+	batch, rate, counted := storePolicy(in.mode, in.rate, in.now, in.self, in.emulatable, in.zero)
+	if batch {
+		return wxStoreBatch, rate, counted
+	}
+	return wxStorePrecise, rate, counted
+}
+
 // wxFault handles a stopWXFault: a SIGSEGV (SEGV_ACCERR) at addr, in
-// memory the program has writable and executable. The fault is ptjit's;
-// th is resumed by the caller.
+// memory the program has writable and executable. wxPolicy decides, this
+// acts. The fault is ptjit's; th is resumed by the caller.
 //
 // Precondition: on the locked tracer thread; th is in signal-delivery-stop.
 func (t *Tracer) wxFault(th *thread, addr uint64) {
 	sp := th.proc.space
 	w := sp.wxs()
 	page := addr &^ (pageSize - 1)
-	t.cur.th, t.cur.at = th, clock.Now()
+	at := clock.Now()
 	p, _ := sp.PieceAt(addr)
 	regs, err := getRegs(th.tid)
 	if err != nil {
 		return // died meanwhile
 	}
-	t.cur.ip = regs.Rip
-	fetch := fetchFault(addr, regs.Rip)
-	now := actualProt(p.Prot)
-	inBatch := w.batch.has(page)
-	if sp.inKW(page) && !w.opened[page] {
-		inBatch = true // kernel-written memory not yet run: writable, not executable
+	in := wxFaultIn{mode: t.opts.WX, fetch: fetchFault(addr, regs.Rip), prot: actualProt(p.Prot),
+		inBatch: w.batch.has(page) || sp.inKW(page) && !w.opened[page],
+		// a store into the page holding the storing instruction cannot
+		// run in batch mode (the page would stop being executable under
+		// it)
+		self: runsIn(regs.Rip, page), rate: w.writes[page], now: at.MonoNS}
+	if in.inBatch {
+		in.prot = p.Prot &^ unix.PROT_EXEC
 	}
-	if inBatch {
-		now = p.Prot &^ unix.PROT_EXEC
-	}
-	// A stale fault: another thread's fault changed the page meanwhile
-	// (several readers fault on a batch page, the first makes it
-	// executable). Retry the instruction — once: the same fault twice is
-	// not stale (a store whose target is its own RIP).
-	stale := fetch && now&unix.PROT_EXEC != 0 || !fetch && now&unix.PROT_WRITE != 0
 	key := [2]uint64{regs.Rip, addr}
-	if stale && th.lastStale != key {
-		th.lastStale, th.staleFetches = key, 0
-		return
-	}
-	// The same fetch fault again is still stale when the instruction at
-	// RIP does not write addr: a thread that executes a page another
-	// thread keeps patching can find it non-executable (the patcher's
-	// step) time after time. Only a store into its own instruction is the
-	// fault twice for real; maxStaleFetches bounds the retries where the
-	// emulator cannot tell.
-	if stale && fetch && th.staleFetches < maxStaleFetches && !storesAt(th.tid, regs, addr) {
-		th.staleFetches++
-		return
-	}
-	th.lastStale, th.staleFetches = [2]uint64{}, 0
-	if fetch && inBatch {
-		t.batchExec(th, page)
-		return
-	}
-	// A store into the page holding the storing instruction cannot run in
-	// batch mode (the page would stop being executable under it).
-	self := regs.Rip&^(pageSize-1) == page || (regs.Rip+15)&^(pageSize-1) == page
+	in.again, in.staleFetches = th.wx.lastStale == key, th.wx.staleFetches
+	in.storesAt = func() bool { return storesAt(th.tid, regs, addr) }
 	// A store the emulator cannot carry out (an AVX-512 copy: x86asm has
 	// no EVEX) would be single-stepped: under auto its page goes batch at
-	// once instead (see autoBatchAfter).
+	// once instead (see autoBatchAfter). The emulation is kept for
+	// preciseWrite.
 	var em *emulated
-	emulatable := func() bool {
+	in.emulatable = func() bool {
 		e := emulateStore(th.tid, regs)
 		em = &e
 		return e.err == nil
 	}
-	if w.storeBatch(t.opts.WX, page, t.cur.at.MonoNS, self, emulatable,
-		func() bool { return zeroRun(th.tid, addr, page+pageSize) > 0 }) {
+	in.zero = func() bool { return zeroRun(th.tid, addr, page+pageSize) > 0 }
+	act, rate, counted := wxPolicy(in)
+	if counted {
+		w.countStore(page, rate, at.MonoNS)
+	}
+	switch act {
+	case wxRetryStale:
+		th.wx.lastStale, th.wx.staleFetches = key, 0
+		return
+	case wxRetryFetch:
+		th.wx.staleFetches++
+		return
+	}
+	th.wx.lastStale, th.wx.staleFetches = [2]uint64{}, 0
+	switch act {
+	case wxExecBatch:
+		t.batchExec(th, page)
+	case wxStoreBatch:
 		if err := t.protect(th, page, page+pageSize, unix.PROT_READ|unix.PROT_WRITE, "wx-batch: writable until executed"); err != nil {
 			t.warnOp(err)
 			return
 		}
 		w.batch.set(page, batchPage{tid: th.tid, ip: regs.Rip})
 		t.result.Stats.BatchWrites++
-		return
+	case wxStorePrecise:
+		t.preciseWrite(th, regs, em, addr, at)
 	}
-	t.preciseWrite(th, regs, em, addr)
 }
 
 // maxStaleFetches bounds the retries of one fetch fault (wxFault).
@@ -356,8 +420,9 @@ func (t *Tracer) batchExec(th *thread, page uint64) {
 	if view == 0 {
 		view = protRWX
 	}
+	var ip uint64 // the instruction that runs there first
 	if regs, err := getRegs(th.tid); err == nil {
-		t.cur.ip = regs.Rip
+		ip = regs.Rip
 	}
 	reason := "wx-batch: executed"
 	if tcb {
@@ -385,7 +450,7 @@ func (t *Tracer) batchExec(th *thread, page uint64) {
 	if tcb {
 		t.result.Stats.TCBExecuted++
 	}
-	t.recordBatch(th, page, bp, t.cur.ip, tcb)
+	t.recordBatch(th, page, bp, ip, tcb)
 }
 
 // preciseWrite carries out one store the program could not make because of
@@ -394,7 +459,7 @@ func (t *Tracer) batchExec(th *thread, page uint64) {
 // stores miss fault is not carried out (it is stepped): the emulator
 // got the instruction wrong, and writing through /proc/PID/mem would put
 // the bytes wherever it computed.
-func (t *Tracer) preciseWrite(th *thread, regs unix.PtraceRegs, em *emulated, fault uint64) {
+func (t *Tracer) preciseWrite(th *thread, regs unix.PtraceRegs, em *emulated, fault uint64, at clock.Stamp) {
 	if em == nil {
 		e := emulateStore(th.tid, regs)
 		em = &e
@@ -422,7 +487,7 @@ func (t *Tracer) preciseWrite(th *thread, regs unix.PtraceRegs, em *emulated, fa
 			if err = unix.PtraceSetRegs(th.tid, &nr); err == nil {
 				t.result.Stats.Emulated++
 				for i, s := range stores {
-					t.recordWrite(th, regs.Rip, in, s.Addr, olds[i], s.Data)
+					t.recordWrite(th, stampAt(th, regs.Rip, at), in, s.Addr, olds[i], s.Data)
 				}
 				return
 			}
@@ -495,60 +560,9 @@ func emulateStore(tid int, regs unix.PtraceRegs) (e emulated) {
 // changed in each is recorded: at the page itself, or at the executable
 // twins of an alias page's file bytes.
 func (t *Tracer) stepWrite(th *thread, regs unix.PtraceRegs, in x86asm.Inst) {
-	sp := th.proc.space
-	type opened struct {
-		page uint64
-		view int       // RWX memory: the program's view
-		al   sharedMap // an alias page: its mapping (al.end != 0)
-		old  []byte
-	}
-	var pages []opened
-	restore := func() {
-		for _, o := range pages {
-			var err error
-			if o.al.end != 0 {
-				err = t.protect(th, o.page, o.page+pageSize, o.al.view&^unix.PROT_WRITE, "wx-precise: step done (alias)")
-			} else {
-				err = t.protect(th, o.page, o.page+pageSize, sp.kernelProt(o.page, o.view), "wx-precise: step done")
-			}
-			if err != nil {
-				t.warnOp(err)
-			}
-		}
-	}
-	open := func(addr uint64) bool {
-		page := addr &^ (pageSize - 1)
-		for _, o := range pages {
-			if o.page == page {
-				return false
-			}
-		}
-		if len(pages) >= maxStepPages {
-			return false
-		}
-		o := opened{page: page}
-		kview := 0
-		if view := sp.ProtOf(page); isWX(view) {
-			o.view, kview = view, view
-			if sp.hidden(page) {
-				kview &^= unix.PROT_EXEC // the store is not in JIT code: the filter keeps it hidden
-			}
-		} else if al, ok := sp.aliasAt(page); ok {
-			o.al, kview = *al, al.view
-		} else {
-			return false
-		}
-		o.old = make([]byte, pageSize)
-		snapshot.ReadMem(th.tid, page, o.old)
-		if err := t.protect(th, page, page+pageSize, kview, "wx-precise: step a store"); err != nil {
-			t.warnOp(err)
-			return false
-		}
-		pages = append(pages, o)
-		return true
-	}
+	step := &stepPages{t: t, th: th}
 	si, _ := getSiginfo(th.tid)
-	open(si.Addr)
+	step.open(si.Addr)
 	for {
 		if err := unix.PtraceSingleStep(th.tid); err != nil {
 			return // gone (ESRCH): nothing to protect again
@@ -565,7 +579,7 @@ func (t *Tracer) stepWrite(th *thread, regs unix.PtraceRegs, in x86asm.Inst) {
 		}
 		if sig == int(unix.SIGSEGV) {
 			// the store reaches into another protected page
-			if si, err := getSiginfo(th.tid); err == nil && si.Code == segvAccerr && open(si.Addr) {
+			if si, err := getSiginfo(th.tid); err == nil && si.Code == segvAccerr && step.open(si.Addr) {
 				continue
 			}
 		}
@@ -574,16 +588,86 @@ func (t *Tracer) stepWrite(th *thread, regs unix.PtraceRegs, in x86asm.Inst) {
 			// the program's own fault (a store past the end of a
 			// shared file's pages is SIGBUS): delivered on resume;
 			// stepping again would fault again, for ever
-			restore()
+			step.restore()
 			return
 		}
 	}
-	restore()
+	step.restore()
 	t.result.Stats.Stepped++
-	t.cur.at = clock.Now()
-	for _, o := range pages {
+	step.record(stampAt(th, regs.Rip, clock.Now()), in)
+}
+
+// stepPages are the pages a stepped store is let write (stepWrite).
+type stepPages struct {
+	t     *Tracer
+	th    *thread
+	pages []stepPage
+}
+
+// stepPage is one page opened for a step, with its bytes before it.
+type stepPage struct {
+	page uint64
+	view int       // RWX memory: the program's view
+	al   sharedMap // an alias page: its mapping (al.end != 0)
+	old  []byte
+}
+
+// open makes the page of addr writable for the step, if it is one W^X
+// keeps from the program and not open yet (at most maxStepPages).
+func (s *stepPages) open(addr uint64) bool {
+	sp := s.th.proc.space
+	page := addr &^ (pageSize - 1)
+	for _, o := range s.pages {
+		if o.page == page {
+			return false
+		}
+	}
+	if len(s.pages) >= maxStepPages {
+		return false
+	}
+	o := stepPage{page: page}
+	kview := 0
+	if view := sp.ProtOf(page); isWX(view) {
+		o.view, kview = view, view
+		if sp.hidden(page) {
+			kview &^= unix.PROT_EXEC // the store is not in JIT code: the filter keeps it hidden
+		}
+	} else if al, ok := sp.aliasAt(page); ok {
+		o.al, kview = *al, al.view
+	} else {
+		return false
+	}
+	o.old = make([]byte, pageSize)
+	snapshot.ReadMem(s.th.tid, page, o.old)
+	if err := s.t.protect(s.th, page, page+pageSize, kview, "wx-precise: step a store"); err != nil {
+		s.t.warnOp(err)
+		return false
+	}
+	s.pages = append(s.pages, o)
+	return true
+}
+
+// restore gives the opened pages W^X's protection again.
+func (s *stepPages) restore() {
+	sp := s.th.proc.space
+	for _, o := range s.pages {
+		var err error
+		if o.al.end != 0 {
+			err = s.t.protect(s.th, o.page, o.page+pageSize, o.al.view&^unix.PROT_WRITE, "wx-precise: step done (alias)")
+		} else {
+			err = s.t.protect(s.th, o.page, o.page+pageSize, sp.kernelProt(o.page, o.view), "wx-precise: step done")
+		}
+		if err != nil {
+			s.t.warnOp(err)
+		}
+	}
+}
+
+// record records what the step changed in each opened page, stamped st.
+func (s *stepPages) record(st Stamp, in x86asm.Inst) {
+	for _, o := range s.pages {
 		now := make([]byte, pageSize)
-		if snapshot.ReadMem(th.tid, o.page, now) != nil {
+		if snapshot.ReadMem(s.th.tid, o.page, now) != nil {
 			continue
 		}
 		lo, hi := diffRange(o.old, now)
@@ -591,9 +675,9 @@ func (t *Tracer) stepWrite(th *thread, regs unix.PtraceRegs, in x86asm.Inst) {
 			continue
 		}
 		if o.al.end != 0 {
-			t.recordAliasChange(th, regs.Rip, in, &o.al, aliasChange{o.page + uint64(lo), o.old[lo:hi], now[lo:hi]})
+			s.t.recordAliasChange(s.th, st, in, &o.al, aliasChange{o.page + uint64(lo), o.old[lo:hi], now[lo:hi]})
 		} else {
-			t.recordWrite(th, regs.Rip, in, o.page+uint64(lo), o.old[lo:hi], now[lo:hi])
+			s.t.recordWrite(s.th, st, in, o.page+uint64(lo), o.old[lo:hi], now[lo:hi])
 		}
 	}
 }
@@ -627,19 +711,20 @@ func diffRange(a, b []byte) (int, int) {
 	return lo, hi
 }
 
-// recordWrite records one store into tracked code: new versions of the
+// recordWrite records one store into tracked code, made by th at st (its
+// instruction, and when the store was carried out): new versions of the
 // pages it touched, and the write itself.
-func (t *Tracer) recordWrite(th *thread, ip uint64, in x86asm.Inst, addr uint64, old, new []byte) {
+func (t *Tracer) recordWrite(th *thread, st Stamp, in x86asm.Inst, addr uint64, old, new []byte) {
 	sp := th.proc.space
 	start := addr &^ (pageSize - 1)
 	end := pageUp(addr + uint64(len(new)))
-	t.cur.ip = ip
-	sp.RefreshSplit(start, end, "write")
+	ip := st.IP
+	sp.RefreshSplit(start, end, st.because("write"))
 	var ver int64
 	if p, ok := sp.PieceAt(addr); ok && p.Kind == Anon {
 		ver = p.ID
 	}
-	t.rec.AddWrite(db.Write{PID: sp.owner, TID: th.tid, At: t.cur.at, IP: ip, Insn: x86asm.GNUSyntax(in, ip, nil),
+	t.rec.AddWrite(db.Write{PID: sp.owner, TID: th.tid, At: st.At, IP: ip, Insn: x86asm.GNUSyntax(in, ip, nil),
 		Addr: addr, Old: old, New: new, Version: ver})
 	t.result.Stats.Writes++
 }
@@ -667,7 +752,7 @@ func (t *Tracer) restartForMremap(th *thread, regs unix.PtraceRegs, op *pendingO
 	if op.nr != unix.SYS_MREMAP {
 		return false
 	}
-	lo, hi := op.args[0], op.args[0]+pageUp(op.args[1])
+	lo, hi := op.rng.s, op.rng.e
 	if len(th.proc.space.batchPages(lo, hi)) == 0 {
 		return false
 	}

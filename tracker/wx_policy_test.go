@@ -54,6 +54,59 @@ func TestStorePolicy(t *testing.T) {
 	}
 }
 
+// TestWXPolicy: what wxFault does with a W^X fault, by the kind of fault
+// (fetch or store), what the page allows now (a stale fault), whether the
+// thread's last stale fault was this one, the retries of a fetch so far,
+// batch pages, and the store's mode and page rate (storePolicy). The
+// emulator and the page's bytes are asked only where the decision needs
+// them (ask).
+func TestWXPolicy(t *testing.T) {
+	const (
+		now = int64(10 * time.Second)
+		rx  = unix.PROT_READ | unix.PROT_EXEC
+		rw  = unix.PROT_READ | unix.PROT_WRITE
+	)
+	burst := pageRate{n: autoBatchAfter, since: now - int64(time.Millisecond)}
+	cases := []struct {
+		name string
+		in   wxFaultIn
+		// storesAt, emulatable, zero: the lazily asked answers
+		storesAt, emulatable, zero bool
+		act                        wxAct
+		counted                    bool
+		n                          int
+		ask                        bool // may ask storesAt, emulatable or zero
+	}{
+		{"store into a page made writable meanwhile", wxFaultIn{mode: WXAuto, prot: rw}, false, true, false, wxRetryStale, false, 0, false},
+		{"fetch from a page made executable meanwhile", wxFaultIn{mode: WXAuto, fetch: true, prot: rx}, false, true, false, wxRetryStale, false, 0, false},
+		{"the same store fault again: real", wxFaultIn{mode: WXBatch, prot: rw, again: true}, false, true, false, wxStoreBatch, false, 0, true},
+		{"the same fetch fault again, no store there: retried", wxFaultIn{mode: WXAuto, fetch: true, prot: rx, again: true, staleFetches: 3}, false, true, false, wxRetryFetch, false, 0, true},
+		{"the same fetch fault again, a store into itself", wxFaultIn{mode: WXPrecise, fetch: true, prot: rx, again: true}, true, true, false, wxStorePrecise, false, 0, true},
+		{"the same fetch fault, retries spent", wxFaultIn{mode: WXPrecise, fetch: true, prot: rx, again: true, staleFetches: maxStaleFetches}, false, true, false, wxStorePrecise, false, 0, true},
+		{"fetch from a batch page", wxFaultIn{mode: WXAuto, fetch: true, prot: rw, inBatch: true}, false, true, false, wxExecBatch, false, 0, false},
+		{"store, batch mode", wxFaultIn{mode: WXBatch, prot: rx}, false, true, false, wxStoreBatch, false, 0, true},
+		{"store into its own page, batch mode", wxFaultIn{mode: WXBatch, prot: rx, self: true}, false, true, false, wxStorePrecise, false, 0, true},
+		{"store, precise mode", wxFaultIn{mode: WXPrecise, prot: rx, rate: burst}, false, false, true, wxStorePrecise, false, 0, true},
+		{"store, auto, first", wxFaultIn{mode: WXAuto, prot: rx, now: now}, false, true, false, wxStorePrecise, true, 1, true},
+		{"store, auto, a burst", wxFaultIn{mode: WXAuto, prot: rx, rate: burst, now: now}, false, true, false, wxStoreBatch, true, autoBatchAfter + 1, true},
+		{"store, auto, not emulatable", wxFaultIn{mode: WXAuto, prot: rx, now: now}, false, false, false, wxStoreBatch, true, 1, true},
+		{"store, auto, into zeros", wxFaultIn{mode: WXAuto, prot: rx, now: now}, false, true, true, wxStoreBatch, true, 1, true},
+	}
+	for _, c := range cases {
+		asked := false
+		answer := func(v bool) func() bool { return func() bool { asked = true; return v } }
+		in := c.in
+		in.storesAt, in.emulatable, in.zero = answer(c.storesAt), answer(c.emulatable), answer(c.zero)
+		act, rate, counted := wxPolicy(in)
+		if act != c.act || counted != c.counted || counted && rate.n != c.n {
+			t.Errorf("%s: act %d counted %v n %d; want %d %v %d", c.name, act, counted, rate.n, c.act, c.counted, c.n)
+		}
+		if asked && !c.ask {
+			t.Errorf("%s: asked the emulator or the page, which the decision does not need", c.name)
+		}
+	}
+}
+
 // TestProtRuns: sorted pages grouped into runs of adjacent pages with one
 // protection.
 func TestProtRuns(t *testing.T) {

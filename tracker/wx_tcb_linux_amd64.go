@@ -292,7 +292,7 @@ func (t *Tracer) wxKWEntry(th *thread, op *pendingOp, rsp uint64) bool {
 	if sp == nil || (op.nr != unix.SYS_MPROTECT && op.nr != unix.SYS_PKEY_MPROTECT) {
 		return false
 	}
-	lo, hi := op.args[0], op.args[0]+pageUp(op.args[1])
+	lo, hi := op.rng.s, op.rng.e
 	// PROT_GROWSDOWN: a stack, changed down to its start (glibc makes
 	// the main thread's stack executable so, from __libc_stack_end);
 	// wxTCBEffect takes the rest of it once the Space knows it.
@@ -301,7 +301,7 @@ func (t *Tracer) wxKWEntry(th *thread, op *pendingOp, rsp uint64) bool {
 		hit = hit || r.s < hi && r.e > lo
 	}
 	if hit {
-		op.kw = true
+		op.wx.kw = true
 		for p := lo; p < hi; p += pageSize {
 			if !sp.inKW(p) {
 				t.result.Stats.TCBPages++
@@ -314,27 +314,27 @@ func (t *Tracer) wxKWEntry(th *thread, op *pendingOp, rsp uint64) bool {
 }
 
 // wxNeedsExit (exitNeeds): a call wxKWEntry let run as asked.
-func (t *Tracer) wxNeedsExit(th *thread, op *pendingOp) bool { return op.kw }
+func (t *Tracer) wxNeedsExit(th *thread, op *pendingOp) bool { return op.wx.kw }
 
-// wxTCBEffect (exitEffects, after wxMovedEffect): memory the call unmaps
-// or maps anew holds no thread's stack or control block any more; after
-// an mprotect wxKWEntry let run as asked, the range gets what W^X gives
-// each page (kernelProt: executable-only outside kernel-written memory,
-// writable inside it), in one injected mprotect per run.
+// wxTCBEffect (exitEffects): memory the call unmaps or maps anew holds
+// no thread's stack or control block any more; after an mprotect
+// wxKWEntry let run as asked, the range gets what W^X gives each page
+// (kernelProt: executable-only outside kernel-written memory, writable
+// inside it), in one injected mprotect per run.
 //
 // Precondition: on the locked tracer thread; x.th is in syscall-exit-stop.
 func (t *Tracer) wxTCBEffect(x *sysExit) {
 	sp, a := x.sp, x.op.args
 	switch x.op.nr {
 	case unix.SYS_MMAP:
-		sp.dropKW(x.ret, x.ret+pageUp(a[1]))
+		sp.dropKW(x.out.s, x.out.e)
 	case unix.SYS_MUNMAP, unix.SYS_MREMAP:
-		sp.dropKW(a[0], a[0]+pageUp(a[1]))
+		sp.dropKW(x.op.rng.s, x.op.rng.e)
 	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
-		if !x.op.kw {
+		if !x.op.wx.kw {
 			return
 		}
-		lo, hi := a[0], a[0]+pageUp(a[1])
+		lo, hi := x.op.rng.s, x.op.rng.e
 		if a[2]&unix.PROT_GROWSDOWN != 0 {
 			if r, ok := sp.regionExtent(lo); ok && r.s < lo {
 				for p := r.s; p < lo; p += pageSize {

@@ -158,160 +158,166 @@ func Emulate(code []byte, m Machine) (x86asm.Inst, []Store, error) {
 			return in, nil, ErrNotEmulated
 		}
 	}
-	r := m.Regs
-	next := r.Rip + uint64(in.Len)
+	next := m.Regs.Rip + uint64(in.Len)
 	switch in.Op {
 	case x86asm.MOV, x86asm.MOVNTI:
-		dst, ok := in.Args[0].(x86asm.Mem)
-		if !ok {
-			return in, nil, ErrNotEmulated
-		}
-		addr, err := effAddr(r, &in, dst, next)
-		if err != nil {
-			return in, nil, err
-		}
-		var v uint64
-		switch src := in.Args[1].(type) {
-		case x86asm.Reg:
-			var ok bool
-			if v, _, ok = regValue(r, src); !ok {
-				return in, nil, ErrNotEmulated // segment register store
-			}
-		case x86asm.Imm:
-			v = uint64(src)
-		default:
-			return in, nil, ErrNotEmulated
-		}
-		n := in.MemBytes
-		if n != 1 && n != 2 && n != 4 && n != 8 {
-			return in, nil, ErrNotEmulated
-		}
-		r.Rip = next
-		return in, []Store{{addr, le(v, n)}}, nil
+		return emulateMov(in, m, next)
 	case x86asm.MOVUPS, x86asm.MOVAPS, x86asm.MOVDQU, x86asm.MOVDQA, x86asm.MOVUPD, x86asm.MOVAPD,
 		x86asm.MOVNTDQ, x86asm.MOVNTPS, x86asm.MOVNTPD, x86asm.MOVQ, x86asm.MOVD, x86asm.MOVSD_XMM,
 		x86asm.MOVSS, x86asm.MOVLPS, x86asm.MOVLPD, x86asm.MOVHPS, x86asm.MOVHPD:
-		dst, ok := in.Args[0].(x86asm.Mem)
-		if !ok {
-			return in, nil, ErrNotEmulated
-		}
-		src, ok := in.Args[1].(x86asm.Reg)
-		if !ok || m.XMM == nil {
-			return in, nil, ErrNotEmulated
-		}
-		addr, err := effAddr(r, &in, dst, next)
-		if err != nil {
-			return in, nil, err
-		}
-		var data []byte
-		if src >= x86asm.X0 && src <= x86asm.X15 {
-			x, err := m.XMM(int(src - x86asm.X0))
-			if err != nil {
-				return in, nil, ErrNotEmulated
-			}
-			n := in.MemBytes
-			if n <= 0 || n > 16 {
-				return in, nil, ErrNotEmulated
-			}
-			off := 0
-			if in.Op == x86asm.MOVHPS || in.Op == x86asm.MOVHPD {
-				off = 8
-			}
-			data = append([]byte(nil), x[off:off+n]...)
-		} else if v, n, ok := regValue(r, src); ok && (in.Op == x86asm.MOVQ || in.Op == x86asm.MOVD) {
-			data = le(v, n)
-		} else {
-			return in, nil, ErrNotEmulated
-		}
-		r.Rip = next
-		return in, []Store{{addr, data}}, nil
+		return emulateVector(in, m, next)
 	case x86asm.STOSB, x86asm.STOSW, x86asm.STOSD, x86asm.STOSQ, x86asm.MOVSB, x86asm.MOVSW, x86asm.MOVSD, x86asm.MOVSQ:
 		return emulateString(in, m, next)
 	}
 	return in, nil, ErrNotEmulated
 }
 
+// emulateMov: MOV or MOVNTI of a general register or an immediate to
+// memory.
+func emulateMov(in x86asm.Inst, m Machine, next uint64) (x86asm.Inst, []Store, error) {
+	r := m.Regs
+	dst, ok := in.Args[0].(x86asm.Mem)
+	if !ok {
+		return in, nil, ErrNotEmulated
+	}
+	addr, err := effAddr(r, &in, dst, next)
+	if err != nil {
+		return in, nil, err
+	}
+	var v uint64
+	switch src := in.Args[1].(type) {
+	case x86asm.Reg:
+		var ok bool
+		if v, _, ok = regValue(r, src); !ok {
+			return in, nil, ErrNotEmulated // segment register store
+		}
+	case x86asm.Imm:
+		v = uint64(src)
+	default:
+		return in, nil, ErrNotEmulated
+	}
+	n := in.MemBytes
+	if n != 1 && n != 2 && n != 4 && n != 8 {
+		return in, nil, ErrNotEmulated
+	}
+	r.Rip = next
+	return in, []Store{{addr, le(v, n)}}, nil
+}
+
+// emulateVector: an SSE move of an XMM register (or, for MOVQ and MOVD,
+// a general register) to memory.
+func emulateVector(in x86asm.Inst, m Machine, next uint64) (x86asm.Inst, []Store, error) {
+	r := m.Regs
+	dst, ok := in.Args[0].(x86asm.Mem)
+	if !ok {
+		return in, nil, ErrNotEmulated
+	}
+	src, ok := in.Args[1].(x86asm.Reg)
+	if !ok || m.XMM == nil {
+		return in, nil, ErrNotEmulated
+	}
+	addr, err := effAddr(r, &in, dst, next)
+	if err != nil {
+		return in, nil, err
+	}
+	var data []byte
+	if src >= x86asm.X0 && src <= x86asm.X15 {
+		x, err := m.XMM(int(src - x86asm.X0))
+		if err != nil {
+			return in, nil, ErrNotEmulated
+		}
+		n := in.MemBytes
+		if n <= 0 || n > 16 {
+			return in, nil, ErrNotEmulated
+		}
+		off := 0
+		if in.Op == x86asm.MOVHPS || in.Op == x86asm.MOVHPD {
+			off = 8
+		}
+		data = append([]byte(nil), x[off:off+n]...)
+	} else if v, n, ok := regValue(r, src); ok && (in.Op == x86asm.MOVQ || in.Op == x86asm.MOVD) {
+		data = le(v, n)
+	} else {
+		return in, nil, ErrNotEmulated
+	}
+	r.Rip = next
+	return in, []Store{{addr, data}}, nil
+}
+
+// stringSizes is the element size of each string store.
+var stringSizes = map[x86asm.Op]int{x86asm.STOSB: 1, x86asm.STOSW: 2, x86asm.STOSD: 4, x86asm.STOSQ: 8,
+	x86asm.MOVSB: 1, x86asm.MOVSW: 2, x86asm.MOVSD: 4, x86asm.MOVSQ: 8}
+
+// stringPrefixes reports whether a string instruction repeats (REP or
+// REPNE), and ok false for a segment override (FS, GS: the override of
+// MOVS's source is not handled).
+func stringPrefixes(in x86asm.Inst) (rep, ok bool) {
+	for _, p := range in.Prefix {
+		switch p & 0xff {
+		case x86asm.PrefixREP & 0xff, x86asm.PrefixREPN & 0xff:
+			rep = true
+		case x86asm.PrefixFS & 0xff, x86asm.PrefixGS & 0xff:
+			return rep, false
+		}
+	}
+	return rep, true
+}
+
+// emulateString: STOS or MOVS, with or without REP, of at most
+// maxStringStore bytes; a MOVS whose source and destination overlap is
+// not emulated.
 func emulateString(in x86asm.Inst, m Machine, next uint64) (x86asm.Inst, []Store, error) {
 	r := m.Regs
 	if in.AddrSize != 64 {
 		return in, nil, ErrNotEmulated
 	}
-	size := map[x86asm.Op]int{x86asm.STOSB: 1, x86asm.STOSW: 2, x86asm.STOSD: 4, x86asm.STOSQ: 8,
-		x86asm.MOVSB: 1, x86asm.MOVSW: 2, x86asm.MOVSD: 4, x86asm.MOVSQ: 8}[in.Op]
-	rep := false
-	for _, p := range in.Prefix {
-		if p&0xff == x86asm.PrefixREP&0xff || p&0xff == x86asm.PrefixREPN&0xff {
-			rep = true
-		}
-	}
-	// The segment override of MOVS's source (e.g. FS) is not handled.
-	for _, p := range in.Prefix {
-		switch p & 0xff {
-		case x86asm.PrefixFS & 0xff, x86asm.PrefixGS & 0xff:
-			return in, nil, ErrNotEmulated
-		}
+	size := uint64(stringSizes[in.Op])
+	rep, ok := stringPrefixes(in)
+	if !ok {
+		return in, nil, ErrNotEmulated
 	}
 	count := uint64(1)
 	if rep {
 		count = r.Rcx
 	}
-	total := count * uint64(size)
+	total := count * size
 	if count > maxStringStore || total > maxStringStore {
 		return in, nil, ErrNotEmulated
 	}
 	down := r.Eflags&(1<<10) != 0 // DF
+	// the lowest address written (and, for MOVS, read)
+	dst, src := r.Rdi, r.Rsi
+	if down {
+		dst, src = r.Rdi-(total-size), r.Rsi-(total-size)
+	}
 	isStos := in.Op == x86asm.STOSB || in.Op == x86asm.STOSW || in.Op == x86asm.STOSD || in.Op == x86asm.STOSQ
 	data := make([]byte, total)
 	if isStos {
-		v := le(r.Rax, size)
+		v := le(r.Rax, int(size))
 		for i := uint64(0); i < count; i++ {
-			copy(data[i*uint64(size):], v)
+			copy(data[i*size:], v)
 		}
 	} else {
-		// Element i comes from rsi±i*size; the copy is element by element,
-		// so overlapping forward copies behave as the CPU's.
-		src := r.Rsi
-		if down {
-			src = r.Rsi - (total - uint64(size))
-		}
-		buf := make([]byte, total)
+		// Element i comes from rsi±i*size and goes to rdi±i*size: the
+		// bytes keep their order in either direction. Overlapping
+		// ranges, where the CPU's element-by-element copy reads what it
+		// wrote, are not emulated.
 		if total > 0 {
-			if err := m.Read(src, buf); err != nil {
+			if err := m.Read(src, data); err != nil {
 				return in, nil, ErrNotEmulated
 			}
-		}
-		if down {
-			// reversed element order: element i at rsi - i*size
-			for i := uint64(0); i < count; i++ {
-				so := total - (i+1)*uint64(size)
-				copy(data[so:so+uint64(size)], buf[so:so+uint64(size)])
-			}
-		} else {
-			copy(data, buf)
-		}
-		dst := r.Rdi
-		if down {
-			dst = r.Rdi - (total - uint64(size))
 		}
 		if rangesOverlap(src, dst, total) {
 			return in, nil, ErrNotEmulated
 		}
 	}
-	dst := r.Rdi
+	step := total
 	if down {
-		dst = r.Rdi - (total - uint64(size))
+		step = -total
 	}
-	adv := total
-	if down {
-		r.Rdi -= adv
-		if !isStos {
-			r.Rsi -= adv
-		}
-	} else {
-		r.Rdi += adv
-		if !isStos {
-			r.Rsi += adv
-		}
+	r.Rdi += step
+	if !isStos {
+		r.Rsi += step
 	}
 	if rep {
 		r.Rcx = 0

@@ -74,6 +74,24 @@ func TestEmulate(t *testing.T) {
 				}
 				return ""
 			}},
+		{"std; rep movsw (three elements, downwards)", []byte{0xf3, 0x66, 0xa5}, func(r *unix.PtraceRegs) { r.Eflags |= 1 << 10 },
+			"0x7ffc:fcfdfeff0001",
+			func(r *unix.PtraceRegs) string {
+				if r.Rcx != 0 || r.Rdi != 0x7ffa || r.Rsi != 0x8ffa {
+					return fmt.Sprintf("rcx %#x rdi %#x rsi %#x, want 0 0x7ffa 0x8ffa", r.Rcx, r.Rdi, r.Rsi)
+				}
+				return ""
+			}},
+		{"std; rep stos %eax,(%rdi)", []byte{0xf3, 0xab}, func(r *unix.PtraceRegs) { r.Eflags |= 1 << 10 },
+			"0x7ff8:887766558877665588776655",
+			func(r *unix.PtraceRegs) string {
+				if r.Rcx != 0 || r.Rdi != 0x7ff4 || r.Rsi != 0x9000 {
+					return fmt.Sprintf("rcx %#x rdi %#x rsi %#x, want 0 0x7ff4 0x9000", r.Rcx, r.Rdi, r.Rsi)
+				}
+				return ""
+			}},
+		{"rep movsb %fs:(%rsi),(%rdi) (source override)", []byte{0x64, 0xf3, 0xa4}, nil, "not emulated", nil},
+		{"rep movsb over its own source", []byte{0xf3, 0xa4}, func(r *unix.PtraceRegs) { r.Rsi = 0x8001 }, "not emulated", nil},
 		{"movups %xmm1,(%rdi)", []byte{0x0f, 0x11, 0x0f}, nil, "0x8000:a1a2a3a4a5a6a7a8a9aaabacadaeafb0", nil},
 		{"movq %xmm2,(%rdi)", []byte{0x66, 0x0f, 0xd6, 0x17}, nil, "0x8000:a2a3a4a5a6a7a8a9", nil},
 		{"lock cmpxchg %rcx,(%rdx)", []byte{0xf0, 0x48, 0x0f, 0xb1, 0x0a}, nil, "not emulated", nil},
