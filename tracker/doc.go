@@ -517,10 +517,10 @@
 //
 // # Imports
 //
-// tracker imports internal/platform, clock, db, snapshot, softpt, perf,
-// x86 and its own internal/x86emu, no more (internal/layers checks it). It
-// must not import ptrun, recording, decode, ptfmt or cmd/...: the
-// recorder sits below the launcher and knows nothing of decoding.
+// Must not import: ptrun, recording, decode, ptfmt. The recorder sits
+// below the launcher and knows nothing of decoding; it imports
+// internal/platform, clock, db, snapshot, softpt, perf, x86 and its own
+// internal/x86emu, no more (internal/layers checks both).
 package tracker
 
 // Building for any platform but linux/amd64 fails in internal/platform.
