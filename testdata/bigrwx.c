@@ -8,12 +8,17 @@
  *                       the mapping ("mov eax, imm32; ret" with one aligned
  *                       8-byte store each), calls every patched function and
  *                       checks what it returns
+ *   bigrwx MIB WRITES reserve
+ *                       the same, but the memory is reserved PROT_NONE first
+ *                       and then made RWX with mprotect, as qemu-user does
+ *                       with its translation buffer
  *
  * Under a W^X recorder every store is a stop: the cost of one must not grow
  * with the size of the mapping, and a few scattered patches must leave a few
  * versions, not one per page (see cmd/ptjit-bench, row "bigrwx").
  *
- * Manifest: one "mmap" line for the whole mapping (zero pages); with WRITES,
+ * Manifest: one "mmap" line for the whole mapping (zero pages; "mprotect" when
+ * reserved first); with WRITES,
  * one "write" line per patch (its page). The page-per-page mode writes no
  * "write" lines.
  */
@@ -34,14 +39,20 @@ static uint64_t code_word(int32_t imm)
 
 int main(int argc, char **argv)
 {
-	if (argc < 2 || argc > 3)
-		mf_die("usage: bigrwx MIB [WRITES]");
+	if (argc < 2 || argc > 4 || (argc == 4 && strcmp(argv[3], "reserve") != 0))
+		mf_die("usage: bigrwx MIB [WRITES [reserve]]");
 	size_t n = (size_t)atoi(argv[1]) << 20;
-	long writes = argc == 3 ? atol(argv[2]) : 0;
+	long writes = argc >= 3 ? atol(argv[2]) : 0;
 	size_t pages = n / MF_PAGE;
 	if (n == 0 || writes < 0 || (size_t)writes > pages)
 		mf_die("bigrwx: bad arguments");
-	uint8_t *p = mf_mmap(NULL, n, PROT_READ | PROT_WRITE | PROT_EXEC, 0);
+	uint8_t *p;
+	if (argc == 4) {
+		p = mf_mmap(NULL, n, PROT_NONE, MAP_NORESERVE);
+		mf_mprotect(p, n, PROT_READ | PROT_WRITE | PROT_EXEC);
+	} else {
+		p = mf_mmap(NULL, n, PROT_READ | PROT_WRITE | PROT_EXEC, 0);
+	}
 	if (writes == 0) {
 		struct timespec a, b;
 		clock_gettime(CLOCK_MONOTONIC, &a);

@@ -162,7 +162,7 @@ func (t *Tracer) wxEntryProt(th *thread, op *pendingOp, prot uint64) (uint64, st
 			if t.wxKWEntry(th, op, op.rsp) {
 				return prot, "" // over kernel-written memory: wxTCBEffect at the exit
 			}
-			if t.freshBatch(op) {
+			if t.freshBatch(th, op) {
 				op.wx.fresh = true
 				return prot &^ unix.PROT_EXEC, wxFreshReason
 			}
@@ -192,12 +192,31 @@ const (
 // that runs, not one per page written (started RX, mappings over 64 MiB
 // did, when batch pages were kept one map entry a page).
 
-// freshBatch reports whether op maps fresh memory that starts as batch
+// Reserved memory made RWX. qemu-user reserves its 128 MiB translation
+// buffer PROT_NONE and makes it RWX with one mprotect before it writes a
+// byte there; a Lisp or a JIT may do the same with a heap. Private
+// anonymous pages that are neither present nor swapped out read as zeros
+// (pages_linux_amd64.go: populated), so such a range is as fresh as a new
+// mapping: it starts as batch pages too. A range of which any page is
+// populated (read or written since it was mapped, or shorter than
+// sparseMin, where the scan is not worth it) may hold code that is about
+// to run, and starts executable-only as before, recorded at the call.
+
+// freshBatch reports whether op maps fresh memory, or makes unpopulated
+// private anonymous memory writable and executable, that starts as batch
 // pages (see above).
-func (t *Tracer) freshBatch(op *pendingOp) bool {
-	return op.nr == unix.SYS_MMAP && t.opts.WX != WXPrecise &&
-		op.args[3]&unix.MAP_ANONYMOUS != 0 && op.args[3]&unix.MAP_TYPE == unix.MAP_PRIVATE &&
-		op.args[1] != 0
+func (t *Tracer) freshBatch(th *thread, op *pendingOp) bool {
+	if t.opts.WX == WXPrecise || op.args[1] == 0 {
+		return false
+	}
+	switch op.nr {
+	case unix.SYS_MMAP:
+		return op.args[3]&unix.MAP_ANONYMOUS != 0 && op.args[3]&unix.MAP_TYPE == unix.MAP_PRIVATE
+	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
+		runs, ok := populated(th.tid, op.rng.s, op.rng.e)
+		return ok && len(runs) == 0
+	}
+	return false
 }
 
 // wxFreshEffect (exitEffects): the pages of a fresh mapping are batch
@@ -207,8 +226,12 @@ func (t *Tracer) wxFreshEffect(x *sysExit) {
 	if !x.op.wx.fresh {
 		return
 	}
-	x.sp.wxs().batch.addFresh(x.out.s, x.out.e)
-	t.result.Stats.FreshMapped += int((x.out.e - x.out.s) / pageSize)
+	r := x.out // an mmap's
+	if x.op.nr != unix.SYS_MMAP {
+		r = x.op.rng
+	}
+	x.sp.wxs().batch.addFresh(r.s, r.e)
+	t.result.Stats.FreshMapped += int((r.e - r.s) / pageSize)
 }
 
 // wxClearEffect (exitEffects): batch pages in the range the call sets get

@@ -46,7 +46,8 @@ Memory the program maps writable and executable is kept executable-only
 written until something executes there and then records the page (batch);
 auto is precise, except for a page written in a burst (2 stores within 10 ms),
 or by a store ptjit cannot emulate (AVX-512): that page goes batch. New
-anonymous RWX memory holds no code yet: under batch and auto it starts
+anonymous RWX memory holds no code yet, nor does reserved memory made RWX
+before any of its pages was touched: under batch and auto it starts
 writable, not executable, and each page is recorded when it first runs. A
 thread's stack and control block, which the kernel writes (signal frames,
 syscall output, its tid, its rseq area), stay writable in every mode until
