@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ptjit/ptjit/internal/testenv"
 )
 
 // TestElfKind checks the ELF-class half of compatKind on headers: a
@@ -54,11 +56,8 @@ func TestElfKind(t *testing.T) {
 // CI=true, where it fails.
 func TestPrstatusSize(t *testing.T) {
 	prog := filepath.Join(t.TempDir(), "jit32")
-	if out, err := exec.Command("gcc", "-m32", "-O2", "-o", prog, "../testdata/jit32.c").CombinedOutput(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI=true but gcc -m32 fails (install gcc-multilib): %v\n%s", err, out)
-		}
-		t.Skipf("gcc -m32 fails here (gcc-multilib): %v", err)
+	if out, err := exec.Command(testenv.Tool(t, "gcc", "gcc"), "-m32", "-O2", "-o", prog, "../testdata/jit32.c").CombinedOutput(); err != nil {
+		testenv.Missing(t, "gcc -m32 fails here (Debian: apt-get install gcc-multilib; .ci/run installs it): %v\n%s", err, out)
 	}
 	// ptrace requests must come from the thread that forked the tracee
 	runtime.LockOSThread()

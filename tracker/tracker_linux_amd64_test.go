@@ -15,6 +15,7 @@ import (
 
 	"github.com/ptjit/ptjit/clock"
 	"github.com/ptjit/ptjit/db"
+	"github.com/ptjit/ptjit/internal/testenv"
 	"github.com/ptjit/ptjit/internal/testmain"
 	"github.com/ptjit/ptjit/ptrun"
 	"github.com/ptjit/ptjit/tracker"
@@ -37,24 +38,11 @@ func TestMain(m *testing.M) {
 // cprog builds testdata/NAME.c once per test binary and returns its path.
 func cprog(t testing.TB, name string) string {
 	t.Helper()
-	cprogs.once.Do(func() {
-		cprogs.dir, cprogs.err = os.MkdirTemp("", "ptjit-tracker-test-")
-		if cprogs.err != nil {
-			return
-		}
-		srcs, _ := filepath.Glob("testdata/*.c")
-		for _, src := range srcs {
-			out := filepath.Join(cprogs.dir, strings.TrimSuffix(filepath.Base(src), ".c"))
-			if b, err := exec.Command("gcc", "-O2", "-Wall", "-o", out, src).CombinedOutput(); err != nil {
-				cprogs.err = fmt.Errorf("gcc %s: %v\n%s", src, err, b)
-				return
-			}
-		}
-	})
+	cprogs.once.Do(func() { cprogs.dir, cprogs.err = os.MkdirTemp("", "ptjit-tracker-test-") })
 	if cprogs.err != nil {
 		t.Fatal(cprogs.err)
 	}
-	return filepath.Join(cprogs.dir, name)
+	return testenv.CompileCDir(t, "testdata", cprogs.dir, name, "-O2", "-Wall")
 }
 
 // traced is the outcome of one traced run.

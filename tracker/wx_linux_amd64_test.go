@@ -3,14 +3,12 @@ package tracker_test
 import (
 	"bytes"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/ptjit/ptjit/db"
+	"github.com/ptjit/ptjit/internal/testenv"
 	"github.com/ptjit/ptjit/tracker"
 )
 
@@ -312,16 +310,9 @@ func TestWXThreadControlBlock(t *testing.T) {
 // write into theirs (pipe, read, signal frames). Under every W^X mode the
 // program must behave as alone (before: SIGSEGV under precise and batch).
 func TestWXExecstackDlopen(t *testing.T) {
-	dir := t.TempDir()
-	src, lib := filepath.Join(dir, "lib.c"), filepath.Join(dir, "libexecstack.so")
 	// a GCC nested function whose address is taken: a trampoline on the stack
 	code := "int libfn(int x) { int add(int v) { return v + x; } int (*volatile f)(int) = add; return f(1); }\n"
-	if err := os.WriteFile(src, []byte(code), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-z", "execstack", "-o", lib, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
+	lib := testenv.CompileC(t, "libexecstack.c", code, "-shared", "-fPIC", "-z", "execstack")
 	prog := cprog(t, "dlexecstack")
 	alone, st := run(t, prog, lib)
 	if st != 0 || alone != "libfn(41) = 42\nthreads ok\nok\n" {

@@ -41,6 +41,45 @@ func CompileC(t testing.TB, name, source string, flags ...string) string {
 	return bin
 }
 
+// CompileCDir compiles every NAME.c of the directory src with gcc and
+// flags into dir (which the caller makes and removes), once per test
+// binary and directory, and returns dir/NAME for name. A failed build
+// fails every test that asks, with gcc's output.
+func CompileCDir(t testing.TB, src, dir, name string, flags ...string) string {
+	t.Helper()
+	gcc := Tool(t, "gcc", "gcc")
+	v, _ := cdirs.LoadOrStore(src+"\x00"+dir, &cdir{})
+	c := v.(*cdir)
+	c.once.Do(func() {
+		srcs, err := filepath.Glob(filepath.Join(src, "*.c"))
+		if err == nil && len(srcs) == 0 {
+			err = fmt.Errorf("no C sources in %s", src)
+		}
+		for _, f := range srcs {
+			if err != nil {
+				break
+			}
+			out := filepath.Join(dir, strings.TrimSuffix(filepath.Base(f), ".c"))
+			args := append(append([]string{}, flags...), "-o", out, f)
+			if b, e := exec.Command(gcc, args...).CombinedOutput(); e != nil {
+				err = fmt.Errorf("gcc %s: %v\n%s", strings.Join(args, " "), e, b)
+			}
+		}
+		c.err = err
+	})
+	if c.err != nil {
+		t.Fatal(c.err)
+	}
+	return filepath.Join(dir, name)
+}
+
+type cdir struct {
+	once sync.Once
+	err  error
+}
+
+var cdirs sync.Map // source and output directory → *cdir
+
 var programs struct {
 	once sync.Once
 	dir  string

@@ -59,6 +59,34 @@ func TestCompileC(t *testing.T) {
 	}
 }
 
+// TestCompileCDir: every C file of a directory is built once, into the
+// directory given; a second call for the same directories builds nothing
+// (the program removed in between stays removed).
+func TestCompileCDir(t *testing.T) {
+	src, out := t.TempDir(), t.TempDir()
+	for name, code := range map[string]string{"three.c": "int main(void) { return 3; }\n", "four.c": "int main(void) { return 4; }\n"} {
+		if err := os.WriteFile(filepath.Join(src, name), []byte(code), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, want := range map[string]int{"three": 3, "four": 4} {
+		bin := CompileCDir(t, src, out, name, "-O1")
+		err := exec.Command(bin).Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != want {
+			t.Fatalf("%s: %v, want exit status %d", bin, err, want)
+		}
+	}
+	if err := os.Remove(filepath.Join(out, "three")); err != nil {
+		t.Fatal(err)
+	}
+	if bin := CompileCDir(t, src, out, "three"); fileExists(bin) {
+		t.Errorf("%s built again: CompileCDir builds a directory once", bin)
+	}
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
 const missingTool = "ptjit-testenv-no-such-tool"
 
 // TestToolMissing: a missing tool skips the test, naming its package;
