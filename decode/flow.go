@@ -385,32 +385,26 @@ func (d *FlowDecoder) handleErratumSKD022() int {
 
 // proceed moves d.ip past in.
 func (d *FlowDecoder) proceed(in *FlowInsn) int {
-	d.ip += uint64(in.Size)
-	d.icnt++
-	switch in.Class {
+	return d.follow(in.Class, in.Size, in.Target)
+}
+
+// follow moves d.ip past the instruction at d.ip, of class c, size bytes
+// long and with the direct branch target target, asking the trace where
+// the class needs it: the one rule for every kind of instruction, for Next
+// (proceed) and for the instruction that ends a block (nextBlock, which
+// calls the helpers of the usual kinds itself).
+func (d *FlowDecoder) follow(c x86.InsnClass, size uint8, target uint64) int {
+	d.pass(size)
+	switch c {
 	case x86.ClassPTWrite, x86.ClassOther, x86.ClassMovCR3:
 		return 0
 	case x86.ClassCondJump:
-		taken, st := d.condBranch()
-		if st < 0 {
-			return st
-		}
-		d.status = st
-		if !taken {
-			return 0
-		}
-		d.ip = in.Target
-		return 0
+		return d.condJump(target)
 	case x86.ClassCall:
-		// A call to the next instruction (position-independent code)
-		// is not a call for return compression.
-		if in.Target != d.ip {
-			d.retstack.push(d.ip)
-		}
-		d.ip = in.Target
+		d.call(target)
 		return 0
 	case x86.ClassJump:
-		d.ip = in.Target
+		d.ip = target
 		return 0
 	case x86.ClassIndCall:
 		d.retstack.push(d.ip)
@@ -439,6 +433,36 @@ func (d *FlowDecoder) proceed(in *FlowInsn) int {
 		return -int(CodeNoIP)
 	}
 	d.ip = ip
+	return 0
+}
+
+// pass moves d.ip past an instruction of size bytes at d.ip, counting it.
+func (d *FlowDecoder) pass(size uint8) {
+	d.ip += uint64(size)
+	d.icnt++
+}
+
+// call follows a direct call to target, d.ip past it: a call to the next
+// instruction (position-independent code) is not a call for return
+// compression.
+func (d *FlowDecoder) call(target uint64) {
+	if target != d.ip {
+		d.retstack.push(d.ip)
+	}
+	d.ip = target
+}
+
+// condJump follows a conditional branch to target, d.ip past it, as the
+// trace says.
+func (d *FlowDecoder) condJump(target uint64) int {
+	taken, st := d.condBranch()
+	if st < 0 {
+		return st
+	}
+	d.status = st
+	if taken {
+		d.ip = target
+	}
 	return 0
 }
 
@@ -821,9 +845,9 @@ func (d *FlowDecoder) Next(in *FlowInsn) (Status, error) {
 			return Status(st), nil
 		}
 	} else if in.Class == x86.ClassOther {
-		// The common case: nothing to bind, nothing to ask the trace.
-		d.ip += uint64(in.Size)
-		d.icnt++
+		// The common case: nothing to bind, nothing to ask the trace
+		// (follow's rule for this class).
+		d.pass(in.Size)
 		return Status(d.flowStatus(0)), nil
 	}
 	if st := d.proceed(in); st < 0 {
