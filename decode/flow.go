@@ -234,14 +234,11 @@ func (d *FlowDecoder) indirectBranch() (uint64, int) {
 	evip := d.ip
 	d.steps = 0
 	ip, st := d.q.indirectBranch()
+	if st >= 0 {
+		st = d.queried(evip, st)
+	}
 	if st < 0 {
 		return 0, st
-	}
-	d.icnt = 0
-	if d.cfg.TickEvents {
-		if e := d.tick(evip); e < 0 {
-			return 0, e
-		}
 	}
 	return ip, st
 }
@@ -249,16 +246,23 @@ func (d *FlowDecoder) indirectBranch() (uint64, int) {
 func (d *FlowDecoder) condBranch() (bool, int) {
 	d.steps = 0
 	taken, st := d.q.condBranch()
-	if st < 0 {
-		return false, st
-	}
-	d.icnt = 0
-	if d.cfg.TickEvents {
-		if e := d.tick(d.ip); e < 0 {
-			return false, e
-		}
+	if st >= 0 {
+		st = d.queried(d.ip, st)
 	}
 	return taken, st
+}
+
+// queried is what follows a query that answered at ip (status flags st):
+// the instructions count from there, and a tick event is due if time
+// moved. It returns st or an error.
+func (d *FlowDecoder) queried(ip uint64, st int) int {
+	d.icnt = 0
+	if d.cfg.TickEvents {
+		if e := d.tick(ip); e < 0 {
+			return e
+		}
+	}
+	return st
 }
 
 func (d *FlowDecoder) start(ip uint64, st int) int {
@@ -453,9 +457,14 @@ func (d *FlowDecoder) call(target uint64) {
 }
 
 // condJump follows a conditional branch to target, d.ip past it, as the
-// trace says.
+// trace says (condBranch, written out: this is the hot one, and a call
+// fewer for each branch counts).
 func (d *FlowDecoder) condJump(target uint64) int {
-	taken, st := d.condBranch()
+	d.steps = 0
+	taken, st := d.q.condBranch()
+	if st >= 0 {
+		st = d.queried(d.ip, st)
+	}
 	if st < 0 {
 		return st
 	}
