@@ -244,12 +244,18 @@ func (d *FlowDecoder) indirectBranch() (uint64, int) {
 }
 
 func (d *FlowDecoder) condBranch() (bool, int) {
-	d.steps = 0
-	taken, st := d.q.condBranch()
+	taken, st := d.askCond()
 	if st >= 0 {
 		st = d.queried(d.ip, st)
 	}
 	return taken, st
+}
+
+// askCond asks the trace for the outcome of the conditional branch (or
+// compressed return) just passed.
+func (d *FlowDecoder) askCond() (taken bool, st int) {
+	d.steps = 0
+	return d.q.condBranch()
 }
 
 // queried is what follows a query that answered at ip (status flags st):
@@ -396,14 +402,19 @@ func (d *FlowDecoder) proceed(in *FlowInsn) int {
 // long and with the direct branch target target, asking the trace where
 // the class needs it: the one rule for every kind of instruction, for Next
 // (proceed) and for the instruction that ends a block (nextBlock, which
-// calls the helpers of the usual kinds itself).
+// puts the usual kinds together from the same inlined helpers itself:
+// pass, call, askCond, queried and takeCond).
 func (d *FlowDecoder) follow(c x86.InsnClass, size uint8, target uint64) int {
 	d.pass(size)
 	switch c {
 	case x86.ClassPTWrite, x86.ClassOther, x86.ClassMovCR3:
 		return 0
 	case x86.ClassCondJump:
-		return d.condJump(target)
+		taken, st := d.askCond()
+		if st >= 0 {
+			st = d.queried(d.ip, st)
+		}
+		return d.takeCond(taken, st, target)
 	case x86.ClassCall:
 		d.call(target)
 		return 0
@@ -456,15 +467,9 @@ func (d *FlowDecoder) call(target uint64) {
 	d.ip = target
 }
 
-// condJump follows a conditional branch to target, d.ip past it, as the
-// trace says (condBranch, written out: this is the hot one, and a call
-// fewer for each branch counts).
-func (d *FlowDecoder) condJump(target uint64) int {
-	d.steps = 0
-	taken, st := d.q.condBranch()
-	if st >= 0 {
-		st = d.queried(d.ip, st)
-	}
+// takeCond follows a conditional branch to target, d.ip past it, by the
+// answer (taken, st) of askCond and queried: status flags or an error.
+func (d *FlowDecoder) takeCond(taken bool, st int, target uint64) int {
 	if st < 0 {
 		return st
 	}

@@ -360,7 +360,8 @@ func (d *FlowDecoder) nextBlock(b *FlowBlock, in *FlowInsn) (ok bool, st int) {
 	}
 	d.steps++
 	// follow's rules; the usual kinds (the libxdc lesson: a hot loop
-	// is a handful of branch kinds) through its helpers directly.
+	// is a handful of branch kinds) put together from its helpers here,
+	// as follow does, without the call.
 	switch be.tclass {
 	case x86.ClassJump:
 		d.pass(be.tsize)
@@ -370,7 +371,11 @@ func (d *FlowDecoder) nextBlock(b *FlowBlock, in *FlowInsn) (ok bool, st int) {
 		d.call(target)
 	case x86.ClassCondJump:
 		d.pass(be.tsize)
-		st = d.condJump(target)
+		taken, qst := d.askCond()
+		if qst >= 0 {
+			qst = d.queried(d.ip, qst)
+		}
+		st = d.takeCond(taken, qst, target)
 	default:
 		st = d.follow(be.tclass, be.tsize, target)
 	}
