@@ -13,13 +13,20 @@
 //     (enable/disable, overflow, paging, mode changes, event trace) bound
 //     to the instruction where they happen; it applies the errata
 //     workarounds of ptpkt.Config. Its workings are internal; the flow
-//     layer drives it. Its read-ahead takes the packets of a soft-PT trace
-//     (an MTC per instruction, a one-bit TNT-8 per conditional branch)
-//     without the packet decoder's general dispatch: a run of MTCs is
-//     applied to the timing in one loop over the bytes once the timing is
-//     steady (ptpkt.MTCRun, tested against UpdateMTC packet by packet),
-//     which also reads the TNT-8 after the run; the MTC or TNT-8 after a
-//     TNT is read by ptpkt.NextMTC and NextTNT8.
+//     layer drives it. Its read-ahead (fetchQEvent) takes the packets of
+//     a soft-PT trace (an MTC per instruction, a one-bit TNT-8 per
+//     conditional branch) and of a hot loop (a TNT or TIP with no event
+//     waiting) first, without the packet decoder's general dispatch and
+//     without building an Event for each, but through the helpers the
+//     general dispatch uses for the same packets (mtcRun, takeTNT,
+//     updateIP and eventIP), so each rule is written once: a run of MTCs
+//     is applied to the timing in one loop over the bytes (ptpkt.MTCRun,
+//     tested against UpdateMTC packet by packet), which also reads the
+//     TNT-8 after the run; the MTC or TNT-8 after a TNT is read by
+//     ptpkt.NextMTC and NextTNT8. TestQueryFastPaths turns these fast
+//     paths off (a test-only FlowConfig field) and requires the same
+//     events, offsets and times, and the same flow, on libipt's corpus,
+//     the synthetic traces and generated soft-PT traces.
 //  2. Instruction flow (flow*.go): FlowDecoder walks the code through the
 //     image, decoding instructions with package x86 (flow_cache.go keeps
 //     them per section, so hot code is decoded once), asking the query
@@ -31,29 +38,39 @@
 //     the IP; errors.Is matches it against ErrFlowEOS, ErrNomap and
 //     ErrBadQuery. The documented recovery is SyncForward to the next PSB
 //     (or Resync, to the next packet that gives an IP).
-//     The block fast path (flow_block.go) sits inside this layer, as
-//     libipt's block decoder sits beside its instruction decoder: when no
+//     The block fast path (flow_block.go) sits inside this layer: when no
 //     event is pending, the basic block at the IP — a run of straight-line
-//     instructions and the branch that ends it, with the instruction
-//     count, length and end kind precomputed — is taken from a per-section
-//     block cache and stepped over at once, the branch followed as Next
-//     would follow it (direct jumps, calls and conditional branches with
-//     a cached TNT bit inline). The cache lives in the Section, so it is
-//     keyed by code version (a JIT region's new version is another
-//     Section) and, for files, by mapping; it is built without the
+//     instructions and the branch that ends it, with the instruction count,
+//     length and end kind precomputed — is taken from a per-section block
+//     cache and stepped over at once, and the branch that ends it is
+//     followed by the rule Next follows every instruction by (follow and its
+//     helpers: direct jumps and calls, conditional branches and returns
+//     asked of the TNT cache, indirect branches of the next TIP). libipt, up to v2.1, had two
+//     full decoders side by side, each with its own copy of these rules: the
+//     instruction decoder on the query decoder, the block decoder directly
+//     on the event decoder; since v2.2 its instruction decoder is built on
+//     its block decoder (it iterates each block's instructions, decoding
+//     their lengths a second time). ptjit keeps libipt's older layering
+//     (FlowDecoder on the query layer) and makes blocks a fast path of the
+//     same decoder instead: one set of rules, and no second length decode
+//     for the sinks that need every instruction. The cache lives in the
+//     Section, so it is keyed by code version (a JIT region's new version is
+//     another Section) and, for files, by mapping; it is built without the
 //     instruction cache, so a decode on blocks never allocates that, and
-//     both are allocated in pages for 256 bytes of code, written before
-//     they are read (traced code is sparse, and each page of fresh memory
-//     costs a fault: flow_cache.go). Sinks that implement BlockSink
-//     (--stat, --calls, counting) get one call per block; sinks that need
-//     every instruction (ptxed, trace, JSON) do not implement it and get
-//     Insn calls from the same decoder, instruction by instruction. A
-//     BlockCounter (--stat's chunks, the call tree) needs only some
-//     blocks: of the others RunFlow just adds the counts to counters
-//     the sink gave, saving a Block call per block. Both
-//     paths give the same flow: TestBlockFlowSynthetic,
-//     TestBlockCacheVersions, ptfmt's TestBlockPathCorpus and the libipt
-//     differential test compare them.
+//     both are allocated in pages for 256 bytes of code, written before they
+//     are read (traced code is sparse, and each page of fresh memory costs a
+//     fault: flow_cache.go). Sinks that implement BlockSink (--stat,
+//     --calls, counting) get one call per block; sinks that need every
+//     instruction (ptxed, trace, JSON) do not implement it and get Insn
+//     calls from the same decoder, instruction by instruction. A
+//     BlockCounter (--stat's chunks, the call tree) needs only some blocks:
+//     of the others RunFlow just adds the counts to counters the sink gave,
+//     saving a Block call per block. Both paths give the same flow:
+//     FuzzFlowDecoder requires the same sink calls from both (and from a
+//     decode with the fast paths off) on every input, and
+//     TestBlockFlowSynthetic, TestBlockCacheVersions, TestQueryFastPaths,
+//     ptfmt's TestBlockPathCorpus and the libipt differential test compare
+//     them.
 //  3. The image (image.go, lazy.go): sections of code keyed by address and,
 //     for JIT code, by the TSC interval in which each version was valid; a
 //     miss is an error (CodeNomap), never a guess. Versioned sections are

@@ -234,31 +234,41 @@ func (d *FlowDecoder) indirectBranch() (uint64, int) {
 	evip := d.ip
 	d.steps = 0
 	ip, st := d.q.indirectBranch()
+	if st >= 0 {
+		st = d.queried(evip, st)
+	}
 	if st < 0 {
 		return 0, st
-	}
-	d.icnt = 0
-	if d.cfg.TickEvents {
-		if e := d.tick(evip); e < 0 {
-			return 0, e
-		}
 	}
 	return ip, st
 }
 
 func (d *FlowDecoder) condBranch() (bool, int) {
-	d.steps = 0
-	taken, st := d.q.condBranch()
-	if st < 0 {
-		return false, st
-	}
-	d.icnt = 0
-	if d.cfg.TickEvents {
-		if e := d.tick(d.ip); e < 0 {
-			return false, e
-		}
+	taken, st := d.askCond()
+	if st >= 0 {
+		st = d.queried(d.ip, st)
 	}
 	return taken, st
+}
+
+// askCond asks the trace for the outcome of the conditional branch (or
+// compressed return) just passed.
+func (d *FlowDecoder) askCond() (taken bool, st int) {
+	d.steps = 0
+	return d.q.condBranch()
+}
+
+// queried is what follows a query that answered at ip (status flags st):
+// the instructions count from there, and a tick event is due if time
+// moved. It returns st or an error.
+func (d *FlowDecoder) queried(ip uint64, st int) int {
+	d.icnt = 0
+	if d.cfg.TickEvents {
+		if e := d.tick(ip); e < 0 {
+			return e
+		}
+	}
+	return st
 }
 
 func (d *FlowDecoder) start(ip uint64, st int) int {
@@ -385,32 +395,31 @@ func (d *FlowDecoder) handleErratumSKD022() int {
 
 // proceed moves d.ip past in.
 func (d *FlowDecoder) proceed(in *FlowInsn) int {
-	d.ip += uint64(in.Size)
-	d.icnt++
-	switch in.Class {
+	return d.follow(in.Class, in.Size, in.Target)
+}
+
+// follow moves d.ip past the instruction at d.ip, of class c, size bytes
+// long and with the direct branch target target, asking the trace where
+// the class needs it: the one rule for every kind of instruction, for Next
+// (proceed) and for the instruction that ends a block (nextBlock, which
+// puts the usual kinds together from the same inlined helpers itself:
+// pass, call, askCond, queried and takeCond).
+func (d *FlowDecoder) follow(c x86.InsnClass, size uint8, target uint64) int {
+	d.pass(size)
+	switch c {
 	case x86.ClassPTWrite, x86.ClassOther, x86.ClassMovCR3:
 		return 0
 	case x86.ClassCondJump:
-		taken, st := d.condBranch()
-		if st < 0 {
-			return st
+		taken, st := d.askCond()
+		if st >= 0 {
+			st = d.queried(d.ip, st)
 		}
-		d.status = st
-		if !taken {
-			return 0
-		}
-		d.ip = in.Target
-		return 0
+		return d.takeCond(taken, st, target)
 	case x86.ClassCall:
-		// A call to the next instruction (position-independent code)
-		// is not a call for return compression.
-		if in.Target != d.ip {
-			d.retstack.push(d.ip)
-		}
-		d.ip = in.Target
+		d.call(target)
 		return 0
 	case x86.ClassJump:
-		d.ip = in.Target
+		d.ip = target
 		return 0
 	case x86.ClassIndCall:
 		d.retstack.push(d.ip)
@@ -439,6 +448,35 @@ func (d *FlowDecoder) proceed(in *FlowInsn) int {
 		return -int(CodeNoIP)
 	}
 	d.ip = ip
+	return 0
+}
+
+// pass moves d.ip past an instruction of size bytes at d.ip, counting it.
+func (d *FlowDecoder) pass(size uint8) {
+	d.ip += uint64(size)
+	d.icnt++
+}
+
+// call follows a direct call to target, d.ip past it: a call to the next
+// instruction (position-independent code) is not a call for return
+// compression.
+func (d *FlowDecoder) call(target uint64) {
+	if target != d.ip {
+		d.retstack.push(d.ip)
+	}
+	d.ip = target
+}
+
+// takeCond follows a conditional branch to target, d.ip past it, by the
+// answer (taken, st) of askCond and queried: status flags or an error.
+func (d *FlowDecoder) takeCond(taken bool, st int, target uint64) int {
+	if st < 0 {
+		return st
+	}
+	d.status = st
+	if taken {
+		d.ip = target
+	}
 	return 0
 }
 
@@ -821,9 +859,9 @@ func (d *FlowDecoder) Next(in *FlowInsn) (Status, error) {
 			return Status(st), nil
 		}
 	} else if in.Class == x86.ClassOther {
-		// The common case: nothing to bind, nothing to ask the trace.
-		d.ip += uint64(in.Size)
-		d.icnt++
+		// The common case: nothing to bind, nothing to ask the trace
+		// (follow's rule for this class).
+		d.pass(in.Size)
 		return Status(d.flowStatus(0)), nil
 	}
 	if st := d.proceed(in); st < 0 {

@@ -349,53 +349,39 @@ func (d *FlowDecoder) nextBlock(b *FlowBlock, in *FlowInsn) (ok bool, st int) {
 	if !term {
 		return true, d.flowStatus(0)
 	}
-	// The end instruction, as Next decodes a quiet one: filled into in
-	// only where something reads it (proceed, an event or an error
-	// bound to it), not for the usual jump, call or cached TNT bit.
+	// The end instruction, as Next decodes a quiet one, followed by
+	// Next's own rule (follow); filled into in only where something
+	// reads it (an event or an error bound to it), not for the usual
+	// jump, call or cached TNT bit.
 	end, next := d.ip, d.ip+uint64(be.tsize)
 	var target uint64
 	if be.tclass.IsDirect() {
 		target = end + uint64(int64(be.tdisp))
 	}
 	d.steps++
-	// Follow it as proceed does; the common branches inline (the
-	// libxdc lesson: the hot loop is a handful of branch kinds), the
-	// rest through proceed.
-	filled := false
-	switch {
-	case be.tclass == x86.ClassJump:
+	// follow's rules; the usual kinds (the libxdc lesson: a hot loop
+	// is a handful of branch kinds) put together from its helpers here,
+	// as follow does, without the call.
+	switch be.tclass {
+	case x86.ClassJump:
+		d.pass(be.tsize)
 		d.ip = target
-		d.icnt++
-	case be.tclass == x86.ClassCall:
-		// A call to the next instruction is not a call for return
-		// compression.
-		if target != next {
-			d.retstack.push(next)
+	case x86.ClassCall:
+		d.pass(be.tsize)
+		d.call(target)
+	case x86.ClassCondJump:
+		d.pass(be.tsize)
+		taken, qst := d.askCond()
+		if qst >= 0 {
+			qst = d.queried(d.ip, qst)
 		}
-		d.ip = target
-		d.icnt++
-	case be.tclass == x86.ClassCondJump && !d.cfg.TickEvents:
-		// FlowDecoder.condBranch inline: a cached TNT bit, or the
-		// next TNT packet's.
-		d.ip = next
-		d.steps = 0
-		taken, st := d.q.condBranch()
-		if st < 0 {
-			d.icnt++
-			fillEnd(in, be, s, end, target, d.mode, d.speculative, tsc)
-			return true, st
-		}
-		d.icnt = 0
-		d.status = st
-		if taken {
-			d.ip = target
-		}
+		st = d.takeCond(taken, qst, target)
 	default:
+		st = d.follow(be.tclass, be.tsize, target)
+	}
+	if st < 0 {
 		fillEnd(in, be, s, end, target, d.mode, d.speculative, tsc)
-		filled = true
-		if st := d.proceed(in); st < 0 {
-			return true, st
-		}
+		return true, st
 	}
 	if n == 0 {
 		b.FirstSize = be.tsize
@@ -406,9 +392,7 @@ func (d *FlowDecoder) nextBlock(b *FlowBlock, in *FlowInsn) (ok bool, st int) {
 	if !d.processEvent && d.status&stEventPending == 0 {
 		return true, d.flowStatus(0)
 	}
-	if !filled {
-		fillEnd(in, be, s, end, target, b.Mode, b.Speculative, tsc)
-	}
+	fillEnd(in, be, s, end, target, b.Mode, b.Speculative, tsc)
 	st = d.checkIPEvent(in)
 	if st < 0 {
 		// Next reports the instruction, then the error.

@@ -51,6 +51,13 @@ type FlowConfig struct {
 	// MaxSteps bounds the instructions decoded without consuming any
 	// trace (an endless direct loop in a wrong image); 0 means 1<<24.
 	MaxSteps uint64
+
+	// noFastPaths turns the decoder's fast paths off: the query layer's
+	// MTC runs and quiet TNT and TIP packets (fetchQEvent, fetchEvent,
+	// takeTNT) and RunFlow's blocks (nextBlock), leaving the general
+	// dispatch packet by packet and Next instruction by instruction.
+	// Only tests set it, to require that both give the same flow.
+	noFastPaths bool
 }
 
 // errorsIs is errors.Is (kept short for the decode switch).

@@ -60,6 +60,9 @@ func RunFlow(d *FlowDecoder, sink FlowSink, resync bool) {
 	// Runs of straight-line code go to a sink that takes them as blocks
 	// (see flow_block.go); everything else instruction by instruction.
 	bs := AsBlockSink(sink)
+	if d.cfg.noFastPaths {
+		bs = nil
+	}
 	var cnt *BlockCounts
 	if bs != nil {
 		cnt = blockCounts(bs)

@@ -42,6 +42,11 @@ type QueryDecoder struct {
 	cur      Event // the next event, read ahead (libipt: qry->event)
 	qstatus  int   // deferred error of the read-ahead (negative) or 0
 	lastTime timeSnap
+
+	// fast: take the hot packets through fetchQEvent's and fetchEvent's
+	// fast paths (always, but where a test compares them with the
+	// general dispatch: FlowConfig.noFastPaths).
+	fast bool
 }
 
 // NewQueryDecoder returns a query decoder over the PT bytes in buf.
@@ -49,7 +54,7 @@ func NewQueryDecoder(buf []byte, cfg *FlowConfig) *QueryDecoder {
 	if cfg == nil {
 		cfg = &FlowConfig{}
 	}
-	d := &QueryDecoder{cfg: cfg}
+	d := &QueryDecoder{cfg: cfg, fast: !cfg.noFastPaths}
 	d.pd = *ptpkt.NewPacketDecoder(buf, &cfg.Packet)
 	d.evtReset()
 	d.qryReset()
@@ -855,17 +860,27 @@ func (d *QueryDecoder) decodeTIPPGD(p *ptpkt.Packet) int {
 	return 0
 }
 
-func (d *QueryDecoder) decodeTNT(p *ptpkt.Packet) int {
+func (d *QueryDecoder) decodeTNT() int {
 	if !d.enabled {
 		return -int(CodeBadContext)
 	}
-	ev := d.evq.newStandalone()
-	d.event = ev
-	ev.Type = EvTNT
-	ev.TNTBits = p.TNTPayload
-	ev.TNTSize = p.TNTBits
+	ev := d.standalone(EvTNT)
 	d.eventTime(ev)
-	return d.fetchPacket()
+	d.takeTNT(ev)
+	return 0
+}
+
+// takeTNT copies the outcomes of the TNT packet d.pkt into ev and moves to
+// the next packet: for decodeTNT and fetchQEvent's quiet TNT. What follows
+// a TNT in a soft-PT trace (an MTC, a TNT-8) is read without Next's
+// general dispatch (ptpkt's NextMTC and NextTNT8, tested against Next).
+func (d *QueryDecoder) takeTNT(ev *Event) {
+	p := &d.pkt
+	ev.TNTBits, ev.TNTSize = p.TNTPayload, p.TNTBits
+	if d.fast && (d.pd.NextMTC(p) || d.pd.NextTNT8(p)) {
+		return
+	}
+	d.fetchPacket()
 }
 
 // standalone publishes a standalone event of type t and moves on.
@@ -1130,7 +1145,7 @@ func (d *QueryDecoder) decodePacket() int {
 	}
 	switch p.Type {
 	case ptpkt.PktTNT8, ptpkt.PktTNT64:
-		return d.decodeTNT(p)
+		return d.decodeTNT()
 	case ptpkt.PktCYC:
 		d.time.cyc(p)
 		return 1
@@ -1242,25 +1257,59 @@ func (d *QueryDecoder) decodePacket() int {
 // fetchEvent decodes packets until one produces an event.
 func (d *QueryDecoder) fetchEvent() int {
 	for {
-		// Runs of MTC packets (soft PT writes about one an
-		// instruction): what decodePacket and the loop below do
-		// with one when no event waits, without the dispatch.
-		for d.pkt.Type == ptpkt.PktMTC && d.event == nil && d.evq.empty(bindNow) {
-			d.time.mtc(&d.pkt)
-			d.bound = false
-			d.fetchPacket()
+		if d.fast && d.pkt.Type == ptpkt.PktMTC && !d.eventWaits() {
+			d.mtcRun()
 		}
-		st := d.decodePacket()
-		if st <= 0 {
+		if st := d.decodeStep(); st <= 0 {
 			return st
 		}
-		if d.event != nil {
-			return -int(CodeInternal)
-		}
-		// The packet decoder asked for a new packet without delivering
-		// an event; that new packet isn't bound.
+	}
+}
+
+// decodeStep decodes d.pkt (decodePacket) and, where that asks for more
+// packets without delivering an event, moves to the next packet, which
+// isn't bound. It returns 0 when d.event is ready, 1 to go on, or a
+// negative Code.
+func (d *QueryDecoder) decodeStep() int {
+	st := d.decodePacket()
+	if st <= 0 {
+		return st
+	}
+	if d.event != nil {
+		return -int(CodeInternal)
+	}
+	d.nextUnbound()
+	return 1
+}
+
+// nextUnbound moves to the next packet after one that produced no event:
+// that packet isn't bound.
+func (d *QueryDecoder) nextUnbound() {
+	d.bound = false
+	d.fetchPacket()
+}
+
+// eventWaits reports whether an event waits to be delivered: decodePacket
+// delivers it before it looks at the packet.
+func (d *QueryDecoder) eventWaits() bool {
+	return d.event != nil || !d.evq.empty(bindNow)
+}
+
+// mtcRun takes a run of MTC packets at d.pkt: what decodePacket and
+// decodeStep do with each MTC when no event waits (the timing updated, the
+// next packet not bound), in one loop over the bytes instead of a dispatch
+// per packet (ptpkt.MTCRun, tested against UpdateMTC packet by packet; soft
+// PT writes about one MTC an instruction). MTCRun also reads a TNT-8 after
+// the run: d.pkt is then that packet.
+//
+// Precondition: !d.eventWaits().
+func (d *QueryDecoder) mtcRun() {
+	for d.pkt.Type == ptpkt.PktMTC {
+		tnt8 := d.time.mtcRun(&d.pd, &d.pkt)
 		d.bound = false
-		d.fetchPacket()
+		if !tnt8 {
+			d.fetchPacket()
+		}
 	}
 }
 
@@ -1298,62 +1347,54 @@ func (d *QueryDecoder) statusFlags() int {
 	return flags
 }
 
+// fetchQEvent reads the next event ahead into d.cur (or the read-ahead's
+// error into d.qstatus): fetchEvent, with soft PT's and a hot loop's
+// packets taken first where decodePacket would take them with no event
+// waiting, bound or to be flushed, through the same helpers but without
+// building the standalone Event (a zeroed Event a packet) and copying it:
+// runs of MTCs (mtcRun), then a TNT (decodeTNT: takeTNT) or a TIP with no
+// event bound to it (decodeTIP's two visits: the TIP event, then, bound,
+// the move to the next packet). With d.fast off (tests) it is fetchEvent
+// and the copy alone: TestQueryFastPaths requires the same events.
 func (d *QueryDecoder) fetchQEvent() {
-	// fetchEvent's loop, with the hot cases first: a TNT packet with no
-	// event waiting to be delivered — what decodePacket and decodeTNT
-	// would do, without building the standalone Event (a zeroed Event a
-	// TNT packet) — and, before it, runs of MTC packets.
 	st := 0
+loop:
 	for {
-		if p := &d.pkt; d.event == nil && d.evq.empty(bindNow) {
-			for p.Type == ptpkt.PktMTC {
-				tnt8 := d.time.mtcRun(&d.pd, p)
-				d.bound = false
-				// (no MTC follows a run: MTCRun took them all, and
-				// the TNT-8 after them if there is one)
-				if !tnt8 {
-					d.fetchPacket()
-				}
+		if d.fast && !d.eventWaits() {
+			if d.pkt.Type == ptpkt.PktMTC {
+				d.mtcRun()
 			}
-			if (p.Type == ptpkt.PktTNT8 || p.Type == ptpkt.PktTNT64) && d.enabled && d.evq.empty(bindExStop) {
-				d.cur.Type, d.cur.IPSuppressed, d.cur.IP = EvTNT, false, 0
-				d.cur.TNTBits, d.cur.TNTSize = p.TNTPayload, p.TNTBits
-				if !d.pd.NextMTC(p) && !d.pd.NextTNT8(p) {
-					d.fetchPacket()
+			if p := &d.pkt; d.enabled && d.evq.empty(bindExStop) {
+				switch {
+				case p.Type == ptpkt.PktTNT8 || p.Type == ptpkt.PktTNT64:
+					d.cur.Type = EvTNT
+					d.cur.IPSuppressed, d.cur.IP = false, 0
+					d.takeTNT(&d.cur)
+					d.cur.Offset = d.Offset()
+					return
+				case p.Type == ptpkt.PktTIP && d.evq.empty(bindTIP):
+					if st = d.updateIP(p); st < 0 {
+						break loop
+					}
+					if d.bound {
+						d.nextUnbound()
+						continue
+					}
+					d.bound = true
+					d.cur.Type = EvTIP
+					d.cur.IPSuppressed, d.cur.IP = false, 0
+					d.cur.TNTBits, d.cur.TNTSize = 0, 0
+					if st = d.eventIP(&d.cur.IP, &d.cur); st < 0 {
+						break loop
+					}
+					d.cur.Offset = d.Offset()
+					return
 				}
-				d.cur.Offset = d.Offset()
-				return
-			}
-			// A TIP with no event bound to it: decodeTIP's two
-			// visits (the TIP event, then, bound, the move to the
-			// next packet) without the standalone Event.
-			if p.Type == ptpkt.PktTIP && d.enabled && d.evq.empty(bindExStop) && d.evq.empty(bindTIP) {
-				if st = d.updateIP(p); st < 0 {
-					break
-				}
-				if d.bound {
-					d.bound = false
-					d.fetchPacket()
-					continue
-				}
-				d.bound = true
-				ip, c := lastIPQuery(&d.ip)
-				d.cur.Type, d.cur.IPSuppressed, d.cur.IP = EvTIP, c != 0, ip
-				d.cur.TNTBits, d.cur.TNTSize = 0, 0
-				d.cur.Offset = d.Offset()
-				return
 			}
 		}
-		if st = d.decodePacket(); st <= 0 {
+		if st = d.decodeStep(); st <= 0 {
 			break
 		}
-		if d.event != nil {
-			st = -int(CodeInternal)
-			break
-		}
-		// As fetchEvent: the new packet isn't bound.
-		d.bound = false
-		d.fetchPacket()
 	}
 	if st < 0 {
 		d.qstatus = st
@@ -1369,10 +1410,10 @@ func (d *QueryDecoder) fetchQEvent() {
 	d.event = nil
 	switch e.Type {
 	case EvTNT, EvTIP:
-		// The packets of the hot loop: of these the flow and query
-		// layers read only the fields copied here (cacheTNT,
-		// indirectBranch, resyncScan; peekEvent never hands them
-		// out), so the rest of the large Event is not copied.
+		// Of these the flow and query layers read only the fields
+		// copied here (cacheTNT, indirectBranch, resyncScan;
+		// peekEvent never hands them out), so the rest of the large
+		// Event is not copied.
 		d.cur.Type, d.cur.IPSuppressed, d.cur.IP = e.Type, e.IPSuppressed, e.IP
 		d.cur.TNTBits, d.cur.TNTSize = e.TNTBits, e.TNTSize
 		d.cur.Offset = e.Offset
