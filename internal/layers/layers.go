@@ -20,6 +20,7 @@ var Allowed = map[string][]string{
 	"perf":                 {"internal/platform", "ptpkt"}, // ptpkt.Config: the PT configuration perf.data records
 	"db":                   {"clock"},
 	"snapshot":             {"internal/platform", "internal/elfnote"},
+	"bpfev":                {"internal/platform", "clock"}, // eBPF events of the address-space calls; the tracker reads them
 
 	// The decoder and the software PT generator, above the formats.
 	"decode": {"ptpkt", "x86"},

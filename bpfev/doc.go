@@ -1,0 +1,138 @@
+// Package bpfev is an eBPF event source for the address-space system calls
+// of traced processes: it reports every mmap, mprotect, pkey_mprotect,
+// munmap, mremap, madvise (advice that can change memory), brk, shmat,
+// shmdt and remap_file_pages a process in its map makes, and, for a call
+// that made memory executable, the bytes of that memory, copied in the
+// kernel before the thread returned to user space. The tracker reads these
+// events instead of stopping the thread for each code version.
+//
+// # Lifecycle
+//
+//	s, err := bpfev.Open(bpfev.Config{})   // load and attach (root, or CAP_BPF+CAP_PERFMON)
+//	s.Add(tgid)                            // at launch, clone of a process, exec; Remove at exit
+//	for { s.Next(&ev) }                    // or TryNext at a ptrace stop; SetDeadline; Close unblocks
+//	s.Close()                              // detaches: nothing stays in the traced processes
+//
+// Available says, before anything else, whether a Source can run here,
+// and if not why, in one line (for --events=auto).
+//
+// # The program
+//
+// One BPF program, a BTF raw tracepoint on sys_exit (the raw_syscalls
+// tracepoint, whose arguments are the thread's user pt_regs and the
+// result), written with cilium/ebpf's asm package in prog_linux_amd64.go.
+// asm rather than C compiled by bpf2go: the program is about 200
+// instructions, it is built at Open with the running kernel's structure
+// offsets (from its BTF: pt_regs, thread_info.status, task_struct.mm,
+// mm_struct.mm_lock_seq) and the Config's constants (signal, page budget)
+// in place, and neither `make` nor a regeneration step needs clang; the
+// verifier checks every load through a kernel pointer against the same
+// BTF. The alternatives, tried on the kernel this was written on (6.18,
+// CONFIG_KPROBES unset, lockdown=integrity): the per-call tracepoints
+// syscalls:sys_exit_* need tracefs mounted (it was not) and hang off the
+// same sys_exit hook, so they cost every system call of every process the
+// same as this program (below); fexit programs on __x64_sys_* would not
+// load (EPERM); kretprobes on them do not exist without kprobes. The
+// cost of the hook: while a Source is open, every system call of every
+// process on the machine takes the kernel's slow exit path and runs the
+// program's first five instructions (BenchmarkGetpid measures it; the
+// report of this package's first commits has the numbers). A kernel where
+// fexit loads could move the program there, with the same instructions
+// but for the context's layout.
+//
+// For each system call exit, the program, in this order, returns at once
+// unless the call is one of those above (compared with orig_ax), is a
+// 64-bit call (thread_info's TS_COMPAT clear: the i386 numbers of an int
+// 0x80 call are other calls; the seccomp filter stops every such call),
+// and comes from a process in the tgid map; then it reserves a call
+// record in the ring buffer and fills in the thread, the time, the user
+// IP, the number, the six argument registers and the result. When the
+// call made memory executable — mprotect or pkey_mprotect returning 0 with
+// PROT_EXEC, mmap returning an address with PROT_EXEC, shmat with SHM_EXEC
+// — it copies the range page by page (bpf_probe_read_user, a loop bounded
+// by Config.BudgetPages) into page records that follow the call record.
+// mremap is reported without bytes: it moves or resizes a mapping whose
+// contents the tracker already holds (pages it grows are zero or file
+// pages, as for mmap).
+//
+// # Records and events
+//
+// A call record is reserved before its page records and committed after
+// them, and a ring buffer is read in reservation order, so the reader
+// meets a call record first and, by then, all its pages are committed
+// (event.go has the layouts). Next and TryNext assemble the pages into
+// Event.Bytes. A call record the ring had no room for is counted (Lost);
+// if it was an exec-adding call, the thread is still sent the signal.
+//
+// # Exactness: the fallback
+//
+// The kernel cannot always copy: a page that is not present (never
+// touched, swapped out, a file page not yet mapped in: the program may not
+// fault pages in), a range over the budget, a full ring, a call whose size
+// is not in its arguments (shmat), or another thread taking the process's
+// mmap_lock for writing during the copy. Then the event has FlagFallback
+// and the Reason, holds the pages copied before the failure, and the
+// program sends the thread Config.Signal with bpf_send_signal_thread: the
+// signal is pending before the thread leaves the kernel, so the thread
+// stops (a signal-delivery stop under ptrace) before it runs any
+// instruction after the syscall, and the tracer copies the range with
+// ptrace there, as the seccomp path does today. The default, SIGSTOP,
+// cannot be blocked or ignored; its siginfo has si_code SI_KERNEL and
+// si_pid 0, which no kill(2) or tgkill(2) from user space produces, so the
+// tracer tells it apart and suppresses it (restarts the thread with
+// signal 0). A blockable signal (the tests use SIGUSR1 with a handler,
+// to observe the delivery without ptrace) is delayed while the thread
+// blocks it, so it cannot promise the stop. FlagSignaled says the signal
+// was queued; SignalErr is the helper's error otherwise (a thread that is
+// exiting).
+//
+// # Ordering: events, ptrace stops, timestamps
+//
+// Time is bpf_ktime_get_ns, CLOCK_MONOTONIC, read in the thread's own
+// context at its sys_exit tracepoint: after the call's effect on the
+// address space, before the kernel's syscall-exit ptrace report and
+// before any signal delivery. TSC puts it on the trace's time base
+// (tsc = ref.TSC + (Time - ref.MonoNS) * hz / 1e9, with a clock.Stamp ref
+// and the TSC frequency; the tests check it against RDTSC read by the
+// traced program around its call). The invariants the tracker can rely on:
+//
+//  1. Per thread, events and ptrace stops are in one order by time: an
+//     event's Time is later than the stamp of every stop of that thread
+//     before the call's entry, and earlier than the stamp of its next stop
+//     (the syscall-exit stop of the same call, the fallback signal's stop,
+//     anything later). The tracker reads the events up to a stop with
+//     TryNext: every call that completed before the stop has its record
+//     committed in the ring.
+//  2. A complete event's bytes are the range's contents at one moment in
+//     [Time, Done], and the thread that made the call did not run between
+//     its call and that moment. MMSeq, the process's mmap_lock write
+//     sequence, was even at Time (no thread held the lock for writing) and
+//     unchanged at Done (none took it meanwhile), else the event fell back
+//     with ReasonRaced: no other thread's mmap, mprotect, mremap, brk or
+//     munmap changed the mappings during the copy. What changes pages
+//     under the read lock (madvise's MADV_DONTNEED kind, munmap's zapping
+//     after it downgrades the lock) can only take pages away during the
+//     copy (the copy then falls back, page not present) or, for madvise,
+//     leave some pages already emptied, as they were in memory at that
+//     moment; that call's own event follows.
+//  3. Across threads, Time orders the copies, not the calls' effects: a
+//     call took effect before its Time, but another thread's call that
+//     exits later may have taken effect earlier. MMSeq bounds the effect:
+//     a call's change is among the first MMSeq/2 write sections of the
+//     process. With 2, the copy of an exec-adding call saw every change
+//     made before its Time and none after.
+//  4. Memory that is writable and executable (RWX) can change without a
+//     call: its bytes are exact only at the moment of the copy, and the
+//     tracker's W^X handling stays in charge of it.
+//
+// # What it must not import
+//
+// bpfev sits at the bottom of the recorder, beside the format and storage
+// packages (internal/layers): it imports only internal/platform and clock
+// (for the TSC conversion), and none of tracker, ptrun, db or snapshot.
+// The tracker imports it; policy (what to do with an event, when to Add
+// or Remove a process, how to act on a fallback stop) is the tracker's.
+package bpfev
+
+// Building for any platform but linux/amd64 fails in internal/platform.
+import _ "github.com/ptjit/ptjit/internal/platform"

@@ -1,0 +1,425 @@
+package bpfev
+
+import (
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
+	"golang.org/x/sys/unix"
+)
+
+// execRule says how a watched call makes memory executable.
+type execRule int
+
+const (
+	execNever execRule = iota
+	execProt           // mprotect, pkey_mprotect: ret 0, PROT_EXEC in rdx, range rdi+rsi
+	execMmap           // mmap: ret an address, PROT_EXEC in rdx, range ret+rsi
+	execShmat          // shmat: ret an address, SHM_EXEC in rdx, size unknown here
+)
+
+// watch is one syscall the programs follow: an fexit program on its
+// x86-64 entry point __x64_sys_<name>.
+type watch struct {
+	name string
+	nr   int
+	exec execRule
+	// skip: the call is not reported when its third argument's low 32
+	// bits equal one of these (madvise's harmless advice).
+	skip []uint32
+}
+
+// shmExec is SHM_EXEC.
+const shmExec = 0o100000
+
+// harmlessAdvice is the madvise advice that never changes the contents
+// or mapping of memory (the same list as the seccomp filter's).
+var harmlessAdvice = []uint32{
+	unix.MADV_NORMAL, unix.MADV_RANDOM, unix.MADV_SEQUENTIAL, unix.MADV_WILLNEED,
+	unix.MADV_MERGEABLE, unix.MADV_UNMERGEABLE, unix.MADV_HUGEPAGE, unix.MADV_NOHUGEPAGE,
+	unix.MADV_DONTDUMP, unix.MADV_DODUMP, unix.MADV_KEEPONFORK, unix.MADV_COLD,
+	unix.MADV_PAGEOUT, 22 /* MADV_POPULATE_READ */, 23, /* MADV_POPULATE_WRITE */
+	25, /* MADV_COLLAPSE */
+}
+
+// Watched lists the calls the source reports: every call the tracker's
+// seccomp filter stops for the address space. (Its other rules, open,
+// openat, openat2, process_vm_writev and ptrace, are not address-space
+// calls and stay with seccomp.)
+var watched = []watch{
+	{"mmap", unix.SYS_MMAP, execMmap, nil},
+	{"mprotect", unix.SYS_MPROTECT, execProt, nil},
+	{"pkey_mprotect", unix.SYS_PKEY_MPROTECT, execProt, nil},
+	{"munmap", unix.SYS_MUNMAP, execNever, nil},
+	{"mremap", unix.SYS_MREMAP, execNever, nil},
+	{"madvise", unix.SYS_MADVISE, execNever, harmlessAdvice},
+	{"brk", unix.SYS_BRK, execNever, nil},
+	{"shmat", unix.SYS_SHMAT, execShmat, nil},
+	{"shmdt", unix.SYS_SHMDT, execNever, nil},
+	{"remap_file_pages", unix.SYS_REMAP_FILE_PAGES, execNever, nil},
+}
+
+// Watched returns the syscall numbers the source reports.
+func Watched() []int {
+	nrs := make([]int, len(watched))
+	for i, w := range watched {
+		nrs[i] = w.nr
+	}
+	return nrs
+}
+
+// regsOffsets are the offsets in struct pt_regs of the fields the
+// programs read, looked up in the kernel's BTF (the programs read the
+// pointer the syscall entry point receives, a BTF-typed pointer, so the
+// verifier checks each load against the same BTF).
+type regsOffsets struct {
+	di, si, dx, r10, r8, r9, origAX, ip int16
+}
+
+// tsCompat is x86's TS_COMPAT, the thread_info status bit of a 32-bit
+// system call in progress.
+const tsCompat = 0x0002
+
+// kernelOffsets are the kernel structure offsets the program reads.
+type kernelOffsets struct {
+	regs     regsOffsets
+	tiStatus int16 // task_struct.thread_info.status
+	taskMM   int16 // task_struct.mm
+	mmSeq    int16 // mm_struct.mm_lock_seq.sequence
+}
+
+func loadKernelOffsets(spec *btf.Spec) (kernelOffsets, error) {
+	regs, err := loadRegsOffsets(spec)
+	if err != nil {
+		return kernelOffsets{}, err
+	}
+	var task, ti *btf.Struct
+	if err := spec.TypeByName("task_struct", &task); err != nil {
+		return kernelOffsets{}, fmt.Errorf("struct task_struct in the kernel's BTF: %w", err)
+	}
+	if err := spec.TypeByName("thread_info", &ti); err != nil {
+		return kernelOffsets{}, fmt.Errorf("struct thread_info in the kernel's BTF: %w", err)
+	}
+	tiOff, ok := memberOffset(task, "thread_info")
+	if !ok {
+		return kernelOffsets{}, fmt.Errorf("struct task_struct in the kernel's BTF has no thread_info (CONFIG_THREAD_INFO_IN_TASK)")
+	}
+	stOff, ok := memberOffset(ti, "status")
+	if !ok {
+		return kernelOffsets{}, fmt.Errorf("struct thread_info in the kernel's BTF has no status")
+	}
+	mmOff, ok := memberOffset(task, "mm")
+	if !ok {
+		return kernelOffsets{}, fmt.Errorf("struct task_struct in the kernel's BTF has no mm")
+	}
+	var mm *btf.Struct
+	if err := spec.TypeByName("mm_struct", &mm); err != nil {
+		return kernelOffsets{}, fmt.Errorf("struct mm_struct in the kernel's BTF: %w", err)
+	}
+	seqOff, ok := memberOffset(mm, "mm_lock_seq")
+	seqType, _ := memberType(mm, "mm_lock_seq")
+	sc, isStruct := btf.UnderlyingType(seqType).(*btf.Struct)
+	if !ok || !isStruct || sc.Size != 4 {
+		return kernelOffsets{}, fmt.Errorf("struct mm_struct in the kernel's BTF has no mm_lock_seq seqcount (Linux 6.12 or later with CONFIG_PER_VMA_LOCK): the copy could not detect a concurrent change of the address space")
+	}
+	return kernelOffsets{regs: regs, tiStatus: int16(tiOff + stOff), taskMM: int16(mmOff), mmSeq: int16(seqOff)}, nil
+}
+
+// memberOffset finds a member by name, also inside anonymous structs and
+// unions, and returns its offset in bytes.
+func memberOffset(t btf.Type, name string) (int, bool) {
+	_, off, ok := findMember(t, name)
+	return off, ok
+}
+
+// memberType is the type of the member memberOffset finds.
+func memberType(t btf.Type, name string) (btf.Type, bool) {
+	m, _, ok := findMember(t, name)
+	return m.Type, ok
+}
+
+func findMember(t btf.Type, name string) (btf.Member, int, bool) {
+	var members []btf.Member
+	switch c := btf.UnderlyingType(t).(type) {
+	case *btf.Struct:
+		members = c.Members
+	case *btf.Union:
+		members = c.Members
+	}
+	for _, m := range members {
+		if m.Name == name {
+			return m, int(m.Offset.Bytes()), true
+		}
+		if m.Name == "" {
+			if in, off, ok := findMember(m.Type, name); ok {
+				return in, int(m.Offset.Bytes()) + off, true
+			}
+		}
+	}
+	return btf.Member{}, 0, false
+}
+
+func loadRegsOffsets(spec *btf.Spec) (regsOffsets, error) {
+	var s *btf.Struct
+	if err := spec.TypeByName("pt_regs", &s); err != nil {
+		return regsOffsets{}, fmt.Errorf("struct pt_regs in the kernel's BTF: %w", err)
+	}
+	off := map[string]int16{}
+	for _, m := range s.Members {
+		off[m.Name] = int16(m.Offset.Bytes())
+	}
+	var r regsOffsets
+	for _, f := range []struct {
+		name string
+		dst  *int16
+	}{{"di", &r.di}, {"si", &r.si}, {"dx", &r.dx}, {"r10", &r.r10}, {"r8", &r.r8}, {"r9", &r.r9}, {"orig_ax", &r.origAX}, {"ip", &r.ip}} {
+		o, ok := off[f.name]
+		if !ok {
+			return regsOffsets{}, fmt.Errorf("struct pt_regs in the kernel's BTF has no field %s", f.name)
+		}
+		*f.dst = o
+	}
+	return r, nil
+}
+
+// Stack slots of the programs (offsets from R10).
+const (
+	slotKey    = -8  // u32 map key
+	slotExec   = -16 // u64 1 when the call made memory executable
+	slotPage   = -24 // the page record being filled
+	budgetHard = 64  // Config.BudgetPages at most: the verifier walks the copy loop once per page
+)
+
+// Exec kinds in the slotExec stack slot.
+const (
+	slotExecNone  = 0
+	slotExecArgs  = 1 // range at args[0]
+	slotExecRet   = 2 // range at the result
+	slotExecShmat = 3 // range of unknown size
+)
+
+// program returns the BTF raw tracepoint program on sys_exit, whose
+// context is the tracepoint's arguments { struct pt_regs *regs; long ret }:
+// regs is the thread's user registers (a BTF-typed pointer, so every
+// load from it is checked by the verifier against the kernel's BTF).
+//
+// Registers: R6 the context (then the page count), R7 pid_tgid (then the
+// page index), R8 pt_regs (then the range's address), R9 the call
+// record.
+func program(ws []watch, off kernelOffsets, tgids, ring, counters *ebpf.Map, sig unix.Signal, budget int) asm.Instructions {
+	R0, R1, R2, R3, R6, R7, R8, R9, FP := asm.R0, asm.R1, asm.R2, asm.R3, asm.R6, asm.R7, asm.R8, asm.R9, asm.R10
+	regs := off.regs
+	ins := asm.Instructions{
+		asm.Mov.Reg(R6, R1),
+		asm.LoadMem(R8, R6, 0, asm.DWord),
+		asm.LoadMem(R1, R8, regs.origAX, asm.DWord),
+	}
+	for _, w := range ws {
+		ins = append(ins, asm.JEq.Imm(R1, int32(w.nr), "watched"))
+	}
+	ins = append(ins,
+		asm.Ja.Label("out"),
+		// a 32-bit call (int 0x80) has i386 numbers: not ours (the
+		// seccomp filter stops every such call)
+		asm.FnGetCurrentTaskBtf.Call().WithSymbol("watched"),
+		asm.LoadMem(R1, R0, off.tiStatus, asm.Word),
+		asm.And.Imm(R1, tsCompat),
+		asm.JNE.Imm(R1, 0, "out"),
+		asm.FnGetCurrentPidTgid.Call(),
+		asm.Mov.Reg(R7, R0),
+		asm.RSh.Imm(R0, 32),
+		asm.StoreMem(FP, slotKey, R0, asm.Word),
+		asm.LoadMapPtr(R1, tgids.FD()),
+		asm.Mov.Reg(R2, FP),
+		asm.Add.Imm(R2, slotKey),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(R0, 0, "out"),
+		storeImm64(FP, slotExec, slotExecNone),
+		asm.LoadMem(R1, R8, regs.origAX, asm.DWord),
+	)
+	for _, w := range ws {
+		if w.exec != execNever || len(w.skip) > 0 {
+			ins = append(ins, asm.JEq.Imm(R1, int32(w.nr), "decide_"+w.name))
+		}
+	}
+	ins = append(ins, asm.Ja.Label("record"))
+	for _, w := range ws {
+		if w.exec == execNever && len(w.skip) == 0 {
+			continue
+		}
+		first := len(ins)
+		if len(w.skip) > 0 {
+			ins = append(ins, asm.LoadMem(R1, R8, regs.dx, asm.DWord))
+			for _, v := range w.skip {
+				ins = append(ins, asm.JEq.Imm32(R1, int32(v), "out"))
+			}
+		}
+		if w.exec != execNever {
+			bit, kind := int32(unix.PROT_EXEC), int32(slotExecArgs)
+			switch w.exec {
+			case execShmat:
+				bit, kind = shmExec, slotExecShmat
+			case execMmap:
+				kind = slotExecRet
+			}
+			ins = append(ins, asm.LoadMem(R1, R6, 8, asm.DWord))
+			if w.exec == execProt {
+				ins = append(ins, asm.JNE.Imm(R1, 0, "record"))
+			} else {
+				ins = append(ins, asm.JGE.Imm(R1, -4095, "record")) // unsigned: -errno
+			}
+			ins = append(ins,
+				asm.LoadMem(R1, R8, regs.dx, asm.DWord),
+				asm.And.Imm(R1, bit),
+				asm.JEq.Imm(R1, 0, "record"),
+				storeImm64(FP, slotExec, kind),
+			)
+		}
+		ins = append(ins, asm.Ja.Label("record"))
+		ins[first] = ins[first].WithSymbol("decide_" + w.name)
+	}
+	ins = append(ins,
+		asm.LoadMapPtr(R1, ring.FD()).WithSymbol("record"),
+		asm.Mov.Imm(R2, callSize),
+		asm.Mov.Imm(R3, 0),
+		asm.FnRingbufReserve.Call(),
+		asm.JEq.Imm(R0, 0, "dropped"),
+		asm.Mov.Reg(R9, R0),
+		asm.FnKtimeGetNs.Call(),
+		asm.StoreMem(R9, offTime, R0, asm.DWord),
+		asm.StoreMem(R9, offDone, R0, asm.DWord),
+		asm.FnGetCurrentTaskBtf.Call(),
+		asm.LoadMem(R1, R0, off.taskMM, asm.DWord),
+		asm.LoadMem(R1, R1, off.mmSeq, asm.Word),
+		asm.StoreMem(R9, offSeq, R1, asm.DWord),
+		asm.StoreImm(R9, offKind, kindCall, asm.Word),
+		asm.StoreImm(R9, offFlags, 0, asm.Word),
+		asm.StoreMem(R9, offTID, R7, asm.DWord), // tid, then tgid
+	)
+	for _, f := range []struct {
+		src int16
+		dst int16
+	}{{regs.ip, offIP}, {regs.origAX, offNr}, {regs.di, offArgs}, {regs.si, offArgs + 8}, {regs.dx, offArgs + 16},
+		{regs.r10, offArgs + 24}, {regs.r8, offArgs + 32}, {regs.r9, offArgs + 40}} {
+		ins = append(ins, asm.LoadMem(R1, R8, f.src, asm.DWord), asm.StoreMem(R9, f.dst, R1, asm.DWord))
+	}
+	ins = append(ins,
+		asm.LoadMem(R1, R6, 8, asm.DWord),
+		asm.StoreMem(R9, offRet, R1, asm.DWord),
+		storeImm64(R9, offAddr, 0),
+		storeImm64(R9, offLen, 0),
+		asm.StoreImm(R9, offNPages, 0, asm.Word),
+		asm.StoreImm(R9, offReason, 0, asm.Word),
+		asm.StoreImm(R9, offSigErr, 0, asm.Word),
+		asm.Mov.Imm(R7, 0),
+		asm.LoadMem(R2, FP, slotExec, asm.DWord),
+		asm.JEq.Imm(R2, slotExecNone, "submit"),
+		asm.StoreImm(R9, offFlags, FlagExec, asm.Word),
+		asm.Mov.Imm(R1, int32(ReasonUnsized)),
+		asm.JEq.Imm(R2, slotExecShmat, "fallbackReason"),
+		asm.LoadMem(R8, R9, offArgs, asm.DWord),
+		asm.JEq.Imm(R2, slotExecArgs, "haveAddr"),
+		asm.LoadMem(R8, R9, offRet, asm.DWord),
+		asm.StoreMem(R9, offAddr, R8, asm.DWord).WithSymbol("haveAddr"),
+		asm.LoadMem(R1, R9, offArgs+8, asm.DWord),
+		asm.Add.Imm(R1, pageSize-1),
+		asm.RSh.Imm(R1, 12),
+		asm.Mov.Reg(R2, R1),
+		asm.LSh.Imm(R2, 12),
+		asm.StoreMem(R9, offLen, R2, asm.DWord),
+		asm.JGT.Imm(R1, int32(budget), "overBudget"),
+		asm.Mov.Reg(R6, R1),
+		// the copy: one page record per page
+		asm.JGE.Reg(R7, R6, "copied").WithSymbol("loop"),
+		asm.LoadMapPtr(R1, ring.FD()),
+		asm.Mov.Imm(R2, pageRecSize),
+		asm.Mov.Imm(R3, 0),
+		asm.FnRingbufReserve.Call(),
+		asm.JEq.Imm(R0, 0, "ringFull"),
+		asm.StoreMem(FP, slotPage, R0, asm.DWord),
+		asm.StoreImm(R0, offKind, kindPage, asm.Word),
+		asm.StoreMem(R0, pageOffIdx, R7, asm.Word),
+		asm.LoadMem(R1, R9, offTID, asm.DWord),
+		asm.StoreMem(R0, pageOffTID, R1, asm.DWord),
+		asm.Mov.Reg(R3, R7),
+		asm.LSh.Imm(R3, 12),
+		asm.Add.Reg(R3, R8),
+		asm.StoreMem(R0, pageOffVA, R3, asm.DWord),
+		asm.Mov.Reg(R1, R0),
+		asm.Add.Imm(R1, pageDataOff),
+		asm.Mov.Imm(R2, pageSize),
+		asm.FnProbeReadUser.Call(),
+		asm.LoadMem(R1, FP, slotPage, asm.DWord),
+		asm.JNE.Imm(R0, 0, "notPresent"),
+		asm.Mov.Imm(R2, 0),
+		asm.FnRingbufSubmit.Call(),
+		asm.Add.Imm(R7, 1),
+		asm.Ja.Label("loop"),
+
+		asm.Mov.Imm(R2, 0).WithSymbol("notPresent"),
+		asm.FnRingbufDiscard.Call(),
+		asm.Mov.Imm(R1, int32(ReasonNotPresent)),
+		asm.Ja.Label("fallbackReason"),
+		asm.Mov.Imm(R1, int32(ReasonRingFull)).WithSymbol("ringFull"),
+		asm.Ja.Label("fallbackReason"),
+		asm.Mov.Imm(R1, int32(ReasonOverBudget)).WithSymbol("overBudget"),
+		asm.Ja.Label("fallbackReason"),
+		asm.Mov.Imm(R1, int32(ReasonRaced)).WithSymbol("raced"),
+		asm.Ja.Label("fallbackReason"),
+
+		// the copy is exact when no thread held mmap_lock for writing
+		// at its start, and none took it until its end
+		asm.StoreMem(R9, offNPages, R7, asm.Word).WithSymbol("copied"),
+		asm.FnGetCurrentTaskBtf.Call(),
+		asm.LoadMem(R1, R0, off.taskMM, asm.DWord),
+		asm.LoadMem(R1, R1, off.mmSeq, asm.Word),
+		asm.LoadMem(R2, R9, offSeq, asm.DWord),
+		asm.JNE.Reg(R1, R2, "raced"),
+		asm.And.Imm(R2, 1),
+		asm.JNE.Imm(R2, 0, "raced"),
+		asm.FnKtimeGetNs.Call(),
+		asm.StoreMem(R9, offDone, R0, asm.DWord),
+		asm.Ja.Label("submit"),
+
+		asm.StoreMem(R9, offReason, R1, asm.Word).WithSymbol("fallbackReason"),
+		asm.StoreMem(R9, offNPages, R7, asm.Word),
+		asm.StoreImm(R9, offFlags, FlagExec|FlagFallback, asm.Word),
+		asm.Mov.Imm(R1, int32(sig)),
+		asm.FnSendSignalThread.Call(),
+		asm.StoreMem(R9, offSigErr, R0, asm.Word),
+		asm.JNE.Imm(R0, 0, "fallbackDone"),
+		asm.StoreImm(R9, offFlags, FlagExec|FlagFallback|FlagSignaled, asm.Word),
+		asm.FnKtimeGetNs.Call().WithSymbol("fallbackDone"),
+		asm.StoreMem(R9, offDone, R0, asm.DWord),
+
+		asm.Mov.Reg(R1, R9).WithSymbol("submit"),
+		asm.Mov.Imm(R2, 0),
+		asm.FnRingbufSubmit.Call(),
+		asm.Mov.Imm(R0, 0).WithSymbol("out"),
+		asm.Return(),
+
+		// no room for the call record: count it, and stop the thread
+		// when its bytes were to be copied
+		asm.StoreImm(FP, slotKey, 0, asm.Word).WithSymbol("dropped"),
+		asm.LoadMapPtr(R1, counters.FD()),
+		asm.Mov.Reg(R2, FP),
+		asm.Add.Imm(R2, slotKey),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(R0, 0, "droppedCounted"),
+		asm.Mov.Imm(R1, 1),
+		asm.StoreXAdd(R0, R1, asm.DWord),
+		asm.LoadMem(R1, FP, slotExec, asm.DWord).WithSymbol("droppedCounted"),
+		asm.JEq.Imm(R1, slotExecNone, "out"),
+		asm.Mov.Imm(R1, int32(sig)),
+		asm.FnSendSignalThread.Call(),
+		asm.Ja.Label("out"),
+	)
+	return ins
+}
+
+// storeImm64 is *(u64 *)(dst + off) = imm (sign-extended from 32 bits),
+// which asm.StoreImm does not emit.
+func storeImm64(dst asm.Register, off int16, imm int32) asm.Instruction {
+	return asm.Instruction{OpCode: asm.StoreImmOp(asm.DWord), Dst: dst, Offset: off, Constant: int64(imm)}
+}

@@ -1,0 +1,304 @@
+package bpfev
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+)
+
+// Config sets up a Source. The zero Config is the default.
+type Config struct {
+	// Signal is what the programs send a thread whose exec-adding call
+	// they could not copy (bpf_send_signal_thread). Zero: SIGSTOP, which
+	// a thread cannot block or ignore, so the stop comes before the
+	// thread runs another instruction; the tracer recognizes it by
+	// si_code SI_KERNEL and suppresses it (doc.go). A blockable signal
+	// is delayed while the thread blocks it: tests use SIGUSR1 with a
+	// handler to observe the delivery.
+	Signal unix.Signal
+	// BudgetPages is the most pages one call may copy (1..64); a larger
+	// range falls back. Zero: 64 (256 KiB).
+	BudgetPages int
+	// RingBytes is the ring buffer's size: a power of two, a multiple of
+	// the page size, at least 16 KiB. Zero: 8 MiB.
+	RingBytes int
+}
+
+const (
+	defaultBudget = budgetHard
+	defaultRing   = 8 << 20
+	minRing       = 16 << 10
+)
+
+// Source is a set of BPF programs on the address-space calls, a map of
+// the traced processes, and the reader of their ring buffer.
+//
+// Add and Remove may be called from any goroutine. Next is for one
+// goroutine at a time; Close may be called from any goroutine and
+// unblocks a Next in progress.
+type Source struct {
+	cfg      Config
+	tgids    *ebpf.Map
+	ring     *ebpf.Map
+	counters *ebpf.Map
+	progs    []*ebpf.Program
+	links    []link.Link
+	rd       *ringbuf.Reader
+
+	rec     ringbuf.Record
+	pending []*pendingEvent // call records waiting for their pages, oldest first
+	free    []*pendingEvent
+}
+
+type pendingEvent struct {
+	ev   Event
+	want int // pages still to come
+}
+
+// Open loads and attaches the programs. The Source reports nothing until
+// Add names a process.
+func Open(cfg Config) (*Source, error) {
+	if cfg.Signal == 0 {
+		cfg.Signal = unix.SIGSTOP
+	}
+	if cfg.BudgetPages == 0 {
+		cfg.BudgetPages = defaultBudget
+	}
+	if cfg.RingBytes == 0 {
+		cfg.RingBytes = defaultRing
+	}
+	if cfg.Signal < 1 || cfg.Signal > 64 {
+		return nil, fmt.Errorf("bpfev: signal %d out of range", cfg.Signal)
+	}
+	if cfg.BudgetPages < 1 || cfg.BudgetPages > budgetHard {
+		return nil, fmt.Errorf("bpfev: budget of %d pages (want 1..%d)", cfg.BudgetPages, budgetHard)
+	}
+	if r := cfg.RingBytes; r < minRing || r&(r-1) != 0 {
+		return nil, fmt.Errorf("bpfev: ring buffer of %d bytes (want a power of two, at least %d)", r, minRing)
+	}
+	kspec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return nil, fmt.Errorf("bpfev: kernel BTF: %w", err)
+	}
+	off, err := loadKernelOffsets(kspec)
+	if err != nil {
+		return nil, fmt.Errorf("bpfev: %w", err)
+	}
+	s := &Source{cfg: cfg}
+	ok := false
+	defer func() {
+		if !ok {
+			s.Close()
+		}
+	}()
+	if s.tgids, err = ebpf.NewMap(&ebpf.MapSpec{Name: "ptjit_tgids", Type: ebpf.Hash, KeySize: 4, ValueSize: 1, MaxEntries: 4096}); err != nil {
+		return nil, fmt.Errorf("bpfev: tgid map: %w", err)
+	}
+	if s.ring, err = ebpf.NewMap(&ebpf.MapSpec{Name: "ptjit_events", Type: ebpf.RingBuf, MaxEntries: uint32(cfg.RingBytes)}); err != nil {
+		return nil, fmt.Errorf("bpfev: ring buffer: %w", err)
+	}
+	if s.counters, err = ebpf.NewMap(&ebpf.MapSpec{Name: "ptjit_lost", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1}); err != nil {
+		return nil, fmt.Errorf("bpfev: counter map: %w", err)
+	}
+	spec := &ebpf.ProgramSpec{
+		Name:         "ptjit_as_exit",
+		Type:         ebpf.Tracing,
+		AttachType:   ebpf.AttachTraceRawTp,
+		AttachTo:     "sys_exit",
+		Instructions: program(watched, off, s.tgids, s.ring, s.counters, cfg.Signal, cfg.BudgetPages),
+		License:      "GPL", // reading kernel structures through BTF needs it
+	}
+	p, err := ebpf.NewProgramWithOptions(spec, ebpf.ProgramOptions{KernelTypes: kspec})
+	if err != nil {
+		return nil, fmt.Errorf("bpfev: load the sys_exit program: %w", err)
+	}
+	s.progs = append(s.progs, p)
+	l, err := link.AttachTracing(link.TracingOptions{Program: p})
+	if err != nil {
+		return nil, fmt.Errorf("bpfev: attach to sys_exit: %w", err)
+	}
+	s.links = append(s.links, l)
+	if s.rd, err = ringbuf.NewReader(s.ring); err != nil {
+		return nil, fmt.Errorf("bpfev: ring buffer reader: %w", err)
+	}
+	ok = true
+	return s, nil
+}
+
+// Config returns the configuration the Source runs with (defaults
+// filled in).
+func (s *Source) Config() Config { return s.cfg }
+
+// Add starts reporting the calls of process tgid (all its threads).
+func (s *Source) Add(tgid int) error {
+	if err := s.tgids.Put(uint32(tgid), uint8(1)); err != nil {
+		return fmt.Errorf("bpfev: add process %d: %w", tgid, err)
+	}
+	return nil
+}
+
+// Remove stops reporting the calls of process tgid. Events the programs
+// wrote before may still be read. Removing a process that is not there
+// is not an error.
+func (s *Source) Remove(tgid int) error {
+	if err := s.tgids.Delete(uint32(tgid)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("bpfev: remove process %d: %w", tgid, err)
+	}
+	return nil
+}
+
+// Lost returns how many call records the programs could not write since
+// Open because the ring buffer was full. An exec-adding call among them
+// was still stopped with the signal (the tracer sees a stop with no event:
+// it copies from the registers and memory at that stop).
+func (s *Source) Lost() (uint64, error) {
+	var per []uint64
+	if err := s.counters.Lookup(uint32(0), &per); err != nil {
+		return 0, fmt.Errorf("bpfev: lost counter: %w", err)
+	}
+	var n uint64
+	for _, v := range per {
+		n += v
+	}
+	return n, nil
+}
+
+// SetDeadline makes Next return os.ErrDeadlineExceeded once t passes
+// with no complete event. The zero time removes the deadline.
+func (s *Source) SetDeadline(t time.Time) { s.rd.SetDeadline(t) }
+
+// ErrClosed is returned by Next after Close.
+var ErrClosed = errors.New("bpfev: source closed")
+
+// Next blocks until the next complete event and decodes it into e,
+// reusing e.Bytes. It returns ErrClosed after Close and
+// os.ErrDeadlineExceeded after the deadline.
+//
+// Events come in the order their call records were reserved in the ring
+// (close to, but not exactly, the order of Time across CPUs).
+func (s *Source) Next(e *Event) error {
+	for !s.pop(e) {
+		if err := s.read(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TryNext is Next without blocking: it reports false when no complete
+// event is in the ring. A tracer calls it at a stop to take every event
+// written before the stop: a call record is committed before its thread
+// returns to user space, so every call that completed before the stop is
+// there.
+func (s *Source) TryNext(e *Event) (bool, error) {
+	for !s.pop(e) {
+		if s.rd.AvailableBytes() == 0 {
+			return false, nil
+		}
+		if err := s.read(); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// pop moves the oldest pending event into e when all its pages are in.
+func (s *Source) pop(e *Event) bool {
+	if len(s.pending) == 0 || s.pending[0].want > 0 {
+		return false
+	}
+	p := s.pending[0]
+	s.pending[0] = nil
+	s.pending = s.pending[1:]
+	buf := e.Bytes[:0]
+	*e = p.ev
+	p.ev.Bytes = buf
+	s.free = append(s.free, p)
+	return true
+}
+
+// read takes one record from the ring, blocking until there is one.
+func (s *Source) read() error {
+	if err := s.rd.ReadInto(&s.rec); err != nil {
+		if errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, os.ErrClosed) {
+			return ErrClosed
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return err
+		}
+		return fmt.Errorf("bpfev: ring buffer: %w", err)
+	}
+	return s.take(s.rec.RawSample)
+}
+
+// take files one record.
+func (s *Source) take(b []byte) error {
+	if len(b) < 4 {
+		return fmt.Errorf("bpfev: record of %d bytes", len(b))
+	}
+	switch binary.LittleEndian.Uint32(b) {
+	case kindCall:
+		var p *pendingEvent
+		if n := len(s.free); n > 0 {
+			p, s.free = s.free[n-1], s.free[:n-1]
+		} else {
+			p = new(pendingEvent)
+		}
+		n, err := decodeCall(b, &p.ev)
+		if err != nil {
+			return err
+		}
+		p.want = n
+		s.pending = append(s.pending, p)
+	case kindPage:
+		if len(b) < pageRecSize {
+			return fmt.Errorf("bpfev: page record of %d bytes, want %d", len(b), pageRecSize)
+		}
+		tid := int(binary.LittleEndian.Uint32(b[pageOffTID:]))
+		idx := binary.LittleEndian.Uint32(b[pageOffIdx:])
+		for _, p := range s.pending {
+			if p.ev.TID != tid || p.want == 0 {
+				continue
+			}
+			if got := uint32(len(p.ev.Bytes) / pageSize); idx != got {
+				return fmt.Errorf("bpfev: tid %d: page %d of a call where page %d was due", tid, idx, got)
+			}
+			p.ev.Bytes = append(p.ev.Bytes, b[pageDataOff:pageRecSize]...)
+			p.want--
+			return nil
+		}
+		return fmt.Errorf("bpfev: page record of tid %d with no call record before it", tid)
+	default:
+		return fmt.Errorf("bpfev: record of kind %d", binary.LittleEndian.Uint32(b))
+	}
+	return nil
+}
+
+// Close detaches the programs, frees the maps and unblocks Next.
+func (s *Source) Close() error {
+	var errs []error
+	for _, l := range s.links {
+		errs = append(errs, l.Close())
+	}
+	for _, p := range s.progs {
+		errs = append(errs, p.Close())
+	}
+	if s.rd != nil {
+		errs = append(errs, s.rd.Close())
+	}
+	for _, m := range []*ebpf.Map{s.tgids, s.ring, s.counters} {
+		if m != nil {
+			errs = append(errs, m.Close())
+		}
+	}
+	s.links, s.progs = nil, nil
+	return errors.Join(errs...)
+}
