@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ptjit/ptjit/bpfev"
 	"github.com/ptjit/ptjit/clock"
 	"github.com/ptjit/ptjit/db"
 	"github.com/ptjit/ptjit/softpt"
@@ -39,7 +40,13 @@ type Config struct {
 	SoftCPUs   int
 	// Copy is how later versions of a JIT range are read (--copy; "" is
 	// auto).
-	Copy   tracker.CopyMode
+	Copy tracker.CopyMode
+	// Events is where the address-space calls come from (--events; ""
+	// is seccomp): auto is bpf where bpfev.Available, else seccomp with
+	// one line saying why. BPF configures the event source (tests force
+	// its fallbacks with a small budget or ring).
+	Events tracker.EventsMode
+	BPF    bpfev.Config
 	Stderr io.Writer // ptjit's messages; nil: os.Stderr
 }
 
@@ -83,6 +90,10 @@ func Run(cfg Config) (status int, err error) {
 	}
 	if cfg.SoftCPUs < 0 || cfg.SoftCPUs > 4096 {
 		return 2, fmt.Errorf("--soft-cpus: %d is not between 0 and 4096", cfg.SoftCPUs)
+	}
+	events, err := resolveEvents(cfg, stderr)
+	if err != nil {
+		return 2, err
 	}
 	path, err := Resolve(cfg.Argv[0])
 	if err != nil {
@@ -157,7 +168,8 @@ func Run(cfg Config) (status int, err error) {
 	defer signal.Stop(sigc)
 
 	t0 := time.Now()
-	tr, err := tracker.Start(tracker.Options{Recorder: rec, Pin: pin, WX: cfg.WX, Warnf: warnf, SoftPT: pt.soft, SoftFilter: cfg.SoftFilter, Copy: cfg.Copy}, pt.launch(path, cfg.Argv))
+	tr, err := tracker.Start(tracker.Options{Recorder: rec, Pin: pin, WX: cfg.WX, Warnf: warnf, SoftPT: pt.soft,
+		SoftFilter: cfg.SoftFilter, Copy: cfg.Copy, Events: events, BPF: cfg.BPF}, pt.launch(path, cfg.Argv, events))
 	if err != nil {
 		// The program never ran: leave no half recording behind.
 		rec.Close()
@@ -220,6 +232,12 @@ func Run(cfg Config) (status int, err error) {
 		"copy_mode": string(st.Copy.Mode), "copy_changed_ranges": strconv.Itoa(st.Copy.Ranges),
 		"copy_changed_versions": strconv.Itoa(st.Copy.Versions), "copy_pages_read": strconv.FormatInt(st.Copy.PagesRead, 10),
 		"copy_pages": strconv.FormatInt(st.Copy.Pages, 10), "copy_fallback": st.Copy.Fallback,
+		// where the address-space calls came from (tracker's
+		// events_linux_amd64.go): events read, applied from the ring,
+		// bytes taken from them, fallbacks to a stop, records lost
+		"events": string(st.Events.Mode), "events_calls": strconv.FormatInt(st.Events.Calls, 10),
+		"events_applied": strconv.FormatInt(st.Events.Applied, 10), "events_bytes": strconv.FormatInt(st.Events.Bytes, 10),
+		"events_fallbacks": strconv.FormatInt(st.Events.Fallbacks, 10), "events_lost": strconv.FormatUint(st.Events.Lost, 10),
 		// ptjit's own peak RSS (not the program's, which /usr/bin/time
 		// reports instead when it is larger): what the recording cost
 		"tracer_maxrss_kb": strconv.FormatInt(maxRSSKB(), 10),
@@ -332,6 +350,12 @@ func Summary(st tracker.Stats) string {
 		plural(st.FileMaps, "file mapping", "file mappings"), plural(int(st.Stops), "stop", "stops"),
 		float64(st.StopNS)/1e6, per, float64(st.Bytes)/1e6)
 	s += ", " + tracker.CopySummary(st.Copy)
+	if st.Events.Mode == tracker.EventsBPF {
+		s += fmt.Sprintf(", BPF events: %d calls, %d applied without a stop, %d fallbacks", st.Events.Calls, st.Events.Applied, st.Events.Fallbacks)
+		if st.Events.Lost > 0 {
+			s += fmt.Sprintf(", %d lost (ring full)", st.Events.Lost)
+		}
+	}
 	if st.FullProtect > 0 {
 		s += fmt.Sprintf(", every mprotect stopped in %s (managed memory)", plural(st.FullProtect, "process", "processes"))
 	}
@@ -391,4 +415,49 @@ func selfCPU() (user, sys time.Duration) {
 		return 0, 0
 	}
 	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
+}
+
+// resolveEvents decides where the address-space calls come from: auto is
+// bpf where BPF events can run here (bpfev.Available) and the options
+// allow them, else seccomp, said in one line on stderr (not with -q).
+func resolveEvents(cfg Config, stderr io.Writer) (tracker.EventsMode, error) {
+	switch cfg.Events {
+	case "", tracker.EventsSeccomp:
+		if cfg.BPF != (bpfev.Config{}) {
+			return "", errors.New("--bpf-budget needs --events=bpf or auto")
+		}
+		return tracker.EventsSeccomp, nil
+	case tracker.EventsBPF:
+		if cfg.PT == PTSoft {
+			return "", errors.New("--events=bpf cannot run with --pt=soft (the soft filter rewrites every call that adds PROT_EXEC at its entry): use --events=seccomp")
+		}
+		if cfg.Copy == tracker.CopyChanged {
+			return "", errors.New("--events=bpf reads no changed pages (the events carry the bytes): use --copy=auto or full, or --events=seccomp")
+		}
+		if err := bpfev.Available(); err != nil {
+			return "", fmt.Errorf("--events=bpf: %w", err)
+		}
+		return tracker.EventsBPF, nil
+	case tracker.EventsAuto:
+	default:
+		return "", fmt.Errorf("--events: %q is not auto, bpf or seccomp", cfg.Events)
+	}
+	why := ""
+	switch {
+	case cfg.PT == PTSoft:
+		why = "--pt=soft needs every call that adds PROT_EXEC at its entry"
+	case cfg.Copy == tracker.CopyChanged:
+		why = "--copy=changed reads changed pages at stops"
+	default:
+		if err := bpfev.Available(); err != nil {
+			why = err.Error()
+		}
+	}
+	if why == "" {
+		return tracker.EventsBPF, nil
+	}
+	if !cfg.Quiet {
+		fmt.Fprintf(stderr, "ptjit: events from seccomp stops, not BPF: %s\n", why)
+	}
+	return tracker.EventsSeccomp, nil
 }

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ptjit/ptjit/bpfev"
 	"github.com/ptjit/ptjit/clock"
 	"github.com/ptjit/ptjit/db"
 	"github.com/ptjit/ptjit/snapshot"
@@ -71,6 +72,13 @@ type Options struct {
 	// Copy is --copy: how later versions of a JIT range are read ("" is
 	// auto; pages_linux_amd64.go).
 	Copy CopyMode
+	// Events is --events: EventsBPF reads the address-space calls from
+	// a bpfev.Source configured by BPF (tests make its budget or ring
+	// small to force fallbacks); "" or EventsSeccomp stops them
+	// (events_linux_amd64.go). The launch filter must be
+	// LaunchRules(Events).
+	Events EventsMode
+	BPF    bpfev.Config
 }
 
 // Launch starts the program on the tracer thread. It returns the pid of a
@@ -121,6 +129,8 @@ type Stats struct {
 	WriterWaitNS int64
 	// Copy: how versions were read (pages_linux_amd64.go)
 	Copy CopyStats
+	// Events: the BPF event source's numbers (events_linux_amd64.go)
+	Events EventStats
 }
 
 // Result is the outcome of a trace.
@@ -162,6 +172,7 @@ type Tracer struct {
 	later  stopQueue   // stops seen while waiting for one thread (waitstop_linux_amd64.go)
 	shared sharedState // what other goroutines read or change (Kill, Signal, ptrun)
 	soft   *softState  // --pt=soft (softpt_linux_amd64.go); nil otherwise
+	events *eventState // --events=bpf (events_linux_amd64.go); nil otherwise
 
 	done chan struct{}
 	err  error
@@ -212,6 +223,7 @@ type thread struct {
 	wx     threadWX      // W^X faults retried as stale (wx_linux_amd64.go)
 	filter threadFilter  // --soft-filter (softfilter_linux_amd64.go)
 	step   *stepState    // --pt=soft: single-stepping (softpt_linux_amd64.go); nil before the first step
+	ev     threadEvents  // --events=bpf (events_linux_amd64.go)
 }
 
 // threadSignals: signals that arrived while ptjit ran an injected syscall
@@ -344,6 +356,9 @@ func Start(opts Options, launch Launch) (*Tracer, error) {
 	if opts.SoftPT != nil {
 		t.soft = newSoftState(opts.SoftPT)
 	}
+	if err := t.openEvents(); err != nil {
+		return nil, err
+	}
 	t.result.Stats.Copy.Mode = t.copyMode()
 	quietStops()
 	started := make(chan error, 1)
@@ -354,12 +369,14 @@ func Start(opts Options, launch Launch) (*Tracer, error) {
 		// exits.
 		runtime.LockOSThread()
 		if err := t.start(launch); err != nil {
+			t.closeEvents()
 			started <- err
 			close(t.done)
 			return
 		}
 		started <- nil
 		t.err = t.loop()
+		t.closeEvents()
 		close(t.done)
 	}()
 	if err := <-started; err != nil {
@@ -426,6 +443,7 @@ func (t *Tracer) start(launch Launch) error {
 		return &StartError{"PTRACE_SEIZE", e}
 	}
 	t.root.pid = pid
+	t.eventsAdd(pid)
 	t.result.Stats.Pinned = pinned
 	p := &process{pid: pid, ppid: t.selfPID, helper: true, threads: map[int]*thread{}}
 	p.space = t.newSpace(pid)
@@ -509,6 +527,9 @@ func (t *Tracer) loop() error {
 //
 // Precondition: on the locked tracer thread.
 func (t *Tracer) handle(tid int, ws unix.WaitStatus) {
+	// every call a tracee completed before this stop is in the ring:
+	// the Space takes them first (events_linux_amd64.go)
+	t.drainEvents()
 	th := t.threads[tid]
 	if th == nil {
 		t.unknownStop(tid, ws)
@@ -576,6 +597,10 @@ func (t *Tracer) dispatch(th *thread, kind stopKind, sig int, s signalStop) {
 			t.resume(th.tid, 0) // ptjit's own protection: consumed
 		}
 	case stopSignal:
+		if t.eventStop(th, sig) {
+			t.resume(tid, 0) // the BPF program's fallback stop: suppressed
+			break
+		}
 		t.restoreSiginfo(th, sig, s.si)
 		if sig > 0 && sig < len(t.shared.sigSeen) {
 			t.shared.sigSeen[sig].Store(time.Now().UnixNano())
@@ -691,6 +716,7 @@ func (t *Tracer) endProcess(p *process, status int, at clock.Stamp) {
 		return
 	}
 	delete(t.procs, p.pid)
+	t.eventsRemove(p.pid)
 	t.setLive(p.pid, false)
 	for tid, th := range p.threads {
 		// A leader's exit report comes last, but a thread whose report is
@@ -820,6 +846,7 @@ func (t *Tracer) adopt(tid int, b birth, kind stopKind, sig int) {
 		p := &process{pid: tid, ppid: parent.pid, helper: parent.helper, threads: map[int]*thread{tid: th}, full: parent.full.clone()}
 		th.proc = p
 		t.procs[tid] = p
+		t.eventsAdd(tid)
 		t.setLive(tid, true)
 		if !p.helper {
 			t.softFork(tid, parent.pid, b.parent.tid)
@@ -1055,6 +1082,9 @@ func (s *sink) AddVersion(region int64, start, end uint64, prot int, c Change) i
 	t.result.Stats.Versions++
 	v := db.Version{Region: region, PID: s.sp.owner, TID: c.TID, Addr: start, Size: end - start,
 		At: c.At, Cause: c.Cause, IP: c.IP, ByPtjit: false}
+	if c.data.covers(start, end) {
+		return t.eventVersion(v, c.data)
+	}
 	if id, ok := t.pagesVersion(s.sp, pid, v, prot, func() int64 { return t.readVersion(pid, v) }); ok {
 		return id
 	}

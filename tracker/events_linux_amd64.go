@@ -1,0 +1,425 @@
+package tracker
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ptjit/ptjit/bpfev"
+	"github.com/ptjit/ptjit/clock"
+	"github.com/ptjit/ptjit/db"
+	"golang.org/x/sys/unix"
+)
+
+// Where the address-space calls' effects come from (Options.Events,
+// ptjit run --events). With EventsSeccomp every call the launch filter
+// (Rules) names stops the thread at its seccomp stop, and one that can
+// change tracked memory again at its exit. With EventsBPF a bpfev.Source
+// reports the calls at their exit, with the bytes a call made executable
+// copied in the kernel, and the launch filter (LaunchRules) no longer
+// stops the calls whose effect the tracker needs only at the exit and
+// without acting in the thread: mprotect and pkey_mprotect adding
+// PROT_EXEC to memory the program does not ask to be writable too, mmap
+// of private memory that is not writable and executable, munmap. The
+// rest stops as before:
+//
+//   - a call that asks for PROT_WRITE|PROT_EXEC together (mmap, mprotect,
+//     pkey_mprotect): W^X rewrites the protection the kernel gets at the
+//     seccomp stop (entryRewrites), which only a stop can do;
+//   - MAP_SHARED mmaps (writable aliases: W^X's table is built at their
+//     exit stop), PROT_GROWSDOWN/GROWSUP mprotects (their effect is read
+//     from /proc/PID/maps, which must be read while nothing else changed
+//     it), mremap (it may move memory ptjit manages: seenEffect and
+//     wxMovedEffect act in the stopped thread), madvise, brk, shmat,
+//     shmdt, remap_file_pages, process_vm_writev, the opens and ptrace:
+//     none of them is a per-version call;
+//   - every call the filters ptjit adds later stop (memory ptjit manages:
+//     fullprotect_linux_amd64.go; kernel writes: kwrite_linux_amd64.go),
+//     and, in a process where W^X tracks a shared file mapping (an
+//     alias of code may exist), every mprotect, munmap and MAP_FIXED mmap
+//     (EventsAliasRules, added at that mapping's exit stop): an alias
+//     must be write-protected before the program runs on.
+//
+// A call that stopped at ptjit's seccomp stop is handled there as in the
+// seccomp mode; its ring event, which comes too, is dropped (the thread's
+// mark, threadEvents). The ring's events are read, in order, at every
+// ptrace stop of any tracee before the stop is handled (drainEvents):
+// by bpfev's ordering invariant every call a thread completed before its
+// stop is in the ring by then, so a stop never sees a Space older than
+// the calls before it. Each event's effect is applied as at an exit stop
+// (eventEffects), stamped with the event's time put on the TSC time base
+// (bpfev.TSC), the version's bytes taken from the event. An event the
+// kernel could not copy (FlagFallback) is applied reading the range from
+// the program, as the seccomp path does: its thread was sent SIGSTOP
+// before it returned to user space and does not run until ptjit handles
+// that stop (si_code SI_KERNEL, si_pid 0, which no process can send),
+// where the signal is suppressed (eventStop). A SIGSTOP of that kind with
+// no event (the ring had no room for the call record) takes the call from
+// the thread's registers at that stop.
+//
+// Not drained while no tracee stops: events wait in the ring (8 MiB)
+// until the next stop; a full ring makes the exec-adding calls fall back
+// (they stop), and call records it drops are counted (Stats.Events.Lost).
+// Not with --pt=soft (the soft filter rewrites every exec-adding call at
+// its entry) nor --copy=changed (the pages it tracks are read at stops).
+
+// EventsMode is --events: where the address-space calls' effects come
+// from.
+type EventsMode string
+
+const (
+	EventsSeccomp EventsMode = "seccomp"
+	EventsBPF     EventsMode = "bpf"
+	// EventsAuto is resolved by the launcher: bpf where bpfev.Available,
+	// else seccomp.
+	EventsAuto EventsMode = "auto"
+)
+
+// ParseEvents parses --events.
+func ParseEvents(s string) (EventsMode, error) {
+	switch EventsMode(s) {
+	case EventsAuto, EventsBPF, EventsSeccomp:
+		return EventsMode(s), nil
+	}
+	return "", fmt.Errorf("--events: %q is not auto, bpf or seccomp", s)
+}
+
+// LaunchRules is the launch filter for mode: Rules, and with EventsBPF
+// without the stops the ring buffer replaces (see above).
+func LaunchRules(mode EventsMode) []Rule {
+	if mode != EventsBPF {
+		return Rules
+	}
+	const wx = unix.PROT_WRITE | unix.PROT_EXEC
+	out := make([]Rule, 0, len(Rules))
+	for _, r := range Rules {
+		switch r.Nr {
+		case unix.SYS_MMAP:
+			r.When = []Cond{{Arg: 2, AllBits: wx}, {Arg: 3, AnyBit: unix.MAP_SHARED}}
+			r.Why = "with BPF events: PROT_WRITE|PROT_EXEC together (W^X rewrites the protection at the entry); " +
+				"MAP_SHARED (writable aliases). Other mmaps come from the ring buffer"
+		case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
+			r.When = []Cond{{Arg: 2, AllBits: wx}, {Arg: 2, AnyBit: protGrowsdown | protGrowsup}}
+			r.Why = "with BPF events: PROT_WRITE|PROT_EXEC together (W^X rewrites the protection at the entry); " +
+				"PROT_GROWSDOWN/GROWSUP (the effect is read from /proc/PID/maps). Other calls come from the ring buffer"
+		case unix.SYS_MUNMAP:
+			continue // from the ring buffer
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// EventsAliasRules is the filter ptjit adds, with BPF events, to a
+// process where W^X tracks a shared file mapping: a writable alias of
+// code must be write-protected, or opened, at the stop of the call that
+// makes it one, before the program runs on (aliasEffect acts in the
+// stopped thread).
+var EventsAliasRules = []Rule{
+	{"mprotect", unix.SYS_MPROTECT, nil, "with BPF events, a process with shared file mappings: every protection change"},
+	{"pkey_mprotect", unix.SYS_PKEY_MPROTECT, nil, "as mprotect"},
+	{"munmap", unix.SYS_MUNMAP, nil, "an alias's executable twin may go"},
+	{"mmap", unix.SYS_MMAP, []Cond{{Arg: 3, AnyBit: unix.MAP_FIXED}}, "may replace an alias's twin"},
+}
+
+// eventCalls are the calls bpfev reports (its doc.go): a seccomp stop of
+// one of them marks the thread, and the call's ring event is dropped.
+var eventCalls = map[int]bool{
+	unix.SYS_MMAP: true, unix.SYS_MPROTECT: true, unix.SYS_PKEY_MPROTECT: true, unix.SYS_MUNMAP: true,
+	unix.SYS_MREMAP: true, unix.SYS_MADVISE: true, unix.SYS_BRK: true, unix.SYS_SHMAT: true,
+	unix.SYS_SHMDT: true, unix.SYS_REMAP_FILE_PAGES: true,
+}
+
+// ringCalls are the calls whose effect may come from the ring buffer
+// (those LaunchRules lets run without a stop).
+var ringCalls = map[int]bool{
+	unix.SYS_MMAP: true, unix.SYS_MPROTECT: true, unix.SYS_PKEY_MPROTECT: true, unix.SYS_MUNMAP: true,
+}
+
+// EventStats are the numbers of the BPF event source.
+type EventStats struct {
+	Mode      EventsMode
+	Calls     int64 // events read
+	Applied   int64 // of which applied from the ring (the others were ptjit's stops' or no change)
+	Bytes     int64 // bytes of versions taken from events, not read from the program
+	Fallbacks int64 // exec-adding calls the kernel could not copy (read at their SIGSTOP)
+	Lost      uint64
+}
+
+// eventState is the tracer's BPF event source (nil without EventsBPF).
+type eventState struct {
+	src         *bpfev.Source
+	ev          bpfev.Event
+	failed      bool // a read failed: warned once
+	aliasWarned bool // a call over a shared mapping did not stop: warned once
+}
+
+// threadEvents: mark is the last call of the thread ptjit stopped at its
+// seccomp stop, whose ring event is the ptrace path's (kept until that
+// event comes, or the call's fallback SIGSTOP with no event); signaled
+// counts the fallback SIGSTOPs due to the thread.
+type threadEvents struct {
+	mark     callKey
+	signaled int
+}
+
+// callKey names a call of a thread: its number, its first two arguments
+// (address and length: the prot argument may be rewritten) and the
+// address after its syscall instruction. The zero key is none.
+type callKey struct {
+	nr     int
+	a0, a1 uint64
+	ip     uint64
+}
+
+// openEvents starts the BPF event source for Options.Events.
+func (t *Tracer) openEvents() error {
+	t.result.Stats.Events.Mode = EventsSeccomp
+	switch t.opts.Events {
+	case "", EventsSeccomp:
+		return nil
+	case EventsBPF:
+	default:
+		return fmt.Errorf("tracker: events mode %q (want seccomp or bpf)", t.opts.Events)
+	}
+	if t.opts.SoftPT != nil {
+		return errors.New("--events=bpf cannot run with --pt=soft (the soft filter rewrites every call that adds PROT_EXEC at its entry): use --events=seccomp")
+	}
+	if t.opts.Copy == CopyChanged {
+		return errors.New("--events=bpf reads no changed pages (the events carry the bytes): use --copy=auto or full, or --events=seccomp")
+	}
+	src, err := bpfev.Open(t.opts.BPF)
+	if err != nil {
+		return err
+	}
+	t.events = &eventState{src: src}
+	t.result.Stats.Events.Mode = EventsBPF
+	t.copyFallback("BPF events carry the bytes")
+	return nil
+}
+
+// closeEvents reads what is left and closes the source.
+func (t *Tracer) closeEvents() {
+	if t.events == nil {
+		return
+	}
+	t.drainEvents()
+	if n, err := t.events.src.Lost(); err == nil {
+		t.result.Stats.Events.Lost = n
+	}
+	t.events.src.Close()
+}
+
+// eventsAdd and eventsRemove keep the source's process map.
+func (t *Tracer) eventsAdd(pid int) {
+	if t.events != nil {
+		if err := t.events.src.Add(pid); err != nil {
+			t.warnf("%v", err)
+		}
+	}
+}
+
+func (t *Tracer) eventsRemove(pid int) {
+	if t.events != nil {
+		if err := t.events.src.Remove(pid); err != nil {
+			t.warnf("%v", err)
+		}
+	}
+}
+
+// eventsMark notes, at ptjit's seccomp stop of a call the source
+// reports, that the call is the ptrace path's (regs: the stop's).
+func (t *Tracer) eventsMark(th *thread, regs *unix.PtraceRegs) {
+	if t.events != nil && eventCalls[int(regs.Orig_rax)] {
+		th.ev.mark = callKey{int(regs.Orig_rax), regs.Rdi, regs.Rsi, regs.Rip}
+	}
+}
+
+// drainEvents applies every event in the ring, in order.
+//
+// Precondition: on the locked tracer thread.
+func (t *Tracer) drainEvents() {
+	es := t.events
+	if es == nil || es.failed {
+		return
+	}
+	for {
+		ok, err := es.src.TryNext(&es.ev)
+		if err != nil {
+			es.failed = true
+			t.warnf("BPF events: %v (later calls are seen only where they stop)", err)
+			return
+		}
+		if !ok {
+			return
+		}
+		t.applyEvent(&es.ev)
+	}
+}
+
+// applyEvent applies one event (see the top of this file).
+func (t *Tracer) applyEvent(e *bpfev.Event) {
+	st := &t.result.Stats.Events
+	st.Calls++
+	if e.Args[5] == InjectCookie {
+		// a call ptjit injected, at one of its stops (a fallback
+		// SIGSTOP comes while ptjit waits for the call: eventSignal)
+		return
+	}
+	th := t.threads[e.TID]
+	if th != nil && e.Flags&bpfev.FlagFallback != 0 && e.Flags&bpfev.FlagSignaled != 0 {
+		th.ev.signaled++
+	}
+	if th != nil && th.ev.mark == (callKey{e.Nr, e.Args[0], e.Args[1], e.IP}) {
+		th.ev.mark = callKey{}
+		return // handled at its stops
+	}
+	p := t.procs[e.TGID]
+	if p == nil || p.helper || p.space == nil || !ringCalls[e.Nr] {
+		return
+	}
+	if e.Flags&bpfev.FlagFallback != 0 {
+		st.Fallbacks++
+	}
+	op := &pendingOp{nr: e.Nr, args: e.Args, ip: e.IP - 2}
+	op.rng = ival{op.args[0], op.args[0] + pageUp(op.args[1])}
+	var data *image
+	if e.Complete() {
+		data = &image{addr: e.Addr, b: e.Bytes}
+	}
+	at := eventStamp(e.Time)
+	t.applyCall(th, p, op, uint64(e.Ret), Stamp{At: at, IP: op.ip, TID: e.TID, Via: e.TID}, data)
+}
+
+// applyCall applies a call that did not stop, from its event or (data
+// nil) from the program's memory, if it can change tracked memory.
+func (t *Tracer) applyCall(th *thread, p *process, op *pendingOp, ret uint64, st Stamp, data *image) {
+	sp := p.space
+	if !coreNeeds(sp, op) {
+		return
+	}
+	x := &sysExit{th: th, op: op, ret: ret, p: p, sp: sp, cause: syscallName(op.nr), st: st, data: data}
+	switch op.nr {
+	case unix.SYS_MMAP:
+		x.out = ival{ret, ret + pageUp(op.args[1])}
+	}
+	if int64(ret) < 0 && int64(ret) >= -4095 {
+		if th != nil && unix.Errno(-int64(ret)) == unix.ENOMEM {
+			t.exitFailed(x, unix.ENOMEM)
+		}
+		return
+	}
+	t.result.Stats.Events.Applied++
+	for _, effect := range eventEffects {
+		effect.fn(t, x)
+	}
+	if es := t.events; !es.aliasWarned && (sp.aliasTouches(op.rng.s, op.rng.e) || op.nr == unix.SYS_MMAP && sp.aliasTouches(x.out.s, x.out.e)) {
+		// EventsAliasRules makes such calls stop; one that did not (the
+		// filter could not be added) is a blind spot
+		es.aliasWarned = true
+		t.warnf("pid %d: a %s of a shared mapping ran without a stop: writable aliases of code there are not followed", p.pid, x.cause)
+	}
+}
+
+// eventEffects are the exitEffects a call from the ring buffer runs: the
+// ones that only change ptjit's state (the thread is not stopped, so
+// nothing can be injected in it). The calls that need the others stop
+// (LaunchRules, EventsAliasRules), so the rest has nothing to do here.
+var eventEffects = []exitEffect{
+	{"wxClearEffect", (*Tracer).wxClearEffect, "as in exitEffects: W^X forgets its batch pages in the range"},
+	{"pagesEffect", (*Tracer).pagesEffect, "as in exitEffects"},
+	{"coreEffect", (*Tracer).coreEffect, "the Space takes the call's effect, versions with the event's bytes"},
+	{"wxTCBEffect", (*Tracer).wxTCBEffect, "after coreEffect: memory unmapped or mapped anew is no thread's stack or control block any more"},
+}
+
+// eventStamp puts an event's CLOCK_MONOTONIC time on the trace's time
+// base, with the TSC frequency measured since ptjit started.
+func eventStamp(mono int64) clock.Stamp {
+	now := clock.Now()
+	hz := clock.HzBetween(clock.ProcessStart(), now)
+	if hz == 0 || mono > now.MonoNS {
+		return now
+	}
+	return clock.Stamp{TSC: bpfev.TSC(mono, now, hz), MonoNS: mono}
+}
+
+// siKernel is si_code for a signal the kernel sent (SI_KERNEL).
+const siKernel = 0x80
+
+// eventStop handles a SIGSTOP signal-delivery-stop that the BPF program
+// sent (si_code SI_KERNEL, si_pid 0): suppressed. Its call's event was
+// applied when the ring was read before this stop; a stop with none (the
+// ring had no room for the call record) takes the call from the
+// registers, which hold it as it returned. It reports false for any other
+// stop.
+//
+// Precondition: on the locked tracer thread; th is in a
+// signal-delivery-stop of sig.
+func (t *Tracer) eventStop(th *thread, sig int) bool {
+	if !t.eventSignal(th, sig) {
+		return false
+	}
+	if th.ev.signaled > 0 {
+		th.ev.signaled--
+		return true
+	}
+	regs, err := getRegs(th.tid)
+	if err != nil || th.proc.space == nil || th.proc.helper || !ringCalls[int(regs.Orig_rax)] {
+		return true
+	}
+	if th.ev.mark == (callKey{int(regs.Orig_rax), regs.Rdi, regs.Rsi, regs.Rip}) {
+		th.ev.mark = callKey{}
+		return true // a call ptjit stopped: handled at its stops
+	}
+	op := &pendingOp{nr: int(regs.Orig_rax), args: [6]uint64{regs.Rdi, regs.Rsi, regs.Rdx, regs.R10, regs.R8, regs.R9}, ip: regs.Rip - 2}
+	op.rng = ival{op.args[0], op.args[0] + pageUp(op.args[1])}
+	t.result.Stats.Events.Fallbacks++
+	t.applyCall(th, th.proc, op, regs.Rax, stampAt(th, op.ip, clock.Now()), nil)
+	return true
+}
+
+// eventSignal reports whether th's signal-delivery-stop of sig is a
+// fallback SIGSTOP of the BPF program (also one that comes while ptjit
+// acts in the thread: hold drops it).
+func (t *Tracer) eventSignal(th *thread, sig int) bool {
+	if t.events == nil || sig != int(unix.SIGSTOP) {
+		return false
+	}
+	si, err := getSiginfo(th.tid)
+	return err == nil && si.Code == siKernel && int32(si.Addr) == 0
+}
+
+// eventVersion records v with its bytes from an event's copy.
+func (t *Tracer) eventVersion(v db.Version, data *image) int64 {
+	t.result.Stats.Events.Bytes += int64(v.Size)
+	if v.Size > db.ChunkSize {
+		id, _, err := t.rec.AddVersionRead(v, data.read)
+		if err != nil {
+			t.warnf("%v", err)
+		}
+		return id
+	}
+	v.Data = db.Buffer(int(v.Size))
+	data.read(v.Addr, v.Data)
+	id, _ := t.rec.AddVersion(v)
+	return id
+}
+
+// eventsAliasFilter gives a process where W^X tracks a shared file
+// mapping, with BPF events, the filter that stops every mprotect, munmap
+// and MAP_FIXED mmap (EventsAliasRules), once.
+//
+// Precondition: on the locked tracer thread; th is at a syscall-exit stop.
+func (t *Tracer) eventsAliasFilter(th *thread) {
+	p := th.proc
+	if t.events == nil || p.full.calls {
+		return
+	}
+	if err := t.injectFilter(th, EventsAliasRules); err != nil {
+		if !errors.Is(err, ErrThreadGone) {
+			t.warnf("pid %d: cannot add the filter that stops the calls over shared mappings (%v): "+
+				"writable aliases of code are not followed there", p.pid, err)
+		}
+		return
+	}
+	p.full.calls = true
+}
