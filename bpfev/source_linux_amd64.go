@@ -53,9 +53,10 @@ type Source struct {
 	links    []link.Link
 	rd       *ringbuf.Reader
 
-	rec     ringbuf.Record
-	pending []*pendingEvent // call records waiting for their pages, oldest first
-	free    []*pendingEvent
+	rec      ringbuf.Record
+	deadline time.Time       // SetDeadline's (TryNext sets its own for a moment)
+	pending  []*pendingEvent // call records waiting for their pages, oldest first
+	free     []*pendingEvent
 }
 
 type pendingEvent struct {
@@ -173,7 +174,10 @@ func (s *Source) Lost() (uint64, error) {
 
 // SetDeadline makes Next return os.ErrDeadlineExceeded once t passes
 // with no complete event. The zero time removes the deadline.
-func (s *Source) SetDeadline(t time.Time) { s.rd.SetDeadline(t) }
+func (s *Source) SetDeadline(t time.Time) {
+	s.deadline = t
+	s.rd.SetDeadline(t)
+}
 
 // ErrClosed is returned by Next after Close.
 var ErrClosed = errors.New("bpfev: source closed")
@@ -187,6 +191,9 @@ var ErrClosed = errors.New("bpfev: source closed")
 func (s *Source) Next(e *Event) error {
 	for !s.pop(e) {
 		if err := s.read(); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) && (s.deadline.IsZero() || time.Now().Before(s.deadline)) {
+				continue // TryNext's deadline, reported late by the reader
+			}
 			return err
 		}
 	}
@@ -198,12 +205,25 @@ func (s *Source) Next(e *Event) error {
 // written before the stop: a call record is committed before its thread
 // returns to user space, so every call that completed before the stop is
 // there.
+//
+// It never waits: the bytes in the ring may all be records the program
+// discarded (a page it could not copy), which the reader skips and would
+// then wait for the next record; so TryNext reads with a deadline already
+// past.
 func (s *Source) TryNext(e *Event) (bool, error) {
+	if s.pop(e) {
+		return true, nil
+	}
+	if s.rd.AvailableBytes() == 0 {
+		return false, nil
+	}
+	s.rd.SetDeadline(time.Unix(1, 0))
+	defer s.rd.SetDeadline(s.deadline)
 	for !s.pop(e) {
-		if s.rd.AvailableBytes() == 0 {
-			return false, nil
-		}
 		if err := s.read(); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return false, nil
+			}
 			return false, err
 		}
 	}

@@ -21,11 +21,12 @@ import (
 func TestE2EBigRWX(t *testing.T) {
 	e2eSetup(t)
 	const writes = 3
-	for _, mode := range []string{"precise", "batch", "auto"} {
-		t.Run(mode, func(t *testing.T) {
+	for _, em := range e2eCross(e2eEventSources(t), []string{"precise", "batch", "auto"}) {
+		events, mode := em[0], em[1]
+		t.Run(events+"/"+mode, func(t *testing.T) {
 			tmp := t.TempDir()
 			manifest, dir := filepath.Join(tmp, "manifest"), filepath.Join(tmp, "rec")
-			r := e2ePtjit(t, []string{"PTJIT_MANIFEST=" + manifest}, "run", "-q", "--pt=off", "--wx="+mode, "-o", dir, "--",
+			r := e2ePtjit(t, []string{"PTJIT_MANIFEST=" + manifest}, "run", "-q", "--pt=off", "--wx="+mode, "--events="+events, "-o", dir, "--",
 				e2eProg("bigrwx"), "64", strconv.Itoa(writes))
 			if r.code != 0 {
 				t.Fatalf("status %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
