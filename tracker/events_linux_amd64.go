@@ -149,8 +149,9 @@ type EventStats struct {
 type eventState struct {
 	src         *bpfev.Source
 	ev          bpfev.Event
-	failed      bool // a read failed: warned once
-	aliasWarned bool // a call over a shared mapping did not stop: warned once
+	conv        tscConv // this drain's conversion of event times
+	failed      bool    // a read failed: warned once
+	aliasWarned bool    // a call over a shared mapping did not stop: warned once
 }
 
 // threadEvents: mark is the last call of the thread ptjit stopped at its
@@ -242,6 +243,7 @@ func (t *Tracer) drainEvents() {
 	if es == nil || es.failed {
 		return
 	}
+	es.conv = tscConv{}
 	for {
 		ok, err := es.src.TryNext(&es.ev)
 		if err != nil {
@@ -286,7 +288,7 @@ func (t *Tracer) applyEvent(e *bpfev.Event) {
 	if e.Complete() {
 		data = &image{addr: e.Addr, b: e.Bytes}
 	}
-	at := eventStamp(e.Time)
+	at := t.events.conv.stamp(e.Time)
 	t.applyCall(th, p, op, uint64(e.Ret), Stamp{At: at, IP: op.ip, TID: e.TID, Via: e.TID}, data)
 }
 
@@ -331,15 +333,44 @@ var eventEffects = []exitEffect{
 	{"wxTCBEffect", (*Tracer).wxTCBEffect, "after coreEffect: memory unmapped or mapped anew is no thread's stack or control block any more"},
 }
 
-// eventStamp puts an event's CLOCK_MONOTONIC time on the trace's time
-// base, with the TSC frequency measured since ptjit started.
-func eventStamp(mono int64) clock.Stamp {
-	now := clock.Now()
-	hz := clock.HzBetween(clock.ProcessStart(), now)
-	if hz == 0 || mono > now.MonoNS {
-		return now
+// tscConv puts events' CLOCK_MONOTONIC times on the trace's time base:
+// one reference stamp and TSC frequency (measured since ptjit started)
+// for every event of a drain, so that their order is kept (a reference
+// per event, each with its own error, could swap two events microseconds
+// apart).
+type tscConv struct {
+	ref clock.Stamp
+	hz  uint64
+}
+
+// stamp converts mono, taking the reference at the drain's first event.
+func (c *tscConv) stamp(mono int64) clock.Stamp {
+	if c.hz == 0 {
+		c.ref = refStamp()
+		c.hz = clock.HzBetween(clock.ProcessStart(), c.ref)
 	}
-	return clock.Stamp{TSC: bpfev.TSC(mono, now, hz), MonoNS: mono}
+	if c.hz == 0 {
+		return clock.Stamp{TSC: c.ref.TSC, MonoNS: mono}
+	}
+	return clock.Stamp{TSC: bpfev.TSC(mono, c.ref, c.hz), MonoNS: mono}
+}
+
+// refStamp is a TSC read between two CLOCK_MONOTONIC reads, the closest
+// of a few tries: a pair read back to back once is off by however long
+// the thread was preempted between the reads (on a loaded machine, a
+// millisecond and more), and every converted time with it.
+func refStamp() clock.Stamp {
+	var best clock.Stamp
+	gap := int64(-1)
+	for range 5 {
+		m0 := clock.Mono()
+		tsc := clock.RDTSC()
+		m1 := clock.Mono()
+		if d := m1 - m0; gap < 0 || d < gap {
+			gap, best = d, clock.Stamp{TSC: tsc, MonoNS: m0 + d/2}
+		}
+	}
+	return best
 }
 
 // siKernel is si_code for a signal the kernel sent (SI_KERNEL).

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestE2EEventsStops: stopbench makes 300 versions of one page (RW, write,
+// RX: 600 mprotect calls). With --events=seccomp every RX stops; with
+// --events=bpf none does: the versions come from the ring buffer, with
+// their bytes, and the stop count (meta "stops", the summary's) is the
+// run's few others (exec, exit, file mappings). Both record every version
+// byte-exact against the manifest, same output, same status.
+func TestE2EEventsStops(t *testing.T) {
+	e2eSetup(t)
+	sources := e2eEventSources(t)
+	if len(sources) < 2 {
+		t.Skip("BPF events cannot run here")
+	}
+	const versions = 300
+	p := e2eProgram{name: "stopbench", args: []string{"run", strconv.Itoa(versions), "1"}, mask: regexp.MustCompile(`\d+ ns`)}
+	stops := map[string]int{}
+	for _, events := range sources {
+		ms, dir := e2eRecord(t, p, "--pt=off", "--events="+events)
+		if len(ms) != versions {
+			t.Fatalf("%s: %d manifest lines, want %d", events, len(ms), versions)
+		}
+		e2eCompare(t, ms, e2eHistory(t, dir), false)
+		meta := recordingMeta(t, dir)
+		n, err := strconv.Atoi(meta["stops"])
+		if err != nil || meta["events"] != events {
+			t.Fatalf("%s: meta stops %q events %q", events, meta["stops"], meta["events"])
+		}
+		stops[events] = n
+		if events == "bpf" {
+			if applied, _ := strconv.Atoi(meta["events_applied"]); applied < versions {
+				t.Errorf("bpf: %d calls applied from the ring, want at least %d", applied, versions)
+			}
+		}
+	}
+	t.Logf("stops for %d versions: seccomp %d, bpf %d", versions, stops["seccomp"], stops["bpf"])
+	if stops["seccomp"] < versions {
+		t.Errorf("seccomp: %d stops, want one per version at least (%d)", stops["seccomp"], versions)
+	}
+	if stops["bpf"] >= versions/10 {
+		t.Errorf("bpf: %d stops for %d versions: the versions stopped", stops["bpf"], versions)
+	}
+}
+
+// TestE2EEventsFallback forces the BPF program's fallback: with a budget
+// of one page, every call that makes more executable falls back to a
+// stop (SIGSTOP from the kernel, which the program never sees) where
+// ptjit reads the range; a fresh mapping's untouched pages fall back as
+// not present. Every version stays exact, output and status as alone.
+func TestE2EEventsFallback(t *testing.T) {
+	e2eSetup(t)
+	if len(e2eEventSources(t)) < 2 {
+		t.Skip("BPF events cannot run here")
+	}
+	t.Run("stopbench", func(t *testing.T) {
+		const versions = 50
+		p := e2eProgram{name: "stopbench", args: []string{"run", strconv.Itoa(versions), "2"}, mask: regexp.MustCompile(`\d+ ns`)}
+		ms, dir := e2eRecord(t, p, "--pt=off", "--events=bpf", "--bpf-budget=1")
+		e2eCompare(t, ms, e2eHistory(t, dir), false)
+		meta := recordingMeta(t, dir)
+		if n, _ := strconv.Atoi(meta["events_fallbacks"]); n < versions {
+			t.Errorf("%d fallbacks, want one per version at least (%d)", n, versions)
+		}
+		if n, _ := strconv.Atoi(meta["stops"]); n < versions {
+			t.Errorf("%d stops, want a fallback stop per version at least (%d)", n, versions)
+		}
+	})
+	for _, p := range e2ePrograms {
+		p := p
+		t.Run(strings.Join(append([]string{p.name}, p.args...), "_"), func(t *testing.T) {
+			flags := []string{"--events=bpf", "--bpf-budget=1"}
+			if p.rwx {
+				flags = append(flags, "--wx=off")
+			}
+			ms, dir := e2eRecord(t, p, flags...)
+			if p.rwx {
+				ms = withoutWrites(ms)
+			}
+			e2eCompare(t, ms, e2eHistory(t, dir), false)
+		})
+	}
+}
