@@ -172,6 +172,11 @@ func (s *Source) Lost() (uint64, error) {
 	return n, nil
 }
 
+// Pending returns how many bytes of records are in the ring, not read
+// yet. Unlike the rest of a Source it may be called from any goroutine
+// until Close (a tracer's watcher uses it to decide when to read).
+func (s *Source) Pending() int { return s.rd.AvailableBytes() }
+
 // SetDeadline makes Next return os.ErrDeadlineExceeded once t passes
 // with no complete event. The zero time removes the deadline.
 func (s *Source) SetDeadline(t time.Time) {

@@ -3,6 +3,8 @@ package tracker
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	"github.com/ptjit/ptjit/bpfev"
 	"github.com/ptjit/ptjit/clock"
@@ -56,9 +58,9 @@ import (
 // no event (the ring had no room for the call record) takes the call from
 // the thread's registers at that stop.
 //
-// Not drained while no tracee stops: events wait in the ring (8 MiB)
-// until the next stop; a full ring makes the exec-adding calls fall back
-// (they stop), and call records it drops are counted (Stats.Events.Lost).
+// While no tracee stops, a doorbell child wakes the tracer to read the
+// ring (below). A full ring makes the exec-adding calls fall back (they
+// stop), and call records it drops are counted (Stats.Events.Lost).
 // Not with --pt=soft (the soft filter rewrites every exec-adding call at
 // its entry) nor --copy=changed (the pages it tracks are read at stops).
 
@@ -149,9 +151,10 @@ type EventStats struct {
 type eventState struct {
 	src         *bpfev.Source
 	ev          bpfev.Event
-	conv        tscConv // this drain's conversion of event times
-	failed      bool    // a read failed: warned once
-	aliasWarned bool    // a call over a shared mapping did not stop: warned once
+	conv        tscConv    // this drain's conversion of event times
+	bell        *eventBell // reads the ring while no tracee stops; nil: none
+	failed      bool       // a read failed: warned once
+	aliasWarned bool       // a call over a shared mapping did not stop: warned once
 }
 
 // threadEvents: mark is the last call of the thread ptjit stopped at its
@@ -203,6 +206,7 @@ func (t *Tracer) closeEvents() {
 	if t.events == nil {
 		return
 	}
+	t.stopBell()
 	t.drainEvents()
 	if n, err := t.events.src.Lost(); err == nil {
 		t.result.Stats.Events.Lost = n
@@ -453,4 +457,132 @@ func (t *Tracer) eventsAliasFilter(th *thread) {
 		return
 	}
 	p.full.calls = true
+}
+
+// Reading the ring while no tracee stops. The tracer thread waits in
+// wait4 for its tracees' stops; a program that makes few stops would
+// leave its events in the ring until the next one and then stop for all
+// of them at once (a LuaJIT run: 72 stops, 12,000 events, half a second
+// in stops). So ptjit keeps a doorbell: a child of the tracer thread,
+// traced by it, that does nothing (a fork of ptjit running only raw
+// system calls: its file descriptors closed, pause(2) for ever, killed
+// with ptjit); a watcher goroutine sends it SIGUSR1 when the ring holds
+// records and it has not rung since the last drain, every bellEvery at
+// most; its signal-delivery-stop wakes the tracer's wait4, which drains
+// the ring and resumes it without the signal. The program never stops
+// for it, and it is no tracee of the recording (no stop counted).
+
+// bellEvery is how often the watcher looks at the ring.
+const bellEvery = 2 * time.Millisecond
+
+// eventBell is the doorbell child and its watcher.
+type eventBell struct {
+	pid  int
+	rung atomic.Bool
+	stop chan struct{}
+	done chan struct{}
+}
+
+// startBell forks the doorbell and starts its watcher; without one (the
+// fork failed), the ring is read at the tracees' stops only.
+//
+// Precondition: on the locked tracer thread.
+func (t *Tracer) startBell() {
+	if t.events == nil {
+		return
+	}
+	pid, err := forkPause()
+	if err != nil {
+		t.warnf("BPF events: no doorbell child (%v): events are read at the program's stops only", err)
+		return
+	}
+	if _, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_SEIZE, uintptr(pid), 0, unix.PTRACE_O_EXITKILL, 0, 0); e != 0 {
+		unix.Kill(pid, unix.SIGKILL)
+		var ws unix.WaitStatus
+		unix.Wait4(pid, &ws, 0, nil)
+		t.warnf("BPF events: no doorbell child (PTRACE_SEIZE: %v): events are read at the program's stops only", e)
+		return
+	}
+	b := &eventBell{pid: pid, stop: make(chan struct{}), done: make(chan struct{})}
+	t.events.bell = b
+	go b.watch(t.events.src)
+}
+
+// watch rings the bell when the ring holds records.
+func (b *eventBell) watch(src *bpfev.Source) {
+	defer close(b.done)
+	tick := time.NewTicker(bellEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-tick.C:
+		}
+		if src.Pending() > 0 && b.rung.CompareAndSwap(false, true) {
+			unix.Kill(b.pid, unix.SIGUSR1)
+		}
+	}
+}
+
+// bellStop handles a stop of the doorbell (and reports true), or reports
+// false for any other tid.
+//
+// Precondition: on the locked tracer thread.
+func (t *Tracer) bellStop(tid int, ws unix.WaitStatus) bool {
+	if t.events == nil || t.events.bell == nil || tid != t.events.bell.pid {
+		return false
+	}
+	b := t.events.bell
+	if ws.Exited() || ws.Signaled() {
+		t.events.bell = nil // gone: the ring is read at the program's stops
+		close(b.stop)
+		<-b.done
+		return true
+	}
+	t.drainEvents()
+	b.rung.Store(false)
+	unix.PtraceCont(tid, 0)
+	return true
+}
+
+// stopBell ends the doorbell.
+//
+// Precondition: on the locked tracer thread.
+func (t *Tracer) stopBell() {
+	b := t.events.bell
+	if b == nil {
+		return
+	}
+	t.events.bell = nil
+	close(b.stop)
+	<-b.done
+	unix.Kill(b.pid, unix.SIGKILL)
+	var ws unix.WaitStatus
+	for {
+		if _, err := unix.Wait4(b.pid, &ws, unix.WALL, nil); !errors.Is(err, unix.EINTR) {
+			return
+		}
+	}
+}
+
+// forkPause forks a child of the calling thread that closes every file
+// descriptor, asks to be killed when that thread exits, and pauses for
+// ever. The child is a copy of ptjit with one thread: it runs nothing but
+// raw system calls (no Go runtime, no memory allocation).
+//
+// Precondition: on the locked tracer thread (the child's parent).
+func forkPause() (int, error) {
+	pid, _, e := unix.RawSyscall6(unix.SYS_CLONE, uintptr(unix.SIGCHLD), 0, 0, 0, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	if pid == 0 {
+		unix.RawSyscall(unix.SYS_CLOSE_RANGE, 0, ^uintptr(0), 0)
+		unix.RawSyscall(unix.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0)
+		for {
+			unix.RawSyscall(unix.SYS_PAUSE, 0, 0, 0)
+		}
+	}
+	return int(pid), nil
 }

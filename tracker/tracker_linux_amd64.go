@@ -375,6 +375,7 @@ func Start(opts Options, launch Launch) (*Tracer, error) {
 			return
 		}
 		started <- nil
+		t.startBell()
 		t.err = t.loop()
 		t.closeEvents()
 		close(t.done)
@@ -487,6 +488,9 @@ func (t *Tracer) newSpace(owner int) *space {
 func (t *Tracer) loop() error {
 	for len(t.threads) > 0 || len(t.pending) > 0 || len(t.later.stops) > 0 {
 		if q, ok := t.nextQueued(); ok {
+			if t.bellStop(q.tid, q.ws) {
+				continue
+			}
 			t0 := clock.Mono()
 			t.handle(q.tid, q.ws)
 			t.result.Stats.Stops++
@@ -506,6 +510,9 @@ func (t *Tracer) loop() error {
 				break
 			}
 			return fmt.Errorf("wait4: %w", err)
+		}
+		if t.bellStop(tid, ws) {
+			continue
 		}
 		t0 := clock.Mono()
 		t.handle(tid, ws)
