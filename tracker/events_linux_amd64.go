@@ -472,8 +472,13 @@ func (t *Tracer) eventsAliasFilter(th *thread) {
 // the ring and resumes it without the signal. The program never stops
 // for it, and it is no tracee of the recording (no stop counted).
 
-// bellEvery is how often the watcher looks at the ring.
-const bellEvery = 2 * time.Millisecond
+// bellEvery is how often the watcher looks at the ring; it rings at
+// least every bellIdle even when the ring is empty (waitThread looks at
+// the thread it waits for then).
+const (
+	bellEvery = 2 * time.Millisecond
+	bellIdle  = 100 * time.Millisecond
+)
 
 // eventBell is the doorbell child and its watcher.
 type eventBell struct {
@@ -513,14 +518,16 @@ func (b *eventBell) watch(src *bpfev.Source) {
 	defer close(b.done)
 	tick := time.NewTicker(bellEvery)
 	defer tick.Stop()
+	last := time.Now()
 	for {
 		select {
 		case <-b.stop:
 			return
-		case <-tick.C:
-		}
-		if src.Pending() > 0 && b.rung.CompareAndSwap(false, true) {
-			unix.Kill(b.pid, unix.SIGUSR1)
+		case now := <-tick.C:
+			if (src.Pending() > 0 || now.Sub(last) >= bellIdle) && b.rung.CompareAndSwap(false, true) {
+				last = now
+				unix.Kill(b.pid, unix.SIGUSR1)
+			}
 		}
 	}
 }
@@ -535,15 +542,40 @@ func (t *Tracer) bellStop(tid int, ws unix.WaitStatus) bool {
 	}
 	b := t.events.bell
 	if ws.Exited() || ws.Signaled() {
-		t.events.bell = nil // gone: the ring is read at the program's stops
-		close(b.stop)
-		<-b.done
+		t.bellGone()
 		return true
 	}
 	t.drainEvents()
 	b.rung.Store(false)
 	unix.PtraceCont(tid, 0)
 	return true
+}
+
+// bellWhileWaiting handles a stop of the doorbell that came while ptjit
+// waited for one thread (waitThread): resumed at once, the ring left for
+// the main loop (and reports true); false for any other tid.
+//
+// Precondition: on the locked tracer thread.
+func (t *Tracer) bellWhileWaiting(tid int, ws unix.WaitStatus) bool {
+	if t.events == nil || t.events.bell == nil || tid != t.events.bell.pid {
+		return false
+	}
+	if ws.Exited() || ws.Signaled() {
+		t.bellGone()
+		return true
+	}
+	t.events.bell.rung.Store(false)
+	unix.PtraceCont(tid, 0)
+	return true
+}
+
+// bellGone forgets a doorbell that died: the ring is read at the
+// program's stops from now on.
+func (t *Tracer) bellGone() {
+	b := t.events.bell
+	t.events.bell = nil
+	close(b.stop)
+	<-b.done
 }
 
 // stopBell ends the doorbell.
