@@ -91,9 +91,16 @@ func Run(cfg Config) (status int, err error) {
 	if cfg.SoftCPUs < 0 || cfg.SoftCPUs > 4096 {
 		return 2, fmt.Errorf("--soft-cpus: %d is not between 0 and 4096", cfg.SoftCPUs)
 	}
-	events, err := resolveEvents(cfg, stderr)
+	events, src, err := resolveEvents(cfg, stderr)
 	if err != nil {
 		return 2, err
+	}
+	if src != nil {
+		defer func() {
+			if src != nil { // not handed to the tracker
+				src.Close()
+			}
+		}()
 	}
 	path, err := Resolve(cfg.Argv[0])
 	if err != nil {
@@ -169,7 +176,8 @@ func Run(cfg Config) (status int, err error) {
 
 	t0 := time.Now()
 	tr, err := tracker.Start(tracker.Options{Recorder: rec, Pin: pin, WX: cfg.WX, Warnf: warnf, SoftPT: pt.soft,
-		SoftFilter: cfg.SoftFilter, Copy: cfg.Copy, Events: events, BPF: cfg.BPF}, pt.launch(path, cfg.Argv, events))
+		SoftFilter: cfg.SoftFilter, Copy: cfg.Copy, Events: events, Source: src}, pt.launch(path, cfg.Argv, events))
+	src = nil // the tracker's now
 	if err != nil {
 		// The program never ran: leave no half recording behind.
 		rec.Close()
@@ -417,47 +425,43 @@ func selfCPU() (user, sys time.Duration) {
 	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
 }
 
-// resolveEvents decides where the address-space calls come from: auto is
-// bpf where BPF events can run here (bpfev.Available) and the options
-// allow them, else seccomp, said in one line on stderr (not with -q).
-func resolveEvents(cfg Config, stderr io.Writer) (tracker.EventsMode, error) {
+// resolveEvents decides where the address-space calls come from, and
+// opens the BPF event source where they come from it: auto is bpf where
+// the source opens and the options allow it, else seccomp, said in one
+// line on stderr (not with -q); bpf where it cannot run is an error with
+// the reason (bpfev.Available's).
+func resolveEvents(cfg Config, stderr io.Writer) (tracker.EventsMode, *bpfev.Source, error) {
 	switch cfg.Events {
 	case "", tracker.EventsSeccomp:
 		if cfg.BPF != (bpfev.Config{}) {
-			return "", errors.New("--bpf-budget needs --events=bpf or auto")
+			return "", nil, errors.New("--bpf-budget needs --events=bpf or auto")
 		}
-		return tracker.EventsSeccomp, nil
-	case tracker.EventsBPF:
-		if cfg.PT == PTSoft {
-			return "", errors.New("--events=bpf cannot run with --pt=soft (the soft filter rewrites every call that adds PROT_EXEC at its entry): use --events=seccomp")
-		}
-		if cfg.Copy == tracker.CopyChanged {
-			return "", errors.New("--events=bpf reads no changed pages (the events carry the bytes): use --copy=auto or full, or --events=seccomp")
-		}
-		if err := bpfev.Available(); err != nil {
-			return "", fmt.Errorf("--events=bpf: %w", err)
-		}
-		return tracker.EventsBPF, nil
-	case tracker.EventsAuto:
+		return tracker.EventsSeccomp, nil, nil
+	case tracker.EventsBPF, tracker.EventsAuto:
 	default:
-		return "", fmt.Errorf("--events: %q is not auto, bpf or seccomp", cfg.Events)
+		return "", nil, fmt.Errorf("--events: %q is not auto, bpf or seccomp", cfg.Events)
 	}
-	why := ""
+	var why string
 	switch {
 	case cfg.PT == PTSoft:
 		why = "--pt=soft needs every call that adds PROT_EXEC at its entry"
 	case cfg.Copy == tracker.CopyChanged:
 		why = "--copy=changed reads changed pages at stops"
 	default:
-		if err := bpfev.Available(); err != nil {
-			why = err.Error()
+		src, err := bpfev.Open(cfg.BPF)
+		if err == nil {
+			return tracker.EventsBPF, src, nil
+		}
+		why = err.Error()
+		if aerr := bpfev.Available(); aerr != nil {
+			why = aerr.Error() // the reason in one line
 		}
 	}
-	if why == "" {
-		return tracker.EventsBPF, nil
+	if cfg.Events == tracker.EventsBPF {
+		return "", nil, fmt.Errorf("--events=bpf: %s (--events=seccomp runs without BPF)", why)
 	}
 	if !cfg.Quiet {
 		fmt.Fprintf(stderr, "ptjit: events from seccomp stops, not BPF: %s\n", why)
 	}
-	return tracker.EventsSeccomp, nil
+	return tracker.EventsSeccomp, nil, nil
 }

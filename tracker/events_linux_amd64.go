@@ -180,10 +180,19 @@ func (t *Tracer) openEvents() error {
 	t.result.Stats.Events.Mode = EventsSeccomp
 	switch t.opts.Events {
 	case "", EventsSeccomp:
+		if t.opts.Source != nil {
+			t.opts.Source.Close()
+		}
 		return nil
 	case EventsBPF:
 	default:
 		return fmt.Errorf("tracker: events mode %q (want seccomp or bpf)", t.opts.Events)
+	}
+	src := t.opts.Source
+	if t.opts.SoftPT != nil || t.opts.Copy == CopyChanged {
+		if src != nil {
+			src.Close()
+		}
 	}
 	if t.opts.SoftPT != nil {
 		return errors.New("--events=bpf cannot run with --pt=soft (the soft filter rewrites every call that adds PROT_EXEC at its entry): use --events=seccomp")
@@ -191,9 +200,11 @@ func (t *Tracer) openEvents() error {
 	if t.opts.Copy == CopyChanged {
 		return errors.New("--events=bpf reads no changed pages (the events carry the bytes): use --copy=auto or full, or --events=seccomp")
 	}
-	src, err := bpfev.Open(t.opts.BPF)
-	if err != nil {
-		return err
+	if src == nil {
+		var err error
+		if src, err = bpfev.Open(t.opts.BPF); err != nil {
+			return err
+		}
 	}
 	t.events = &eventState{src: src}
 	t.result.Stats.Events.Mode = EventsBPF

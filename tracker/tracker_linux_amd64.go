@@ -76,9 +76,12 @@ type Options struct {
 	// a bpfev.Source configured by BPF (tests make its budget or ring
 	// small to force fallbacks); "" or EventsSeccomp stops them
 	// (events_linux_amd64.go). The launch filter must be
-	// LaunchRules(Events).
+	// LaunchRules(Events). Source, if set, is the source to read (the
+	// tracer closes it), already opened by the caller; else the tracer
+	// opens one.
 	Events EventsMode
 	BPF    bpfev.Config
+	Source *bpfev.Source
 }
 
 // Launch starts the program on the tracer thread. It returns the pid of a
