@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -85,5 +87,40 @@ func TestE2EEventsFallback(t *testing.T) {
 			}
 			e2eCompare(t, ms, e2eHistory(t, dir), false)
 		})
+	}
+}
+
+// TestE2EEventsOptions: a bad --events, BPF events with an option that
+// needs the stops, and --bpf-budget without BPF events are refused with
+// status 2 and one line, before anything runs; auto says in one line why
+// it falls back to seccomp, and the run goes on.
+func TestE2EEventsOptions(t *testing.T) {
+	e2eSetup(t)
+	for _, c := range []struct {
+		args []string
+		what string
+	}{
+		{[]string{"--events=ebpf"}, `--events: "ebpf" is not auto, bpf or seccomp`},
+		{[]string{"--events=bpf", "--pt=soft"}, "--events=bpf: --pt=soft needs every call that adds PROT_EXEC at its entry"},
+		{[]string{"--events=bpf", "--copy=changed"}, "--events=bpf: --copy=changed reads changed pages at stops"},
+		{[]string{"--bpf-budget=1"}, "--bpf-budget needs --events=bpf or auto"},
+	} {
+		dir := filepath.Join(t.TempDir(), "rec")
+		r := e2ePtjit(t, nil, append(append([]string{"run", "-o", dir}, c.args...), "--", e2eProg("exitcode"), "0")...)
+		if r.code != 2 {
+			t.Errorf("%v: status %d, want 2", c.args, r.code)
+		}
+		e2eOneLineError(t, r.stderr, c.what)
+		if _, err := os.Stat(dir); err == nil {
+			t.Errorf("%v: %s was created", c.args, dir)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "rec")
+	r := e2ePtjit(t, nil, "run", "-o", dir, "--pt=soft", "--events=auto", "--", e2eProg("exitcode"), "0")
+	if r.code != 0 || !strings.HasPrefix(r.stderr, "ptjit: events from seccomp stops, not BPF: --pt=soft needs") {
+		t.Errorf("auto with --pt=soft: status %d, stderr:\n%s", r.code, r.stderr)
+	}
+	if meta := recordingMeta(t, dir); meta["events"] != "seccomp" {
+		t.Errorf("auto with --pt=soft: meta events %q, want seccomp", meta["events"])
 	}
 }
