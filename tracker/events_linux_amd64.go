@@ -621,7 +621,11 @@ func forkPause() (int, error) {
 		return 0, e
 	}
 	if pid == 0 {
-		unix.RawSyscall(unix.SYS_CLOSE_RANGE, 0, ^uintptr(0), 0)
+		if _, _, e := unix.RawSyscall(unix.SYS_CLOSE_RANGE, 0, ^uintptr(0), 0); e != 0 {
+			for fd := uintptr(0); fd < 1<<16; fd++ { // before Linux 5.9
+				unix.RawSyscall(unix.SYS_CLOSE, fd, 0, 0)
+			}
+		}
 		unix.RawSyscall(unix.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0)
 		for {
 			unix.RawSyscall(unix.SYS_PAUSE, 0, 0, 0)
