@@ -15,6 +15,11 @@
 // tracer goroutine only; its own writer goroutine hashes pages and writes
 // SQLite, so a stop costs one copy of the bytes (process_vm_readv) and a
 // channel send.
+// With BPF events a watcher goroutine looks at the ring buffer every 2
+// ms and signals a doorbell child of the tracer thread (a fork of ptjit
+// that only pauses, traced, killed with it) whose stop wakes the tracer
+// to read the ring while no tracee stops (events_linux_amd64.go); it
+// touches nothing of the tracer's state.
 //
 // # One place classifies every stop
 //
