@@ -160,7 +160,9 @@
 //   - RET_USER_NOTIF wins over RET_TRACE: the program's listener answers
 //     as alone. Two differences. A call the listener lets continue
 //     (SECCOMP_USER_NOTIF_FLAG_CONTINUE) runs without a ptjit stop: an
-//     mprotect or mmap continued that way is a blind spot. And a thread
+//     mprotect or mmap continued that way is a blind spot (with BPF
+//     events one that adds code is seen at its exit like any other, and
+//     recorded: seccomp-own's test checks both). And a thread
 //     waiting for its answer is woken by any signal, also one that alone
 //     is ignored (SIGCHLD, SIGURG, SIGWINCH by default, or SIG_IGN: the
 //     kernel does not discard signals sent to a traced thread, it reports
