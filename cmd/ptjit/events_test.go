@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -122,5 +123,69 @@ func TestE2EEventsOptions(t *testing.T) {
 	}
 	if meta := recordingMeta(t, dir); meta["events"] != "seccomp" {
 		t.Errorf("auto with --pt=soft: meta events %q, want seccomp", meta["events"])
+	}
+}
+
+// TestE2EEventsTime: each version's time is inside its call, as the
+// program saw it: bpfev-jit reads the TSC right before and right after
+// each mprotect that makes a version executable (its "exec" lines), and
+// the version ptjit recorded has a TSC between the two, with each event
+// source (BPF: the event's CLOCK_MONOTONIC time put on the TSC base;
+// seccomp: the TSC read at the call's stop). The bound allows slack for
+// the conversion (slackNS, logged with the largest distance seen).
+func TestE2EEventsTime(t *testing.T) {
+	e2eSetup(t)
+	const versions, slackNS = 100, 5000
+	for _, events := range e2eEventSources(t) {
+		t.Run(events, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "rec")
+			r := e2eRun(t, []string{e2e.ptjit, "run", "-q", "--pt=off", "--events=" + events, "-o", dir, "--",
+				e2eProg("bpfev-jit"), "toggle", strconv.Itoa(versions)}, nil, "go\n", "")
+			if r.code != 0 {
+				t.Fatalf("status %d\n%s", r.code, r.stderr)
+			}
+			type window struct {
+				addr     string
+				tsc0, t1 uint64
+			}
+			var ws []window
+			for _, l := range strings.Split(r.stdout, "\n") {
+				f := strings.Fields(l)
+				if len(f) != 5 || f[0] != "exec" {
+					continue
+				}
+				t0, _ := strconv.ParseUint(f[3], 10, 64)
+				t1, _ := strconv.ParseUint(f[4], 10, 64)
+				ws = append(ws, window{f[2], t0, t1})
+			}
+			if len(ws) != versions {
+				t.Fatalf("%d exec lines, want %d\n%s", len(ws), versions, r.stdout)
+			}
+			hz, err := strconv.ParseFloat(recordingMeta(t, dir)["tsc_hz"], 64)
+			if err != nil || hz == 0 {
+				t.Fatalf("meta tsc_hz: %v", err)
+			}
+			slack := uint64(hz * slackNS / 1e9)
+			var hs []historyLine
+			for _, h := range e2eHistory(t, dir) {
+				if h.Cause == "mprotect" && h.Addr == ws[0].addr {
+					hs = append(hs, h)
+				}
+			}
+			if len(hs) != versions {
+				t.Fatalf("%d versions at %s, want %d", len(hs), ws[0].addr, versions)
+			}
+			worst := math.Inf(-1)
+			for i, w := range ws {
+				h := hs[i]
+				if h.TSC+slack < w.tsc0 || h.TSC > w.t1+slack {
+					t.Errorf("version %d: TSC %d outside its call [%d, %d] (+- %d)", i, h.TSC, w.tsc0, w.t1, slack)
+				}
+				for _, d := range []float64{float64(w.tsc0) - float64(h.TSC), float64(h.TSC) - float64(w.t1)} {
+					worst = max(worst, d/hz*1e9)
+				}
+			}
+			t.Logf("%s: %d versions, the farthest %.0f ns outside its call (negative: all inside)", events, versions, worst)
+		})
 	}
 }
