@@ -423,6 +423,38 @@ func TestFallback(t *testing.T) {
 	}
 }
 
+// TestTryNextDiscarded: a page the program could not copy leaves a
+// discarded record in the ring after the call record; TryNext returns the
+// event, then false, and never waits for a record to come (the reader
+// skips discarded records and then polls: where the discarded record was
+// the ring's last, as when the thread stops at once for the fallback,
+// TryNext waited for ever; here the child's later calls may follow it).
+func TestTryNextDiscarded(t *testing.T) {
+	s := openSource(t, Config{Signal: unix.SIGUSR1})
+	c := startChild(t, "fallback", "absent")
+	if err := s.Add(c.pid); err != nil {
+		t.Fatal(err)
+	}
+	c.run(t)
+	n := 0
+	for {
+		var e Event
+		ok, err := s.TryNext(&e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		if e.TGID == c.pid && e.Flags&FlagFallback != 0 && e.Reason == ReasonNotPresent {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d not-present fallbacks read, want 1", n)
+	}
+}
+
 // TestAvailable: on a host where the tests run, Available agrees with
 // Open; its error, where there is one, is one line.
 func TestAvailable(t *testing.T) {

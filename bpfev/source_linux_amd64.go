@@ -194,6 +194,11 @@ func (s *Source) Lost() (uint64, error) {
 	return n, nil
 }
 
+// Pending returns how many bytes of records are in the ring, not read
+// yet. Unlike the rest of a Source it may be called from any goroutine
+// until Close (a tracer's watcher uses it to decide when to read).
+func (s *Source) Pending() int { return s.rd.AvailableBytes() }
+
 // SetDeadline makes Next return os.ErrDeadlineExceeded once t passes
 // with no complete event. The zero time removes the deadline. Like
 // Next, it is for the reading goroutine.
@@ -235,7 +240,20 @@ func (s *Source) Next(e *Event) error {
 // written before the stop: a call record is committed before its thread
 // returns to user space, so every call that completed before the stop is
 // there.
+//
+// It never waits: the bytes in the ring may all be records the program
+// discarded (a page it could not copy), which the reader skips and would
+// then wait for the next record; so TryNext reads with a deadline already
+// past.
 func (s *Source) TryNext(e *Event) (bool, error) {
+	if s.pop(e) {
+		return true, nil
+	}
+	if s.rd.AvailableBytes() == 0 {
+		return false, nil
+	}
+	s.rd.SetDeadline(time.Unix(1, 0))
+	defer s.rd.SetDeadline(s.deadline)
 	for !s.pop(e) {
 		s.rd.SetDeadline(time.Unix(1, 0)) // in the past: never wait
 		if err := s.read(); errors.Is(err, os.ErrDeadlineExceeded) {

@@ -24,7 +24,7 @@
 // (docs/decisions.md has what that saved). It:
 //  1. writes one byte on its handshake socket and blocks reading, until
 //     the tracer thread has PTRACE_SEIZE'd it (with TRACESECCOMP,
-//     TRACEEXEC, EXITKILL, ...) and sent the filter (tracker.Rules,
+//     TRACEEXEC, EXITKILL, ...) and sent the filter (tracker.LaunchRules,
 //     compiled in Go) as a uint16 count and the sock_filter array; EOF
 //     instead means the tracer is gone and the program must not run;
 //  2. installs the filter — only now, because a SECCOMP_RET_TRACE syscall

@@ -91,11 +91,17 @@ func unwrapPath(err error) error {
 // user typed it; path resolved) through the helper. stdio are the
 // program's fds 0, 1, 2 (nil: ptjit's own).
 func Launcher(path string, argv []string, stdio []uintptr) tracker.Launch {
+	return LauncherEvents(path, argv, stdio, tracker.EventsSeccomp)
+}
+
+// LauncherEvents is Launcher with the launch filter for the tracker's
+// events mode (tracker.LaunchRules).
+func LauncherEvents(path string, argv []string, stdio []uintptr, events tracker.EventsMode) tracker.Launch {
 	if stdio == nil {
 		stdio = []uintptr{0, 1, 2}
 	}
 	return func() (int, func() error, error) {
-		filter, err := filterMessage()
+		filter, err := filterMessage(events)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -139,10 +145,11 @@ func Launcher(path string, argv []string, stdio []uintptr) tracker.Launch {
 }
 
 // filterMessage is the release message the helper waits for: the seccomp
-// filter (tracker.Rules compiled) as a little-endian uint16 instruction
-// count and the struct sock_filter array, in this machine's layout.
-func filterMessage() ([]byte, error) {
-	prog, err := tracker.Compile(tracker.Rules)
+// filter (tracker.LaunchRules for the events mode, compiled) as a
+// little-endian uint16 instruction count and the struct sock_filter array,
+// in this machine's layout.
+func filterMessage(events tracker.EventsMode) ([]byte, error) {
+	prog, err := tracker.Compile(tracker.LaunchRules(events))
 	if err != nil {
 		return nil, err
 	}

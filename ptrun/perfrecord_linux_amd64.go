@@ -73,9 +73,9 @@ func PerfArgs(out string, workload []string) []string {
 	return append([]string{"record", "-q", "-e", perfEvent, "--switch-events", "-o", out, "--"}, workload...)
 }
 
-func (r *perfRecord) launcher(path string, argv []string) tracker.Launch {
+func (r *perfRecord) launcher(path string, argv []string, events tracker.EventsMode) tracker.Launch {
 	return func() (int, func() error, error) {
-		filter, err := filterMessage()
+		filter, err := filterMessage(events)
 		if err != nil {
 			return 0, nil, err
 		}

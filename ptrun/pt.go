@@ -155,11 +155,11 @@ func ParseSoftFilter(s string) (bool, error) {
 
 // launch returns how to start the program: through perf record for
 // --pt=intel, directly otherwise.
-func (b *ptBackend) launch(path string, argv []string) tracker.Launch {
+func (b *ptBackend) launch(path string, argv []string, events tracker.EventsMode) tracker.Launch {
 	if b.perf != nil {
-		return b.perf.launcher(path, argv)
+		return b.perf.launcher(path, argv, events)
 	}
-	return Launcher(path, argv, nil)
+	return LauncherEvents(path, argv, nil, events)
 }
 
 // finish completes the trace after the program ended.

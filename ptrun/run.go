@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ptjit/ptjit/bpfev"
 	"github.com/ptjit/ptjit/clock"
 	"github.com/ptjit/ptjit/db"
 	"github.com/ptjit/ptjit/softpt"
@@ -39,7 +40,13 @@ type Config struct {
 	SoftCPUs   int
 	// Copy is how later versions of a JIT range are read (--copy; "" is
 	// auto).
-	Copy   tracker.CopyMode
+	Copy tracker.CopyMode
+	// Events is where the address-space calls come from (--events; ""
+	// is seccomp): auto is bpf where bpfev.Available, else seccomp with
+	// one line saying why. BPF configures the event source (tests force
+	// its fallbacks with a small budget or ring).
+	Events tracker.EventsMode
+	BPF    bpfev.Config
 	Stderr io.Writer // ptjit's messages; nil: os.Stderr
 }
 
@@ -117,6 +124,10 @@ type run struct {
 	sigc     chan os.Signal // SIGINT, SIGTERM, SIGHUP for ptjit
 	calStart clock.Stamp    // the start of the TSC calibration
 	t0       time.Time      // when the tracker started
+	// events: where the address-space calls come from; src, with
+	// EventsBPF, the BPF event source until the tracker takes it
+	events tracker.EventsMode
+	src    *bpfev.Source
 }
 
 // start prepares the recording directory, code.db and the PT backend,
@@ -130,7 +141,13 @@ func start(cfg Config, path string) (r *run, status int, err error) {
 	if r.stderr == nil {
 		r.stderr = os.Stderr
 	}
+	if r.events, r.src, err = resolveEvents(cfg, r.stderr); err != nil {
+		return nil, 2, err
+	}
 	if r.out, err = PrepareOutDir(cfg.OutDir); err != nil {
+		if r.src != nil {
+			r.src.Close()
+		}
 		return nil, 1, err
 	}
 	if status, err := r.open(); err != nil {
@@ -204,7 +221,8 @@ func (r *run) launch(path string) error {
 	}
 	r.t0 = time.Now()
 	tr, err := tracker.Start(tracker.Options{Recorder: r.rec, Pin: pin, WX: r.cfg.WX, Warnf: r.warnf, SoftPT: r.pt.soft,
-		SoftFilter: r.cfg.SoftFilter, Copy: r.cfg.Copy}, r.pt.launch(path, r.cfg.Argv))
+		SoftFilter: r.cfg.SoftFilter, Copy: r.cfg.Copy, Events: r.events, Source: r.src}, r.pt.launch(path, r.cfg.Argv, r.events))
+	r.src = nil // the tracker's now, started or not
 	if err != nil {
 		// The program never ran.
 		r.pt.finish()
@@ -218,6 +236,9 @@ func (r *run) launch(path string) error {
 // created goes (nothing half-recorded), the signals are ptjit's again, and
 // the directory is unlocked.
 func (r *run) abandon() {
+	if r.src != nil { // not handed to the tracker
+		r.src.Close()
+	}
 	if r.rec != nil {
 		r.rec.Close()
 		removeRecording(r.cfg.OutDir)
@@ -398,6 +419,12 @@ func Summary(st tracker.Stats) string {
 		plural(st.FileMaps, "file mapping", "file mappings"), plural(int(st.Stops), "stop", "stops"),
 		float64(st.StopNS)/1e6, per, float64(st.Bytes)/1e6)
 	s += ", " + tracker.CopySummary(st.Copy)
+	if st.Events.Mode == tracker.EventsBPF {
+		s += fmt.Sprintf(", BPF events: %d calls, %d applied without a stop, %d fallbacks", st.Events.Calls, st.Events.Applied, st.Events.Fallbacks)
+		if st.Events.Lost > 0 {
+			s += fmt.Sprintf(", %d lost (ring full)", st.Events.Lost)
+		}
+	}
 	if st.FullProtect > 0 {
 		s += fmt.Sprintf(", every mprotect stopped in %s (managed memory)", plural(st.FullProtect, "process", "processes"))
 	}
@@ -457,4 +484,45 @@ func selfCPU() (user, sys time.Duration) {
 		return 0, 0
 	}
 	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
+}
+
+// resolveEvents decides where the address-space calls come from, and
+// opens the BPF event source where they come from it: auto is bpf where
+// the source opens and the options allow it, else seccomp, said in one
+// line on stderr (not with -q); bpf where it cannot run is an error with
+// the reason (bpfev.Available's).
+func resolveEvents(cfg Config, stderr io.Writer) (tracker.EventsMode, *bpfev.Source, error) {
+	switch cfg.Events {
+	case "", tracker.EventsSeccomp:
+		if cfg.BPF != (bpfev.Config{}) {
+			return "", nil, errors.New("--bpf-budget needs --events=bpf or auto")
+		}
+		return tracker.EventsSeccomp, nil, nil
+	case tracker.EventsBPF, tracker.EventsAuto:
+	default:
+		return "", nil, fmt.Errorf("--events: %q is not auto, bpf or seccomp", cfg.Events)
+	}
+	var why string
+	switch {
+	case cfg.PT == PTSoft:
+		why = "--pt=soft needs every call that adds PROT_EXEC at its entry"
+	case cfg.Copy == tracker.CopyChanged:
+		why = "--copy=changed reads changed pages at stops"
+	default:
+		src, err := bpfev.Open(cfg.BPF)
+		if err == nil {
+			return tracker.EventsBPF, src, nil
+		}
+		why = err.Error()
+		if aerr := bpfev.Available(); aerr != nil {
+			why = aerr.Error() // the reason in one line
+		}
+	}
+	if cfg.Events == tracker.EventsBPF {
+		return "", nil, fmt.Errorf("--events=bpf: %s (--events=seccomp runs without BPF)", why)
+	}
+	if !cfg.Quiet {
+		fmt.Fprintf(stderr, "ptjit: events from seccomp stops, not BPF: %s\n", why)
+	}
+	return tracker.EventsSeccomp, nil, nil
 }

@@ -20,6 +20,9 @@ func TestEffectOrder(t *testing.T) {
 		"entryRewrites": {"wxEntryProt", "aliasEntryProt", "filterEntryProt"},
 		"exitEffects": {"seenEffect", "rewriteEffect", "wxClearEffect", "pagesEffect", "unmapFirstEffect",
 			"coreEffect", "wxFreshEffect", "procmemEffect", "aliasEffect", "wxMovedEffect", "wxTCBEffect", "filterEffect"},
+		// a call from the BPF ring buffer (events_linux_amd64.go): the
+		// exitEffects that only change ptjit's state, in their order
+		"eventEffects": {"wxClearEffect", "pagesEffect", "coreEffect", "wxTCBEffect"},
 	}
 	type entry struct {
 		name, why string
@@ -34,6 +37,9 @@ func TestEffectOrder(t *testing.T) {
 	}
 	for _, e := range exitEffects {
 		got["exitEffects"] = append(got["exitEffects"], entry{e.name, e.why, e.fn})
+	}
+	for _, e := range eventEffects {
+		got["eventEffects"] = append(got["eventEffects"], entry{e.name, e.why, e.fn})
 	}
 	for list, names := range want {
 		var have []string

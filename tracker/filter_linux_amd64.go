@@ -33,6 +33,9 @@ type Cond struct {
 	Arg int // 0..5
 	// AnyBit: stop when the argument's low 32 bits have any bit of AnyBit.
 	AnyBit uint32
+	// AllBits: stop when the argument's low 32 bits have every bit of
+	// AllBits.
+	AllBits uint32
 	// Except: stop unless the argument's low 32 bits equal one of these.
 	Except []uint32
 	// Equal: stop when the argument's low 32 bits equal one of these.
@@ -217,6 +220,7 @@ const (
 	stMem    = unix.BPF_ST
 	tax      = unix.BPF_MISC | unix.BPF_TAX
 	addX     = unix.BPF_ALU | unix.BPF_ADD | unix.BPF_X
+	andK     = unix.BPF_ALU | unix.BPF_AND | unix.BPF_K
 )
 
 // overlapsCode is the code of a Cond.Overlaps on argument arg: it falls
@@ -306,6 +310,8 @@ func Compile(rules []Rule) ([]unix.SockFilter, error) {
 			switch {
 			case c.AnyBit != 0:
 				b = append(b, jump(jsetK, c.AnyBit, 0, 1), stmt(retK, retTrace))
+			case c.AllBits != 0:
+				b = append(b, stmt(andK, c.AllBits), jump(jeqK, c.AllBits, 0, 1), stmt(retK, retTrace))
 			case len(c.Equal) > 0:
 				// jeq v → the RET TRACE after the jeqs; none → jump over it
 				n := len(c.Equal)

@@ -108,6 +108,9 @@ type fullProtectState struct {
 	// warning that the ranges ran out was given
 	kw                 []ival
 	kwFailed, kwWarned bool
+	// calls: the process has EventsAliasRules (every mprotect, munmap
+	// and MAP_FIXED mmap stops; events_linux_amd64.go)
+	calls bool
 	// filters counts the filters of every kind ptjit injected in the
 	// process (inherited over fork and exec, as the filters are)
 	filters int

@@ -155,6 +155,9 @@ func (t *Tracer) pagesEffect(x *sysExit) {
 }
 
 func (t *Tracer) copyMode() CopyMode {
+	if t.events != nil {
+		return CopyFull // the events carry the bytes
+	}
 	if t.opts.Copy == "" {
 		return CopyAuto
 	}

@@ -43,6 +43,9 @@ const siTkill = -6
 // Precondition: on the locked tracer thread; th is in the
 // signal-delivery-stop of sig.
 func (t *Tracer) hold(th *thread, sig int) {
+	if t.eventSignal(th, sig) {
+		return // the BPF program's fallback stop of a call ptjit injected
+	}
 	h := heldSignal{sig: sig}
 	if si, err := getSiginfo(th.tid); err == nil {
 		h.info = &si

@@ -74,6 +74,10 @@ type Piece struct {
 type Change struct {
 	Cause string
 	Stamp
+	// data, when set, holds the bytes of the call's range as the call
+	// left them (a BPF event's copy): versions inside it are taken from
+	// it, not read from the program.
+	data *image
 }
 
 // Stamp is the stop a record is made at: its time, the thread and the

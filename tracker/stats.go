@@ -52,6 +52,10 @@ type Stats struct {
 	WriterWaitNS int64
 	// Copy: how versions were read (pages_linux_amd64.go)
 	Copy CopyStats
+	// Events: the BPF event source's numbers (events_linux_amd64.go):
+	// events read, applied from the ring, bytes of versions taken from
+	// them, fallbacks, records the ring had no room for
+	Events EventStats
 
 	// Set by the caller that ran the trace (ptrun), not by the tracker:
 	// the --wx mode (Options.WX; "" is off), the wall time from the start
@@ -113,6 +117,12 @@ func (s *Stats) Meta() []MetaRow {
 		{"copy_pages_read", i64(s.Copy.PagesRead)},
 		{"copy_pages", i64(s.Copy.Pages)},
 		{"copy_fallback", s.Copy.Fallback},
+		{"events", string(s.Events.Mode)},
+		{"events_calls", i64(s.Events.Calls)},
+		{"events_applied", i64(s.Events.Applied)},
+		{"events_bytes", i64(s.Events.Bytes)},
+		{"events_fallbacks", i64(s.Events.Fallbacks)},
+		{"events_lost", i64(s.Events.Lost)},
 		{"wx", string(s.WX)},
 		{"wall_ns", ns(s.Wall)},
 		{"tracer_maxrss_kb", i64(s.TracerMaxRSSKB)},

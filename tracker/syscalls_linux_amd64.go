@@ -136,6 +136,7 @@ func (t *Tracer) seccompEntry(th *thread) {
 	if op.nr == unix.SYS_MREMAP && op.args[3]&mremapFixed != 0 {
 		op.to = ival{op.args[4], op.args[4] + pageUp(op.args[2])}
 	}
+	t.eventsMark(th, &regs)
 	if t.opts.OnSeccomp != nil {
 		t.opts.OnSeccomp(StopInfo{PID: th.proc.pid, TID: th.tid, Nr: op.nr, Args: op.args, IP: op.ip})
 	}
@@ -320,7 +321,11 @@ func (t *Tracer) needExit(th *thread, op *pendingOp) bool {
 // coreNeedsExit: the call can change the address space's tracked
 // executable memory.
 func (t *Tracer) coreNeedsExit(th *thread, op *pendingOp) bool {
-	sp := th.proc.space
+	return coreNeeds(th.proc.space, op)
+}
+
+// coreNeeds: op can change sp's tracked executable memory.
+func coreNeeds(sp *space, op *pendingOp) bool {
 	a := op.args
 	switch op.nr {
 	case unix.SYS_MMAP:
@@ -362,10 +367,17 @@ type sysExit struct {
 	// ([ret, ret+pageUp(length)), the new length for an mremap)
 	out   ival
 	moved []uint64 // W^X: batch pages mremap moved (wxClearEffect to wxMovedEffect)
+	// data: the bytes of the call's range from its BPF event (nil: read
+	// from the program; events_linux_amd64.go)
+	data *image
 }
 
 // change is the Change of the call at this stop.
-func (x *sysExit) change() Change { return x.st.because(x.cause) }
+func (x *sysExit) change() Change {
+	c := x.st.because(x.cause)
+	c.data = x.data
+	return c
+}
 
 // syscallExit applies the effect of a syscall whose exit we asked for and
 // resumes th.

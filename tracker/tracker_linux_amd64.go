@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ptjit/ptjit/bpfev"
 	"github.com/ptjit/ptjit/clock"
 	"github.com/ptjit/ptjit/db"
 	"github.com/ptjit/ptjit/snapshot"
@@ -71,6 +72,16 @@ type Options struct {
 	// Copy is --copy: how later versions of a JIT range are read ("" is
 	// auto; pages_linux_amd64.go).
 	Copy CopyMode
+	// Events is --events: EventsBPF reads the address-space calls from
+	// a bpfev.Source configured by BPF (tests make its budget or ring
+	// small to force fallbacks); "" or EventsSeccomp stops them
+	// (events_linux_amd64.go). The launch filter must be
+	// LaunchRules(Events). Source, if set, is the source to read (the
+	// tracer closes it), already opened by the caller; else the tracer
+	// opens one.
+	Events EventsMode
+	BPF    bpfev.Config
+	Source *bpfev.Source
 }
 
 // Launch starts the program on the tracer thread. It returns the pid of a
@@ -118,6 +129,7 @@ type Tracer struct {
 	later  stopQueue   // stops seen while waiting for one thread (waitstop_linux_amd64.go)
 	shared sharedState // what other goroutines read or change (Kill, Signal, ptrun)
 	soft   *softState  // --pt=soft (softpt_linux_amd64.go); nil otherwise
+	events *eventState // --events=bpf (events_linux_amd64.go); nil otherwise
 
 	done chan struct{}
 	err  error
@@ -168,6 +180,7 @@ type thread struct {
 	wx     threadWX      // W^X faults retried as stale (wx_linux_amd64.go)
 	filter threadFilter  // --soft-filter (softfilter_linux_amd64.go)
 	step   *stepState    // --pt=soft: single-stepping (softpt_linux_amd64.go); nil before the first step
+	ev     threadEvents  // --events=bpf (events_linux_amd64.go)
 }
 
 // threadSignals: signals that arrived while ptjit ran an injected syscall
@@ -300,6 +313,9 @@ func Start(opts Options, launch Launch) (*Tracer, error) {
 	if opts.SoftPT != nil {
 		t.soft = newSoftState(opts.SoftPT)
 	}
+	if err := t.openEvents(); err != nil {
+		return nil, err
+	}
 	t.result.Stats.Copy.Mode = t.copyMode()
 	quietStops()
 	started := make(chan error, 1)
@@ -310,12 +326,15 @@ func Start(opts Options, launch Launch) (*Tracer, error) {
 		// exits.
 		runtime.LockOSThread()
 		if err := t.start(launch); err != nil {
+			t.closeEvents()
 			started <- err
 			close(t.done)
 			return
 		}
 		started <- nil
+		t.startBell()
 		t.err = t.loop()
+		t.closeEvents()
 		close(t.done)
 	}()
 	if err := <-started; err != nil {
@@ -382,6 +401,7 @@ func (t *Tracer) start(launch Launch) error {
 		return &StartError{"PTRACE_SEIZE", e}
 	}
 	t.root.pid = pid
+	t.eventsAdd(pid)
 	t.result.Stats.Pinned = pinned
 	p := &process{pid: pid, ppid: t.selfPID, helper: true, threads: map[int]*thread{}}
 	p.space = t.newSpace(pid)
@@ -425,6 +445,9 @@ func (t *Tracer) newSpace(owner int) *space {
 func (t *Tracer) loop() error {
 	for len(t.threads) > 0 || len(t.pending) > 0 || len(t.later.stops) > 0 {
 		if q, ok := t.nextQueued(); ok {
+			if t.bellStop(q.tid, q.ws) {
+				continue
+			}
 			t0 := clock.Mono()
 			t.handle(q.tid, q.ws)
 			t.result.Stats.Stops++
@@ -444,6 +467,9 @@ func (t *Tracer) loop() error {
 				break
 			}
 			return fmt.Errorf("wait4: %w", err)
+		}
+		if t.bellStop(tid, ws) {
+			continue
 		}
 		t0 := clock.Mono()
 		t.handle(tid, ws)
@@ -465,6 +491,9 @@ func (t *Tracer) loop() error {
 //
 // Precondition: on the locked tracer thread.
 func (t *Tracer) handle(tid int, ws unix.WaitStatus) {
+	// every call a tracee completed before this stop is in the ring:
+	// the Space takes them first (events_linux_amd64.go)
+	t.drainEvents()
 	th := t.threads[tid]
 	if th == nil {
 		t.unknownStop(tid, ws)
@@ -532,6 +561,10 @@ func (t *Tracer) dispatch(th *thread, kind stopKind, sig int, s signalStop) {
 			t.resume(th.tid, 0) // ptjit's own protection: consumed
 		}
 	case stopSignal:
+		if t.eventStop(th, sig) {
+			t.resume(tid, 0) // the BPF program's fallback stop: suppressed
+			break
+		}
 		t.restoreSiginfo(th, sig, s.si)
 		if sig > 0 && sig < len(t.shared.sigSeen) {
 			t.shared.sigSeen[sig].Store(time.Now().UnixNano())
@@ -647,6 +680,7 @@ func (t *Tracer) endProcess(p *process, status int, at clock.Stamp) {
 		return
 	}
 	delete(t.procs, p.pid)
+	t.eventsRemove(p.pid)
 	t.setLive(p.pid, false)
 	for tid, th := range p.threads {
 		// A leader's exit report comes last, but a thread whose report is
@@ -776,6 +810,7 @@ func (t *Tracer) adopt(tid int, b birth, kind stopKind, sig int) {
 		p := &process{pid: tid, ppid: parent.pid, helper: parent.helper, threads: map[int]*thread{tid: th}, full: parent.full.clone()}
 		th.proc = p
 		t.procs[tid] = p
+		t.eventsAdd(tid)
 		t.setLive(tid, true)
 		if !p.helper {
 			t.softFork(tid, parent.pid, b.parent.tid)
@@ -1011,6 +1046,9 @@ func (s *sink) AddVersion(region int64, start, end uint64, prot int, c Change) i
 	t.result.Stats.Versions++
 	v := db.Version{Region: region, PID: s.sp.owner, TID: c.TID, Addr: start, Size: end - start,
 		At: c.At, Cause: c.Cause, IP: c.IP, ByPtjit: false}
+	if c.data.covers(start, end) {
+		return t.eventVersion(v, c.data)
+	}
 	if id, ok := t.pagesVersion(s.sp, pid, v, prot, func() int64 { return t.readVersion(pid, v) }); ok {
 		return id
 	}

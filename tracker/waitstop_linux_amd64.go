@@ -108,6 +108,16 @@ func (t *Tracer) waitThread(th *thread) (stopKind, int, error) {
 			time.Sleep(time.Millisecond)
 			continue
 		}
+		if t.bellWhileWaiting(tid, ws) {
+			// the BPF events' doorbell (events_linux_amd64.go): no
+			// draining in the middle of ptjit's work in th; with a
+			// child of its own, wait4 never fails with ECHILD, so
+			// th's liveness is looked at here
+			if s := procState(th.tid); s == 'Z' || s == 'X' || s == 0 {
+				return 0, 0, &ThreadGoneError{th.tid, "gone"}
+			}
+			continue
+		}
 		if tid != th.tid {
 			t.otherStop(tid, ws)
 			continue

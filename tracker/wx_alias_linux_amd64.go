@@ -104,6 +104,8 @@ func (t *Tracer) aliasMmap(th *thread, start, end uint64, prot int) {
 		if m.Start <= start && start < m.End && m.Shared && m.Inode != 0 {
 			sp.alias.shared = append(sp.alias.shared, sharedMap{start: start, end: end, dev: m.Dev, inode: m.Inode,
 				off: m.Offset + (start - m.Start), view: prot})
+			// with BPF events, the calls that change it must stop
+			t.eventsAliasFilter(th)
 			break
 		}
 	}

@@ -26,22 +26,24 @@ import (
 func TestE2EBigRWX(t *testing.T) {
 	e2eSetup(t)
 	const writes = 3
-	for _, reserve := range []bool{false, true} {
-		for _, mode := range []string{"precise", "batch", "auto"} {
-			name, args, cause := mode, []string{"64", strconv.Itoa(writes)}, "mmap"
-			if reserve {
-				name, args, cause = "reserve-"+mode, append(args, "reserve"), "mprotect"
+	for _, events := range e2eEventSources(t) {
+		for _, reserve := range []bool{false, true} {
+			for _, mode := range []string{"precise", "batch", "auto"} {
+				name, args, cause := mode, []string{"64", strconv.Itoa(writes)}, "mmap"
+				if reserve {
+					name, args, cause = "reserve-"+mode, append(args, "reserve"), "mprotect"
+				}
+				t.Run(events+"/"+name, func(t *testing.T) { bigRWX(t, events, mode, args, cause, writes, reserve) })
 			}
-			t.Run(name, func(t *testing.T) { bigRWX(t, mode, args, cause, writes, reserve) })
 		}
 	}
 }
 
-func bigRWX(t *testing.T, mode string, args []string, cause string, writes int, reserve bool) {
+func bigRWX(t *testing.T, events, mode string, args []string, cause string, writes int, reserve bool) {
 	t.Helper()
 	tmp := t.TempDir()
 	manifest, dir := filepath.Join(tmp, "manifest"), filepath.Join(tmp, "rec")
-	r := e2ePtjit(t, []string{"PTJIT_MANIFEST=" + manifest}, append([]string{"run", "-q", "--pt=off", "--wx=" + mode, "-o", dir, "--",
+	r := e2ePtjit(t, []string{"PTJIT_MANIFEST=" + manifest}, append([]string{"run", "-q", "--pt=off", "--wx=" + mode, "--events=" + events, "-o", dir, "--",
 		e2eProg("bigrwx")}, args...)...)
 	if r.code != 0 {
 		t.Fatalf("status %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)

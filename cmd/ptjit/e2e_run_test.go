@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ptjit/ptjit/bpfev"
 	"github.com/ptjit/ptjit/internal/testenv"
 )
 
@@ -82,26 +83,50 @@ func e2eRecord(t *testing.T, p e2eProgram, flags ...string) ([]manifestLine, str
 
 // TestE2ERunPrograms runs every testdata program under ptjit run and checks
 // that the recorded versions are exactly the ones the program reports, and
-// that the program behaves as it does alone.
+// that the program behaves as it does alone, with each event source.
 func TestE2ERunPrograms(t *testing.T) {
 	e2eSetup(t)
-	for _, p := range e2ePrograms {
-		p := p
-		t.Run(strings.Join(append([]string{p.name}, p.args...), "_"), func(t *testing.T) {
-			var flags []string
-			if p.rwx {
-				flags = append(flags, "--wx=off")
-			}
-			ms, dir := e2eRecord(t, p, flags...)
-			if len(ms) == 0 && p.name != "exitcode" {
-				t.Fatalf("%s wrote no manifest lines", p.name)
-			}
-			if p.rwx {
-				ms = withoutWrites(ms)
-			}
-			e2eCompare(t, ms, e2eHistory(t, dir), false)
-		})
+	for _, events := range e2eEventSources(t) {
+		for _, p := range e2ePrograms {
+			p := p
+			t.Run(events+"/"+strings.Join(append([]string{p.name}, p.args...), "_"), func(t *testing.T) {
+				flags := []string{"--events=" + events}
+				if p.rwx {
+					flags = append(flags, "--wx=off")
+				}
+				ms, dir := e2eRecord(t, p, flags...)
+				if len(ms) == 0 && p.name != "exitcode" {
+					t.Fatalf("%s wrote no manifest lines", p.name)
+				}
+				if p.rwx {
+					ms = withoutWrites(ms)
+				}
+				e2eCompare(t, ms, e2eHistory(t, dir), false)
+			})
+		}
 	}
+}
+
+// e2eEventSources are the --events values the tests that check versions
+// against a manifest run with: seccomp, and bpf where BPF events can run
+// here (root, BTF: the test says so where they cannot).
+func e2eEventSources(t *testing.T) []string {
+	if err := bpfev.Available(); err != nil {
+		t.Logf("--events=bpf not tested: %v", err)
+		return []string{"seccomp"}
+	}
+	return []string{"seccomp", "bpf"}
+}
+
+// e2eCross is every pair of an a and a b.
+func e2eCross(a, b []string) [][2]string {
+	var out [][2]string
+	for _, x := range a {
+		for _, y := range b {
+			out = append(out, [2]string{x, y})
+		}
+	}
+	return out
 }
 
 // TestE2EWX runs the programs that patch RWX pages under W^X enforcement:
@@ -109,16 +134,18 @@ func TestE2ERunPrograms(t *testing.T) {
 // write log must hold each static-key toggle (modes precise, batch, auto).
 func TestE2EWX(t *testing.T) {
 	e2eSetup(t)
-	for _, mode := range []string{"precise", "batch", "auto"} {
-		for _, p := range e2ePrograms {
-			if !p.rwx && p.name != "sigsegv-handler" {
-				continue
+	for _, events := range e2eEventSources(t) {
+		for _, mode := range []string{"precise", "batch", "auto"} {
+			for _, p := range e2ePrograms {
+				if !p.rwx && p.name != "sigsegv-handler" {
+					continue
+				}
+				p := p
+				t.Run(events+"/"+mode+"/"+p.name, func(t *testing.T) {
+					ms, dir := e2eRecord(t, p, "--wx="+mode, "--events="+events)
+					e2eCompare(t, ms, e2eHistory(t, dir), mode != "precise")
+				})
 			}
-			p := p
-			t.Run(mode+"/"+p.name, func(t *testing.T) {
-				ms, dir := e2eRecord(t, p, "--wx="+mode)
-				e2eCompare(t, ms, e2eHistory(t, dir), mode != "precise")
-			})
 		}
 	}
 	t.Run("precise/static-keys-writes", func(t *testing.T) {

@@ -5,25 +5,19 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ptjit/ptjit/bpfev"
 	"github.com/ptjit/ptjit/ptrun"
 	"github.com/ptjit/ptjit/tracker"
 )
 
 func init() {
 	var (
-		out   string
-		quiet bool
-		pin   string
-		wx    string
-		pt    string
-		gt    string
-		sf    string
-		sl    string
-		scpus int
-		cp    string
+		out, pin, wx, pt, gt, sf, sl, cp, ev string
+		quiet                                bool
+		scpus, bpfPg                         int // hidden --bpf-budget, for tests: a small one forces the BPF fallbacks
 	)
 	cmd := &cobra.Command{
-		Use:   "run [-o DIR] [-q] [--pt=auto|intel|soft|off] [--wx=auto|precise|batch|off] [--pin=auto|on|off] [--soft-filter=jit|off] [--soft-layout=per-thread|per-cpu] [--soft-cpus=N] [--copy=auto|changed|full] [--] PROGRAM [ARGS...]",
+		Use:   "run [-o DIR] [-q] [--pt=auto|intel|soft|off] [--wx=auto|precise|batch|off] [--pin=auto|on|off] [--soft-filter=jit|off] [--soft-layout=per-thread|per-cpu] [--soft-cpus=N] [--copy=auto|changed|full] [--events=auto|bpf|seccomp] [--] PROGRAM [ARGS...]",
 		Short: "Run a program and record every version of its executable memory",
 		Long: `run starts PROGRAM under ptrace and records, in DIR/code.db, its processes and
 threads, its file-backed executable mappings, and every version of its other
@@ -117,7 +111,8 @@ refused.`,
 				return usage(err)
 			}
 			status, err := ptrun.Run(ptrun.Config{OutDir: out, Argv: args, Quiet: quiet, Pin: pm, WX: wm, PT: ptm,
-				GroundTruth: gt, SoftFilter: filter, SoftLayout: layout, SoftCPUs: scpus, Copy: cm})
+				GroundTruth: gt, SoftFilter: filter, SoftLayout: layout, SoftCPUs: scpus, Copy: cm,
+				Events: tracker.EventsMode(ev), BPF: bpfev.Config{BudgetPages: bpfPg}})
 			var ke *ptrun.KilledError
 			if err != nil && errors.As(err, &ke) && quiet {
 				err = nil // -q: the status says it
@@ -139,5 +134,8 @@ refused.`,
 	cmd.Flags().StringVar(&sl, "soft-layout", "per-thread", "with --pt=soft: perf.data layout, per-thread (one AUX queue per thread) or per-cpu (one per CPU, with context-switch records, as perf record writes on hardware)")
 	cmd.Flags().IntVar(&scpus, "soft-cpus", 0, "with --soft-layout=per-cpu: place threads on N virtual CPUs deterministically (0: on the CPUs they really ran on)")
 	cmd.Flags().StringVar(&cp, "copy", "auto", "how later versions of a JIT range are read: changed (only pages written since the last version), full, or auto (changed for ranges of 1 MiB or more)")
+	cmd.Flags().StringVar(&ev, "events", "seccomp", "where the address-space calls come from: seccomp (a stop per call that adds code), bpf (an eBPF program copies the code in the kernel: no stop per version; root or CAP_BPF+CAP_PERFMON), or auto (bpf where it can run)")
+	cmd.Flags().IntVar(&bpfPg, "bpf-budget", 0, "with BPF events: the most pages one call's copy may take (1..64; 0: 64)")
+	cmd.Flags().MarkHidden("bpf-budget")
 	rootCmd.AddCommand(cmd)
 }

@@ -29,13 +29,13 @@ var Allowed = map[string][]string{
 
 	// The recorder: tracker, then the launcher above it.
 	"tracker/internal/x86emu": nil,
-	"tracker": {"internal/platform", "clock", "db", "snapshot", "softpt", "perf", "x86",
+	"tracker": {"internal/platform", "clock", "db", "snapshot", "softpt", "perf", "x86", "bpfev",
 		"tracker/internal/x86emu"},
-	"ptrun": {"internal/platform", "clock", "db", "snapshot", "softpt", "perf", "tracker"},
+	"ptrun": {"internal/platform", "clock", "db", "snapshot", "softpt", "perf", "tracker", "bpfev"},
 
 	// Opening a recording for decoding, then the CLI on top.
 	"recording": {"internal/elfnote", "db", "perf", "ptpkt", "x86", "x86/att", "decode", "ptfmt"},
 	"cmd/ptjit": {"internal/platform", "internal/elfnote", "clock", "db", "perf", "ptpkt", "x86", "x86/att",
-		"decode", "ptfmt", "softpt", "tracker", "ptrun", "recording"},
+		"decode", "ptfmt", "softpt", "tracker", "ptrun", "recording", "bpfev"},
 	"cmd/ptjit-bench": {"db", "perf"}, // perf: the decoders row writes a perf.data
 }

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestE2EEventsStops: stopbench makes 300 versions of one page (RW, write,
+// RX: 600 mprotect calls). With --events=seccomp every RX stops; with
+// --events=bpf none does: the versions come from the ring buffer, with
+// their bytes, and the stop count (meta "stops", the summary's) is the
+// run's few others (exec, exit, file mappings). Both record every version
+// byte-exact against the manifest, same output, same status.
+func TestE2EEventsStops(t *testing.T) {
+	e2eSetup(t)
+	sources := e2eEventSources(t)
+	if len(sources) < 2 {
+		t.Skip("BPF events cannot run here")
+	}
+	const versions = 300
+	p := e2eProgram{name: "stopbench", args: []string{"run", strconv.Itoa(versions), "1"}, mask: regexp.MustCompile(`\d+ ns`)}
+	stops := map[string]int{}
+	for _, events := range sources {
+		ms, dir := e2eRecord(t, p, "--pt=off", "--events="+events)
+		if len(ms) != versions {
+			t.Fatalf("%s: %d manifest lines, want %d", events, len(ms), versions)
+		}
+		e2eCompare(t, ms, e2eHistory(t, dir), false)
+		meta := recordingMeta(t, dir)
+		n, err := strconv.Atoi(meta["stops"])
+		if err != nil || meta["events"] != events {
+			t.Fatalf("%s: meta stops %q events %q", events, meta["stops"], meta["events"])
+		}
+		stops[events] = n
+		if events == "bpf" {
+			if applied, _ := strconv.Atoi(meta["events_applied"]); applied < versions {
+				t.Errorf("bpf: %d calls applied from the ring, want at least %d", applied, versions)
+			}
+		}
+	}
+	t.Logf("stops for %d versions: seccomp %d, bpf %d", versions, stops["seccomp"], stops["bpf"])
+	if stops["seccomp"] < versions {
+		t.Errorf("seccomp: %d stops, want one per version at least (%d)", stops["seccomp"], versions)
+	}
+	if stops["bpf"] >= versions/10 {
+		t.Errorf("bpf: %d stops for %d versions: the versions stopped", stops["bpf"], versions)
+	}
+}
+
+// TestE2EEventsFallback forces the BPF program's fallback: with a budget
+// of one page, every call that makes more executable falls back to a
+// stop (SIGSTOP from the kernel, which the program never sees) where
+// ptjit reads the range; a fresh mapping's untouched pages fall back as
+// not present. Every version stays exact, output and status as alone.
+func TestE2EEventsFallback(t *testing.T) {
+	e2eSetup(t)
+	if len(e2eEventSources(t)) < 2 {
+		t.Skip("BPF events cannot run here")
+	}
+	t.Run("stopbench", func(t *testing.T) {
+		const versions = 50
+		p := e2eProgram{name: "stopbench", args: []string{"run", strconv.Itoa(versions), "2"}, mask: regexp.MustCompile(`\d+ ns`)}
+		ms, dir := e2eRecord(t, p, "--pt=off", "--events=bpf", "--bpf-budget=1")
+		e2eCompare(t, ms, e2eHistory(t, dir), false)
+		meta := recordingMeta(t, dir)
+		if n, _ := strconv.Atoi(meta["events_fallbacks"]); n < versions {
+			t.Errorf("%d fallbacks, want one per version at least (%d)", n, versions)
+		}
+		if n, _ := strconv.Atoi(meta["stops"]); n < versions {
+			t.Errorf("%d stops, want a fallback stop per version at least (%d)", n, versions)
+		}
+	})
+	for _, p := range e2ePrograms {
+		p := p
+		t.Run(strings.Join(append([]string{p.name}, p.args...), "_"), func(t *testing.T) {
+			flags := []string{"--events=bpf", "--bpf-budget=1"}
+			if p.rwx {
+				flags = append(flags, "--wx=off")
+			}
+			ms, dir := e2eRecord(t, p, flags...)
+			if p.rwx {
+				ms = withoutWrites(ms)
+			}
+			e2eCompare(t, ms, e2eHistory(t, dir), false)
+		})
+	}
+}
+
+// TestE2EEventsOptions: a bad --events, BPF events with an option that
+// needs the stops, and --bpf-budget without BPF events are refused with
+// status 2 and one line, before anything runs; auto says in one line why
+// it falls back to seccomp, and the run goes on.
+func TestE2EEventsOptions(t *testing.T) {
+	e2eSetup(t)
+	for _, c := range []struct {
+		args []string
+		what string
+	}{
+		{[]string{"--events=ebpf"}, `--events: "ebpf" is not auto, bpf or seccomp`},
+		{[]string{"--events=bpf", "--pt=soft"}, "--events=bpf: --pt=soft needs every call that adds PROT_EXEC at its entry"},
+		{[]string{"--events=bpf", "--copy=changed"}, "--events=bpf: --copy=changed reads changed pages at stops"},
+		{[]string{"--bpf-budget=1"}, "--bpf-budget needs --events=bpf or auto"},
+	} {
+		dir := filepath.Join(t.TempDir(), "rec")
+		r := e2ePtjit(t, nil, append(append([]string{"run", "-o", dir}, c.args...), "--", e2eProg("exitcode"), "0")...)
+		if r.code != 2 {
+			t.Errorf("%v: status %d, want 2", c.args, r.code)
+		}
+		e2eOneLineError(t, r.stderr, c.what)
+		if _, err := os.Stat(dir); err == nil {
+			t.Errorf("%v: %s was created", c.args, dir)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "rec")
+	r := e2ePtjit(t, nil, "run", "-o", dir, "--pt=soft", "--events=auto", "--", e2eProg("exitcode"), "0")
+	if r.code != 0 || !strings.HasPrefix(r.stderr, "ptjit: events from seccomp stops, not BPF: --pt=soft needs") {
+		t.Errorf("auto with --pt=soft: status %d, stderr:\n%s", r.code, r.stderr)
+	}
+	if meta := recordingMeta(t, dir); meta["events"] != "seccomp" {
+		t.Errorf("auto with --pt=soft: meta events %q, want seccomp", meta["events"])
+	}
+}
+
+// TestE2EEventsTime: each version's time is inside its call, as the
+// program saw it: bpfev-jit reads the TSC right before and right after
+// each mprotect that makes a version executable (its "exec" lines), and
+// the version ptjit recorded has a TSC between the two, with each event
+// source (BPF: the event's CLOCK_MONOTONIC time put on the TSC base;
+// seccomp: the TSC read at the call's stop). The bound allows slack for
+// the conversion (slackNS, logged with the largest distance seen).
+func TestE2EEventsTime(t *testing.T) {
+	e2eSetup(t)
+	const versions, slackNS = 100, 5000
+	for _, events := range e2eEventSources(t) {
+		t.Run(events, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "rec")
+			r := e2eRun(t, []string{e2e.ptjit, "run", "-q", "--pt=off", "--events=" + events, "-o", dir, "--",
+				e2eProg("bpfev-jit"), "toggle", strconv.Itoa(versions)}, nil, "go\n", "")
+			if r.code != 0 {
+				t.Fatalf("status %d\n%s", r.code, r.stderr)
+			}
+			type window struct {
+				addr     string
+				tsc0, t1 uint64
+			}
+			var ws []window
+			for _, l := range strings.Split(r.stdout, "\n") {
+				f := strings.Fields(l)
+				if len(f) != 5 || f[0] != "exec" {
+					continue
+				}
+				t0, _ := strconv.ParseUint(f[3], 10, 64)
+				t1, _ := strconv.ParseUint(f[4], 10, 64)
+				ws = append(ws, window{f[2], t0, t1})
+			}
+			if len(ws) != versions {
+				t.Fatalf("%d exec lines, want %d\n%s", len(ws), versions, r.stdout)
+			}
+			hz, err := strconv.ParseFloat(recordingMeta(t, dir)["tsc_hz"], 64)
+			if err != nil || hz == 0 {
+				t.Fatalf("meta tsc_hz: %v", err)
+			}
+			slack := uint64(hz * slackNS / 1e9)
+			var hs []historyLine
+			for _, h := range e2eHistory(t, dir) {
+				if h.Cause == "mprotect" && h.Addr == ws[0].addr {
+					hs = append(hs, h)
+				}
+			}
+			if len(hs) != versions {
+				t.Fatalf("%d versions at %s, want %d", len(hs), ws[0].addr, versions)
+			}
+			worst := math.Inf(-1)
+			for i, w := range ws {
+				h := hs[i]
+				if h.TSC+slack < w.tsc0 || h.TSC > w.t1+slack {
+					t.Errorf("version %d: TSC %d outside its call [%d, %d] (+- %d)", i, h.TSC, w.tsc0, w.t1, slack)
+				}
+				for _, d := range []float64{float64(w.tsc0) - float64(h.TSC), float64(h.TSC) - float64(w.t1)} {
+					worst = max(worst, d/hz*1e9)
+				}
+			}
+			t.Logf("%s: %d versions, the farthest %.0f ns outside its call (negative: all inside)", events, versions, worst)
+		})
+	}
+}

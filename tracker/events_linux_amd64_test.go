@@ -1,0 +1,84 @@
+package tracker
+
+import (
+	"reflect"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestLaunchRulesBPF checks the launch filter with BPF events: the calls
+// the ring buffer reports run without a stop, the ones an entry rewrite
+// or a stopped thread needs still stop, and the seccomp mode's filter is
+// Rules unchanged.
+func TestLaunchRulesBPF(t *testing.T) {
+	if !reflect.DeepEqual(LaunchRules(EventsSeccomp), Rules) {
+		t.Fatal("LaunchRules(seccomp) is not Rules")
+	}
+	prog, err := Compile(LaunchRules(EventsBPF))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		x86 = 0xc000003e
+		rw  = unix.PROT_READ | unix.PROT_WRITE
+		rx  = unix.PROT_READ | unix.PROT_EXEC
+		rwx = rw | unix.PROT_EXEC
+	)
+	priv := uint64(unix.MAP_PRIVATE | unix.MAP_ANONYMOUS)
+	for _, c := range []struct {
+		name string
+		nr   int
+		args [6]uint64
+		stop bool
+	}{
+		{"mprotect RX", unix.SYS_MPROTECT, [6]uint64{0x10000, 4096, rx}, false},
+		{"mprotect X", unix.SYS_MPROTECT, [6]uint64{0x10000, 4096, unix.PROT_EXEC}, false},
+		{"mprotect RW", unix.SYS_MPROTECT, [6]uint64{0x10000, 4096, rw}, false},
+		{"mprotect WX", unix.SYS_MPROTECT, [6]uint64{0x10000, 4096, unix.PROT_WRITE | unix.PROT_EXEC}, true},
+		{"mprotect RWX", unix.SYS_MPROTECT, [6]uint64{0x10000, 4096, rwx}, true},
+		{"mprotect RX|GROWSDOWN", unix.SYS_MPROTECT, [6]uint64{0x10000, 4096, rx | protGrowsdown}, true},
+		{"mprotect RWX high bits", unix.SYS_MPROTECT, [6]uint64{0x10000, 4096, rwx | 1<<40}, true},
+		{"pkey_mprotect RX", unix.SYS_PKEY_MPROTECT, [6]uint64{0x10000, 4096, rx, 1}, false},
+		{"pkey_mprotect RWX", unix.SYS_PKEY_MPROTECT, [6]uint64{0x10000, 4096, rwx, 1}, true},
+		{"mmap RX private", unix.SYS_MMAP, [6]uint64{0, 4096, rx, priv}, false},
+		{"mmap RX FIXED", unix.SYS_MMAP, [6]uint64{0x10000, 4096, rx, priv | unix.MAP_FIXED}, false},
+		{"mmap RWX private", unix.SYS_MMAP, [6]uint64{0, 4096, rwx, priv}, true},
+		{"mmap RW shared", unix.SYS_MMAP, [6]uint64{0, 4096, rw, unix.MAP_SHARED}, true},
+		{"munmap", unix.SYS_MUNMAP, [6]uint64{0x10000, 4096}, false},
+		{"mremap", unix.SYS_MREMAP, [6]uint64{0x10000, 4096, 8192}, true},
+		{"brk", unix.SYS_BRK, [6]uint64{0}, true},
+		{"madvise DONTNEED", unix.SYS_MADVISE, [6]uint64{0x10000, 4096, unix.MADV_DONTNEED}, true},
+		{"injected mprotect RWX", unix.SYS_MPROTECT, [6]uint64{0x10000, 4096, rwx, 0, 0, InjectCookie}, false},
+	} {
+		ret, err := evalFilter(prog, x86, c.nr, c.args)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if stop := ret == retTrace; stop != c.stop {
+			t.Errorf("%s: stops %v, want %v", c.name, stop, c.stop)
+		}
+	}
+	if _, err := Compile(EventsAliasRules); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestImage: versions are taken from an event's bytes only inside them.
+func TestImage(t *testing.T) {
+	m := &image{addr: 0x1000, b: []byte{1, 2, 3, 4, 5, 6, 7, 8}}
+	if !m.covers(0x1000, 0x1008) || !m.covers(0x1002, 0x1004) || m.covers(0xfff, 0x1004) || m.covers(0x1004, 0x1009) {
+		t.Error("covers")
+	}
+	var nilImage *image
+	if nilImage.covers(0, 0) {
+		t.Error("a nil image covers nothing")
+	}
+	b := make([]byte, 3)
+	if err := m.read(0x1002, b); err != nil || !reflect.DeepEqual(b, []byte{3, 4, 5}) {
+		t.Errorf("read: %v %v", b, err)
+	}
+	if err := m.read(0x1007, b); err == nil {
+		t.Error("read past the end")
+	}
+}
