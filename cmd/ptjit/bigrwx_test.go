@@ -90,15 +90,7 @@ func bigRWX(t *testing.T, events, mode string, args []string, cause string, writ
 // ptjit carried out.
 func bigRWXFresh(t *testing.T, dir, mode string, writes int) {
 	t.Helper()
-	cdb, err := db.Open(filepath.Join(dir, "code.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cdb.Close()
-	meta, err := cdb.Meta()
-	if err != nil {
-		t.Fatal(err)
-	}
+	meta := recordingMeta(t, dir)
 	stores, _ := strconv.Atoi(meta["wx_writes"])
 	fresh, _ := strconv.Atoi(meta["wx_fresh_executed"])
 	want := [2]int{0, writes} // stores, fresh pages run

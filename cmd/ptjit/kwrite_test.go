@@ -4,8 +4,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
-
-	"github.com/ptjit/ptjit/db"
 )
 
 // TestKernelWrites runs kwrite (testdata/kwrite.c: read, pread, a read
@@ -33,15 +31,7 @@ func TestKernelWrites(t *testing.T) {
 			}
 			tids, total := checkFlows(t, dir, groundTruth(t, gt))
 			t.Logf("%d threads, %d JIT instructions, decoded exactly", len(tids), total)
-			cdb, err := db.Open(filepath.Join(dir, "code.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cdb.Close()
-			meta, err := cdb.Meta()
-			if err != nil {
-				t.Fatal(err)
-			}
+			meta := recordingMeta(t, dir)
 			// read, pread, the read across pages 1 and 2, recv,
 			// getrandom (page 1 again), the alias
 			if n, _ := strconv.Atoi(meta["wx_kernel_write_pages"]); n < 5 {
