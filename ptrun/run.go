@@ -48,6 +48,11 @@ type Config struct {
 	Events tracker.EventsMode
 	BPF    bpfev.Config
 	Stderr io.Writer // ptjit's messages; nil: os.Stderr
+	// Attach, if not 0, is a running process to record instead of Argv
+	// (ptjit run -p; attach.go), until Duration (0: until ptjit's
+	// SIGINT, SIGTERM or SIGHUP, or the process's end).
+	Attach   int
+	Duration time.Duration
 }
 
 // KilledError says ptjit was stopped by a signal; the program was killed
@@ -70,6 +75,12 @@ func sigName(s syscall.Signal) string {
 // 126/127), an *OutDirError, a *KilledError (status 128+N), or a failure
 // of ptjit itself; status is then what ptjit should exit with.
 func Run(cfg Config) (status int, err error) {
+	if cfg.Attach != 0 {
+		return runAttach(cfg)
+	}
+	if cfg.Duration != 0 {
+		return 2, errors.New("--duration needs -p")
+	}
 	path, status, err := validate(cfg)
 	if err != nil {
 		return status, err

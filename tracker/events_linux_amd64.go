@@ -291,7 +291,7 @@ func (t *Tracer) applyEvent(e *bpfev.Event) {
 		return // handled at its stops
 	}
 	p := t.procs[e.TGID]
-	if p == nil || p.helper || p.space == nil || !ringCalls[e.Nr] {
+	if p == nil || p.helper || p.space == nil || !(ringCalls[e.Nr] || t.att.on && eventCalls[e.Nr]) {
 		return
 	}
 	if e.Flags&bpfev.FlagFallback != 0 {
@@ -299,6 +299,9 @@ func (t *Tracer) applyEvent(e *bpfev.Event) {
 	}
 	op := &pendingOp{nr: e.Nr, args: e.Args, ip: e.IP - 2}
 	op.rng = ival{op.args[0], op.args[0] + pageUp(op.args[1])}
+	if op.nr == unix.SYS_MREMAP && op.args[3]&mremapFixed != 0 {
+		op.to = ival{op.args[4], op.args[4] + pageUp(op.args[2])} // attached: no stop
+	}
 	var data *image
 	if e.Complete() {
 		data = &image{addr: e.Addr, b: e.Bytes}
@@ -318,6 +321,8 @@ func (t *Tracer) applyCall(th *thread, p *process, op *pendingOp, ret uint64, st
 	switch op.nr {
 	case unix.SYS_MMAP:
 		x.out = ival{ret, ret + pageUp(op.args[1])}
+	case unix.SYS_MREMAP:
+		x.out = ival{ret, ret + pageUp(op.args[2])}
 	}
 	if int64(ret) < 0 && int64(ret) >= -4095 {
 		if th != nil && unix.Errno(-int64(ret)) == unix.ENOMEM {

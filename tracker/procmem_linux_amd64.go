@@ -3,6 +3,7 @@ package tracker
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -243,6 +244,10 @@ func (t *Tracer) watchMemFD(th *thread, fd uint64) error {
 //
 // Precondition: on the locked tracer thread.
 func (t *Tracer) injectFilter(th *thread, rules []Rule) error {
+	if t.att.on {
+		// a filter cannot be removed: the process must be left as found
+		return errors.New("no seccomp filter is added to an attached process")
+	}
 	prog, err := Compile(rules)
 	if err != nil {
 		return err

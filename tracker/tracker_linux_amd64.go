@@ -82,6 +82,10 @@ type Options struct {
 	Events EventsMode
 	BPF    bpfev.Config
 	Source *bpfev.Source
+	// Attach, if not 0, is the pid of a running process to attach to
+	// instead of launching a program (the Launch is not used); it needs
+	// EventsBPF. Tracer.Detach ends such a trace (attach_linux_amd64.go).
+	Attach int
 }
 
 // Launch starts the program on the tracer thread. It returns the pid of a
@@ -99,6 +103,9 @@ type Result struct {
 	// Refused: the program ptjit refused to record (a 32-bit one,
 	// compat_linux_amd64.go); every process was killed at its exec
 	Refused *RefusedError
+	// Detached: the trace of an attached process ended with Detach; the
+	// process runs on (Status is 0)
+	Detached bool
 }
 
 // StartError reports a program that could not be started under ptrace.
@@ -130,6 +137,7 @@ type Tracer struct {
 	shared sharedState // what other goroutines read or change (Kill, Signal, ptrun)
 	soft   *softState  // --pt=soft (softpt_linux_amd64.go); nil otherwise
 	events *eventState // --events=bpf (events_linux_amd64.go); nil otherwise
+	att    attachState // Options.Attach (attach_linux_amd64.go)
 
 	done chan struct{}
 	err  error
@@ -164,6 +172,7 @@ type sharedState struct {
 	// happened).
 	sigSeen [65]atomic.Int64
 	running atomic.Bool
+	attach  attachShared // Detach's request (attach_linux_amd64.go)
 }
 
 type thread struct {
@@ -325,14 +334,20 @@ func Start(opts Options, launch Launch) (*Tracer, error) {
 		// the launched child's PR_SET_PDEATHSIG fires when this thread
 		// exits.
 		runtime.LockOSThread()
-		if err := t.start(launch); err != nil {
+		start := func() error { return t.start(launch) }
+		if opts.Attach != 0 {
+			start = func() error { return t.attachTo(opts.Attach) }
+		}
+		if err := start(); err != nil {
 			t.closeEvents()
 			started <- err
 			close(t.done)
 			return
 		}
 		started <- nil
-		t.startBell()
+		if t.events == nil || t.events.bell == nil {
+			t.startBell() // attachTo started it
+		}
 		t.err = t.loop()
 		t.closeEvents()
 		close(t.done)
@@ -444,6 +459,10 @@ func (t *Tracer) newSpace(owner int) *space {
 // Precondition: on the locked tracer thread.
 func (t *Tracer) loop() error {
 	for len(t.threads) > 0 || len(t.pending) > 0 || len(t.later.stops) > 0 {
+		t.attachPoll()
+		if len(t.threads) == 0 && len(t.pending) == 0 {
+			break // detached
+		}
 		if q, ok := t.nextQueued(); ok {
 			if t.bellStop(q.tid, q.ws) {
 				continue
@@ -491,6 +510,10 @@ func (t *Tracer) loop() error {
 //
 // Precondition: on the locked tracer thread.
 func (t *Tracer) handle(tid int, ws unix.WaitStatus) {
+	defer t.detachReady() // attach_linux_amd64.go: detach once all are stopped
+	if t.detachPark(tid, ws) {
+		return // stopped for the detach
+	}
 	// every call a tracee completed before this stop is in the ring:
 	// the Space takes them first (events_linux_amd64.go)
 	t.drainEvents()

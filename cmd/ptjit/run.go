@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,10 +15,11 @@ func init() {
 	var (
 		out, pin, wx, pt, gt, sf, sl, cp, ev string
 		quiet                                bool
-		scpus, bpfPg                         int // hidden --bpf-budget, for tests: a small one forces the BPF fallbacks
+		scpus, bpfPg, pid                    int // hidden --bpf-budget, for tests: a small one forces the BPF fallbacks
+		dur                                  time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "run [-o DIR] [-q] [--pt=auto|intel|soft|off] [--wx=auto|precise|batch|off] [--pin=auto|on|off] [--soft-filter=jit|off] [--soft-layout=per-thread|per-cpu] [--soft-cpus=N] [--copy=auto|changed|full] [--events=auto|bpf|seccomp] [--] PROGRAM [ARGS...]",
+		Use:   "run [-p PID [--duration D]] [-o DIR] [-q] [--pt=auto|intel|soft|off] [--wx=auto|precise|batch|off] [--pin=auto|on|off] [--soft-filter=jit|off] [--soft-layout=per-thread|per-cpu] [--soft-cpus=N] [--copy=auto|changed|full] [--events=auto|bpf|seccomp] [--] PROGRAM [ARGS...]",
 		Short: "Run a program and record every version of its executable memory",
 		Long: `run starts PROGRAM under ptrace and records, in DIR/code.db, its processes and
 threads, its file-backed executable mappings, and every version of its other
@@ -75,9 +77,28 @@ where it cannot run, versions are read whole); full reads every version
 whole; auto (default) is changed for ranges of 1 MiB or more. The summary
 says which mode ran.
 
+With -p PID, run attaches to the running process PID instead of starting a
+program, records from the attach until --duration has passed, until ptjit gets
+SIGINT, SIGTERM or SIGHUP, or until the process ends, then detaches: the
+process runs on as if never traced (no seccomp filter, no protection changed,
+nothing left in it). Its executable memory at the attach is recorded as it is
+(versions with cause "attach"); every version it makes while attached is
+recorded as with --events=bpf, which -p needs (the default with -p is auto,
+and BPF must be able to run). An attached process is recorded with --wx=off
+and without a PT trace (--pt=auto and off; intel and soft are refused); a
+process already traced (a debugger, strace, another ptjit) cannot be attached
+to. ptjit exits 0 after a detach, or with the process's status when it ended
+while attached.
+
 An existing recording in DIR is replaced; a DIR holding anything else is
 refused.`,
 		Args: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("pid") {
+				if len(args) > 0 {
+					return &exitError{Code: 2, Err: errors.New("run: -p and a PROGRAM: give one (usage: ptjit run -p PID [flags], or ptjit run [flags] [--] PROGRAM [ARGS...])")}
+				}
+				return nil
+			}
 			if len(args) == 0 {
 				return &exitError{Code: 2, Err: errors.New("run: no PROGRAM given (usage: ptjit run [flags] [--] PROGRAM [ARGS...])")}
 			}
@@ -110,7 +131,13 @@ refused.`,
 			if err != nil {
 				return usage(err)
 			}
-			status, err := ptrun.Run(ptrun.Config{OutDir: out, Argv: args, Quiet: quiet, Pin: pm, WX: wm, PT: ptm,
+			if cmd.Flags().Changed("pid") && !cmd.Flags().Changed("events") {
+				ev = string(tracker.EventsAuto) // attach needs BPF events
+			}
+			if cmd.Flags().Changed("pid") && pid == 0 {
+				return usage(errors.New("-p: 0 is not a process id"))
+			}
+			status, err := ptrun.Run(ptrun.Config{Attach: pid, Duration: dur, OutDir: out, Argv: args, Quiet: quiet, Pin: pm, WX: wm, PT: ptm,
 				GroundTruth: gt, SoftFilter: filter, SoftLayout: layout, SoftCPUs: scpus, Copy: cm,
 				Events: tracker.EventsMode(ev), BPF: bpfev.Config{BudgetPages: bpfPg}})
 			var ke *ptrun.KilledError
@@ -137,5 +164,7 @@ refused.`,
 	cmd.Flags().StringVar(&ev, "events", "seccomp", "where the address-space calls come from: seccomp (a stop per call that adds code), bpf (an eBPF program copies the code in the kernel: no stop per version; root or CAP_BPF+CAP_PERFMON), or auto (bpf where it can run)")
 	cmd.Flags().IntVar(&bpfPg, "bpf-budget", 0, "with BPF events: the most pages one call's copy may take (1..64; 0: 64)")
 	cmd.Flags().MarkHidden("bpf-budget")
+	cmd.Flags().IntVarP(&pid, "pid", "p", 0, "attach to the running process PID instead of starting a program (needs BPF events; detaches at --duration, SIGINT, SIGTERM or SIGHUP)")
+	cmd.Flags().DurationVar(&dur, "duration", 0, "with -p: detach after this long (e.g. 10s; 0: at SIGINT, SIGTERM or SIGHUP, or the process's end)")
 	rootCmd.AddCommand(cmd)
 }

@@ -1,0 +1,168 @@
+package ptrun
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/ptjit/ptjit/bpfev"
+	"github.com/ptjit/ptjit/tracker"
+)
+
+// Attaching to a running process (Config.Attach, ptjit run -p PID): the
+// recording starts at the attach and ends at the detach (Config.Duration,
+// or ptjit's SIGINT, SIGTERM or SIGHUP), or at the process's end. The
+// process gets none of ptjit's signals and is never killed by ptjit: it
+// runs on untraced after the detach, as if never traced. Attach needs BPF
+// events (the seccomp filter of the launch path cannot be removed from a
+// process), records with W^X off and without software PT (both would
+// change the process while attached: see tracker/attach_linux_amd64.go).
+
+// validateAttach checks an attach's options before anything is touched; it
+// returns the status ptjit exits with and why (2 for a usage error, 1 for
+// a process that cannot be attached to).
+func validateAttach(cfg Config) (status int, err error) {
+	if len(cfg.Argv) > 0 {
+		return 2, errors.New("-p and a PROGRAM: give one (usage: ptjit run -p PID [flags], or ptjit run [flags] [--] PROGRAM [ARGS...])")
+	}
+	if cfg.Duration < 0 {
+		return 2, fmt.Errorf("--duration: %v is negative", cfg.Duration)
+	}
+	switch cfg.Events {
+	case "", tracker.EventsSeccomp:
+		return 2, errors.New("attach needs BPF events: --events=seccomp stops calls with a seccomp filter, which cannot be removed from a running process (use --events=bpf or auto)")
+	}
+	switch cfg.WX {
+	case "", tracker.WXOff, tracker.WXAuto:
+	default:
+		return 2, fmt.Errorf("--wx=%s: not with -p (W^X would change the protections of memory the program made writable and executable before the attach; an attached process is recorded with --wx=off)", cfg.WX)
+	}
+	if cfg.PT == PTSoft {
+		return 2, errors.New("--pt=soft: not with -p (software PT cannot run with BPF events, which attach needs)")
+	}
+	if cfg.PT == PTIntel {
+		if _, err := IntelPT(); err != nil {
+			return 2, err
+		}
+		return 2, errors.New("--pt=intel: not with -p yet (the trace would start at perf's attach, not ptjit's); use --pt=off")
+	}
+	if cfg.GroundTruth != "" || cfg.SoftFilter || cfg.SoftLayout != "" || cfg.SoftCPUs != 0 {
+		return 2, errors.New("--ground-truth, --soft-filter, --soft-layout and --soft-cpus need --pt=soft, which -p cannot use")
+	}
+	if err := tracker.CheckAttach(cfg.Attach); err != nil {
+		return 1, err
+	}
+	return 0, nil
+}
+
+// attachEvents opens the BPF event source an attach needs: --events auto
+// and bpf alike; where it cannot run, the reason in one line (status 2).
+func attachEvents(cfg Config) (*bpfev.Source, error) {
+	if cfg.Copy == tracker.CopyChanged {
+		return nil, errors.New("attach needs BPF events: --copy=changed reads changed pages at stops (use --copy=auto or full)")
+	}
+	src, err := bpfev.Open(cfg.BPF)
+	if err == nil {
+		return src, nil
+	}
+	why := err.Error()
+	if aerr := bpfev.Available(); aerr != nil {
+		why = aerr.Error()
+	}
+	return nil, fmt.Errorf("attach needs BPF events: %s", why)
+}
+
+// runAttach is Run for Config.Attach.
+func runAttach(cfg Config) (status int, err error) {
+	if status, err := validateAttach(cfg); err != nil {
+		return status, err
+	}
+	cfg.WX = tracker.WXOff
+	if cfg.PT == "" || cfg.PT == PTAuto {
+		cfg.PT = PTOff // validateAttach refused intel; auto would find none here or start perf too late
+	}
+	r := &run{cfg: cfg, stderr: cfg.Stderr, events: tracker.EventsBPF}
+	if r.stderr == nil {
+		r.stderr = os.Stderr
+	}
+	if r.src, err = attachEvents(cfg); err != nil {
+		return 2, err
+	}
+	if r.out, err = PrepareOutDir(cfg.OutDir); err != nil {
+		r.src.Close()
+		return 1, err
+	}
+	r.cfg.Argv = []string{"-p", strconv.Itoa(cfg.Attach)} // code.db's command: what was recorded
+	if status, err := r.open(); err != nil {
+		r.abandon()
+		return status, err
+	}
+	r.catchSignals()
+	r.t0 = time.Now()
+	tr, err := tracker.Start(tracker.Options{Recorder: r.rec, Pin: tracker.PinOff, WX: tracker.WXOff, Warnf: r.warnf,
+		Copy: cfg.Copy, Events: tracker.EventsBPF, Source: r.src, Attach: cfg.Attach}, nil)
+	r.src = nil // the tracker's now
+	if err != nil {
+		r.pt.finish()
+		r.abandon()
+		return 1, err
+	}
+	r.tr = tr
+	defer r.release()
+	res, werr := r.waitAttached()
+	if res.Detached {
+		r.rec.SetStat("detached", "1")
+	}
+	r.rec.SetStat("attached", strconv.Itoa(cfg.Attach))
+	status, err = r.finish(res, 0, werr)
+	if err == nil && res.Detached && !cfg.Quiet {
+		fmt.Fprintf(r.stderr, "ptjit: detached from pid %d; it runs on\n", cfg.Attach)
+	}
+	return status, err
+}
+
+// waitAttached waits for the attached process's end or the detach, which
+// the first of --duration and ptjit's SIGINT, SIGTERM and SIGHUP asks
+// for. The process gets none of these signals.
+func (r *run) waitAttached() (tracker.Result, error) {
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var timeout <-chan time.Time
+		if r.cfg.Duration > 0 {
+			tm := time.NewTimer(r.cfg.Duration)
+			defer tm.Stop()
+			timeout = tm.C
+		}
+		select {
+		case <-r.sigc:
+		case <-timeout:
+		case <-stop:
+			return
+		}
+		r.tr.Detach()
+	}()
+	res, err := r.tr.Wait()
+	close(stop)
+	<-done
+	return res, err
+}
+
+// catchSignals makes SIGINT, SIGTERM and SIGHUP ptjit's (launch does it
+// for a launched program).
+// A signal ptjit's parent made it ignore stays ignored.
+func (r *run) catchSignals() {
+	var sigs []os.Signal
+	for _, s := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		if !signal.Ignored(s) {
+			sigs = append(sigs, s)
+		}
+	}
+	r.sigc = make(chan os.Signal, 1)
+	signal.Notify(r.sigc, sigs...)
+}

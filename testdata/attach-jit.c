@@ -1,0 +1,62 @@
+/*
+ * attach-jit — the attach tests' program (ptjit run -p): a JIT that runs
+ * for a while, alone, so that ptjit can attach to it mid-run and detach
+ * again, and whose output and status must be those of a run never traced.
+ *
+ *   attach-jit N MS STATUS
+ *       N versions of one page, one every MS milliseconds: make the page
+ *       RW, write version i (mov eax, i; ret; then bytes that depend on
+ *       i), make it RX (one manifest line), call it (it must return i).
+ *       A second thread sleeps meanwhile (ptjit seizes every thread).
+ *       Then it prints "versions N sum S" and exits with STATUS.
+ *
+ * The manifest ($PTJIT_MANIFEST) has one line per version, in order, so
+ * a test reads how far the program is from the number of its lines, and
+ * can name exactly the versions made while ptjit was attached: the lines
+ * after the version that was executable at the attach.
+ */
+#include "manifest.h"
+
+#include <time.h>
+
+static void *sleeper(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 4)
+		mf_die("usage: attach-jit N MS STATUS");
+	long n = atol(argv[1]), ms = atol(argv[2]);
+	int status = atoi(argv[3]);
+	pthread_t th;
+	if (pthread_create(&th, NULL, sleeper, NULL) != 0)
+		mf_die("pthread_create");
+	uint8_t *p = mf_mmap(NULL, MF_PAGE, PROT_READ | PROT_WRITE, 0);
+	long sum = 0;
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	for (long i = 0; i < n; i++) {
+		mf_mprotect(p, MF_PAGE, PROT_READ | PROT_WRITE);
+		p[0] = 0xb8; /* mov eax, imm32 */
+		int32_t v = (int32_t)i;
+		memcpy(p + 1, &v, 4);
+		p[5] = 0xc3; /* ret */
+		for (size_t j = 6; j < MF_PAGE; j++)
+			p[j] = (uint8_t)(i * 131 + j * 7);
+		mf_mprotect(p, MF_PAGE, PROT_READ | PROT_EXEC);
+		long r = ((long (*)(void))p)();
+		if (r != i)
+			mf_die("version %ld returned %ld", i, r);
+		sum += r;
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
+		ts.tv_sec = ms / 1000;
+		ts.tv_nsec = (ms % 1000) * 1000000L;
+	}
+	printf("versions %ld sum %ld\n", n, sum);
+	return status;
+}
