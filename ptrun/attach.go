@@ -114,10 +114,15 @@ func runAttach(cfg Config) (status int, err error) {
 	r.tr = tr
 	defer r.release()
 	res, werr := r.waitAttached()
+	// the recording's window (CLOCK_MONOTONIC ns)
+	r.rec.SetStat("attached", strconv.Itoa(cfg.Attach))
+	if res.AttachedAt.MonoNS != 0 {
+		r.rec.SetStat("attach_mono_ns", strconv.FormatInt(res.AttachedAt.MonoNS, 10))
+	}
 	if res.Detached {
 		r.rec.SetStat("detached", "1")
+		r.rec.SetStat("detach_mono_ns", strconv.FormatInt(res.DetachedAt.MonoNS, 10))
 	}
-	r.rec.SetStat("attached", strconv.Itoa(cfg.Attach))
 	status, err = r.finish(res, 0, werr)
 	if err == nil && res.Detached && !cfg.Quiet {
 		fmt.Fprintf(r.stderr, "ptjit: detached from pid %d; it runs on\n", cfg.Attach)

@@ -11,9 +11,12 @@
  *       Then it prints "versions N sum S" and exits with STATUS.
  *
  * The manifest ($PTJIT_MANIFEST) has one line per version, in order, so
- * a test reads how far the program is from the number of its lines, and
- * can name exactly the versions made while ptjit was attached: the lines
- * after the version that was executable at the attach.
+ * a test reads how far the program is from the number of its lines. With
+ * $ATTACH_JIT_TIMES, the program also writes there, for each version,
+ * "I NS": CLOCK_MONOTONIC read right after the mprotect that made version
+ * I executable returned, so a test can name exactly the versions made
+ * while ptjit was attached (its recording holds the attach and detach
+ * times on the same clock).
  */
 #include "manifest.h"
 
@@ -37,6 +40,10 @@ int main(int argc, char **argv)
 	if (pthread_create(&th, NULL, sleeper, NULL) != 0)
 		mf_die("pthread_create");
 	uint8_t *p = mf_mmap(NULL, MF_PAGE, PROT_READ | PROT_WRITE, 0);
+	int times = -1;
+	const char *tp = getenv("ATTACH_JIT_TIMES");
+	if (tp && (times = open(tp, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644)) < 0)
+		mf_die("%s: %s", tp, strerror(errno));
 	long sum = 0;
 	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
 	for (long i = 0; i < n; i++) {
@@ -48,6 +55,14 @@ int main(int argc, char **argv)
 		for (size_t j = 6; j < MF_PAGE; j++)
 			p[j] = (uint8_t)(i * 131 + j * 7);
 		mf_mprotect(p, MF_PAGE, PROT_READ | PROT_EXEC);
+		if (times >= 0) {
+			struct timespec now;
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			char line[64];
+			int len = snprintf(line, sizeof line, "%ld %lld\n", i, (long long)now.tv_sec * 1000000000LL + now.tv_nsec);
+			if (write(times, line, (size_t)len) != len)
+				mf_die("write: %s", strerror(errno));
+		}
 		long r = ((long (*)(void))p)();
 		if (r != i)
 			mf_die("version %ld returned %ld", i, r);

@@ -246,6 +246,7 @@ func (t *Tracer) attachTo(pid int) error {
 		first[tid] = ws
 	}
 	at := clock.Now()
+	t.result.AttachedAt = at
 	t.root.pid = pid
 	for _, tid := range order {
 		if _, ok := first[tid]; !ok {
@@ -398,4 +399,5 @@ func (t *Tracer) detachAll() {
 	t.root.done = true
 	t.result.Status = 0
 	t.result.Detached = true
+	t.result.DetachedAt = at
 }

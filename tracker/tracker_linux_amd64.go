@@ -104,8 +104,10 @@ type Result struct {
 	// compat_linux_amd64.go); every process was killed at its exec
 	Refused *RefusedError
 	// Detached: the trace of an attached process ended with Detach; the
-	// process runs on (Status is 0)
-	Detached bool
+	// process runs on (Status is 0); AttachedAt and DetachedAt are when
+	// ptjit attached (Options.Attach) and detached (zero when it did not)
+	Detached               bool
+	AttachedAt, DetachedAt clock.Stamp
 }
 
 // StartError reports a program that could not be started under ptrace.

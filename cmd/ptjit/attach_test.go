@@ -1,0 +1,406 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ptjit/ptjit/bpfev"
+)
+
+// Tests of ptjit run -p PID: attach to a running program, record for a
+// while, detach; the program must end as if never traced.
+
+// e2eNeedBPF skips a test where BPF events cannot run (attach needs
+// them); under CI, which runs as root on a kernel with BTF, it fails.
+func e2eNeedBPF(t *testing.T) {
+	t.Helper()
+	if err := bpfev.Available(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI is set but BPF events cannot run here: %v", err)
+		}
+		t.Skipf("attach needs BPF events: %v", err)
+	}
+}
+
+// attachTarget is a testdata program started alone, for ptjit to attach
+// to.
+type attachTarget struct {
+	cmd      *exec.Cmd
+	manifest string
+	times    string // ATTACH_JIT_TIMES
+	out      bytes.Buffer
+	done     chan struct{}
+	status   int
+}
+
+// startTarget starts attach-jit with args alone; it is killed when the
+// test ends.
+func startTarget(t *testing.T, args ...string) *attachTarget {
+	t.Helper()
+	tmp := t.TempDir()
+	a := &attachTarget{manifest: filepath.Join(tmp, "manifest"), times: filepath.Join(tmp, "times"), done: make(chan struct{})}
+	a.cmd = exec.Command(e2eProg("attach-jit"), args...)
+	a.cmd.Env = append(os.Environ(), "PTJIT_MANIFEST="+a.manifest, "ATTACH_JIT_TIMES="+a.times)
+	a.cmd.Stdout = &a.out
+	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := a.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		a.cmd.Wait()
+		a.status = e2eStatus(a.cmd.ProcessState)
+		close(a.done)
+	}()
+	t.Cleanup(func() {
+		a.cmd.Process.Kill()
+		<-a.done
+	})
+	return a
+}
+
+// lines returns how many versions the target has made so far.
+func (a *attachTarget) lines(t *testing.T) int { return len(e2eReadManifest(t, a.manifest)) }
+
+// waitLines waits until the target has made n versions.
+func (a *attachTarget) waitLines(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for a.lines(t) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("attach-jit made %d versions in 30 s, want %d", a.lines(t), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// wait waits for the target's end.
+func (a *attachTarget) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case <-a.done:
+	case <-time.After(e2eTimeout):
+		t.Fatal("attach-jit did not end")
+	}
+}
+
+// procStatus returns a field of /proc/PID/status.
+func procStatus(t *testing.T, pid int, field string) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, field+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	t.Fatalf("/proc/%d/status has no %s", pid, field)
+	return ""
+}
+
+// procMaps returns /proc/PID/maps' ranges and protections, without the
+// page at skip (the JIT page, which the program toggles RW and RX).
+func procMaps(t *testing.T, pid int, skip uint64) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(l)
+		lo, _, _ := strings.Cut(f[0], "-")
+		if a, _ := strconv.ParseUint(lo, 16, 64); a == skip {
+			continue
+		}
+		out = append(out, f[0]+" "+f[1])
+	}
+	return strings.Join(out, "\n")
+}
+
+// checkWindow checks that the versions of the JIT page recorded in dir
+// are exactly the program's versions from the attach to the detach: a run
+// of consecutive manifest lines made by mprotect, starting after the line
+// that was executable at the attach (recorded with cause "attach", unless
+// the page was writable then). The program's times (a.times: read right
+// after each mprotect returned) and the recording's attach and detach
+// times (meta attach_mono_ns, detach_mono_ns; no detach: the process
+// ended) name the versions made before the attach and after the detach;
+// only a version whose time was read across the attach or the detach
+// (its thread stopped between the call's return and the clock read) may
+// fall on either side. It returns the first and last manifest index
+// recorded.
+func checkWindow(t *testing.T, a *attachTarget, dir string) (first, last int) {
+	t.Helper()
+	ms, times := e2eReadManifest(t, a.manifest), a.readTimes(t)
+	meta := recordingMeta(t, dir)
+	attachNS, err := strconv.ParseInt(meta["attach_mono_ns"], 10, 64)
+	if err != nil {
+		t.Fatalf("meta attach_mono_ns %q", meta["attach_mono_ns"])
+	}
+	detachNS := int64(math.MaxInt64)
+	if meta["detached"] == "1" {
+		if detachNS, err = strconv.ParseInt(meta["detach_mono_ns"], 10, 64); err != nil {
+			t.Fatalf("meta detach_mono_ns %q", meta["detach_mono_ns"])
+		}
+	}
+	before, upTo := -1, -1 // the last versions whose time was read before the attach, before the detach
+	for i, ns := range times {
+		if ns < attachNS {
+			before = i
+		}
+		if ns < detachNS {
+			upTo = i
+		}
+	}
+	page := ms[0].Addr
+	index := map[string]int{}
+	for i, m := range ms {
+		if m.Addr != page {
+			t.Fatalf("manifest line %d at %#x, want the one page %#x", i, m.Addr, page)
+		}
+		index[m.SHA256] = i
+	}
+	var attach *historyLine
+	first, last = -1, -1
+	for _, h := range e2eHistory(t, dir) {
+		if h.Addr != fmt.Sprintf("%#x", page) {
+			continue
+		}
+		switch h.Cause {
+		case "attach":
+			h := h
+			attach = &h
+			continue
+		case "mprotect":
+		default:
+			t.Errorf("JIT page version with cause %q: %v", h.Cause, h)
+			continue
+		}
+		i, ok := index[h.SHA256]
+		if !ok {
+			t.Errorf("recorded version %v is none of the program's", h)
+			continue
+		}
+		if h.TID != ms[i].TID || h.PID != ms[i].PID || h.Size != ms[i].Size {
+			t.Errorf("version %d: recorded %v, manifest %v", i, h, ms[i])
+		}
+		if first < 0 {
+			first = i
+		} else if i != last+1 {
+			t.Errorf("recorded version %d after %d: versions %d..%d are missing", i, last, last+1, i-1)
+		}
+		last = i
+	}
+	if first < 0 {
+		t.Fatalf("no version of the JIT page %#x recorded while attached", page)
+	}
+	if attach != nil && (first == 0 || attach.SHA256 != ms[first-1].SHA256) {
+		t.Errorf("the attach version %v is not the version before the first recorded one (%d)", attach, first)
+	}
+	if first != before+1 && first != before+2 {
+		t.Errorf("first recorded version %d; version %d was the last made before the attach", first, before)
+	}
+	if last != upTo && last != upTo+1 {
+		t.Errorf("last recorded version %d; version %d was the last made before the detach", last, upTo)
+	}
+	return first, last
+}
+
+// readTimes reads the target's version times (ATTACH_JIT_TIMES).
+func (a *attachTarget) readTimes(t *testing.T) []int64 {
+	t.Helper()
+	b, err := os.ReadFile(a.times)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int64
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var i int
+		var ns int64
+		if _, err := fmt.Sscanf(l, "%d %d", &i, &ns); err != nil || i != len(out) {
+			t.Fatalf("%s: bad line %q", a.times, l)
+		}
+		out = append(out, ns)
+	}
+	return out
+}
+
+// TestE2EAttach: attach-jit runs alone; ptjit attaches to it twice, a
+// while each time, and detaches. Each recording holds exactly the
+// versions the program made while attached (checkWindow), the program's
+// output and status are those of a run never traced, and after each
+// detach it has no tracer, no seccomp filter and its protections as
+// before. history and show read the attached recording.
+func TestE2EAttach(t *testing.T) {
+	e2eSetup(t)
+	e2eNeedBPF(t)
+	const n, ms, status = "200", "10", "7"
+	alone := e2eRun(t, []string{e2eProg("attach-jit"), n, ms, status}, []string{"PTJIT_MANIFEST=/dev/null"}, "", "")
+	if alone.code != 7 || !strings.HasPrefix(alone.stdout, "versions 200 ") {
+		t.Fatalf("alone: status %d, output %q", alone.code, alone.stdout)
+	}
+	a := startTarget(t, n, ms, status)
+	pid := a.cmd.Process.Pid
+	a.waitLines(t, 10)
+	page := e2eReadManifest(t, a.manifest)[0].Addr
+	filters, maps := procStatus(t, pid, "Seccomp_filters"), procMaps(t, pid, page)
+	var windows [][2]int
+	for k := range 2 {
+		dir := filepath.Join(t.TempDir(), "rec")
+		before := a.lines(t)
+		r := e2ePtjit(t, nil, "run", "-p", strconv.Itoa(pid), "--duration", "300ms", "-o", dir)
+		after := a.lines(t)
+		if r.code != 0 {
+			t.Fatalf("attach %d: status %d\n%s", k, r.code, r.stderr)
+		}
+		e2eCheckMessages(t, r.stderr)
+		if !strings.Contains(r.stderr, "detached from pid "+strconv.Itoa(pid)) || !strings.Contains(r.stderr, "versions") {
+			t.Errorf("attach %d: no summary and detach line:\n%s", k, r.stderr)
+		}
+		if got := procStatus(t, pid, "TracerPid"); got != "0" {
+			t.Errorf("attach %d: TracerPid %s after the detach", k, got)
+		}
+		if got := procStatus(t, pid, "Seccomp_filters"); got != filters {
+			t.Errorf("attach %d: Seccomp_filters %s after the detach, %s before", k, got, filters)
+		}
+		if got := procMaps(t, pid, page); got != maps {
+			t.Errorf("attach %d: /proc/PID/maps after the detach:\n%s\nbefore:\n%s", k, got, maps)
+		}
+		first, last := checkWindow(t, a, dir)
+		t.Logf("attach %d: versions %d..%d of %s recorded (the program had made %d at the start, %d at the end)", k, first, last, n, before, after)
+		windows = append(windows, [2]int{first, last})
+		meta := recordingMeta(t, dir)
+		if meta["attached"] != strconv.Itoa(pid) || meta["detached"] != "1" || meta["events"] != "bpf" {
+			t.Errorf("attach %d: meta attached %q detached %q events %q", k, meta["attached"], meta["detached"], meta["events"])
+		}
+		if k == 0 {
+			// the recording reads like any other
+			h := e2ePtjit(t, nil, "history", "-i", dir)
+			if h.code != 0 || !strings.Contains(h.stdout, "attach") && !strings.Contains(h.stdout, "mprotect") {
+				t.Errorf("history: status %d\n%s%s", h.code, h.stdout, h.stderr)
+			}
+			s := e2ePtjit(t, nil, "show", "-i", dir, fmt.Sprintf("%#x", page), "-n", "2")
+			if s.code != 0 || !strings.Contains(s.stdout, "mov") {
+				t.Errorf("show: status %d\n%s%s", s.code, s.stdout, s.stderr)
+			}
+		}
+		a.waitLines(t, after+5) // the program runs on
+	}
+	if windows[1][0] <= windows[0][1] {
+		t.Errorf("second attach's versions %v overlap the first's %v", windows[1], windows[0])
+	}
+	a.wait(t)
+	if a.status != alone.code || a.out.String() != alone.stdout {
+		t.Errorf("attached twice: status %d, output %q; alone: status %d, output %q", a.status, a.out.String(), alone.code, alone.stdout)
+	}
+	if got := len(e2eReadManifest(t, a.manifest)); got != 200 {
+		t.Errorf("%d versions made, want 200", got)
+	}
+}
+
+// TestE2EAttachEnd: a process that ends while attached ends the
+// recording as a launched one does: ptjit exits with its status, its
+// last versions recorded.
+func TestE2EAttachEnd(t *testing.T) {
+	e2eSetup(t)
+	e2eNeedBPF(t)
+	a := startTarget(t, "60", "10", "3")
+	a.waitLines(t, 5)
+	before := a.lines(t)
+	dir := filepath.Join(t.TempDir(), "rec")
+	r := e2ePtjit(t, nil, "run", "-p", strconv.Itoa(a.cmd.Process.Pid), "-o", dir)
+	if r.code != 3 {
+		t.Fatalf("status %d, want the program's 3\n%s", r.code, r.stderr)
+	}
+	a.wait(t)
+	if a.out.String() != "versions 60 sum 1770\n" {
+		t.Errorf("output %q", a.out.String())
+	}
+	if first, _ := checkWindow(t, a, dir); first < before {
+		t.Errorf("first recorded version %d, but the program had made %d before ptjit started", first, before)
+	}
+}
+
+// TestE2EAttachErrors: what cannot be attached to fails with one line
+// that names the pid, and leaves no recording; usage errors exit 2.
+func TestE2EAttachErrors(t *testing.T) {
+	e2eSetup(t)
+	e2eNeedBPF(t)
+	// a pid that does not exist: above pid_max
+	dir := filepath.Join(t.TempDir(), "rec")
+	r := e2ePtjit(t, nil, "run", "-p", "4194305", "-o", dir)
+	if r.code == 0 {
+		t.Errorf("missing pid: status 0")
+	}
+	e2eOneLineError(t, r.stderr, "pid 4194305: no such process")
+	if _, err := os.Stat(dir); err == nil {
+		t.Errorf("missing pid: %s was created", dir)
+	}
+
+	// a process already traced: under strace, and under another ptjit
+	a := startTarget(t, "100000", "10", "0")
+	pid := strconv.Itoa(a.cmd.Process.Pid)
+	a.waitLines(t, 2)
+	for _, tracer := range [][]string{{"strace", "-p", pid, "-o", "/dev/null"}, {e2e.ptjit, "run", "-q", "-p", pid, "-o", filepath.Join(t.TempDir(), "first")}} {
+		if _, err := exec.LookPath(tracer[0]); err != nil {
+			t.Logf("%s: not installed", tracer[0])
+			continue
+		}
+		tr := exec.Command(tracer[0], tracer[1:]...)
+		if err := tr.Start(); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for procStatus(t, a.cmd.Process.Pid, "TracerPid") == "0" && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		r := e2ePtjit(t, nil, "run", "-p", pid, "-o", dir)
+		if r.code == 0 {
+			t.Errorf("under %s: status 0", tracer[0])
+		}
+		e2eOneLineError(t, r.stderr, "pid "+pid+": already traced by pid")
+		if _, err := os.Stat(dir); err == nil {
+			t.Errorf("under %s: %s was created", tracer[0], dir)
+		}
+		tr.Process.Signal(syscall.SIGINT)
+		tr.Wait()
+		if got := procStatus(t, a.cmd.Process.Pid, "TracerPid"); got != "0" {
+			t.Errorf("%s left pid %s traced by %s", tracer[0], pid, got)
+		}
+	}
+	a.waitLines(t, a.lines(t)+2) // it runs on after both detached
+
+	for _, c := range []struct {
+		args []string
+		what string
+	}{
+		{[]string{"-p", pid, "--", "/bin/true"}, "-p and a PROGRAM"},
+		{[]string{"-p", pid, "--events=seccomp"}, "attach needs BPF events: --events=seccomp"},
+		{[]string{"-p", pid, "--wx=precise"}, "--wx=precise: not with -p"},
+		{[]string{"-p", pid, "--pt=soft"}, "--pt=soft: not with -p"},
+		{[]string{"--duration", "1s", "--", "/bin/true"}, "--duration needs -p"},
+	} {
+		r := e2ePtjit(t, nil, append([]string{"run", "-o", dir}, c.args...)...)
+		if r.code != 2 {
+			t.Errorf("%v: status %d, want 2", c.args, r.code)
+		}
+		e2eOneLineError(t, r.stderr, c.what)
+		if _, err := os.Stat(dir); err == nil {
+			t.Errorf("%v: %s was created", c.args, dir)
+		}
+	}
+	if got := procStatus(t, a.cmd.Process.Pid, "Seccomp_filters"); got != "0" {
+		t.Errorf("Seccomp_filters %s after the refused attaches", got)
+	}
+}
