@@ -404,3 +404,51 @@ func TestE2EAttachErrors(t *testing.T) {
 		t.Errorf("Seccomp_filters %s after the refused attaches", got)
 	}
 }
+
+// TestE2EAttachStopped: a process stopped by SIGSTOP while attached (a
+// group-stop) is detached from (ptjit's SIGINT) and stays stopped, as it
+// would without ptjit; SIGCONT lets it run to its normal end.
+func TestE2EAttachStopped(t *testing.T) {
+	e2eSetup(t)
+	e2eNeedBPF(t)
+	a := startTarget(t, "100", "10", "4")
+	pid := a.cmd.Process.Pid
+	a.waitLines(t, 5)
+	dir := filepath.Join(t.TempDir(), "rec")
+	cmd := exec.Command(e2e.ptjit, "run", "-p", strconv.Itoa(pid), "-o", dir)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for procStatus(t, pid, "TracerPid") == "0" && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	a.waitLines(t, a.lines(t)+3) // recorded for a while
+	syscall.Kill(pid, syscall.SIGSTOP)
+	for !strings.HasPrefix(procStatus(t, pid, "State"), "t") && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	stopped := a.lines(t)
+	cmd.Process.Signal(syscall.SIGINT)
+	if !e2eWaitTimeout(cmd, 30*time.Second) {
+		t.Fatalf("ptjit did not detach\n%s", stderr.String())
+	}
+	if st := e2eStatus(cmd.ProcessState); st != 0 {
+		t.Fatalf("ptjit: status %d\n%s", st, stderr.String())
+	}
+	time.Sleep(100 * time.Millisecond)
+	if got := procStatus(t, pid, "State"); !strings.HasPrefix(got, "T") {
+		t.Errorf("after the detach: State %q, want T (stopped)", got)
+	}
+	if got := a.lines(t); got != stopped {
+		t.Errorf("stopped process made versions %d..%d", stopped, got-1)
+	}
+	syscall.Kill(pid, syscall.SIGCONT)
+	a.wait(t)
+	if a.status != 4 || a.out.String() != "versions 100 sum 4950\n" {
+		t.Errorf("status %d, output %q", a.status, a.out.String())
+	}
+	checkWindow(t, a, dir)
+}
