@@ -55,6 +55,14 @@
 // when ptjit did; other signals ptjit's Go runtime handles (so an inherited
 // SIG_IGN for, say, SIGTERM is lost), as for any Go program's children.
 //
+// Attaching (Config.Attach, ptjit run -p; attach.go) replaces the
+// launch: validateAttach refuses what an attach cannot do (no BPF events,
+// --wx other than off and auto, --pt=soft and intel) before anything is
+// touched, the tracker seizes the running process (tracker.Options.Attach)
+// and ptjit's SIGINT, SIGTERM and SIGHUP, or Config.Duration, make it
+// detach (Tracer.Detach) instead of reaching the process. The process is
+// never killed by ptjit; code.db's meta has the attach and detach times.
+//
 // Must not import: decode, ptfmt, recording. The launcher records; what
 // reads a recording is above it.
 package ptrun

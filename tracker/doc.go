@@ -11,7 +11,8 @@
 // wait4 and every ptrace request. Functions that must run there say
 // "Precondition: on the locked tracer thread". The only other entry point,
 // Kill, runs on any goroutine and only sends SIGKILL with kill(2), under a
-// mutex that guards the set of live pids. The db.Recorder is driven from the
+// mutex that guards the set of live pids (Detach, for an attached
+// process, only sets a flag and rings the events' doorbell, below). The db.Recorder is driven from the
 // tracer goroutine only; its own writer goroutine hashes pages and writes
 // SQLite, so a stop costs one copy of the bytes (process_vm_readv) and a
 // channel send.
@@ -506,6 +507,63 @@
 // READ_IMPLIES_EXEC personality (PROT_READ implies PROT_EXEC, invisible to
 // the filter). process_vm_writev into a tracee is seen and re-snapshots the
 // pages written; into a process ptjit does not trace, it is reported.
+//
+// # Attaching to a running process
+//
+// With Options.Attach (ptjit run -p PID; attach_linux_amd64.go) the
+// tracer seizes a process that is already running instead of launching
+// one, and Tracer.Detach lets it go again, leaving it as it was. A
+// seccomp filter cannot be removed from a process, so attach installs
+// none and needs BPF events: every address-space call comes from the
+// ring buffer (all the calls bpfev reports, not only those LaunchRules
+// lets through: with no filter nothing stops at a call's entry).
+//
+// At the attach every thread in /proc/PID/task is seized and
+// interrupted (the listing is read again until no new tid shows), the
+// process and its threads are recorded, its tgid is added to the event
+// source while every thread is stopped, and its executable memory is
+// read from /proc/PID/maps and recorded as it is (cause "attach", the
+// attach's time, no IP). Each thread's first stop then goes to the main
+// loop like any stop: a signal pending at the attach is delivered, a
+// group-stop stays one. At the detach (Detach from any goroutine; the
+// doorbell wakes the tracer) every thread is interrupted and the stops
+// that come first are handled as usual (a signal is delivered, a step or
+// an injected call in flight completes, since every handler finishes
+// its work before it returns); once every thread is in an interrupt stop
+// the ring is drained, the process leaves the event source, the open
+// versions end (cause "detach"), and each thread is detached with
+// signal 0 (the kernel keeps a group-stopped one stopped).
+//
+// What attach sees, and what it cannot:
+//
+//   - Code that ran before the attach is recorded as it is at the attach,
+//     one version per executable range (file mappings as at exec); how
+//     and when it was made, and what it was before, is not seen.
+//   - Every mmap, mprotect, pkey_mprotect, munmap, mremap, madvise, brk,
+//     shmat, shmdt and remap_file_pages while attached, from the ring
+//     buffer, with the bytes BPF copied for a call that made memory
+//     executable (or read at its fallback stop). Calls the launch path
+//     handles at a stop (mremap, madvise, brk, shared mappings, PROT_GROWSDOWN
+//     mprotects) are applied after the fact, their bytes, where BPF did
+//     not copy them, read from the process when the event is read.
+//   - No W^X (Options.WX must be off): stores into RWX memory are not
+//     seen, and an RWX version is exact only at its call. W^X would need
+//     the protections of memory that was RWX before the attach changed,
+//     and the calls it rewrites at their entry stopped.
+//   - No filter of ptjit's exists in the process: not the launch filter,
+//     the kernel-write filter (kwrite_linux_amd64.go), the /proc/PID/mem
+//     write filter (procmem_linux_amd64.go) nor the filter that stops
+//     every mprotect (injectFilter refuses in an attached process). So
+//     writes into code by read(2) and the like, through /proc/PID/mem or
+//     process_vm_writev are not seen, nor is a ptrace(2) of the program's
+//     own, and the program's own RET_TRACE filter is answered as without
+//     ptjit (ENOSYS) only for the calls it traces.
+//   - Processes the target started before the attach are not followed;
+//     threads and processes it creates while attached are (the ptrace
+//     options), and left at the detach like the rest.
+//   - ptjit dying leaves the process running (no PTRACE_O_EXITKILL): the
+//     kernel detaches its threads and the BPF program goes with ptjit's
+//     descriptors.
 //
 // # 32-bit programs are refused
 //
