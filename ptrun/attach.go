@@ -19,8 +19,10 @@ import (
 // process gets none of ptjit's signals and is never killed by ptjit: it
 // runs on untraced after the detach, as if never traced. Attach needs BPF
 // events (the seccomp filter of the launch path cannot be removed from a
-// process), records with W^X off and without software PT (both would
-// change the process while attached: see tracker/attach_linux_amd64.go).
+// process), records with W^X off (it would change the protections of
+// memory that was writable and executable before the attach), and traces
+// with --pt=soft (not its JIT filter) or not at all: perf's attach for
+// --pt=intel is not done.
 
 // validateAttach checks an attach's options before anything is touched; it
 // returns the status ptjit exits with and why (2 for a usage error, 1 for
@@ -41,8 +43,8 @@ func validateAttach(cfg Config) (status int, err error) {
 	default:
 		return 2, fmt.Errorf("--wx=%s: not with -p (W^X would change the protections of memory the program made writable and executable before the attach; an attached process is recorded with --wx=off)", cfg.WX)
 	}
-	if cfg.PT == PTSoft {
-		return 2, errors.New("--pt=soft: not with -p (software PT cannot run with BPF events, which attach needs)")
+	if cfg.PT == PTSoft && cfg.SoftFilter {
+		return 2, errors.New("--soft-filter=jit: not with -p (it rewrites every call that adds PROT_EXEC at its entry, and an attached process has no filter to stop them; plain --pt=soft works)")
 	}
 	if cfg.PT == PTIntel {
 		if _, err := IntelPT(); err != nil {
@@ -50,8 +52,8 @@ func validateAttach(cfg Config) (status int, err error) {
 		}
 		return 2, errors.New("--pt=intel: not with -p yet (the trace would start at perf's attach, not ptjit's); use --pt=off")
 	}
-	if cfg.GroundTruth != "" || cfg.SoftFilter || cfg.SoftLayout != "" || cfg.SoftCPUs != 0 {
-		return 2, errors.New("--ground-truth, --soft-filter, --soft-layout and --soft-cpus need --pt=soft, which -p cannot use")
+	if cfg.PT != PTSoft && (cfg.GroundTruth != "" || cfg.SoftFilter || cfg.SoftLayout != "" || cfg.SoftCPUs != 0) {
+		return 2, errors.New("--ground-truth, --soft-filter, --soft-layout and --soft-cpus need --pt=soft")
 	}
 	if err := tracker.CheckAttach(cfg.Attach); err != nil {
 		return 1, err
@@ -104,7 +106,7 @@ func runAttach(cfg Config) (status int, err error) {
 	r.catchSignals()
 	r.t0 = time.Now()
 	tr, err := tracker.Start(tracker.Options{Recorder: r.rec, Pin: tracker.PinOff, WX: tracker.WXOff, Warnf: r.warnf,
-		Copy: cfg.Copy, Events: tracker.EventsBPF, Source: r.src, Attach: cfg.Attach}, nil)
+		SoftPT: r.pt.soft, Copy: cfg.Copy, Events: tracker.EventsBPF, Source: r.src, Attach: cfg.Attach}, nil)
 	r.src = nil // the tracker's now
 	if err != nil {
 		r.pt.finish()

@@ -3,18 +3,20 @@
  * for a while, alone, so that ptjit can attach to it mid-run and detach
  * again, and whose output and status must be those of a run never traced.
  *
- *   attach-jit N MS STATUS
+ *   attach-jit N MS STATUS [FILL]
  *       N versions of one page, one every MS milliseconds: make the page
  *       RW, write version i (mov eax, i; ret; then bytes that depend on
- *       i), make it RX (one manifest line), call it (it must return i).
+ *       i, up to byte FILL of the page: 4096 by default; a smaller FILL
+ *       makes a version cheap to single-step), make it RX (one manifest
+ *       line), call it (it must return i).
  *       A second thread sleeps meanwhile (ptjit seizes every thread).
  *       Then it prints "versions N sum S" and exits with STATUS.
  *
  * The manifest ($PTJIT_MANIFEST) has one line per version, in order, so
  * a test reads how far the program is from the number of its lines. With
  * $ATTACH_JIT_TIMES, the program also writes there, for each version,
- * "I NS": CLOCK_MONOTONIC read right after the mprotect that made version
- * I executable returned, so a test can name exactly the versions made
+ * "I NS ADDR": CLOCK_MONOTONIC read right after the mprotect that made
+ * version I executable at ADDR returned, so a test can name exactly the versions made
  * while ptjit was attached (its recording holds the attach and detach
  * times on the same clock).
  */
@@ -32,9 +34,12 @@ static void *sleeper(void *arg)
 
 int main(int argc, char **argv)
 {
-	if (argc != 4)
-		mf_die("usage: attach-jit N MS STATUS");
+	if (argc != 4 && argc != 5)
+		mf_die("usage: attach-jit N MS STATUS [FILL]");
 	long n = atol(argv[1]), ms = atol(argv[2]);
+	size_t fill = argc == 5 ? (size_t)atol(argv[4]) : MF_PAGE;
+	if (fill > MF_PAGE)
+		mf_die("FILL %zu is over a page", fill);
 	int status = atoi(argv[3]);
 	pthread_t th;
 	if (pthread_create(&th, NULL, sleeper, NULL) != 0)
@@ -52,14 +57,15 @@ int main(int argc, char **argv)
 		int32_t v = (int32_t)i;
 		memcpy(p + 1, &v, 4);
 		p[5] = 0xc3; /* ret */
-		for (size_t j = 6; j < MF_PAGE; j++)
+		for (size_t j = 6; j < fill; j++)
 			p[j] = (uint8_t)(i * 131 + j * 7);
 		mf_mprotect(p, MF_PAGE, PROT_READ | PROT_EXEC);
 		if (times >= 0) {
 			struct timespec now;
 			clock_gettime(CLOCK_MONOTONIC, &now);
 			char line[64];
-			int len = snprintf(line, sizeof line, "%ld %lld\n", i, (long long)now.tv_sec * 1000000000LL + now.tv_nsec);
+			int len = snprintf(line, sizeof line, "%ld %lld %p\n", i,
+					   (long long)now.tv_sec * 1000000000LL + now.tv_nsec, (void *)p);
 			if (write(times, line, (size_t)len) != len)
 				mf_die("write: %s", strerror(errno));
 		}

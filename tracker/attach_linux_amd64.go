@@ -39,9 +39,10 @@ import (
 // be without ptjit). Then the ring is drained, the process leaves the
 // event source, every open version ends (cause "detach"), and every
 // thread is detached with signal 0: a thread in a group-stop stays
-// stopped (the kernel keeps it so). With W^X off and no --pt=soft,
-// ptjit changes no protection and injects nothing in an attached process
-// (injectFilter refuses), so nothing is left to undo.
+// stopped (the kernel keeps it so). With W^X off and without the soft
+// filter (plain --pt=soft only steps), ptjit changes no protection and
+// injects nothing in an attached process (injectFilter refuses), so
+// nothing is left to undo but a step in flight (detachPark).
 
 // attachState: the attached process (Options.Attach).
 type attachState struct {
@@ -321,6 +322,13 @@ func (t *Tracer) attachPoll() {
 		return
 	}
 	t.att.detaching = true
+	if t.soft != nil {
+		for _, th := range t.threads {
+			// --pt=soft: a step in flight completes, no new one starts
+			// (softResume continues an exiting thread)
+			t.stepOf(th).exiting = true
+		}
+	}
 	t.detachReady()
 }
 
@@ -328,12 +336,41 @@ func (t *Tracer) attachPoll() {
 // and reports true; false for any other stop, handled as usual.
 //
 // Precondition: on the locked tracer thread.
+//
+// A thread single-stepped by --pt=soft may have the trap of its last step
+// pending (a step over a syscall the interrupt ended): detached with it,
+// the program would die of that SIGTRAP. Such a thread is continued
+// instead, without a step (no thread steps again once the detach started:
+// attachPoll), and
+// interrupted again: its trap stop comes first and is consumed as a step's
+// (stopStepTrap), then the interrupt stop parks it.
 func (t *Tracer) detachPark(tid int, ws unix.WaitStatus) bool {
 	if !t.att.detaching || t.threads[tid] == nil || !ws.Stopped() || int(ws>>16) != unix.PTRACE_EVENT_STOP {
 		return false
 	}
+	if th := t.threads[tid]; th.step != nil && th.step.active && sigPending(tid, unix.SIGTRAP) {
+		unix.PtraceCont(tid, 0)
+		unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_INTERRUPT, uintptr(tid), 0, 0, 0, 0)
+		return true
+	}
 	t.att.stopped[tid] = ws
 	return true
+}
+
+// sigPending reports whether sig is pending for thread tid itself
+// (SigPnd in /proc/TID/status).
+func sigPending(tid int, sig unix.Signal) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "SigPnd:"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && mask&(1<<(uint(sig)-1)) != 0
+		}
+	}
+	return false
 }
 
 // detachReady asks every thread not stopped yet to stop, and detaches
@@ -382,7 +419,8 @@ func (t *Tracer) detachAll() {
 				sp.pages.close()
 			}
 		}
-		for tid := range p.threads {
+		for tid, th := range p.threads {
+			t.softGone(th, pid) // the thread's trace ends here
 			delete(t.threads, tid)
 		}
 		delete(t.procs, pid)

@@ -561,6 +561,12 @@
 //   - Processes the target started before the attach are not followed;
 //     threads and processes it creates while attached are (the ptrace
 //     options), and left at the detach like the rest.
+//   - With Options.SoftPT (not SoftFilter, which rewrites calls at their
+//     entry) every thread is stepped from its first stop after the
+//     attach; at the detach no new step starts (softResume continues an
+//     exiting thread), and a thread whose last step's trap is pending (a
+//     step over a syscall the interrupt ended) is continued until the
+//     trap is consumed, so the program never gets a SIGTRAP of ptjit's.
 //   - ptjit dying leaves the process running (no PTRACE_O_EXITKILL): the
 //     kernel detaches its threads and the BPF program goes with ptjit's
 //     descriptors.

@@ -62,7 +62,9 @@ import (
 // ring (below). A full ring makes the exec-adding calls fall back (they
 // stop), and call records it drops are counted (Stats.Events.Lost).
 // Not with --pt=soft (the soft filter rewrites every exec-adding call at
-// its entry) nor --copy=changed (the pages it tracks are read at stops).
+// its entry; an attached process, with no filter, may be stepped without
+// it: attach_linux_amd64.go) nor --copy=changed (the pages it tracks are
+// read at stops).
 
 // EventsMode is --events: where the address-space calls' effects come
 // from.
@@ -189,12 +191,12 @@ func (t *Tracer) openEvents() error {
 		return fmt.Errorf("tracker: events mode %q (want seccomp or bpf)", t.opts.Events)
 	}
 	src := t.opts.Source
-	if t.opts.SoftPT != nil || t.opts.Copy == CopyChanged {
+	if t.opts.SoftPT != nil && (t.opts.SoftFilter || t.opts.Attach == 0) || t.opts.Copy == CopyChanged {
 		if src != nil {
 			src.Close()
 		}
 	}
-	if t.opts.SoftPT != nil {
+	if t.opts.SoftPT != nil && (t.opts.SoftFilter || t.opts.Attach == 0) { // attached: plain soft PT (attach_linux_amd64.go)
 		return errors.New("--events=bpf cannot run with --pt=soft (the soft filter rewrites every call that adds PROT_EXEC at its entry): use --events=seccomp")
 	}
 	if t.opts.Copy == CopyChanged {

@@ -84,8 +84,9 @@ process runs on as if never traced (no seccomp filter, no protection changed,
 nothing left in it). Its executable memory at the attach is recorded as it is
 (versions with cause "attach"); every version it makes while attached is
 recorded as with --events=bpf, which -p needs (the default with -p is auto,
-and BPF must be able to run). An attached process is recorded with --wx=off
-and without a PT trace (--pt=auto and off; intel and soft are refused); a
+and BPF must be able to run). An attached process is recorded with --wx=off;
+--pt=soft single-steps its threads from the attach to the detach (not with
+--soft-filter=jit), --pt=intel is refused and auto records no trace; a
 process already traced (a debugger, strace, another ptjit) cannot be attached
 to. ptjit exits 0 after a detach, or with the process's status when it ended
 while attached.
