@@ -28,6 +28,9 @@ import (
 // returns the status ptjit exits with and why (2 for a usage error, 1 for
 // a process that cannot be attached to).
 func validateAttach(cfg Config) (status int, err error) {
+	if cfg.Attach < 0 {
+		return 2, errors.New("-p: not a process id")
+	}
 	if len(cfg.Argv) > 0 {
 		return 2, errors.New("-p and a PROGRAM: give one (usage: ptjit run -p PID [flags], or ptjit run [flags] [--] PROGRAM [ARGS...])")
 	}
@@ -35,7 +38,7 @@ func validateAttach(cfg Config) (status int, err error) {
 		return 2, fmt.Errorf("--duration: %v is negative", cfg.Duration)
 	}
 	switch cfg.Events {
-	case "", tracker.EventsSeccomp:
+	case tracker.EventsSeccomp:
 		return 2, errors.New("attach needs BPF events: --events=seccomp stops calls with a seccomp filter, which cannot be removed from a running process (use --events=bpf or auto)")
 	}
 	switch cfg.WX {

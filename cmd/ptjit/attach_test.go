@@ -408,6 +408,7 @@ func TestE2EAttachErrors(t *testing.T) {
 		{[]string{"-p", pid, "--wx=precise"}, "--wx=precise: not with -p"},
 		{[]string{"-p", pid, "--pt=soft", "--soft-filter=jit"}, "--soft-filter=jit: not with -p"},
 		{[]string{"--duration", "1s", "--", "/bin/true"}, "--duration needs -p"},
+		{[]string{"-p", "0"}, "-p: not a process id"},
 	} {
 		r := e2ePtjit(t, nil, append([]string{"run", "-o", dir}, c.args...)...)
 		if r.code != 2 {

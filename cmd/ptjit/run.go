@@ -77,70 +77,28 @@ where it cannot run, versions are read whole); full reads every version
 whole; auto (default) is changed for ranges of 1 MiB or more. The summary
 says which mode ran.
 
-With -p PID, run attaches to the running process PID instead of starting a
-program, records from the attach until --duration has passed, until ptjit gets
-SIGINT, SIGTERM or SIGHUP, or until the process ends, then detaches: the
-process runs on as if never traced (no seccomp filter, no protection changed,
-nothing left in it). Its executable memory at the attach is recorded as it is
-(versions with cause "attach"); every version it makes while attached is
-recorded as with --events=bpf, which -p needs (the default with -p is auto,
-and BPF must be able to run). An attached process is recorded with --wx=off;
---pt=soft single-steps its threads from the attach to the detach (not with
---soft-filter=jit), --pt=intel is refused and auto records no trace; a
-process already traced (a debugger, strace, another ptjit) cannot be attached
-to. ptjit exits 0 after a detach, or with the process's status when it ended
-while attached.
+-p PID attaches to a running process instead, records its code as it is and
+every version it makes until --duration, SIGINT, SIGTERM, SIGHUP or its end,
+then detaches, leaving it as if never traced (exit 0). It needs BPF events
+(--events auto or bpf), records with --wx=off, and traces only with --pt=soft.
 
 An existing recording in DIR is replaced; a DIR holding anything else is
 refused.`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if cmd.Flags().Changed("pid") {
-				if len(args) > 0 {
-					return &exitError{Code: 2, Err: errors.New("run: -p and a PROGRAM: give one (usage: ptjit run -p PID [flags], or ptjit run [flags] [--] PROGRAM [ARGS...])")}
-				}
-				return nil
-			}
-			if len(args) == 0 {
+			if len(args) == 0 && !cmd.Flags().Changed("pid") { // -p with a PROGRAM: ptrun says so
 				return &exitError{Code: 2, Err: errors.New("run: no PROGRAM given (usage: ptjit run [flags] [--] PROGRAM [ARGS...])")}
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			// A bad flag value is a usage error: status 2, nothing run.
-			usage := func(err error) error { return &exitError{Code: 2, Err: err} }
-			pm, err := tracker.ParsePin(pin)
-			if err != nil {
-				return usage(err)
+			cfg := ptrun.Config{Attach: pid, Duration: dur, OutDir: out, Argv: args, Quiet: quiet, GroundTruth: gt, SoftCPUs: scpus,
+				Events: tracker.EventsMode(ev), BPF: bpfev.Config{BudgetPages: bpfPg}}
+			f := ptrun.Flags{Pin: pin, WX: wx, PT: pt, SoftFilter: sf, SoftLayout: sl, Copy: cp,
+				SoftLayoutGiven: cmd.Flags().Changed("soft-layout"), PIDGiven: cmd.Flags().Changed("pid")}
+			if err := f.Parse(&cfg); err != nil {
+				return &exitError{Code: 2, Err: err} // a bad flag value: nothing run
 			}
-			wm, err := tracker.ParseWX(wx)
-			if err != nil {
-				return usage(err)
-			}
-			ptm, err := ptrun.ParsePT(pt)
-			if err != nil {
-				return usage(err)
-			}
-			filter, err := ptrun.ParseSoftFilter(sf)
-			if err != nil {
-				return usage(err)
-			}
-			layout, err := ptrun.ParseSoftLayout(sl, cmd.Flags().Changed("soft-layout"))
-			if err != nil {
-				return usage(err)
-			}
-			cm, err := tracker.ParseCopy(cp)
-			if err != nil {
-				return usage(err)
-			}
-			if cmd.Flags().Changed("pid") && !cmd.Flags().Changed("events") {
-				ev = string(tracker.EventsAuto) // attach needs BPF events
-			}
-			if cmd.Flags().Changed("pid") && pid == 0 {
-				return usage(errors.New("-p: 0 is not a process id"))
-			}
-			status, err := ptrun.Run(ptrun.Config{Attach: pid, Duration: dur, OutDir: out, Argv: args, Quiet: quiet, Pin: pm, WX: wm, PT: ptm,
-				GroundTruth: gt, SoftFilter: filter, SoftLayout: layout, SoftCPUs: scpus, Copy: cm,
-				Events: tracker.EventsMode(ev), BPF: bpfev.Config{BudgetPages: bpfPg}})
+			status, err := ptrun.Run(cfg)
 			var ke *ptrun.KilledError
 			if err != nil && errors.As(err, &ke) && quiet {
 				err = nil // -q: the status says it
@@ -162,7 +120,7 @@ refused.`,
 	cmd.Flags().StringVar(&sl, "soft-layout", "per-thread", "with --pt=soft: perf.data layout, per-thread (one AUX queue per thread) or per-cpu (one per CPU, with context-switch records, as perf record writes on hardware)")
 	cmd.Flags().IntVar(&scpus, "soft-cpus", 0, "with --soft-layout=per-cpu: place threads on N virtual CPUs deterministically (0: on the CPUs they really ran on)")
 	cmd.Flags().StringVar(&cp, "copy", "auto", "how later versions of a JIT range are read: changed (only pages written since the last version), full, or auto (changed for ranges of 1 MiB or more)")
-	cmd.Flags().StringVar(&ev, "events", "seccomp", "where the address-space calls come from: seccomp (a stop per call that adds code), bpf (an eBPF program copies the code in the kernel: no stop per version; root or CAP_BPF+CAP_PERFMON), or auto (bpf where it can run)")
+	cmd.Flags().StringVar(&ev, "events", "", "where the address-space calls come from: seccomp (the default without -p: a stop per call that adds code), bpf (an eBPF program copies the code in the kernel: no stop per version; root or CAP_BPF+CAP_PERFMON), or auto (bpf where it can run; the default with -p)")
 	cmd.Flags().IntVar(&bpfPg, "bpf-budget", 0, "with BPF events: the most pages one call's copy may take (1..64; 0: 64)")
 	cmd.Flags().MarkHidden("bpf-budget")
 	cmd.Flags().IntVarP(&pid, "pid", "p", 0, "attach to the running process PID instead of starting a program (needs BPF events; detaches at --duration, SIGINT, SIGTERM or SIGHUP)")
