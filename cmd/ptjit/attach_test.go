@@ -514,3 +514,74 @@ func TestE2EAttachSoftPT(t *testing.T) {
 		t.Errorf("status %d, output %q", a.status, a.out.String())
 	}
 }
+
+// attachNodeJS makes 300 JIT functions in about 1.5 s and prints a result
+// that does not depend on timing.
+const attachNodeJS = `let acc = 0;
+for (let n = 0; n < 300; n++) {
+  const f = new Function("x", "let s = " + n + "; for (let i = 0; i < 200; i++) s = (s * 31 + x + i) % 1000003; return s;");
+  for (let i = 0; i < 2000; i++) acc = (acc + f(i)) % 1000003;
+}
+console.log("node attach", acc);
+`
+
+// TestE2EAttachNode: node (V8: several threads, RWX code space) attached
+// mid-run and detached prints what it prints alone and exits 0, with no
+// filter left; its code at the attach is recorded (cause attach, the RWX
+// code space among it).
+func TestE2EAttachNode(t *testing.T) {
+	e2eSetup(t)
+	e2eNeedBPF(t)
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed")
+	}
+	js := filepath.Join(t.TempDir(), "attach.js")
+	if err := os.WriteFile(js, []byte(attachNodeJS), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	alone := e2eRun(t, []string{node, js}, nil, "", "")
+	if alone.code != 0 || !strings.HasPrefix(alone.stdout, "node attach ") {
+		t.Fatalf("alone: status %d, output %q %s", alone.code, alone.stdout, alone.stderr)
+	}
+	cmd := exec.Command(node, js)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	time.Sleep(300 * time.Millisecond) // V8 is up and compiling
+	pid := cmd.Process.Pid
+	filters := procStatus(t, pid, "Seccomp_filters")
+	dir := filepath.Join(t.TempDir(), "rec")
+	r := e2ePtjit(t, nil, "run", "-p", strconv.Itoa(pid), "--duration", "400ms", "-o", dir)
+	if r.code != 0 {
+		t.Fatalf("status %d\n%s", r.code, r.stderr)
+	}
+	e2eCheckMessages(t, r.stderr)
+	if got := procStatus(t, pid, "Seccomp_filters"); got != filters {
+		t.Errorf("Seccomp_filters %s after the detach, %s before", got, filters)
+	}
+	if !e2eWaitTimeout(cmd, time.Minute) {
+		t.Fatal("node did not end")
+	}
+	if st := e2eStatus(cmd.ProcessState); st != 0 || out.String() != alone.stdout {
+		t.Errorf("attached: status %d, output %q; alone %q", st, out.String(), alone.stdout)
+	}
+	attach := 0
+	for _, h := range e2eHistory(t, dir) {
+		if h.Cause == "attach" {
+			attach++
+		}
+	}
+	meta := recordingMeta(t, dir)
+	t.Logf("%d versions at the attach; meta threads %s, versions %s", attach, meta["threads"], meta["versions"])
+	if attach == 0 {
+		t.Errorf("no version recorded at the attach")
+	}
+	if n, _ := strconv.Atoi(meta["threads"]); n < 2 {
+		t.Errorf("meta threads %q: node has several", meta["threads"])
+	}
+}
