@@ -269,6 +269,9 @@ func program(ws []watch, off kernelOffsets, tgids, ring, counters *ebpf.Map, sig
 		asm.Add.Imm(R2, slotKey),
 		asm.FnMapLookupElem.Call(),
 		asm.JEq.Imm(R0, 0, "out"),
+	)
+	ins = append(ins, saveMode()...) // stop_linux_amd64.go
+	ins = append(ins,
 		storeImm64(FP, slotExec, slotExecNone),
 		asm.LoadMem(R1, R8, regs.origAX, asm.DWord),
 	)
@@ -492,7 +495,7 @@ func program(ws []watch, off kernelOffsets, tgids, ring, counters *ebpf.Map, sig
 		asm.Mov.Imm(R0, 0),
 		asm.Return(),
 	)
-	return ins
+	return withStops(ins, sig) // stop_linux_amd64.go
 }
 
 // storeImm64 is *(u64 *)(dst + off) = imm (sign-extended from 32 bits),
