@@ -152,6 +152,9 @@
 //     the ring by then (invariant 1), unless Lost counted it.
 //   - Add only processes ptjit traces: with no tracer to suppress it, the
 //     default SIGSTOP stops the whole process until a SIGCONT.
+//   - AddStopping (stop_linux_amd64.go) also stops the thread after every
+//     successful RWX mmap, mprotect and pkey_mprotect (FlagStop), for a
+//     tracer with no seccomp filter in the process (ptjit run -p).
 //   - The seccomp filter must still stop what this package does not
 //     report: 32-bit calls (int 0x80), process_vm_writev, the opens of
 //     /proc/PID/mem, ptrace, execve's mappings (PTRACE_O_TRACEEXEC).

@@ -19,10 +19,9 @@ import (
 // process gets none of ptjit's signals and is never killed by ptjit: it
 // runs on untraced after the detach, as if never traced. Attach needs BPF
 // events (the seccomp filter of the launch path cannot be removed from a
-// process), records with W^X off (it would change the protections of
-// memory that was writable and executable before the attach), and traces
-// with --pt=soft (not its JIT filter) or not at all: perf's attach for
-// --pt=intel is not done.
+// process), applies W^X from the attach and undoes it at the detach
+// (tracker/attach_linux_amd64.go), and traces with --pt=soft (not its JIT
+// filter) or not at all: perf's attach for --pt=intel is not done.
 
 // validateAttach checks an attach's options before anything is touched; it
 // returns the status ptjit exits with and why (2 for a usage error, 1 for
@@ -40,11 +39,6 @@ func validateAttach(cfg Config) (status int, err error) {
 	switch cfg.Events {
 	case tracker.EventsSeccomp:
 		return 2, errors.New("attach needs BPF events: --events=seccomp stops calls with a seccomp filter, which cannot be removed from a running process (use --events=bpf or auto)")
-	}
-	switch cfg.WX {
-	case "", tracker.WXOff, tracker.WXAuto:
-	default:
-		return 2, fmt.Errorf("--wx=%s: not with -p (W^X would change the protections of memory the program made writable and executable before the attach; an attached process is recorded with --wx=off)", cfg.WX)
 	}
 	if cfg.PT == PTSoft && cfg.SoftFilter {
 		return 2, errors.New("--soft-filter=jit: not with -p (it rewrites every call that adds PROT_EXEC at its entry, and an attached process has no filter to stop them; plain --pt=soft works)")
@@ -86,7 +80,6 @@ func runAttach(cfg Config) (status int, err error) {
 	if status, err := validateAttach(cfg); err != nil {
 		return status, err
 	}
-	cfg.WX = tracker.WXOff
 	if cfg.PT == "" || cfg.PT == PTAuto {
 		cfg.PT = PTOff // validateAttach refused intel; auto would find none here or start perf too late
 	}
@@ -108,7 +101,7 @@ func runAttach(cfg Config) (status int, err error) {
 	}
 	r.catchSignals()
 	r.t0 = time.Now()
-	tr, err := tracker.Start(tracker.Options{Recorder: r.rec, Pin: tracker.PinOff, WX: tracker.WXOff, Warnf: r.warnf,
+	tr, err := tracker.Start(tracker.Options{Recorder: r.rec, Pin: tracker.PinOff, WX: cfg.WX, Warnf: r.warnf,
 		SoftPT: r.pt.soft, Copy: cfg.Copy, Events: tracker.EventsBPF, Source: r.src, Attach: cfg.Attach}, nil)
 	r.src = nil // the tracker's now
 	if err != nil {

@@ -57,7 +57,7 @@
 //
 // Attaching (Config.Attach, ptjit run -p; attach.go) replaces the
 // launch: validateAttach refuses what an attach cannot do (no BPF events,
-// --wx other than off and auto, --pt=intel, --soft-filter=jit) before anything is
+// --pt=intel, --soft-filter=jit) before anything is
 // touched, the tracker seizes the running process (tracker.Options.Attach)
 // and ptjit's SIGINT, SIGTERM and SIGHUP, or Config.Duration, make it
 // detach (Tracer.Detach) instead of reaching the process. The process is

@@ -3,12 +3,17 @@
  * for a while, alone, so that ptjit can attach to it mid-run and detach
  * again, and whose output and status must be those of a run never traced.
  *
- *   attach-jit N MS STATUS [FILL]
+ *   attach-jit N MS STATUS [FILL [rwx|rwxprot]]
  *       N versions of one page, one every MS milliseconds: make the page
  *       RW, write version i (mov eax, i; ret; then bytes that depend on
  *       i, up to byte FILL of the page: 4096 by default; a smaller FILL
  *       makes a version cheap to single-step), make it RX (one manifest
- *       line), call it (it must return i).
+ *       line), call it (it must return i). With rwx the page is mapped
+ *       writable and executable once, and each version is written
+ *       into it with plain stores (a "write" manifest line), no
+ *       mprotect: the W^X case. With rwxprot each version is made
+ *       executable with mprotect(PROT_READ|PROT_WRITE|PROT_EXEC)
+ *       instead of PROT_READ|PROT_EXEC (W^X rewrites such calls).
  *       A second thread sleeps meanwhile (ptjit seizes every thread).
  *       Then it prints "versions N sum S" and exits with STATUS.
  *
@@ -34,17 +39,19 @@ static void *sleeper(void *arg)
 
 int main(int argc, char **argv)
 {
-	if (argc != 4 && argc != 5)
-		mf_die("usage: attach-jit N MS STATUS [FILL]");
+	if (argc < 4 || argc > 6)
+		mf_die("usage: attach-jit N MS STATUS [FILL [rwx]]");
+	int rwx = argc == 6 && strcmp(argv[5], "rwx") == 0;
+	int rwxprot = argc == 6 && strcmp(argv[5], "rwxprot") == 0;
 	long n = atol(argv[1]), ms = atol(argv[2]);
-	size_t fill = argc == 5 ? (size_t)atol(argv[4]) : MF_PAGE;
+	size_t fill = argc >= 5 ? (size_t)atol(argv[4]) : MF_PAGE;
 	if (fill > MF_PAGE)
 		mf_die("FILL %zu is over a page", fill);
 	int status = atoi(argv[3]);
 	pthread_t th;
 	if (pthread_create(&th, NULL, sleeper, NULL) != 0)
 		mf_die("pthread_create");
-	uint8_t *p = mf_mmap(NULL, MF_PAGE, PROT_READ | PROT_WRITE, 0);
+	uint8_t *p = mf_mmap(NULL, MF_PAGE, PROT_READ | PROT_WRITE | (rwx ? PROT_EXEC : 0), 0);
 	int times = -1;
 	const char *tp = getenv("ATTACH_JIT_TIMES");
 	if (tp && (times = open(tp, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644)) < 0)
@@ -52,14 +59,21 @@ int main(int argc, char **argv)
 	long sum = 0;
 	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
 	for (long i = 0; i < n; i++) {
-		mf_mprotect(p, MF_PAGE, PROT_READ | PROT_WRITE);
+		if (!rwx)
+			mf_mprotect(p, MF_PAGE, PROT_READ | PROT_WRITE);
 		p[0] = 0xb8; /* mov eax, imm32 */
 		int32_t v = (int32_t)i;
 		memcpy(p + 1, &v, 4);
 		p[5] = 0xc3; /* ret */
 		for (size_t j = 6; j < fill; j++)
 			p[j] = (uint8_t)(i * 131 + j * 7);
-		mf_mprotect(p, MF_PAGE, PROT_READ | PROT_EXEC);
+		if (rwx) {
+			mf_lock();
+			mf_log(p, MF_PAGE, "write");
+			mf_unlock();
+		} else {
+			mf_mprotect(p, MF_PAGE, PROT_READ | PROT_EXEC | (rwxprot ? PROT_WRITE : 0));
+		}
 		if (times >= 0) {
 			struct timespec now;
 			clock_gettime(CLOCK_MONOTONIC, &now);

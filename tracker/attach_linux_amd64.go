@@ -9,7 +9,9 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/ptjit/ptjit/bpfev"
 	"github.com/ptjit/ptjit/clock"
+	"github.com/ptjit/ptjit/db"
 	"golang.org/x/sys/unix"
 )
 
@@ -37,21 +39,21 @@ import (
 // thread and handles stops as usual until each one is in an interrupt
 // stop (a signal that arrives meanwhile is delivered first, as it would
 // be without ptjit). Then the ring is drained, the process leaves the
-// event source, every open version ends (cause "detach"), and every
-// thread is detached with signal 0: a thread in a group-stop stays
-// stopped (the kernel keeps it so). With W^X off and without the soft
-// filter (plain --pt=soft only steps), ptjit changes no protection and
-// injects nothing in an attached process (injectFilter refuses), so
-// nothing is left to undo but a step in flight (detachPark).
+// event source, W^X's protections are undone (detachWX, below), every
+// open version ends (cause "detach"), and every thread is detached with
+// signal 0: a thread in a group-stop stays stopped (the kernel keeps it
+// so). ptjit adds no filter to an attached process (injectFilter and
+// ensureProtectSeen refuse), plain --pt=soft changes nothing, and a
+// W^X step or injected call completes within the stop that started it,
+// so what is left to undo is W^X's protections and a soft-PT step in
+// flight (detachPark).
 
 // attachState: the attached process (Options.Attach).
 type attachState struct {
 	on        bool
 	detaching bool
-	// stopped: tids in the interrupt stop they are detached from;
-	// asked: tids PTRACE_INTERRUPT was sent to for the detach
+	// stopped: tids in the interrupt stop they are detached from
 	stopped map[int]unix.WaitStatus
-	asked   map[int]bool
 }
 
 // attachShared is what other goroutines use to ask for the detach.
@@ -173,7 +175,6 @@ func (t *Tracer) attachTo(pid int) error {
 	}
 	t.att.on = true
 	t.att.stopped = map[int]unix.WaitStatus{}
-	t.att.asked = map[int]bool{}
 	t.shared.attach.bell.Store(int64(t.events.bell.pid))
 	p := &process{pid: pid, ppid: statPPID(readStat(pid)), threads: map[int]*thread{}}
 	seized := map[int]bool{}
@@ -271,6 +272,7 @@ func (t *Tracer) attachTo(pid int) error {
 	t.eventsAdd(pid)
 	p.space = t.newSpace(pid)
 	t.syncSpace(p, stampAt(p.threads[pid], 0, at).because("attach"))
+	t.attachWX(p, first)
 	for _, tid := range order {
 		if ws, ok := first[tid]; ok {
 			t.queue(tid, ws)
@@ -318,7 +320,11 @@ func (t *Tracer) Detach() {
 //
 // Precondition: on the locked tracer thread.
 func (t *Tracer) attachPoll() {
-	if !t.att.on || t.att.detaching || !t.shared.attach.detach.Load() {
+	if t.att.detaching {
+		t.detachReady() // the interrupts again: one may have been consumed (below)
+		return
+	}
+	if !t.att.on || !t.shared.attach.detach.Load() {
 		return
 	}
 	t.att.detaching = true
@@ -374,7 +380,11 @@ func sigPending(tid int, sig unix.Signal) bool {
 }
 
 // detachReady asks every thread not stopped yet to stop, and detaches
-// once all are (after handle, and when the detach starts).
+// once all are (after handle, and at every turn of the loop while
+// detaching: an interrupt stop that comes while ptjit waits for the
+// thread itself, injecting a call in it, is consumed there, so the
+// request is repeated; the doorbell turns the loop every 100 ms at
+// least).
 //
 // Precondition: on the locked tracer thread.
 func (t *Tracer) detachReady() {
@@ -387,8 +397,7 @@ func (t *Tracer) detachReady() {
 			continue
 		}
 		all = false
-		if !t.att.asked[tid] {
-			t.att.asked[tid] = true
+		if t.later.per[tid] == 0 {
 			unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_INTERRUPT, uintptr(tid), 0, 0, 0, 0)
 		}
 	}
@@ -407,6 +416,7 @@ func (t *Tracer) detachAll() {
 	at := clock.Now()
 	for pid, p := range t.procs {
 		t.eventsRemove(pid)
+		t.detachWX(p)
 		t.setLive(pid, false)
 		if sp := p.space; sp != nil {
 			p.space = nil
@@ -438,4 +448,169 @@ func (t *Tracer) detachAll() {
 	t.result.Status = 0
 	t.result.Detached = true
 	t.result.DetachedAt = at
+}
+
+// W^X in an attached process (Options.WX on). Without a filter no call
+// stops at its entry, so what the launch path does there (wxEntryProt:
+// the kernel gets RX for RWX) happens after the fact, in the stopped
+// thread: at the attach for the memory that is RWX then, and for a call
+// made while attached at the SIGSTOP the BPF program sends at its exit
+// (bpfev.AddStopping: the thread has not run on; other threads may store
+// into the range meanwhile, unseen). At the detach every piece the
+// program has RWX gets RWX back in the kernel. Memory holding a thread's
+// stack pointer, or W^X's kernel-written memory (wx_tcb_linux_amd64.go),
+// is left as the program asked: the kernel writes there (signal frames,
+// syscall output), and no filter can stop those writes under attach.
+
+// attachStopCall is a call whose SIGSTOP (bpfev.FlagStop) is due: W^X's
+// protection is applied to its range at that stop.
+type attachStopCall struct {
+	rng  ival
+	prot int
+}
+
+// attachNoteStop notes, when the ring gives a FlagStop event, the range
+// the call made writable and executable.
+func (t *Tracer) attachNoteStop(th *thread, e *bpfev.Event) {
+	r := ival{e.Args[0], e.Args[0] + pageUp(e.Args[1])}
+	if e.Nr == unix.SYS_MMAP {
+		r = ival{uint64(e.Ret), uint64(e.Ret) + pageUp(e.Args[1])}
+	}
+	th.att = append(th.att, attachStopCall{r, int(e.Args[2])})
+}
+
+// attachStopped applies W^X to the ranges of th's calls whose SIGSTOP
+// this is (every one noted so far: the signal is sent once).
+//
+// Precondition: on the locked tracer thread; th is in the signal-delivery
+// stop of the BPF program's SIGSTOP.
+func (t *Tracer) attachStopped(th *thread) {
+	calls := th.att
+	th.att = nil
+	if !t.wxOn() || th.proc.space == nil {
+		return
+	}
+	regs, err := getRegs(th.tid)
+	if err != nil {
+		return
+	}
+	for _, c := range calls {
+		if c.prot&protGrowsdown != 0 {
+			continue // a stack (glibc's execstack): as asked
+		}
+		t.wxAttachProtect(th, c.rng.s, c.rng.e, []uint64{regs.Rsp}, "wx: the program asked for write+exec (applied after the call: attached)")
+	}
+}
+
+// wxAttachProtect gives the kernel W^X's protection for the RWX pieces of
+// th's space in [lo, hi), but for a piece holding one of the stack
+// pointers rsps or W^X's kernel-written memory.
+//
+// Precondition: on the locked tracer thread; th is stopped.
+func (t *Tracer) wxAttachProtect(th *thread, lo, hi uint64, rsps []uint64, reason string) {
+	sp := th.proc.space
+	var todo []Piece
+	for k := sp.first(lo); k < len(sp.pieces) && sp.pieces[k].Start < hi; k++ {
+		p := sp.pieces[k]
+		if !isWX(p.Prot) || p.End <= lo {
+			continue
+		}
+		keep := false
+		for _, r := range rsps {
+			keep = keep || r >= p.Start && r < p.End
+		}
+		for _, r := range sp.wx.kw {
+			keep = keep || r.s < p.End && r.e > p.Start
+		}
+		if !keep {
+			todo = append(todo, p)
+		}
+	}
+	for _, p := range todo {
+		s, e := max(p.Start, lo), min(p.End, hi)
+		if err := t.protect(th, s, e, actualProt(p.Prot), reason); err != nil {
+			t.warnOp(err)
+		}
+	}
+}
+
+// attachWX applies W^X, at the attach, to the memory that is RWX then.
+//
+// Precondition: on the locked tracer thread; every thread of p is in its
+// first stop (first).
+func (t *Tracer) attachWX(p *process, first map[int]unix.WaitStatus) {
+	if !t.wxOn() || p.space == nil {
+		return
+	}
+	var rsps []uint64
+	for tid := range first {
+		if regs, err := getRegs(tid); err == nil {
+			rsps = append(rsps, regs.Rsp)
+		}
+	}
+	th := t.actingThread(p, first)
+	if th == nil {
+		t.warnf("pid %d: no thread ptjit can act in at the attach: W^X is not applied to its RWX memory", p.pid)
+		return
+	}
+	t.wxAttachProtect(th, 0, ^uint64(0), rsps, "wx: RWX at the attach")
+}
+
+// actingThread picks a thread of p stopped in an interrupt stop (ws: its
+// stop), where syscalls can be injected; nil when none is.
+func (t *Tracer) actingThread(p *process, ws map[int]unix.WaitStatus) *thread {
+	var best *thread
+	for tid, w := range ws {
+		th := p.threads[tid]
+		if th == nil || th.dying || int(w>>16) != unix.PTRACE_EVENT_STOP || w.StopSignal() != unix.SIGTRAP {
+			continue
+		}
+		if best == nil || tid < best.tid {
+			best = th
+		}
+	}
+	return best
+}
+
+// detachWX gives every piece the program has RWX its protection back in
+// the kernel (W^X made it RX, or RW for a batch page), with mprotects
+// injected in a thread of the process in its interrupt stop.
+//
+// Precondition: on the locked tracer thread; every thread is stopped for
+// the detach, and the process is out of the event source (an RWX
+// mprotect would stop its thread again).
+func (t *Tracer) detachWX(p *process) {
+	if !t.wxOn() || p.space == nil || p.space.owner != p.pid {
+		return
+	}
+	var ws map[int]unix.WaitStatus = t.att.stopped
+	th := t.actingThread(p, ws)
+	var runs []Piece
+	for _, pc := range p.space.pieces {
+		if !isWX(pc.Prot) {
+			continue
+		}
+		if k := len(runs) - 1; k >= 0 && runs[k].End == pc.Start && runs[k].Prot == pc.Prot {
+			runs[k].End = pc.End
+			continue
+		}
+		runs = append(runs, pc)
+	}
+	if len(runs) == 0 {
+		return
+	}
+	if th == nil {
+		t.warnf("pid %d: no thread ptjit can act in at the detach: its writable and executable memory stays as W^X left it", p.pid)
+		return
+	}
+	at := clock.Now()
+	for _, r := range runs {
+		prot := r.Prot & protRWX
+		if _, err := t.inject(th, unix.SYS_MPROTECT, r.Start, r.End-r.Start, uint64(prot)); err != nil {
+			t.warnf("pid %d: giving %#x-%#x its protection back: %v", p.pid, r.Start, r.End, err)
+			continue
+		}
+		t.rec.ProtChange(db.ProtChange{PID: p.pid, At: at, Addr: r.Start, Size: r.End - r.Start, Prot: prot,
+			Reason: "detach: the program's protection back"})
+	}
 }

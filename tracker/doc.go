@@ -530,9 +530,10 @@
 // that come first are handled as usual (a signal is delivered, a step or
 // an injected call in flight completes, since every handler finishes
 // its work before it returns); once every thread is in an interrupt stop
-// the ring is drained, the process leaves the event source, the open
-// versions end (cause "detach"), and each thread is detached with
-// signal 0 (the kernel keeps a group-stopped one stopped).
+// the ring is drained, the process leaves the event source, W^X's
+// protections are undone (below), the open versions end (cause
+// "detach"), and each thread is detached with signal 0 (the kernel keeps
+// a group-stopped one stopped).
 //
 // What attach sees, and what it cannot:
 //
@@ -546,10 +547,26 @@
 //     handles at a stop (mremap, madvise, brk, shared mappings, PROT_GROWSDOWN
 //     mprotects) are applied after the fact, their bytes, where BPF did
 //     not copy them, read from the process when the event is read.
-//   - No W^X (Options.WX must be off): stores into RWX memory are not
-//     seen, and an RWX version is exact only at its call. W^X would need
-//     the protections of memory that was RWX before the attach changed,
-//     and the calls it rewrites at their entry stopped.
+//   - W^X (Options.WX) is applied after the fact: at the attach, memory
+//     that is RWX then loses PROT_WRITE in the kernel (injected mprotects
+//     in a thread in its interrupt stop; memory holding a thread's stack
+//     pointer stays RWX: the kernel writes there); an RWX mmap, mprotect
+//     or pkey_mprotect made while attached stops its thread at its exit
+//     (bpfev.AddStopping: the BPF program's SIGSTOP, before the thread
+//     runs on), where W^X protects the range as wxEntryProt would have at
+//     the entry (fresh memory starts executable-only, as in precise
+//     mode). Between the call and that stop the memory is RWX in the
+//     kernel: another thread's store there is not seen. Stores are then
+//     caught, emulated, stepped or batched as for a launched program. At
+//     the detach every piece the program has RWX gets RWX back in the
+//     kernel (batch pages included), injected in a thread in its
+//     interrupt stop after the process left the event source. Not
+//     available under attach: the filters W^X adds in a launched program
+//     (the one that stops every mprotect of managed memory, the
+//     kernel-write filter), so a read(2) or the like into code W^X
+//     protects fails with EFAULT, and a mprotect over managed memory is
+//     applied from the ring after the call; writable aliases (MAP_SHARED
+//     double mappings) are not followed.
 //   - No filter of ptjit's exists in the process: not the launch filter,
 //     the kernel-write filter (kwrite_linux_amd64.go), the /proc/PID/mem
 //     write filter (procmem_linux_amd64.go) nor the filter that stops

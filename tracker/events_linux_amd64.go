@@ -230,7 +230,11 @@ func (t *Tracer) closeEvents() {
 // eventsAdd and eventsRemove keep the source's process map.
 func (t *Tracer) eventsAdd(pid int) {
 	if t.events != nil {
-		if err := t.events.src.Add(pid); err != nil {
+		add := t.events.src.Add
+		if t.att.on && t.wxOn() {
+			add = t.events.src.AddStopping // attach_linux_amd64.go
+		}
+		if err := add(pid); err != nil {
 			t.warnf("%v", err)
 		}
 	}
@@ -285,8 +289,11 @@ func (t *Tracer) applyEvent(e *bpfev.Event) {
 		return
 	}
 	th := t.threads[e.TID]
-	if th != nil && e.Flags&bpfev.FlagFallback != 0 && e.Flags&bpfev.FlagSignaled != 0 {
+	if th != nil && e.Flags&(bpfev.FlagFallback|bpfev.FlagStop) != 0 && e.Flags&bpfev.FlagSignaled != 0 {
 		th.ev.signaled++
+		if e.Flags&bpfev.FlagStop != 0 {
+			t.attachNoteStop(th, e) // attach_linux_amd64.go
+		}
 	}
 	if th != nil && th.ev.mark == (callKey{e.Nr, e.Args[0], e.Args[1], e.IP}) {
 		th.ev.mark = callKey{}

@@ -135,6 +135,9 @@ func (f *fullProtectState) seen(lo, hi uint64) bool {
 //
 // Precondition: on the locked tracer thread.
 func (t *Tracer) ensureProtectSeen(th *thread, lo, hi uint64) {
+	if t.att.on {
+		return // no filter in an attached process (attach_linux_amd64.go)
+	}
 	p := th.proc
 	if p.full.failed || p.full.seen(lo, hi) {
 		t.ensureKernelWritesSeen(th, lo, hi)

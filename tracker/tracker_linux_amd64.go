@@ -187,11 +187,12 @@ type thread struct {
 	// more can be injected or stepped there.
 	dying bool
 	// each feature's state
-	sig    threadSignals // signals held while ptjit acts (signals_linux_amd64.go)
-	wx     threadWX      // W^X faults retried as stale (wx_linux_amd64.go)
-	filter threadFilter  // --soft-filter (softfilter_linux_amd64.go)
-	step   *stepState    // --pt=soft: single-stepping (softpt_linux_amd64.go); nil before the first step
-	ev     threadEvents  // --events=bpf (events_linux_amd64.go)
+	sig    threadSignals    // signals held while ptjit acts (signals_linux_amd64.go)
+	wx     threadWX         // W^X faults retried as stale (wx_linux_amd64.go)
+	filter threadFilter     // --soft-filter (softfilter_linux_amd64.go)
+	step   *stepState       // --pt=soft: single-stepping (softpt_linux_amd64.go); nil before the first step
+	ev     threadEvents     // --events=bpf (events_linux_amd64.go)
+	att    []attachStopCall // attached: calls whose stop is due (attach_linux_amd64.go)
 }
 
 // threadSignals: signals that arrived while ptjit ran an injected syscall
@@ -587,7 +588,8 @@ func (t *Tracer) dispatch(th *thread, kind stopKind, sig int, s signalStop) {
 		}
 	case stopSignal:
 		if t.eventStop(th, sig) {
-			t.resume(tid, 0) // the BPF program's fallback stop: suppressed
+			t.attachStopped(th) // attached: W^X after an RWX call (attach_linux_amd64.go)
+			t.resume(tid, 0)    // the BPF program's fallback stop: suppressed
 			break
 		}
 		t.restoreSiginfo(th, sig, s.si)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ptjit/ptjit/bpfev"
+	"github.com/ptjit/ptjit/db"
 )
 
 // Tests of ptjit run -p PID: attach to a running program, record for a
@@ -405,7 +406,6 @@ func TestE2EAttachErrors(t *testing.T) {
 	}{
 		{[]string{"-p", pid, "--", "/bin/true"}, "-p and a PROGRAM"},
 		{[]string{"-p", pid, "--events=seccomp"}, "attach needs BPF events: --events=seccomp"},
-		{[]string{"-p", pid, "--wx=precise"}, "--wx=precise: not with -p"},
 		{[]string{"-p", pid, "--pt=soft", "--soft-filter=jit"}, "--soft-filter=jit: not with -p"},
 		{[]string{"--duration", "1s", "--", "/bin/true"}, "--duration needs -p"},
 		{[]string{"-p", "0"}, "-p: not a process id"},
@@ -527,8 +527,9 @@ console.log("node attach", acc);
 
 // TestE2EAttachNode: node (V8: several threads, RWX code space) attached
 // mid-run and detached prints what it prints alone and exits 0, with no
-// filter left; its code at the attach is recorded (cause attach, the RWX
-// code space among it).
+// filter left and its RWX memory RWX again; its code at the attach is
+// recorded (cause attach, the RWX code space among it), and W^X, applied
+// at the attach, records V8's stores into its code while attached.
 func TestE2EAttachNode(t *testing.T) {
 	e2eSetup(t)
 	e2eNeedBPF(t)
@@ -555,6 +556,7 @@ func TestE2EAttachNode(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // V8 is up and compiling
 	pid := cmd.Process.Pid
 	filters := procStatus(t, pid, "Seccomp_filters")
+	rwx := rwxMaps(t, pid)
 	dir := filepath.Join(t.TempDir(), "rec")
 	r := e2ePtjit(t, nil, "run", "-p", strconv.Itoa(pid), "--duration", "400ms", "-o", dir)
 	if r.code != 0 {
@@ -564,24 +566,158 @@ func TestE2EAttachNode(t *testing.T) {
 	if got := procStatus(t, pid, "Seccomp_filters"); got != filters {
 		t.Errorf("Seccomp_filters %s after the detach, %s before", got, filters)
 	}
+	after := rwxMaps(t, pid)
+	for m := range rwx {
+		if p, ok := after[m]; ok && p != "rwxp" {
+			t.Errorf("%s was rwxp before the attach, %s after the detach", m, p)
+		}
+	}
 	if !e2eWaitTimeout(cmd, time.Minute) {
 		t.Fatal("node did not end")
 	}
 	if st := e2eStatus(cmd.ProcessState); st != 0 || out.String() != alone.stdout {
 		t.Errorf("attached: status %d, output %q; alone %q", st, out.String(), alone.stdout)
 	}
-	attach := 0
+	attach, wx := 0, 0
 	for _, h := range e2eHistory(t, dir) {
-		if h.Cause == "attach" {
+		switch h.Cause {
+		case "attach":
 			attach++
+		case "write", "wx-batch":
+			wx++
 		}
 	}
 	meta := recordingMeta(t, dir)
-	t.Logf("%d versions at the attach; meta threads %s, versions %s", attach, meta["threads"], meta["versions"])
+	t.Logf("%d versions at the attach, %d made by stores W^X saw; meta threads %s, versions %s", attach, wx, meta["threads"], meta["versions"])
+	if len(rwx) > 0 && wx == 0 {
+		t.Errorf("node has RWX memory, but W^X recorded no store while attached")
+	}
 	if attach == 0 {
 		t.Errorf("no version recorded at the attach")
 	}
 	if n, _ := strconv.Atoi(meta["threads"]); n < 2 {
 		t.Errorf("meta threads %q: node has several", meta["threads"])
 	}
+}
+
+// rwxMaps returns the mappings of pid ("start-end") with their
+// protections, those that are writable and executable.
+func rwxMaps(t *testing.T, pid int) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if f := strings.Fields(l); len(f) > 1 {
+			out[f[0]] = f[1]
+		}
+	}
+	for m, p := range out {
+		if p != "rwxp" {
+			delete(out, m)
+		}
+	}
+	return out
+}
+
+// TestE2EAttachWX: attach-jit writes each version into a page it mapped
+// writable and executable before the attach (no mprotect). W^X, applied
+// at the attach, sees every store while attached: each version the
+// program made in the window is recorded with its bytes. After the
+// detach the page is RWX again, and the program ends as alone.
+func TestE2EAttachWX(t *testing.T) {
+	e2eSetup(t)
+	e2eNeedBPF(t)
+	a := startTarget(t, "200", "10", "9", "4096", "rwx")
+	pid := a.cmd.Process.Pid
+	a.waitLines(t, 10)
+	ms := e2eReadManifest(t, a.manifest)
+	page := ms[0].Addr // the mmap's line, then one write line per version
+	maps := procMaps(t, pid, 0)
+	dir := filepath.Join(t.TempDir(), "rec")
+	r := e2ePtjit(t, nil, "run", "-p", strconv.Itoa(pid), "--duration", "400ms", "-o", dir)
+	if r.code != 0 {
+		t.Fatalf("status %d\n%s", r.code, r.stderr)
+	}
+	e2eCheckMessages(t, r.stderr)
+	if got := procMaps(t, pid, 0); got != maps {
+		t.Errorf("/proc/PID/maps after the detach:\n%s\nbefore:\n%s", got, maps)
+	}
+	if !strings.Contains(r.stderr, "writes") {
+		t.Errorf("the summary has no writes:\n%s", r.stderr)
+	}
+	a.wait(t)
+	if a.status != 9 || a.out.String() != "versions 200 sum 19900\n" {
+		t.Errorf("status %d, output %q", a.status, a.out.String())
+	}
+	// the versions made between the attach and the detach, by the
+	// program's clock; the first and the last may straddle them
+	ms, times := e2eReadManifest(t, a.manifest)[1:], a.readTimes(t)
+	meta := recordingMeta(t, dir)
+	from, _ := strconv.ParseInt(meta["attach_mono_ns"], 10, 64)
+	to, _ := strconv.ParseInt(meta["detach_mono_ns"], 10, 64)
+	have := map[string]bool{}
+	for _, h := range e2eHistory(t, dir) {
+		if h.Addr == fmt.Sprintf("%#x", page) {
+			have[h.SHA256] = true
+		}
+	}
+	var in []int
+	for i, ns := range times {
+		if ns > from && ns < to {
+			in = append(in, i)
+		}
+	}
+	if len(in) < 5 {
+		t.Fatalf("%d versions made while attached", len(in))
+	}
+	for _, i := range in[1 : len(in)-1] {
+		if !have[ms[i].SHA256] {
+			t.Errorf("version %d (made while attached) not recorded", i)
+		}
+	}
+	t.Logf("versions %d..%d made while attached, all recorded", in[0], in[len(in)-1])
+}
+
+// TestE2EAttachWXProtect: attach-jit makes each version executable with
+// mprotect(RWX). Attached, no filter stops the call: the BPF program
+// stops the thread at its exit (stopping mode), where W^X takes PROT_WRITE
+// away before the thread runs on. Every version in the window is
+// recorded, the program's protections are its own again after the detach
+// and it ends as alone.
+func TestE2EAttachWXProtect(t *testing.T) {
+	e2eSetup(t)
+	e2eNeedBPF(t)
+	a := startTarget(t, "200", "10", "8", "4096", "rwxprot")
+	pid := a.cmd.Process.Pid
+	a.waitLines(t, 10)
+	dir := filepath.Join(t.TempDir(), "rec")
+	r := e2ePtjit(t, nil, "run", "-p", strconv.Itoa(pid), "--duration", "400ms", "-o", dir)
+	if r.code != 0 {
+		t.Fatalf("status %d\n%s", r.code, r.stderr)
+	}
+	e2eCheckMessages(t, r.stderr)
+	if got := procStatus(t, pid, "Seccomp_filters"); got != "0" {
+		t.Errorf("Seccomp_filters %s after the detach", got)
+	}
+	a.wait(t)
+	if a.status != 8 || a.out.String() != "versions 200 sum 19900\n" {
+		t.Errorf("status %d, output %q", a.status, a.out.String())
+	}
+	checkWindow(t, a, dir)
+	d, err := db.Open(filepath.Join(dir, "code.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var n int
+	if err := d.SQL().QueryRow(`SELECT count(*) FROM ptjit_prot WHERE reason LIKE '%applied after the call%'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Errorf("no protection W^X applied at a call's stop")
+	}
+	t.Logf("%d RWX mprotects made RX at their stop", n)
 }

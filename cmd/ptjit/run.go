@@ -80,7 +80,7 @@ says which mode ran.
 -p PID attaches to a running process instead, records its code as it is and
 every version it makes until --duration, SIGINT, SIGTERM, SIGHUP or its end,
 then detaches, leaving it as if never traced (exit 0). It needs BPF events
-(--events auto or bpf), records with --wx=off, and traces only with --pt=soft.
+(--events auto or bpf); W^X applies from the attach; it traces with --pt=soft.
 
 An existing recording in DIR is replaced; a DIR holding anything else is
 refused.`,
