@@ -299,10 +299,6 @@ func tracerOf(tid int) int {
 	return 0
 }
 
-// Attached reports whether the trace attached to a running process
-// (Options.Attach).
-func (t *Tracer) Attached() bool { return t.opts.Attach != 0 }
-
 // Detach asks the tracer to detach from the attached process and end the
 // trace; Wait returns once every thread is detached (or the process
 // exited first). Safe from any goroutine; a no-op for a launched program.
@@ -487,7 +483,7 @@ func (t *Tracer) attachNoteStop(th *thread, e *bpfev.Event) {
 func (t *Tracer) attachStopped(th *thread) {
 	calls := th.att
 	th.att = nil
-	if !t.wxOn() || th.proc.space == nil {
+	if len(calls) == 0 || !t.wxOn() || th.proc.space == nil {
 		return
 	}
 	regs, err := getRegs(th.tid)
