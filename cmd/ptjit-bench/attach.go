@@ -114,8 +114,10 @@ func attachLost(dir, manifest, times string) (lost, recorded int, err error) {
 	}
 	have := map[string]bool{}
 	for _, v := range vs {
+		// a version whose call returned before the attach, with its
+		// time read after it, is the attach's snapshot
+		have[fmt.Sprintf("%x", v.SHA256)] = true
 		if v.Cause == "mprotect" {
-			have[fmt.Sprintf("%x", v.SHA256)] = true
 			recorded++
 		}
 	}
