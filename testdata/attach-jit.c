@@ -15,7 +15,9 @@
  *       executable with mprotect(PROT_READ|PROT_WRITE|PROT_EXEC)
  *       instead of PROT_READ|PROT_EXEC (W^X rewrites such calls).
  *       A second thread sleeps meanwhile (ptjit seizes every thread).
- *       Then it prints "versions N sum S" and exits with STATUS.
+ *       Then it prints "versions N sum S" and exits with STATUS; when it
+ *       received SIGRTMIN+1 (a handler counts them: real-time signals
+ *       queue, so none is lost alone), also "signals K".
  *
  * The manifest ($PTJIT_MANIFEST) has one line per version, in order, so
  * a test reads how far the program is from the number of its lines. With
@@ -27,7 +29,16 @@
  */
 #include "manifest.h"
 
+#include <signal.h>
 #include <time.h>
+
+static volatile sig_atomic_t rt_count;
+
+static void on_rt(int sig)
+{
+	(void)sig;
+	rt_count++;
+}
 
 static void *sleeper(void *arg)
 {
@@ -48,9 +59,19 @@ int main(int argc, char **argv)
 	if (fill > MF_PAGE)
 		mf_die("FILL %zu is over a page", fill);
 	int status = atoi(argv[3]);
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_rt;
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGRTMIN + 1, &sa, NULL);
+	sigset_t rt;
+	sigemptyset(&rt);
+	sigaddset(&rt, SIGRTMIN + 1);
+	pthread_sigmask(SIG_BLOCK, &rt, NULL); /* the sleeper inherits it blocked: the main thread takes them */
 	pthread_t th;
 	if (pthread_create(&th, NULL, sleeper, NULL) != 0)
 		mf_die("pthread_create");
+	pthread_sigmask(SIG_UNBLOCK, &rt, NULL);
 	uint8_t *p = mf_mmap(NULL, MF_PAGE, PROT_READ | PROT_WRITE | (rwx ? PROT_EXEC : 0), 0);
 	int times = -1;
 	const char *tp = getenv("ATTACH_JIT_TIMES");
@@ -93,5 +114,7 @@ int main(int argc, char **argv)
 		ts.tv_nsec = (ms % 1000) * 1000000L;
 	}
 	printf("versions %ld sum %ld\n", n, sum);
+	if (rt_count > 0)
+		printf("signals %d\n", (int)rt_count);
 	return status;
 }

@@ -721,3 +721,45 @@ func TestE2EAttachWXProtect(t *testing.T) {
 	}
 	t.Logf("%d RWX mprotects made RX at their stop", n)
 }
+
+// TestE2EAttachSignals: real-time signals (they queue: alone, none is
+// lost) sent to attach-jit all through an attach and its detach reach its
+// handler, every one: those that arrive while ptjit is attached are
+// delivered as they come, those pending at the detach after it.
+func TestE2EAttachSignals(t *testing.T) {
+	e2eSetup(t)
+	e2eNeedBPF(t)
+	const rtSignal = syscall.Signal(35) // glibc's SIGRTMIN+1
+	const sent = 300
+	a := startTarget(t, "200", "10", "0")
+	pid := a.cmd.Process.Pid
+	a.waitLines(t, 10)
+	dir := filepath.Join(t.TempDir(), "rec")
+	cmd := exec.Command(e2e.ptjit, "run", "-p", strconv.Itoa(pid), "--duration", "500ms", "-o", dir)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range sent {
+			syscall.Kill(pid, rtSignal)
+			time.Sleep(3 * time.Millisecond) // 0.9 s: before, while and after ptjit is attached
+		}
+	}()
+	if !e2eWaitTimeout(cmd, time.Minute) {
+		t.Fatalf("ptjit did not end\n%s", stderr.String())
+	}
+	<-done
+	if st := e2eStatus(cmd.ProcessState); st != 0 {
+		t.Fatalf("ptjit: status %d\n%s", st, stderr.String())
+	}
+	a.wait(t)
+	want := fmt.Sprintf("versions 200 sum 19900\nsignals %d\n", sent)
+	if a.status != 0 || a.out.String() != want {
+		t.Errorf("status %d, output %q, want %q", a.status, a.out.String(), want)
+	}
+	checkWindow(t, a, dir)
+}
