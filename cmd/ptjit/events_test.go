@@ -3,11 +3,14 @@ package main
 import (
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ptjit/ptjit/internal/testenv"
 )
 
 // TestE2EEventsStops: stopbench makes 300 versions of one page (RW, write,
@@ -186,6 +189,69 @@ func TestE2EEventsTime(t *testing.T) {
 				}
 			}
 			t.Logf("%s: %d versions, the farthest %.0f ns outside its call (negative: all inside)", events, versions, worst)
+		})
+	}
+}
+
+// TestE2EEventsUnprivileged: where BPF cannot load (another user; root
+// without CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN, as in a restricted
+// container), --events=auto records from seccomp stops and says why in
+// one line, and --events=bpf is refused with status 2 and that line,
+// before anything runs. ptjit and the program are copied where the
+// other user can run them, into a directory it may write.
+func TestE2EEventsUnprivileged(t *testing.T) {
+	e2eSetup(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run ptjit as another user")
+	}
+	testenv.Tool(t, "setpriv", "util-linux")
+	shared, err := os.MkdirTemp("", "ptjit-unpriv-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(shared) })
+	if err := os.Chmod(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	bin, prog := filepath.Join(shared, "ptjit"), filepath.Join(shared, "exitcode")
+	for _, c := range [][2]string{{e2e.ptjit, bin}, {e2eProg("exitcode"), prog}} {
+		if out, err := exec.Command("cp", c[0], c[1]).CombinedOutput(); err != nil {
+			t.Fatalf("cp: %v\n%s", err, out)
+		}
+		os.Chmod(c[1], 0o755)
+	}
+	for _, who := range []struct {
+		name string
+		argv []string
+		why  string
+	}{
+		{"another user", []string{"setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"}, "not root and no CAP_BPF+CAP_PERFMON"},
+		{"root without CAP_BPF", []string{"setpriv", "--inh-caps=-all", "--bounding-set=-bpf,-perfmon,-sys_admin"}, "root without CAP_BPF+CAP_PERFMON or CAP_SYS_ADMIN"},
+	} {
+		t.Run(who.name, func(t *testing.T) {
+			dir := filepath.Join(shared, strings.ReplaceAll(who.name, " ", "-"))
+			run := func(events string) e2eResult {
+				return e2eRun(t, append(append([]string{}, who.argv...), bin, "run", "--pt=off", "--events="+events, "-o", dir, "--", prog, "7"), nil, "", "")
+			}
+			r := run("bpf")
+			if r.code != 2 {
+				t.Errorf("--events=bpf: status %d, want 2\n%s", r.code, r.stderr)
+			}
+			e2eOneLineError(t, r.stderr, "--events=bpf: "+who.why)
+			if _, err := os.Stat(dir); err == nil {
+				t.Errorf("--events=bpf: %s was created", dir)
+			}
+			r = run("auto")
+			if r.code != 7 {
+				t.Errorf("--events=auto: status %d, want the program's 7\n%s", r.code, r.stderr)
+			}
+			e2eCheckMessages(t, r.stderr)
+			if want := "ptjit: events from seccomp stops, not BPF: " + who.why; !strings.HasPrefix(r.stderr, want) || strings.Count(r.stderr, "not BPF") != 1 {
+				t.Errorf("--events=auto: stderr does not start with %q once:\n%s", want, r.stderr)
+			}
+			if meta := recordingMeta(t, dir); meta["events"] != "seccomp" {
+				t.Errorf("--events=auto: meta events %q, want seccomp", meta["events"])
+			}
 		})
 	}
 }
