@@ -198,7 +198,7 @@ func (t *Tracer) openEvents() error {
 		return errors.New("--events=bpf cannot run with --pt=soft (the soft filter rewrites every call that adds PROT_EXEC at its entry): use --events=seccomp")
 	}
 	if t.opts.Copy == CopyChanged {
-		return errors.New("--events=bpf reads no changed pages (the events carry the bytes): use --copy=auto or full, or --events=seccomp")
+		return errors.New("--events=bpf cannot run with --copy=changed (the ranges the kernel copies come from the events, not from changed pages): use --copy=auto or full, or --events=seccomp")
 	}
 	if src == nil {
 		var err error
@@ -208,7 +208,6 @@ func (t *Tracer) openEvents() error {
 	}
 	t.events = &eventState{src: src}
 	t.result.Stats.Events.Mode = EventsBPF
-	t.copyFallback("BPF events carry the bytes")
 	return nil
 }
 
@@ -404,11 +403,14 @@ func (t *Tracer) eventStop(th *thread, sig int) bool {
 	if !t.eventSignal(th, sig) {
 		return false
 	}
+	regs, err := getRegs(th.tid)
 	if th.ev.signaled > 0 {
 		th.ev.signaled--
+		if err == nil {
+			t.pagesAtEventStop(th, &regs)
+		}
 		return true
 	}
-	regs, err := getRegs(th.tid)
 	if err != nil || th.proc.space == nil || th.proc.helper || !ringCalls[int(regs.Orig_rax)] {
 		return true
 	}
@@ -416,6 +418,7 @@ func (t *Tracer) eventStop(th *thread, sig int) bool {
 		th.ev.mark = callKey{}
 		return true // a call ptjit stopped: handled at its stops
 	}
+	t.pagesAtEventStop(th, &regs)
 	op := &pendingOp{nr: int(regs.Orig_rax), args: [6]uint64{regs.Rdi, regs.Rsi, regs.Rdx, regs.R10, regs.R8, regs.R9}, ip: regs.Rip - 2}
 	op.rng = ival{op.args[0], op.args[0] + pageUp(op.args[1])}
 	t.result.Stats.Events.Fallbacks++
