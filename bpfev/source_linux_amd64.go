@@ -107,7 +107,7 @@ func Open(cfg Config) (*Source, error) {
 	if cfg.Poll < 0 {
 		return nil, fmt.Errorf("bpfev: poll interval %v", cfg.Poll)
 	}
-	kspec, err := btf.LoadKernelSpec()
+	kspec, err := kernelTypes.Kernel()
 	if err != nil {
 		return nil, fmt.Errorf("bpfev: kernel BTF: %w", err)
 	}
@@ -139,7 +139,7 @@ func Open(cfg Config) (*Source, error) {
 		Instructions: program(watched, off, s.tgids, s.ring, s.counters, cfg.Signal, cfg.BudgetPages, cfg.WakeBytes),
 		License:      "GPL", // reading kernel structures through BTF needs it
 	}
-	p, err := ebpf.NewProgramWithOptions(spec, ebpf.ProgramOptions{KernelTypes: kspec})
+	p, err := loadProgram(spec, kspec)
 	if err != nil {
 		return nil, fmt.Errorf("bpfev: load the sys_exit program: %w", err)
 	}
@@ -154,6 +154,26 @@ func Open(cfg Config) (*Source, error) {
 	}
 	ok = true
 	return s, nil
+}
+
+// kernelTypes is the running kernel's BTF, parsed once per process
+// (about 20 ms a parse, most of an Open's CPU time): Open reads the
+// structure offsets from it, and the loader finds the attach target
+// (sys_exit) and checks the program's loads against the same Spec.
+var kernelTypes = btf.NewCache()
+
+// loadProgram loads spec with kspec (kernelTypes') for its relocations and
+// attach target. ebpf.NewProgramWithOptions would parse the kernel's BTF
+// again for the attach target (a fresh btf.Cache per call); a collection
+// load takes the Cache.
+func loadProgram(spec *ebpf.ProgramSpec, kspec *btf.Spec) (*ebpf.Program, error) {
+	coll, err := ebpf.NewCollectionWithOptions(&ebpf.CollectionSpec{Programs: map[string]*ebpf.ProgramSpec{spec.Name: spec}},
+		ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{KernelTypes: kspec}, Cache: kernelTypes})
+	if err != nil {
+		return nil, err
+	}
+	defer coll.Close()
+	return coll.DetachProgram(spec.Name), nil
 }
 
 // Config returns the configuration the Source runs with (defaults
