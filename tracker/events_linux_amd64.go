@@ -54,15 +54,23 @@ import (
 // the program, as the seccomp path does: its thread was sent SIGSTOP
 // before it returned to user space and does not run until ptjit handles
 // that stop (si_code SI_KERNEL, si_pid 0, which no process can send),
-// where the signal is suppressed (eventStop). A SIGSTOP of that kind with
-// no event (the ring had no room for the call record) takes the call from
-// the thread's registers at that stop.
+// where the signal is suppressed (eventStop). The range is read when the
+// event is drained, before that stop: the thread runs none of its own
+// code between its call and the stop (a signal dequeued before the
+// SIGSTOP only gets its handler frame set up). A range --copy tracks is
+// read from its written pages there as at a seccomp stop; the first such
+// stop of a space makes its userfaultfd (pagesAtEventStop), which needs
+// the stopped thread. A SIGSTOP of that kind with no event (the ring had
+// no room for the call record) takes the call from the thread's registers
+// at that stop.
 //
 // While no tracee stops, a doorbell child wakes the tracer to read the
 // ring (below). A full ring makes the exec-adding calls fall back (they
 // stop), and call records it drops are counted (Stats.Events.Lost).
 // Not with --pt=soft (the soft filter rewrites every exec-adding call at
-// its entry) nor --copy=changed (the pages it tracks are read at stops).
+// its entry) nor --copy=changed (it would track ranges within the
+// budget, whose bytes the events carry); --copy=auto tracks the ranges of
+// 1 MiB or more, which are all over the budget.
 
 // EventsMode is --events: where the address-space calls' effects come
 // from.
