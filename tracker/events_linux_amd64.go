@@ -266,6 +266,9 @@ func (t *Tracer) drainEvents() {
 		return
 	}
 	es.conv = tscConv{}
+	if es.bell != nil {
+		es.bell.drained.Store(time.Now().UnixNano())
+	}
 	for {
 		ok, err := es.src.TryNext(&es.ev)
 		if err != nil {
@@ -492,7 +495,11 @@ func (t *Tracer) eventsAliasFilter(th *thread) {
 // records and it has not rung since the last drain, every bellEvery at
 // most; its signal-delivery-stop wakes the tracer's wait4, which drains
 // the ring and resumes it without the signal. The program never stops
-// for it, and it is no tracee of the recording (no stop counted).
+// for it, and it is no tracee of the recording (no stop counted). The
+// tracer reads the ring at every stop too: while stops come at least
+// every bellEvery (a program whose calls stop anyway: in W^X's managed
+// memory every mprotect stops, and the mprotects ptjit injects there put
+// their events in the ring too), the bell does not ring (due).
 
 // bellEvery is how often the watcher looks at the ring; it rings at
 // least every bellIdle even when the ring is empty (waitThread looks at
@@ -504,10 +511,11 @@ const (
 
 // eventBell is the doorbell child and its watcher.
 type eventBell struct {
-	pid  int
-	rung atomic.Bool
-	stop chan struct{}
-	done chan struct{}
+	pid     int
+	rung    atomic.Bool
+	drained atomic.Int64 // when the tracer last read the ring (Unix ns)
+	stop    chan struct{}
+	done    chan struct{}
 }
 
 // startBell forks the doorbell and starts its watcher; without one (the
@@ -546,12 +554,22 @@ func (b *eventBell) watch(src *bpfev.Source) {
 		case <-b.stop:
 			return
 		case now := <-tick.C:
-			if (src.Pending() > 0 || now.Sub(last) >= bellIdle) && b.rung.CompareAndSwap(false, true) {
+			if b.due(src, now, last) && b.rung.CompareAndSwap(false, true) {
 				last = now
 				unix.Kill(b.pid, unix.SIGUSR1)
 			}
 		}
 	}
+}
+
+// due: the ring holds records the tracer has not read for bellEvery (it
+// reads the ring at every stop, so a run of stops needs no bell), or
+// bellIdle passed since the last ring.
+func (b *eventBell) due(src *bpfev.Source, now, last time.Time) bool {
+	if now.Sub(last) >= bellIdle {
+		return true
+	}
+	return src.Pending() > 0 && now.UnixNano()-b.drained.Load() >= int64(bellEvery)
 }
 
 // bellStop handles a stop of the doorbell (and reports true), or reports
