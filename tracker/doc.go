@@ -18,8 +18,10 @@
 // With BPF events a watcher goroutine looks at the ring buffer every 2
 // ms and signals a doorbell child of the tracer thread (a fork of ptjit
 // that only pauses, traced, killed with it) whose stop wakes the tracer
-// to read the ring while no tracee stops (events_linux_amd64.go); it
-// touches nothing of the tracer's state.
+// to read the ring while no tracee stops (events_linux_amd64.go): only
+// when records have waited 2 ms since the tracer last read the ring (it
+// reads it at every stop). It touches nothing of the tracer's state but
+// an atomic time the tracer sets and the watcher reads.
 //
 // # One place classifies every stop
 //
