@@ -60,7 +60,9 @@ import (
 // SIGSTOP only gets its handler frame set up). A range --copy tracks is
 // read from its written pages there as at a seccomp stop; the first such
 // stop of a space makes its userfaultfd (pagesAtEventStop), which needs
-// the stopped thread. A SIGSTOP of that kind with no event (the ring had
+// the stopped thread. --copy=auto tracks ranges of 1 MiB or more, all of
+// them over the budget; --copy=changed, which would track ranges within
+// it (whose bytes the events carry), is refused. A SIGSTOP of that kind with no event (the ring had
 // no room for the call record) takes the call from the thread's registers
 // at that stop.
 //
@@ -68,9 +70,7 @@ import (
 // ring (below). A full ring makes the exec-adding calls fall back (they
 // stop), and call records it drops are counted (Stats.Events.Lost).
 // Not with --pt=soft (the soft filter rewrites every exec-adding call at
-// its entry) nor --copy=changed (it would track ranges within the
-// budget, whose bytes the events carry); --copy=auto tracks the ranges of
-// 1 MiB or more, which are all over the budget.
+// its entry) nor --copy=changed (the pages it tracks are read at stops).
 
 // EventsMode is --events: where the address-space calls' effects come
 // from.
