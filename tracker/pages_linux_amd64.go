@@ -21,6 +21,10 @@ import (
 // version of the same range asks PAGEMAP_SCAN which pages were written
 // since (and protects them again in the same call), reads those, and
 // names the previous version's pages for the rest (db.AddVersionPages).
+// The userfaultfd is made by a syscall injected at a stop: the seccomp
+// stop of the first exec-adding call over a tracked range
+// (restartForPages) or, with BPF events, where such calls make no
+// seccomp stop, the fallback stop of the first one (pagesAtEventStop).
 
 // CopyMode is --copy: how later versions of a JIT range are read.
 type CopyMode string
