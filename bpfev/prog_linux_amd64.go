@@ -89,6 +89,7 @@ type kernelOffsets struct {
 	vmFlags  int16 // vm_area_struct.vm_flags
 	taskMM   int16 // task_struct.mm
 	mmSeq    int16 // mm_struct.mm_lock_seq.sequence
+	mmUsers  int16 // mm_struct.mm_users
 }
 
 func loadKernelOffsets(spec *btf.Spec) (kernelOffsets, error) {
@@ -125,11 +126,15 @@ func loadKernelOffsets(spec *btf.Spec) (kernelOffsets, error) {
 	if !ok || !isStruct || sc.Size != 4 {
 		return kernelOffsets{}, fmt.Errorf("struct mm_struct in the kernel's BTF has no mm_lock_seq seqcount (Linux 6.12 or later with CONFIG_PER_VMA_LOCK): the copy could not detect a concurrent change of the address space")
 	}
+	usersOff, ok := memberOffset(mm, "mm_users")
+	if !ok {
+		return kernelOffsets{}, fmt.Errorf("struct mm_struct in the kernel's BTF has no mm_users")
+	}
 	vmFlags, ok := memberOffset(mustStruct(spec, "vm_area_struct"), "vm_flags")
 	if !ok {
 		return kernelOffsets{}, fmt.Errorf("struct vm_area_struct in the kernel's BTF has no vm_flags")
 	}
-	return kernelOffsets{regs: regs, tiStatus: int16(tiOff + stOff), taskMM: int16(mmOff), mmSeq: int16(seqOff), vmFlags: int16(vmFlags)}, nil
+	return kernelOffsets{regs: regs, tiStatus: int16(tiOff + stOff), taskMM: int16(mmOff), mmSeq: int16(seqOff), mmUsers: int16(usersOff), vmFlags: int16(vmFlags)}, nil
 }
 
 // mustStruct is the struct name of spec, or nil.
@@ -202,9 +207,23 @@ func loadRegsOffsets(spec *btf.Spec) (regsOffsets, error) {
 const (
 	slotKey    = -8  // u32 map key
 	slotExec   = -16 // u64 1 when the call made memory executable
-	slotPage   = -24 // the page record being filled
-	budgetHard = 64  // Config.BudgetPages at most: the verifier walks the copy loop once per page
+	slotPage   = -24 // the page record being filled (the scratch map's value)
+	slotEpoch  = -40 // u64 the process's cache epoch (its tgid map value)
+	slotTgid   = -48 // its tgid map value's address
+	slotCKey   = -64 // 16 bytes: the page cache key (tgid u32, 0 u32, address u64)
+	slotCmp    = -88 // 24 bytes: the compare callback's context (fresh page, cached page, differs)
+	budgetHard = 64  // Config.BudgetPages at most: the verifier walks the copy loop once per page (and Same has 64 bits)
 )
+
+// cacheBudget is the most pages one call may copy through the page
+// cache: a larger range (up to the budget) is sent whole. The verifier
+// walks the cached loop once per page with more paths per page; 40
+// pages loaded on Linux 6.18 and 48 went over its million instructions.
+const cacheBudget = 32
+
+// cmpChunk is the bytes the compare callback compares per call (eight
+// words): a page is pageSize/cmpChunk calls of bpf_loop.
+const cmpChunk = 64
 
 // bpf_ringbuf_submit's flags and bpf_ringbuf_query's BPF_RB_AVAIL_DATA.
 const (
@@ -216,6 +235,9 @@ const (
 // maxEventBytes is the most ring space one event takes: its call record
 // and budget page records, each with the ring's 8-byte header.
 func maxEventBytes(budget int) int { return callSize + 8 + budget*(pageRecSize+8) }
+
+// bpf_map_update_elem's BPF_ANY.
+const bpfAny = 0
 
 // Exec kinds in the slotExec stack slot.
 const (
@@ -236,8 +258,9 @@ const (
 // Registers: R6 the context (then the page count), R7 pid_tgid (then the
 // page index), R8 pt_regs (then the range's address), R9 the call
 // record.
-func program(ws []watch, off kernelOffsets, tgids, ring, counters *ebpf.Map, sig unix.Signal, budget, wakeBytes int) asm.Instructions {
-	R0, R1, R2, R3, R4, R6, R7, R8, R9, FP := asm.R0, asm.R1, asm.R2, asm.R3, asm.R4, asm.R6, asm.R7, asm.R8, asm.R9, asm.R10
+func program(ws []watch, off kernelOffsets, m progMaps, sig unix.Signal, budget, wakeBytes int) asm.Instructions {
+	R0, R1, R2, R3, R4, R5, R6, R7, R8, R9, FP := asm.R0, asm.R1, asm.R2, asm.R3, asm.R4, asm.R5, asm.R6, asm.R7, asm.R8, asm.R9, asm.R10
+	tgids, ring, counters := m.tgids, m.ring, m.counters
 	regs := off.regs
 	loadRet := func() asm.Instruction { return asm.LoadMem(R1, R6, 8, asm.DWord) } // R1 = the call's result
 	ins := asm.Instructions{
@@ -269,6 +292,9 @@ func program(ws []watch, off kernelOffsets, tgids, ring, counters *ebpf.Map, sig
 		asm.Add.Imm(R2, slotKey),
 		asm.FnMapLookupElem.Call(),
 		asm.JEq.Imm(R0, 0, "out"),
+		asm.StoreMem(FP, slotTgid, R0, asm.DWord),
+		asm.LoadMem(R1, R0, 0, asm.DWord),
+		asm.StoreMem(FP, slotEpoch, R1, asm.DWord),
 		storeImm64(FP, slotExec, slotExecNone),
 		asm.LoadMem(R1, R8, regs.origAX, asm.DWord),
 	)
@@ -364,6 +390,8 @@ func program(ws []watch, off kernelOffsets, tgids, ring, counters *ebpf.Map, sig
 		asm.StoreImm(R9, offNPages, 0, asm.Word),
 		asm.StoreImm(R9, offReason, 0, asm.Word),
 		asm.StoreImm(R9, offSigErr, 0, asm.Word),
+		storeImm64(R9, offEpoch, 0),
+		storeImm64(R9, offSame, 0),
 		asm.Mov.Imm(R7, 0),
 		asm.LoadMem(R2, FP, slotExec, asm.DWord),
 		asm.JEq.Imm(R2, slotExecNone, "submit"),
@@ -384,7 +412,20 @@ func program(ws []watch, off kernelOffsets, tgids, ring, counters *ebpf.Map, sig
 		asm.StoreMem(R9, offLen, R2, asm.DWord),
 		asm.JGT.Imm(R1, int32(budget), "overBudget"),
 		asm.Mov.Reg(R6, R1),
-		// the copy: one page record per page
+		// the page cache: only while the process has one thread (no
+		// other thread can copy into the same entries meanwhile)
+		asm.JGT.Imm(R6, cacheBudget, "loop"),
+		asm.LoadMem(R1, FP, slotEpoch, asm.DWord),
+		asm.JEq.Imm(R1, 0, "loop"),
+		asm.FnGetCurrentTaskBtf.Call(),
+		asm.LoadMem(R1, R0, off.taskMM, asm.DWord),
+		asm.LoadMem(R1, R1, off.mmUsers, asm.Word),
+		asm.JNE.Imm(R1, 1, "loop"),
+		asm.LoadMem(R1, FP, slotEpoch, asm.DWord),
+		asm.StoreMem(R9, offEpoch, R1, asm.DWord),
+		asm.Ja.Label("cloop"),
+		// without the cache: one page record per page, read into the
+		// ring
 		asm.JGE.Reg(R7, R6, "copied").WithSymbol("loop"),
 		asm.LoadMapPtr(R1, ring.FD()),
 		asm.Mov.Imm(R2, pageRecSize),
@@ -396,6 +437,7 @@ func program(ws []watch, off kernelOffsets, tgids, ring, counters *ebpf.Map, sig
 		asm.StoreMem(R0, pageOffIdx, R7, asm.Word),
 		asm.LoadMem(R1, R9, offTID, asm.DWord),
 		asm.StoreMem(R0, pageOffTID, R1, asm.DWord),
+		storeImm64(R0, pageOffEp, 0),
 		asm.Mov.Reg(R3, R7),
 		asm.LSh.Imm(R3, 12),
 		asm.Add.Reg(R3, R8),
@@ -405,15 +447,106 @@ func program(ws []watch, off kernelOffsets, tgids, ring, counters *ebpf.Map, sig
 		asm.Mov.Imm(R2, pageSize),
 		asm.FnProbeReadUser.Call(),
 		asm.LoadMem(R1, FP, slotPage, asm.DWord),
-		asm.JNE.Imm(R0, 0, "notPresent"),
+		asm.JNE.Imm(R0, 0, "notPresentDiscard"),
 		asm.Mov.Imm(R2, rbNoWakeup), // the call record's commit wakes the reader
 		asm.FnRingbufSubmit.Call(),
 		asm.Add.Imm(R7, 1),
 		asm.Ja.Label("loop"),
-
-		asm.Mov.Imm(R2, 0).WithSymbol("notPresent"),
+		asm.Mov.Imm(R2, 0).WithSymbol("notPresentDiscard"),
 		asm.FnRingbufDiscard.Call(),
-		asm.Mov.Imm(R1, int32(ReasonNotPresent)),
+		asm.Ja.Label("notPresent"),
+		// the copy: each page read into the scratch page record; one
+		// that equals the cache's copy is only a bit in offSame, the
+		// others go to the ring and into the cache
+		asm.JGE.Reg(R7, R6, "copied").WithSymbol("cloop"),
+		asm.StoreImm(FP, slotKey, 0, asm.Word),
+		asm.LoadMapPtr(R1, m.scratch.FD()),
+		asm.Mov.Reg(R2, FP),
+		asm.Add.Imm(R2, slotKey),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(R0, 0, "notPresent"),
+		asm.StoreMem(FP, slotPage, R0, asm.DWord),
+		asm.StoreImm(R0, offKind, kindPage, asm.Word),
+		asm.StoreMem(R0, pageOffIdx, R7, asm.Word),
+		asm.LoadMem(R1, R9, offTID, asm.DWord),
+		asm.StoreMem(R0, pageOffTID, R1, asm.DWord),
+		asm.LoadMem(R1, R9, offEpoch, asm.DWord),
+		asm.StoreMem(R0, pageOffEp, R1, asm.DWord),
+		asm.Mov.Reg(R3, R7),
+		asm.LSh.Imm(R3, 12),
+		asm.Add.Reg(R3, R8),
+		asm.StoreMem(R0, pageOffVA, R3, asm.DWord),
+		asm.Mov.Reg(R1, R0),
+		asm.Add.Imm(R1, pageDataOff),
+		asm.Mov.Imm(R2, pageSize),
+		asm.FnProbeReadUser.Call(),
+		asm.JNE.Imm(R0, 0, "notPresent"),
+		asm.LoadMem(R1, R9, offTGID, asm.Word),
+		asm.StoreMem(FP, slotCKey, R1, asm.DWord), // tgid, then 0
+		asm.LoadMem(R1, FP, slotPage, asm.DWord),
+		asm.LoadMem(R1, R1, pageOffVA, asm.DWord),
+		asm.StoreMem(FP, slotCKey+8, R1, asm.DWord),
+		asm.LoadMapPtr(R1, m.cache.FD()),
+		asm.Mov.Reg(R2, FP),
+		asm.Add.Imm(R2, slotCKey),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(R0, 0, "emit"),
+		asm.LoadMem(R1, R0, 0, asm.DWord),
+		asm.LoadMem(R2, R9, offEpoch, asm.DWord),
+		asm.JNE.Reg(R1, R2, "emit"),
+		// compare, a word at a time: equal bytes, never a hash
+		asm.Add.Imm(R0, 8),
+		asm.StoreMem(FP, slotCmp+8, R0, asm.DWord),
+		asm.LoadMem(R1, FP, slotPage, asm.DWord),
+		asm.Add.Imm(R1, pageDataOff),
+		asm.StoreMem(FP, slotCmp, R1, asm.DWord),
+		storeImm64(FP, slotCmp+16, 0),
+		asm.Mov.Imm(R1, pageSize/cmpChunk),
+		asm.Instruction{OpCode: asm.LoadImmOp(asm.DWord), Dst: R2, Src: asm.PseudoFunc, Constant: -1}.WithReference("page_cmp"),
+		asm.Mov.Reg(R3, FP),
+		asm.Add.Imm(R3, slotCmp),
+		asm.Mov.Imm(R4, 0),
+		asm.FnLoop.Call(),
+		asm.JNE.Imm(R0, pageSize/cmpChunk, "emit"), // stopped early: a difference
+		asm.LoadMem(R1, FP, slotCmp+16, asm.DWord),
+		asm.JNE.Imm(R1, 0, "emit"),
+		asm.Mov.Imm(R1, 1),
+		asm.LSh.Reg(R1, R7),
+		asm.LoadMem(R2, R9, offSame, asm.DWord),
+		asm.Or.Reg(R2, R1),
+		asm.StoreMem(R9, offSame, R2, asm.DWord),
+		asm.Add.Imm(R7, 1),
+		asm.Ja.Label("cloop"),
+
+		// to the ring, then into the cache: an entry holds only what
+		// the reader was sent (a failed update leaves none; one that
+		// cannot be removed either ends the process's caching)
+		asm.LoadMapPtr(R1, ring.FD()).WithSymbol("emit"),
+		asm.LoadMem(R2, FP, slotPage, asm.DWord),
+		asm.Mov.Imm(R3, pageRecSize),
+		asm.Mov.Imm(R4, rbNoWakeup), // the call record's commit wakes the reader
+		asm.FnRingbufOutput.Call(),
+		asm.JNE.Imm(R0, 0, "ringFull"),
+		asm.LoadMapPtr(R1, m.cache.FD()),
+		asm.Mov.Reg(R2, FP),
+		asm.Add.Imm(R2, slotCKey),
+		asm.LoadMem(R3, FP, slotPage, asm.DWord),
+		asm.Add.Imm(R3, pageOffEp),
+		asm.Mov.Imm(R4, bpfAny),
+		asm.FnMapUpdateElem.Call(),
+		asm.JEq.Imm(R0, 0, "next"),
+		asm.LoadMapPtr(R1, m.cache.FD()),
+		asm.Mov.Reg(R2, FP),
+		asm.Add.Imm(R2, slotCKey),
+		asm.FnMapDeleteElem.Call(),
+		asm.JEq.Imm(R0, 0, "next"),
+		asm.JEq.Imm(R0, -int32(unix.ENOENT), "next"),
+		asm.LoadMem(R1, FP, slotTgid, asm.DWord),
+		storeImm64(R1, 0, 0),
+		asm.Add.Imm(R7, 1).WithSymbol("next"),
+		asm.Ja.Label("cloop"),
+
+		asm.Mov.Imm(R1, int32(ReasonNotPresent)).WithSymbol("notPresent"),
 		asm.Ja.Label("fallbackReason"),
 		asm.Mov.Imm(R1, int32(ReasonRingFull)).WithSymbol("ringFull"),
 		asm.Ja.Label("fallbackReason"),
@@ -492,7 +625,48 @@ func program(ws []watch, off kernelOffsets, tgids, ring, counters *ebpf.Map, sig
 		asm.Mov.Imm(R0, 0),
 		asm.Return(),
 	)
+	// bpf_loop's callback: compare the index'th cmpChunk bytes of the
+	// fresh page and the cached one (ctx: their addresses, then a word
+	// set to 1, and the loop stopped, at the first difference)
+	ins = append(ins,
+		btf.WithFuncMetadata(asm.And.Imm(R1, pageSize/cmpChunk-1).WithSymbol("page_cmp"), &btf.Func{
+			Name: "page_cmp", Linkage: btf.StaticFunc,
+			Type: &btf.FuncProto{Return: &btf.Int{Name: "long", Size: 8, Encoding: btf.Signed},
+				Params: []btf.FuncParam{{Name: "index", Type: &btf.Int{Name: "u64", Size: 8}},
+					{Name: "ctx", Type: &btf.Pointer{Target: &btf.Void{}}}}},
+		}),
+		asm.LSh.Imm(R1, 6),
+		asm.LoadMem(R3, R2, 0, asm.DWord),
+		asm.Add.Reg(R3, R1),
+		asm.LoadMem(R4, R2, 8, asm.DWord),
+		asm.Add.Reg(R4, R1),
+		asm.Mov.Imm(R5, 0),
+	)
+	for k := int16(0); k < cmpChunk; k += 8 {
+		ins = append(ins,
+			asm.LoadMem(R0, R3, k, asm.DWord),
+			asm.LoadMem(R1, R4, k, asm.DWord),
+			asm.Xor.Reg(R0, R1),
+			asm.Or.Reg(R5, R0),
+		)
+	}
+	ins = append(ins,
+		asm.Mov.Imm(R0, 0),
+		asm.JEq.Imm(R5, 0, "page_cmp_out"),
+		storeImm64(R2, 16, 1),
+		asm.Mov.Imm(R0, 1),
+		asm.Return().WithSymbol("page_cmp_out"),
+	)
 	return ins
+}
+
+// progMaps are the maps the program uses.
+type progMaps struct {
+	tgids, ring, counters *ebpf.Map
+	// scratch: a per-CPU array of one page record, the fresh page;
+	// cache: an LRU hash from (tgid, page address) to the page's last
+	// bytes sent to the reader (epoch u64, then the page)
+	scratch, cache *ebpf.Map
 }
 
 // storeImm64 is *(u64 *)(dst + off) = imm (sign-extended from 32 bits),
