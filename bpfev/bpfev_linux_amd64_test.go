@@ -792,14 +792,15 @@ func cachedPages(n, s int) []byte {
 // event's bytes are still every byte of the range, against what the
 // program wrote: a page that differs by its last byte is sent, pages a
 // new mapping holds are sent even at the same address, and a cache too
-// small for the range (pages evicted) sends the pages it lost.
+// small for the range sends the pages it has no entry for every time.
 func TestPageCache(t *testing.T) {
 	const n = 12
 	for _, tc := range []struct {
 		name  string
 		pages int
-		same  bool // unchanged pages expected in rounds 1..n
-	}{{"cache", 0, true}, {"evicted", 2, false}, {"off", -1, false}} {
+		same  bool   // unchanged pages expected in rounds 1..n
+		may   uint64 // the pages that may be unchanged
+	}{{"cache", 0, true, 0xf}, {"full", 2, false, 0x3}, {"off", -1, false, 0}} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := openSource(t, Config{CachePages: tc.pages})
 			c := startChild(t, "pages", strconv.Itoa(n))
@@ -812,6 +813,7 @@ func TestPageCache(t *testing.T) {
 				t.Fatalf("%d exec lines and %d exec-adding events, want %d", len(r.execs), len(ex), n+3)
 			}
 			sameTotal := 0
+			e0 := ex[0].Epoch
 			for i, e := range ex {
 				want := cachedPages(n, r.execs[i].version)
 				if !e.Complete() || e.Addr != r.execs[i].addr || !bytes.Equal(e.Bytes, want) {
@@ -828,6 +830,8 @@ func TestPageCache(t *testing.T) {
 					t.Errorf("step %d: no cache, but unchanged pages %#x (epoch %d)", i, e.Same, e.Epoch)
 				case i >= 1 && i <= n && e.Same&(1<<(i%4)) != 0:
 					t.Errorf("step %d: page %d changed (its last byte), but reported unchanged (%#x)", i, i%4, e.Same)
+				case e.Same&^tc.may != 0:
+					t.Errorf("step %d: unchanged pages %#x, but only %#x have an entry in the cache", i, e.Same, tc.may)
 				case i == n+1 && e.Same != 0:
 					t.Errorf("the range mapped anew with other bytes: unchanged pages %#x", e.Same)
 				case tc.same && i >= 1 && i <= n && same != 3:
@@ -842,8 +846,21 @@ func TestPageCache(t *testing.T) {
 				}
 			}
 			t.Logf("%d of %d pages unchanged", sameTotal, 4*len(ex))
-			if tc.same && sameTotal < 3*n {
-				t.Errorf("%d pages unchanged, want at least %d", sameTotal, 3*n)
+			if err := s.Remove(c.pid); err != nil {
+				t.Fatal(err)
+			}
+			var k [16]byte
+			var v []byte
+			for it := s.cache.Iterate(); it.Next(&k, &v); {
+				if binary.LittleEndian.Uint32(k[:]) == uint32(c.pid) {
+					t.Errorf("the cache holds page %#x of the removed process", binary.LittleEndian.Uint64(k[8:]))
+				}
+			}
+			if s.mirror[e0] != nil {
+				t.Errorf("the reader still holds the removed process's pages")
+			}
+			if tc.may != 0 && sameTotal < bits.OnesCount64(tc.may)*n/2 {
+				t.Errorf("%d pages unchanged, want at least %d", sameTotal, bits.OnesCount64(tc.may)*n/2)
 			}
 		})
 	}

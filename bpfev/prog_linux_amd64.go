@@ -664,8 +664,9 @@ func program(ws []watch, off kernelOffsets, m progMaps, sig unix.Signal, budget,
 type progMaps struct {
 	tgids, ring, counters *ebpf.Map
 	// scratch: a per-CPU array of one page record, the fresh page;
-	// cache: an LRU hash from (tgid, page address) to the page's last
-	// bytes sent to the reader (epoch u64, then the page)
+	// cache: a hash (preallocated, no eviction) from (tgid, page
+	// address) to the page's last bytes sent to the reader (epoch u64,
+	// then the page)
 	scratch, cache *ebpf.Map
 }
 

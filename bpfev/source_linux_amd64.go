@@ -42,8 +42,9 @@ type Config struct {
 	// Poll is how often a blocked Next looks at the ring. Zero: 1 ms.
 	Poll time.Duration
 	// CachePages is the size of the kernel's page cache, in pages
-	// (4 KiB each, an LRU hash map): the program sends a page only when
-	// it differs from the copy the cache holds (doc.go). Zero: 4096
+	// (4 KiB each, a hash map): the program sends a page only when it
+	// differs from the copy the cache holds (doc.go); once the cache is
+	// full, pages it has no entry for are sent every time. Zero: 4096
 	// (16 MiB of kernel memory); negative: no cache, every page is sent.
 	CachePages int
 }
@@ -54,9 +55,10 @@ const (
 	minRing       = 16 << 10
 	defaultCache  = 4096
 	// mirrorFactor: the reader's copies of cached pages may outnumber
-	// the cache's entries this many times (pages the cache evicted,
-	// which the reader cannot know) before the Source stops caching.
-	mirrorFactor = 4
+	// the cache's entries this many times (pages whose entry the program
+	// could not update, which the reader cannot know) before the Source
+	// stops caching.
+	mirrorFactor = 2
 )
 
 // Source is a set of BPF programs on the address-space calls, a map of
@@ -167,7 +169,7 @@ func Open(cfg Config) (*Source, error) {
 	if s.scratch, err = ebpf.NewMap(&ebpf.MapSpec{Name: "ptjit_scratch", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: pageRecSize, MaxEntries: 1}); err != nil {
 		return nil, fmt.Errorf("bpfev: scratch map: %w", err)
 	}
-	if s.cache, err = ebpf.NewMap(&ebpf.MapSpec{Name: "ptjit_pages", Type: ebpf.LRUHash, KeySize: 16, ValueSize: 8 + pageSize,
+	if s.cache, err = ebpf.NewMap(&ebpf.MapSpec{Name: "ptjit_pages", Type: ebpf.Hash, KeySize: 16, ValueSize: 8 + pageSize,
 		MaxEntries: uint32(max(cfg.CachePages, 1))}); err != nil {
 		return nil, fmt.Errorf("bpfev: page cache map: %w", err)
 	}
@@ -238,6 +240,36 @@ func (s *Source) Remove(tgid int) error {
 	delete(s.epochs, tgid)
 	if err := s.tgids.Delete(uint32(tgid)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("bpfev: remove process %d: %w", tgid, err)
+	}
+	return s.dropCached(tgid)
+}
+
+// dropCached deletes the cache's entries of process tgid, which the
+// program no longer reads (the process is not in the tgid map): the
+// cache has no eviction (an entry is freed only by its own process's
+// thread, or here), so that an entry is never reused while a program
+// compares a page with it.
+func (s *Source) dropCached(tgid int) error {
+	var key, next [16]byte
+	var dead [][16]byte
+	var err error
+	var prev any // nil: the first key
+	for ; ; prev = key {
+		if err = s.cache.NextKey(prev, &next); err != nil {
+			break
+		}
+		if binary.LittleEndian.Uint32(next[:]) == uint32(tgid) {
+			dead = append(dead, next)
+		}
+		key = next
+	}
+	if !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("bpfev: remove process %d: the page cache: %w", tgid, err)
+	}
+	for _, k := range dead {
+		if err := s.cache.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("bpfev: remove process %d: the page cache: %w", tgid, err)
+		}
 	}
 	return nil
 }
