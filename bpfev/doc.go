@@ -21,10 +21,10 @@
 // One BPF program, a BTF raw tracepoint on sys_exit (the raw_syscalls
 // tracepoint, whose arguments are the thread's user pt_regs and the
 // result), written with cilium/ebpf's asm package in prog_linux_amd64.go.
-// asm rather than C compiled by bpf2go: the program is about 240
+// asm rather than C compiled by bpf2go: the program is about 350
 // instructions, it is built at Open with the running kernel's structure
 // offsets (from its BTF: pt_regs, thread_info.status, task_struct.mm,
-// mm_struct.mm_lock_seq, vm_area_struct.vm_flags) and the Config's constants (signal, page budget)
+// mm_struct.mm_lock_seq, mm_struct.mm_users, vm_area_struct.vm_flags) and the Config's constants (signal, page budget)
 // in place, and neither `make` nor a regeneration step needs clang; the
 // verifier checks every load through a kernel pointer against the same
 // BTF. The alternatives, tried on the kernel this was written on (6.18,
@@ -62,8 +62,11 @@
 // A call record is reserved before its page records and committed after
 // them, and a ring buffer is read in reservation order, so the reader
 // meets a call record first and, by then, all its pages are committed
-// (event.go has the layouts). Next and TryNext assemble the pages into
-// Event.Bytes. A call record the ring had no room for is counted (Lost);
+// (event.go has the layouts; a page record is written whole with
+// bpf_ringbuf_output from the scratch record when the copy uses the page
+// cache, reserved and read into in place otherwise). Next and TryNext
+// assemble the pages, and the unchanged ones from the reader's copies,
+// into Event.Bytes. A call record the ring had no room for is counted (Lost);
 // if it was an exec-adding call, the thread is still sent the signal.
 //
 // The program wakes a reader blocked in Next only when its event took the

@@ -49,7 +49,14 @@ import (
 // stop is in the ring by then, so a stop never sees a Space older than
 // the calls before it. Each event's effect is applied as at an exit stop
 // (eventEffects), stamped with the event's time put on the TSC time base
-// (bpfev.TSC), the version's bytes taken from the event. An event the
+// (bpfev.TSC), the version's bytes taken from the event. A version of the
+// range an earlier event's version had (same address and size) is
+// recorded as that version's pages but for those whose bytes may differ
+// (bpfev's page numbers, Event.Gens: the kernel's page cache sends only
+// the pages that changed, and numbers the others as before), so the
+// database reads, hashes and compares only those (eventVersion,
+// db.Recorder.AddVersionPages; Stats.Events.PagesSame counts the rest).
+// An event the
 // kernel could not copy (FlagFallback) is applied reading the range from
 // the program, as the seccomp path does: its thread was sent SIGSTOP
 // before it returned to user space and does not run until ptjit handles
