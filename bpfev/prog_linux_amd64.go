@@ -213,14 +213,18 @@ const (
 	slotTgid   = -48 // its tgid map value's address
 	slotCKey   = -64 // 16 bytes: the page cache key (tgid u32, 0 u32, address u64)
 	slotCmp    = -88 // 24 bytes: the compare callback's context (fresh page, cached page, differs)
+	slotEntry  = -96 // the page's cache entry
 	budgetHard = 64  // Config.BudgetPages at most: the verifier walks the copy loop once per page (and Same has 64 bits)
 )
 
 // cacheBudget is the most pages one call may copy through the page
 // cache: a larger range (up to the budget) is sent whole. The verifier
-// walks the cached loop once per page with more paths per page; 40
-// pages loaded on Linux 6.18 and 48 went over its million instructions.
-const cacheBudget = 32
+// walks the cached loop once per page, with more paths per page than the
+// plain loop, and that time is every Open's: on Linux 6.18, 16 pages
+// (LuaJIT's 64 KiB machine-code area) load in about 110 ms against 65 ms
+// without the cache, 32 in 250 ms, and 48 go over the verifier's million
+// instructions.
+const cacheBudget = 16
 
 // cmpChunk is the bytes the compare callback compares per call (64
 // words, three instructions each): a page is pageSize/cmpChunk calls of
@@ -458,16 +462,18 @@ func program(ws []watch, off kernelOffsets, m progMaps, sig unix.Signal, budget,
 		asm.Mov.Imm(R2, 0).WithSymbol("notPresentDiscard"),
 		asm.FnRingbufDiscard.Call(),
 		asm.Ja.Label("notPresent"),
-		// the copy: each page read into the scratch page record; one
-		// that equals the cache's copy is only a bit in offSame, the
-		// others go to the ring and into the cache
+		// the copy with the cache: each page read into a page record
+		// reserved in the ring (not a per-CPU scratch buffer: another
+		// task may run the program on this CPU while this one is
+		// preempted); one that equals the cache's copy is discarded and
+		// only a bit in offSame, the others go into the cache and then
+		// to the ring
 		asm.JGE.Reg(R7, R6, "copied").WithSymbol("cloop"),
-		asm.StoreImm(FP, slotKey, 0, asm.Word),
-		asm.LoadMapPtr(R1, m.scratch.FD()),
-		asm.Mov.Reg(R2, FP),
-		asm.Add.Imm(R2, slotKey),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(R0, 0, "notPresent"),
+		asm.LoadMapPtr(R1, ring.FD()),
+		asm.Mov.Imm(R2, pageRecSize),
+		asm.Mov.Imm(R3, 0),
+		asm.FnRingbufReserve.Call(),
+		asm.JEq.Imm(R0, 0, "ringFull"),
 		asm.StoreMem(FP, slotPage, R0, asm.DWord),
 		asm.StoreImm(R0, offKind, kindPage, asm.Word),
 		asm.StoreMem(R0, pageOffIdx, R7, asm.Word),
@@ -479,24 +485,24 @@ func program(ws []watch, off kernelOffsets, m progMaps, sig unix.Signal, budget,
 		asm.LSh.Imm(R3, 12),
 		asm.Add.Reg(R3, R8),
 		asm.StoreMem(R0, pageOffVA, R3, asm.DWord),
+		asm.StoreMem(FP, slotCKey+8, R3, asm.DWord),
+		asm.LoadMem(R1, R9, offTGID, asm.Word),
+		asm.StoreMem(FP, slotCKey, R1, asm.DWord), // tgid, then 0
 		asm.Mov.Reg(R1, R0),
 		asm.Add.Imm(R1, pageDataOff),
 		asm.Mov.Imm(R2, pageSize),
 		asm.FnProbeReadUser.Call(),
-		asm.JNE.Imm(R0, 0, "notPresent"),
-		asm.LoadMem(R1, R9, offTGID, asm.Word),
-		asm.StoreMem(FP, slotCKey, R1, asm.DWord), // tgid, then 0
 		asm.LoadMem(R1, FP, slotPage, asm.DWord),
-		asm.LoadMem(R1, R1, pageOffVA, asm.DWord),
-		asm.StoreMem(FP, slotCKey+8, R1, asm.DWord),
+		asm.JNE.Imm(R0, 0, "notPresentDiscard"),
 		asm.LoadMapPtr(R1, m.cache.FD()),
 		asm.Mov.Reg(R2, FP),
 		asm.Add.Imm(R2, slotCKey),
 		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(R0, 0, "emit"),
+		asm.JEq.Imm(R0, 0, "insert"),
+		asm.StoreMem(FP, slotEntry, R0, asm.DWord),
 		asm.LoadMem(R1, R0, 0, asm.DWord),
 		asm.LoadMem(R2, R9, offEpoch, asm.DWord),
-		asm.JNE.Reg(R1, R2, "emit"),
+		asm.JNE.Reg(R1, R2, "store"),
 		// compare, a word at a time: equal bytes, never a hash
 		asm.Add.Imm(R0, 8),
 		asm.StoreMem(FP, slotCmp+8, R0, asm.DWord),
@@ -510,9 +516,12 @@ func program(ws []watch, off kernelOffsets, m progMaps, sig unix.Signal, budget,
 		asm.Add.Imm(R3, slotCmp),
 		asm.Mov.Imm(R4, 0),
 		asm.FnLoop.Call(),
-		asm.JNE.Imm(R0, pageSize/cmpChunk, "emit"), // stopped early: a difference
+		asm.JNE.Imm(R0, pageSize/cmpChunk, "store"), // stopped early: a difference
 		asm.LoadMem(R1, FP, slotCmp+16, asm.DWord),
-		asm.JNE.Imm(R1, 0, "emit"),
+		asm.JNE.Imm(R1, 0, "store"),
+		asm.LoadMem(R1, FP, slotPage, asm.DWord),
+		asm.Mov.Imm(R2, 0),
+		asm.FnRingbufDiscard.Call(),
 		asm.Mov.Imm(R1, 1),
 		asm.LSh.Reg(R1, R7),
 		asm.LoadMem(R2, R9, offSame, asm.DWord),
@@ -521,32 +530,53 @@ func program(ws []watch, off kernelOffsets, m progMaps, sig unix.Signal, budget,
 		asm.Add.Imm(R7, 1),
 		asm.Ja.Label("cloop"),
 
-		// to the ring, then into the cache: an entry holds only what
-		// the reader was sent (a failed update leaves none; one that
-		// cannot be removed either ends the process's caching)
-		asm.LoadMapPtr(R1, ring.FD()).WithSymbol("emit"),
-		asm.LoadMem(R2, FP, slotPage, asm.DWord),
-		asm.Mov.Imm(R3, pageRecSize),
-		asm.Mov.Imm(R4, rbNoWakeup), // the call record's commit wakes the reader
-		asm.FnRingbufOutput.Call(),
-		asm.JNE.Imm(R0, 0, "ringFull"),
+		// a page with no entry: insert one (its bytes are the
+		// scratch's, whatever they are, and overwritten at once)
+		asm.StoreImm(FP, slotKey, 0, asm.Word).WithSymbol("insert"),
+		asm.LoadMapPtr(R1, m.scratch.FD()),
+		asm.Mov.Reg(R2, FP),
+		asm.Add.Imm(R2, slotKey),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(R0, 0, "send"),
+		asm.Mov.Reg(R3, R0),
 		asm.LoadMapPtr(R1, m.cache.FD()),
 		asm.Mov.Reg(R2, FP),
 		asm.Add.Imm(R2, slotCKey),
-		asm.LoadMem(R3, FP, slotPage, asm.DWord),
-		asm.Add.Imm(R3, pageOffEp),
 		asm.Mov.Imm(R4, bpfAny),
 		asm.FnMapUpdateElem.Call(),
-		asm.JEq.Imm(R0, 0, "next"),
+		asm.JNE.Imm(R0, 0, "send"), // full: no entry
 		asm.LoadMapPtr(R1, m.cache.FD()),
+		asm.Mov.Reg(R2, FP),
+		asm.Add.Imm(R2, slotCKey),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(R0, 0, "send"),
+		asm.StoreMem(FP, slotEntry, R0, asm.DWord),
+		// the entry takes the page's bytes and the epoch; then the page
+		// goes to the ring (a commit cannot fail): the entry holds what
+		// the reader is sent. A copy that fails deletes the entry; a
+		// delete that fails ends the process's caching.
+		asm.LoadMem(R1, FP, slotEntry, asm.DWord).WithSymbol("store"),
+		asm.Add.Imm(R1, 8),
+		asm.Mov.Imm(R2, pageSize),
+		asm.LoadMem(R3, FP, slotPage, asm.DWord),
+		asm.Add.Imm(R3, pageDataOff),
+		asm.FnProbeReadKernel.Call(),
+		asm.JNE.Imm(R0, 0, "unstore"),
+		asm.LoadMem(R1, FP, slotEntry, asm.DWord),
+		asm.LoadMem(R2, R9, offEpoch, asm.DWord),
+		asm.StoreMem(R1, 0, R2, asm.DWord),
+		asm.Ja.Label("send"),
+		asm.LoadMapPtr(R1, m.cache.FD()).WithSymbol("unstore"),
 		asm.Mov.Reg(R2, FP),
 		asm.Add.Imm(R2, slotCKey),
 		asm.FnMapDeleteElem.Call(),
-		asm.JEq.Imm(R0, 0, "next"),
-		asm.JEq.Imm(R0, -int32(unix.ENOENT), "next"),
+		asm.JEq.Imm(R0, 0, "send"),
 		asm.LoadMem(R1, FP, slotTgid, asm.DWord),
 		storeImm64(R1, 0, 0),
-		asm.Add.Imm(R7, 1).WithSymbol("next"),
+		asm.LoadMem(R1, FP, slotPage, asm.DWord).WithSymbol("send"),
+		asm.Mov.Imm(R2, rbNoWakeup), // the call record's commit wakes the reader
+		asm.FnRingbufSubmit.Call(),
+		asm.Add.Imm(R7, 1),
 		asm.Ja.Label("cloop"),
 
 		asm.Mov.Imm(R1, int32(ReasonNotPresent)).WithSymbol("notPresent"),
@@ -664,8 +694,8 @@ func program(ws []watch, off kernelOffsets, m progMaps, sig unix.Signal, budget,
 // progMaps are the maps the program uses.
 type progMaps struct {
 	tgids, ring, counters *ebpf.Map
-	// scratch: a per-CPU array of one page record, the fresh page;
-	// cache: a hash (preallocated, no eviction) from (tgid, page
+	// scratch: a per-CPU array of one cache value, the bytes an entry
+	// is inserted with before the page's are copied in; cache: a hash (preallocated, no eviction) from (tgid, page
 	// address) to the page's last bytes sent to the reader (epoch u64,
 	// then the page)
 	scratch, cache *ebpf.Map

@@ -166,7 +166,7 @@ func Open(cfg Config) (*Source, error) {
 	if s.tgids, err = ebpf.NewMap(&ebpf.MapSpec{Name: "ptjit_tgids", Type: ebpf.Hash, KeySize: 4, ValueSize: 8, MaxEntries: 4096}); err != nil {
 		return nil, fmt.Errorf("bpfev: tgid map: %w", err)
 	}
-	if s.scratch, err = ebpf.NewMap(&ebpf.MapSpec{Name: "ptjit_scratch", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: pageRecSize, MaxEntries: 1}); err != nil {
+	if s.scratch, err = ebpf.NewMap(&ebpf.MapSpec{Name: "ptjit_scratch", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8 + pageSize, MaxEntries: 1}); err != nil {
 		return nil, fmt.Errorf("bpfev: scratch map: %w", err)
 	}
 	if s.cache, err = ebpf.NewMap(&ebpf.MapSpec{Name: "ptjit_pages", Type: ebpf.Hash, KeySize: 16, ValueSize: 8 + pageSize,
