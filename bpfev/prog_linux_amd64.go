@@ -206,15 +206,16 @@ func loadRegsOffsets(spec *btf.Spec) (regsOffsets, error) {
 
 // Stack slots of the programs (offsets from R10).
 const (
-	slotKey    = -8  // u32 map key
-	slotExec   = -16 // u64 1 when the call made memory executable
-	slotPage   = -24 // the page record being filled (the scratch map's value)
-	slotEpoch  = -40 // u64 the process's cache epoch (its tgid map value)
-	slotTgid   = -48 // its tgid map value's address
-	slotCKey   = -64 // 16 bytes: the page cache key (tgid u32, 0 u32, address u64)
-	slotCmp    = -88 // 24 bytes: the compare callback's context (fresh page, cached page, differs)
-	slotEntry  = -96 // the page's cache entry
-	budgetHard = 64  // Config.BudgetPages at most: the verifier walks the copy loop once per page (and Same has 64 bits)
+	slotKey     = -8   // u32 map key
+	slotExec    = -16  // u64 1 when the call made memory executable
+	slotPage    = -24  // the page record being filled (the scratch map's value)
+	slotEpoch   = -40  // u64 the process's cache epoch (its tgid map value)
+	slotTgid    = -48  // its tgid map value's address
+	slotCKey    = -64  // 16 bytes: the page cache key (tgid u32, 0 u32, address u64)
+	slotCmp     = -88  // 24 bytes: the compare callback's context (fresh page, cached page, differs)
+	slotEntry   = -96  // the page's cache entry (0: none)
+	slotScratch = -104 // this CPU's scratch page (token u64, then the page)
+	budgetHard  = 64   // Config.BudgetPages at most: the verifier walks the copy loop once per page (and Same has 64 bits)
 )
 
 // cacheBudget is the most pages one call may copy through the page
@@ -462,14 +463,81 @@ func program(ws []watch, off kernelOffsets, m progMaps, sig unix.Signal, budget,
 		asm.Mov.Imm(R2, 0).WithSymbol("notPresentDiscard"),
 		asm.FnRingbufDiscard.Call(),
 		asm.Ja.Label("notPresent"),
-		// the copy with the cache: each page read into a page record
-		// reserved in the ring (not a per-CPU scratch buffer: another
-		// task may run the program on this CPU while this one is
-		// preempted); one that equals the cache's copy is discarded and
-		// only a bit in offSame, the others go into the cache and then
-		// to the ring
+		// the copy with the cache: each page read into this CPU's
+		// scratch page and compared with its entry; one that equals it
+		// is only a bit in offSame; the others go into a page record and
+		// the cache. The scratch starts with its user's token (the
+		// thread, offTID): another task that runs the program on this
+		// CPU while this one is preempted writes its own first, so a
+		// token that changed while the page was in use means the page
+		// may be another's, and the call falls back (ReasonRaced).
 		asm.JGE.Reg(R7, R6, "copied").WithSymbol("cloop"),
-		asm.LoadMapPtr(R1, ring.FD()),
+		asm.StoreImm(FP, slotKey, 0, asm.Word),
+		asm.LoadMapPtr(R1, m.scratch.FD()),
+		asm.Mov.Reg(R2, FP),
+		asm.Add.Imm(R2, slotKey),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(R0, 0, "notPresent"),
+		asm.StoreMem(FP, slotScratch, R0, asm.DWord),
+		asm.LoadMem(R1, R9, offTID, asm.DWord),
+		asm.StoreMem(R0, 0, R1, asm.DWord),
+		asm.Mov.Reg(R3, R7),
+		asm.LSh.Imm(R3, 12),
+		asm.Add.Reg(R3, R8),
+		asm.StoreMem(FP, slotCKey+8, R3, asm.DWord),
+		asm.LoadMem(R1, R9, offTGID, asm.Word),
+		asm.StoreMem(FP, slotCKey, R1, asm.DWord), // tgid, then 0
+		asm.Mov.Reg(R1, R0),
+		asm.Add.Imm(R1, 8),
+		asm.Mov.Imm(R2, pageSize),
+		asm.FnProbeReadUser.Call(),
+		asm.JNE.Imm(R0, 0, "notPresent"),
+		storeImm64(FP, slotEntry, 0),
+		asm.LoadMapPtr(R1, m.cache.FD()),
+		asm.Mov.Reg(R2, FP),
+		asm.Add.Imm(R2, slotCKey),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(R0, 0, "changed"),
+		asm.StoreMem(FP, slotEntry, R0, asm.DWord),
+		asm.LoadMem(R1, R0, 0, asm.DWord),
+		asm.LoadMem(R2, R9, offEpoch, asm.DWord),
+		asm.JNE.Reg(R1, R2, "changed"),
+		// compare, a word at a time: equal bytes, never a hash
+		asm.Add.Imm(R0, 8),
+		asm.StoreMem(FP, slotCmp+8, R0, asm.DWord),
+		asm.LoadMem(R1, FP, slotScratch, asm.DWord),
+		asm.Add.Imm(R1, 8),
+		asm.StoreMem(FP, slotCmp, R1, asm.DWord),
+		storeImm64(FP, slotCmp+16, 0),
+		asm.Mov.Imm(R1, pageSize/cmpChunk),
+		asm.Instruction{OpCode: asm.LoadImmOp(asm.DWord), Dst: R2, Src: asm.PseudoFunc, Constant: -1}.WithReference("page_cmp"),
+		asm.Mov.Reg(R3, FP),
+		asm.Add.Imm(R3, slotCmp),
+		asm.Mov.Imm(R4, 0),
+		asm.FnLoop.Call(),
+		asm.JNE.Imm(R0, pageSize/cmpChunk, "changed"), // stopped early: a difference
+		asm.LoadMem(R1, FP, slotCmp+16, asm.DWord),
+		asm.JNE.Imm(R1, 0, "changed"),
+		asm.LoadMem(R1, FP, slotScratch, asm.DWord),
+		asm.LoadMem(R1, R1, 0, asm.DWord),
+		asm.LoadMem(R2, R9, offTID, asm.DWord),
+		asm.JNE.Reg(R1, R2, "raced"),
+		asm.Mov.Imm(R1, 1),
+		asm.LSh.Reg(R1, R7),
+		asm.LoadMem(R2, R9, offSame, asm.DWord),
+		asm.Or.Reg(R2, R1),
+		asm.StoreMem(R9, offSame, R2, asm.DWord),
+		asm.Add.Imm(R7, 1),
+		asm.Ja.Label("cloop"),
+
+		// changed, or no entry: a page record with the scratch's bytes,
+		// then (the token still this thread's) the entry takes the
+		// record's bytes and the epoch (inserted when missing, while the
+		// map has room), then the record is committed (a commit cannot
+		// fail): the entry holds what the reader is sent. A copy into the
+		// entry that fails deletes it; a delete that fails ends the
+		// process's caching (its epoch becomes 0).
+		asm.LoadMapPtr(R1, ring.FD()).WithSymbol("changed"),
 		asm.Mov.Imm(R2, pageRecSize),
 		asm.Mov.Imm(R3, 0),
 		asm.FnRingbufReserve.Call(),
@@ -481,67 +549,25 @@ func program(ws []watch, off kernelOffsets, m progMaps, sig unix.Signal, budget,
 		asm.StoreMem(R0, pageOffTID, R1, asm.DWord),
 		asm.LoadMem(R1, R9, offEpoch, asm.DWord),
 		asm.StoreMem(R0, pageOffEp, R1, asm.DWord),
-		asm.Mov.Reg(R3, R7),
-		asm.LSh.Imm(R3, 12),
-		asm.Add.Reg(R3, R8),
-		asm.StoreMem(R0, pageOffVA, R3, asm.DWord),
-		asm.StoreMem(FP, slotCKey+8, R3, asm.DWord),
-		asm.LoadMem(R1, R9, offTGID, asm.Word),
-		asm.StoreMem(FP, slotCKey, R1, asm.DWord), // tgid, then 0
+		asm.LoadMem(R1, FP, slotCKey+8, asm.DWord),
+		asm.StoreMem(R0, pageOffVA, R1, asm.DWord),
 		asm.Mov.Reg(R1, R0),
 		asm.Add.Imm(R1, pageDataOff),
 		asm.Mov.Imm(R2, pageSize),
-		asm.FnProbeReadUser.Call(),
-		asm.LoadMem(R1, FP, slotPage, asm.DWord),
-		asm.JNE.Imm(R0, 0, "notPresentDiscard"),
-		asm.LoadMapPtr(R1, m.cache.FD()),
-		asm.Mov.Reg(R2, FP),
-		asm.Add.Imm(R2, slotCKey),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(R0, 0, "insert"),
-		asm.StoreMem(FP, slotEntry, R0, asm.DWord),
-		asm.LoadMem(R1, R0, 0, asm.DWord),
-		asm.LoadMem(R2, R9, offEpoch, asm.DWord),
-		asm.JNE.Reg(R1, R2, "store"),
-		// compare, a word at a time: equal bytes, never a hash
-		asm.Add.Imm(R0, 8),
-		asm.StoreMem(FP, slotCmp+8, R0, asm.DWord),
-		asm.LoadMem(R1, FP, slotPage, asm.DWord),
-		asm.Add.Imm(R1, pageDataOff),
-		asm.StoreMem(FP, slotCmp, R1, asm.DWord),
-		storeImm64(FP, slotCmp+16, 0),
-		asm.Mov.Imm(R1, pageSize/cmpChunk),
-		asm.Instruction{OpCode: asm.LoadImmOp(asm.DWord), Dst: R2, Src: asm.PseudoFunc, Constant: -1}.WithReference("page_cmp"),
-		asm.Mov.Reg(R3, FP),
-		asm.Add.Imm(R3, slotCmp),
-		asm.Mov.Imm(R4, 0),
-		asm.FnLoop.Call(),
-		asm.JNE.Imm(R0, pageSize/cmpChunk, "store"), // stopped early: a difference
-		asm.LoadMem(R1, FP, slotCmp+16, asm.DWord),
+		asm.LoadMem(R3, FP, slotScratch, asm.DWord),
+		asm.Add.Imm(R3, 8),
+		asm.FnProbeReadKernel.Call(),
+		asm.JNE.Imm(R0, 0, "racedDiscard"),
+		asm.LoadMem(R1, FP, slotScratch, asm.DWord),
+		asm.LoadMem(R1, R1, 0, asm.DWord),
+		asm.LoadMem(R2, R9, offTID, asm.DWord),
+		asm.JNE.Reg(R1, R2, "racedDiscard"),
+		asm.LoadMem(R1, FP, slotEntry, asm.DWord),
 		asm.JNE.Imm(R1, 0, "store"),
-		asm.LoadMem(R1, FP, slotPage, asm.DWord),
-		asm.Mov.Imm(R2, 0),
-		asm.FnRingbufDiscard.Call(),
-		asm.Mov.Imm(R1, 1),
-		asm.LSh.Reg(R1, R7),
-		asm.LoadMem(R2, R9, offSame, asm.DWord),
-		asm.Or.Reg(R2, R1),
-		asm.StoreMem(R9, offSame, R2, asm.DWord),
-		asm.Add.Imm(R7, 1),
-		asm.Ja.Label("cloop"),
-
-		// a page with no entry: insert one (its bytes are the
-		// scratch's, whatever they are, and overwritten at once)
-		asm.StoreImm(FP, slotKey, 0, asm.Word).WithSymbol("insert"),
-		asm.LoadMapPtr(R1, m.scratch.FD()),
-		asm.Mov.Reg(R2, FP),
-		asm.Add.Imm(R2, slotKey),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(R0, 0, "send"),
-		asm.Mov.Reg(R3, R0),
 		asm.LoadMapPtr(R1, m.cache.FD()),
 		asm.Mov.Reg(R2, FP),
 		asm.Add.Imm(R2, slotCKey),
+		asm.LoadMem(R3, FP, slotScratch, asm.DWord),
 		asm.Mov.Imm(R4, bpfAny),
 		asm.FnMapUpdateElem.Call(),
 		asm.JNE.Imm(R0, 0, "send"), // full: no entry
@@ -551,10 +577,6 @@ func program(ws []watch, off kernelOffsets, m progMaps, sig unix.Signal, budget,
 		asm.FnMapLookupElem.Call(),
 		asm.JEq.Imm(R0, 0, "send"),
 		asm.StoreMem(FP, slotEntry, R0, asm.DWord),
-		// the entry takes the page's bytes and the epoch; then the page
-		// goes to the ring (a commit cannot fail): the entry holds what
-		// the reader is sent. A copy that fails deletes the entry; a
-		// delete that fails ends the process's caching.
 		asm.LoadMem(R1, FP, slotEntry, asm.DWord).WithSymbol("store"),
 		asm.Add.Imm(R1, 8),
 		asm.Mov.Imm(R2, pageSize),
@@ -578,6 +600,10 @@ func program(ws []watch, off kernelOffsets, m progMaps, sig unix.Signal, budget,
 		asm.FnRingbufSubmit.Call(),
 		asm.Add.Imm(R7, 1),
 		asm.Ja.Label("cloop"),
+		asm.LoadMem(R1, FP, slotPage, asm.DWord).WithSymbol("racedDiscard"),
+		asm.Mov.Imm(R2, 0),
+		asm.FnRingbufDiscard.Call(),
+		asm.Ja.Label("raced"),
 
 		asm.Mov.Imm(R1, int32(ReasonNotPresent)).WithSymbol("notPresent"),
 		asm.Ja.Label("fallbackReason"),
@@ -694,8 +720,9 @@ func program(ws []watch, off kernelOffsets, m progMaps, sig unix.Signal, budget,
 // progMaps are the maps the program uses.
 type progMaps struct {
 	tgids, ring, counters *ebpf.Map
-	// scratch: a per-CPU array of one cache value, the bytes an entry
-	// is inserted with before the page's are copied in; cache: a hash (preallocated, no eviction) from (tgid, page
+	// scratch: a per-CPU array of one page with its user's token (also
+	// what a new entry is inserted with before the page's bytes are
+	// copied in); cache: a hash (preallocated, no eviction) from (tgid, page
 	// address) to the page's last bytes sent to the reader (epoch u64,
 	// then the page)
 	scratch, cache *ebpf.Map
