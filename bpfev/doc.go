@@ -68,12 +68,13 @@
 // range has at most cacheBudget (16) pages, the program keeps in a hash
 // map (Config.CachePages entries, preallocated) the bytes of each page it
 // last sent, by (tgid, page address), with the process's epoch. It reads
-// each page into a page record reserved in the ring, compares it with the
-// page's entry word by word (a bpf_loop callback, 64 words a call: never
-// a hash, so "unchanged" is exact), and when they are equal discards the
-// record and sets the page's bit in the call record (Event.Same). A page
-// that differs, or has no entry, is copied into its entry (inserted when
-// missing, while the map has room) and then committed to the ring. The
+// each page into this CPU's scratch page, compares it with the page's
+// entry word by word (a bpf_loop callback, 64 words a call: never a hash,
+// so "unchanged" is exact), and when they are equal sets the page's bit
+// in the call record (Event.Same) and takes no ring space. A page that
+// differs, or has no entry, is copied into a page record reserved in the
+// ring, from there into its entry (inserted when missing, while the map
+// has room), and the record is committed. The
 // reader keeps its own copy of every page it is sent in a call that used
 // the cache, by epoch and address, and fills Event.Bytes's unchanged
 // pages from it: the cache holds exactly what the reader was sent, so the
@@ -89,16 +90,21 @@
 //     the same entries meanwhile, and the copies happen in the order of
 //     their records in the ring. A process of several threads sends every
 //     page, as without the cache;
-//   - no scratch shared between tasks: the fresh page is read into its own
-//     ring record, not a per-CPU buffer that another task running the
-//     program on the same CPU could overwrite while this one is preempted;
+//   - the scratch page is this CPU's, and another task may run the program
+//     on this CPU while this one is preempted (a preemptible kernel): the
+//     scratch starts with its user's token (the thread), written before
+//     the page is read and checked after the compare and after the copy
+//     into the record; a token that changed makes the call fall back
+//     (ReasonRaced) before anything of that page is claimed, cached or
+//     committed;
 //   - no eviction: an LRU map could recycle an entry for another key while
 //     a program compares a page with it; this hash frees an entry only
 //     when its own process's thread deletes it, or when Remove deletes the
 //     removed process's entries. When it is full, pages without an entry
 //     are sent every time;
 //   - an entry changes only together with a page record that the reader
-//     will see (a commit cannot fail once reserved), in a call whose record
+//     will see (the entry is copied from the reserved record, which is then
+//     committed: a commit cannot fail), in a call whose record
 //     says it used the cache (Event.Epoch), for which the reader updates
 //     its copy; a copy into an entry that fails deletes the entry, and a
 //     delete that fails ends the process's caching (its epoch becomes 0);
