@@ -104,7 +104,8 @@ func TestE2EEventsOptions(t *testing.T) {
 		{[]string{"--events=ebpf"}, `--events: "ebpf" is not auto, bpf or seccomp`},
 		{[]string{"--events=bpf", "--pt=soft"}, "--events=bpf: --pt=soft needs every call that adds PROT_EXEC at its entry"},
 		{[]string{"--events=bpf", "--copy=changed"}, "--events=bpf: --copy=changed reads changed pages at stops"},
-		{[]string{"--bpf-budget=1"}, "--bpf-budget needs --events=bpf or auto"},
+		{[]string{"--bpf-budget=1"}, "--bpf-budget and --bpf-cache need --events=bpf or auto"},
+		{[]string{"--bpf-cache=-1"}, "--bpf-budget and --bpf-cache need --events=bpf or auto"},
 	} {
 		dir := filepath.Join(t.TempDir(), "rec")
 		r := e2ePtjit(t, nil, append(append([]string{"run", "-o", dir}, c.args...), "--", e2eProg("exitcode"), "0")...)
