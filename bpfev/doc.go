@@ -21,7 +21,7 @@
 // One BPF program, a BTF raw tracepoint on sys_exit (the raw_syscalls
 // tracepoint, whose arguments are the thread's user pt_regs and the
 // result), written with cilium/ebpf's asm package in prog_linux_amd64.go.
-// asm rather than C compiled by bpf2go: the program is about 350
+// asm rather than C compiled by bpf2go: the program is about 590
 // instructions, it is built at Open with the running kernel's structure
 // offsets (from its BTF: pt_regs, thread_info.status, task_struct.mm,
 // mm_struct.mm_lock_seq, mm_struct.mm_users, vm_area_struct.vm_flags) and the Config's constants (signal, page budget)
