@@ -91,7 +91,12 @@
 // tracks it: "Changed pages"), when its event is drained (the thread
 // cannot run its own code before that stop). A JIT that toggles RW↔RX, or maps, fills, protects
 // and unmaps, makes no stop per version (TestE2EEventsStops: 300
-// versions, about 300 stops with seccomp, none of them with bpf).
+// versions, about 300 stops with seccomp, none of them with bpf). The
+// kernel sends only the pages of a call's range that changed since it
+// last sent them (bpfev's page cache, for a process of one thread), and
+// a version from an event is recorded as the previous event version of
+// the same range but for the pages whose bytes may differ: those alone
+// are hashed and stored (TestE2EEventsPageCache).
 //
 // Each feature decides its part of a syscall in its own file. Three lists
 // in syscalls_linux_amd64.go say in which order, each entry with the

@@ -49,7 +49,14 @@ import (
 // stop is in the ring by then, so a stop never sees a Space older than
 // the calls before it. Each event's effect is applied as at an exit stop
 // (eventEffects), stamped with the event's time put on the TSC time base
-// (bpfev.TSC), the version's bytes taken from the event. An event the
+// (bpfev.TSC), the version's bytes taken from the event. A version of the
+// range an earlier event's version had (same address and size) is
+// recorded as that version's pages but for those whose bytes may differ
+// (bpfev's page numbers, Event.Gens: the kernel's page cache sends only
+// the pages that changed, and numbers the others as before), so the
+// database reads, hashes and compares only those (eventVersion,
+// db.Recorder.AddVersionPages; Stats.Events.PagesSame counts the rest).
+// An event the
 // kernel could not copy (FlagFallback) is applied reading the range from
 // the program, as the seccomp path does: its thread was sent SIGSTOP
 // before it returned to user space and does not run until ptjit handles
@@ -153,6 +160,10 @@ type EventStats struct {
 	Bytes     int64 // bytes of versions taken from events, not read from the program
 	Fallbacks int64 // exec-adding calls the kernel could not copy (read at their SIGSTOP)
 	Lost      int64
+	// PagesSame: pages of versions from events recorded as their base
+	// version's (the kernel found them unchanged), neither copied nor
+	// hashed
+	PagesSame int64
 }
 
 // eventState is the tracer's BPF event source (nil without EventsBPF).
@@ -311,7 +322,7 @@ func (t *Tracer) applyEvent(e *bpfev.Event) {
 	op.rng = ival{op.args[0], op.args[0] + pageUp(op.args[1])}
 	var data *image
 	if e.Complete() {
-		data = &image{addr: e.Addr, b: e.Bytes}
+		data = &image{addr: e.Addr, b: e.Bytes, gens: e.Gens}
 	}
 	at := t.events.conv.stamp(e.Time)
 	t.applyCall(th, p, op, uint64(e.Ret), Stamp{At: at, IP: op.ip, TID: e.TID, Via: e.TID}, data)
@@ -448,20 +459,65 @@ func (t *Tracer) eventSignal(th *thread, sig int) bool {
 	return err == nil && si.Code == siKernel && int32(si.Addr) == 0
 }
 
-// eventVersion records v with its bytes from an event's copy.
-func (t *Tracer) eventVersion(v db.Version, data *image) int64 {
-	t.result.Stats.Events.Bytes += int64(v.Size)
+// eventVersion records v with its bytes from an event's copy. When an
+// earlier version from an event covered the same range, only the pages
+// whose bytes may differ from it (another page number, image.gens) are
+// given to the database, which takes the others' from that version
+// unread, unhashed and uncompared (db.Recorder.AddVersionPages).
+func (t *Tracer) eventVersion(sp *space, v db.Version, data *image) int64 {
+	st := &t.result.Stats.Events
+	st.Bytes += int64(v.Size)
+	gens := data.pageGens(v.Addr, v.Addr+v.Size)
+	if b := sp.evBase[v.Addr]; b != nil && gens != nil && b.size == v.Size {
+		var runs []db.PageRun
+		for i, g := range gens {
+			if g == b.gens[i] {
+				continue
+			}
+			addr := v.Addr + uint64(i)*pageSize
+			if n := len(runs); n > 0 && runs[n-1].Addr+uint64(len(runs[n-1].Data)) == addr && len(runs[n-1].Data) < db.ChunkSize {
+				runs[n-1].Data = append(runs[n-1].Data, data.b[addr-data.addr:addr-data.addr+pageSize]...)
+				continue
+			}
+			buf := db.Buffer(pageSize)
+			data.read(addr, buf)
+			runs = append(runs, db.PageRun{Addr: addr, Data: buf})
+		}
+		id, _ := t.rec.AddVersionPages(v, b.id, runs)
+		st.PagesSame += int64(len(gens))
+		for _, r := range runs {
+			st.PagesSame -= int64(len(r.Data) / pageSize)
+		}
+		b.id, b.gens = id, append(b.gens[:0], gens...)
+		return id
+	}
+	var id int64
 	if v.Size > db.ChunkSize {
-		id, _, err := t.rec.AddVersionRead(v, data.read)
+		var err error
+		id, _, err = t.rec.AddVersionRead(v, data.read)
 		if err != nil {
 			t.warnf("%v", err)
 		}
-		return id
+	} else {
+		v.Data = db.Buffer(int(v.Size))
+		data.read(v.Addr, v.Data)
+		id, _ = t.rec.AddVersion(v)
 	}
-	v.Data = db.Buffer(int(v.Size))
-	data.read(v.Addr, v.Data)
-	id, _ := t.rec.AddVersion(v)
+	if gens != nil {
+		if sp.evBase == nil {
+			sp.evBase = map[uint64]*evBase{}
+		}
+		sp.evBase[v.Addr] = &evBase{size: v.Size, id: id, gens: append([]uint64(nil), gens...)}
+	}
 	return id
+}
+
+// evBase is the last version recorded from an event at an address, and
+// its pages' numbers (eventVersion).
+type evBase struct {
+	size uint64
+	id   int64
+	gens []uint64
 }
 
 // eventsAliasFilter gives a process where W^X tracks a shared file

@@ -107,7 +107,8 @@ func TestE2EEventsOptions(t *testing.T) {
 		{[]string{"--events=ebpf"}, `--events: "ebpf" is not auto, bpf or seccomp`},
 		{[]string{"--events=bpf", "--pt=soft"}, "--events=bpf: --pt=soft needs every call that adds PROT_EXEC at its entry"},
 		{[]string{"--events=bpf", "--copy=changed"}, "--events=bpf: --copy=changed reads changed pages at stops"},
-		{[]string{"--bpf-budget=1"}, "--bpf-budget needs --events=bpf or auto"},
+		{[]string{"--bpf-budget=1"}, "--bpf-budget and --bpf-cache need --events=bpf or auto"},
+		{[]string{"--bpf-cache=-1"}, "--bpf-budget and --bpf-cache need --events=bpf or auto"},
 	} {
 		dir := filepath.Join(t.TempDir(), "rec")
 		r := e2ePtjit(t, nil, append(append([]string{"run", "-o", dir}, c.args...), "--", e2eProg("exitcode"), "0")...)
@@ -251,6 +252,37 @@ func TestE2EEventsUnprivileged(t *testing.T) {
 			}
 			if meta := recordingMeta(t, dir); meta["events"] != "seccomp" {
 				t.Errorf("--events=auto: meta events %q, want seccomp", meta["events"])
+			}
+		})
+	}
+}
+
+// TestE2EEventsPageCache records jit-pages with a 64 KiB region (16
+// pages, of which each version rewrites two, and some versions hold a
+// page dropped with MADV_DONTNEED: changed without a store) under each
+// event source, and checks every version's bytes against the program's
+// manifest. Under bpf the kernel's page cache sends only the pages that
+// changed and the versions are recorded from the last one's pages
+// (meta events_pages_same): a page wrongly taken as unchanged would
+// hold the previous version's function.
+func TestE2EEventsPageCache(t *testing.T) {
+	e2eSetup(t)
+	p := e2eProgram{name: "jit-pages", args: []string{"24", "64"}}
+	for _, events := range e2eEventSources(t) {
+		t.Run(events, func(t *testing.T) {
+			ms, dir := e2eRecord(t, p, "--pt=off", "--events="+events)
+			if len(ms) < 25 {
+				t.Fatalf("jit-pages wrote %d manifest lines, want 25 and more", len(ms))
+			}
+			meta := checkManifestBytes(t, dir, ms)
+			same, _ := strconv.Atoi(meta["events_pages_same"])
+			t.Logf("%s: %s pages of versions taken unchanged from the last", events, meta["events_pages_same"])
+			if events == "bpf" && same < 20*12 {
+				// 24 versions of 16 pages, 2 or 3 of them changed
+				t.Errorf("bpf: %d pages taken unchanged, want most of 24 versions' 16", same)
+			}
+			if events == "seccomp" && same != 0 {
+				t.Errorf("seccomp: %d pages taken unchanged from events", same)
 			}
 		})
 	}

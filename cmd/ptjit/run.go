@@ -14,7 +14,7 @@ func init() {
 	var (
 		out, pin, wx, pt, gt, sf, sl, cp, ev string
 		quiet                                bool
-		scpus, bpfPg                         int // hidden --bpf-budget, for tests: a small one forces the BPF fallbacks
+		scpus, bpfPg, bpfCache               int // hidden --bpf-budget and --bpf-cache, for tests and measurements
 	)
 	cmd := &cobra.Command{
 		Use:   "run [-o DIR] [-q] [--pt=auto|intel|soft|off] [--wx=auto|precise|batch|off] [--pin=auto|on|off] [--soft-filter=jit|off] [--soft-layout=per-thread|per-cpu] [--soft-cpus=N] [--copy=auto|changed|full] [--events=auto|bpf|seccomp] [--] PROGRAM [ARGS...]",
@@ -112,7 +112,7 @@ refused.`,
 			}
 			status, err := ptrun.Run(ptrun.Config{OutDir: out, Argv: args, Quiet: quiet, Pin: pm, WX: wm, PT: ptm,
 				GroundTruth: gt, SoftFilter: filter, SoftLayout: layout, SoftCPUs: scpus, Copy: cm,
-				Events: tracker.EventsMode(ev), BPF: bpfev.Config{BudgetPages: bpfPg}})
+				Events: tracker.EventsMode(ev), BPF: bpfev.Config{BudgetPages: bpfPg, CachePages: bpfCache}})
 			var ke *ptrun.KilledError
 			if err != nil && errors.As(err, &ke) && quiet {
 				err = nil // -q: the status says it
@@ -137,5 +137,7 @@ refused.`,
 	cmd.Flags().StringVar(&ev, "events", "seccomp", "where the address-space calls come from: seccomp (a stop per call that adds code), bpf (an eBPF program copies the code in the kernel: no stop per version; root or CAP_BPF+CAP_PERFMON), or auto (bpf where it can run)")
 	cmd.Flags().IntVar(&bpfPg, "bpf-budget", 0, "with BPF events: the most pages one call's copy may take (1..64; 0: 64)")
 	cmd.Flags().MarkHidden("bpf-budget")
+	cmd.Flags().IntVar(&bpfCache, "bpf-cache", 0, "with BPF events: the kernel's page cache, in pages (0: 4096; -1: none, every page is sent)")
+	cmd.Flags().MarkHidden("bpf-cache")
 	rootCmd.AddCommand(cmd)
 }
