@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -763,5 +764,104 @@ func TestMremap(t *testing.T) {
 	}
 	if execMoves != 1 || plainMoves != 1 {
 		t.Errorf("%d mremap events of the executable pages and %d of the writable ones, want 1 and 1", execMoves, plainMoves)
+	}
+}
+
+// cachedPages is what bpfev-jit pages N has made executable at its step
+// s: 4 pages, versions 0..3, the last byte of page k set to the last
+// step s' ≤ s with s'%4 == k; from step N+1 on, versions 100..103.
+func cachedPages(n, s int) []byte {
+	var b []byte
+	for k := range 4 {
+		if s > n {
+			b = append(b, version(uint32(100+k))...)
+			continue
+		}
+		p := version(uint32(k))
+		for x := 1; x <= s; x++ {
+			if x%4 == k {
+				p[pageSize-1] = byte(x)
+			}
+		}
+		b = append(b, p...)
+	}
+	return b
+}
+
+// TestPageCache: a page the kernel finds unchanged is not sent, and the
+// event's bytes are still every byte of the range, against what the
+// program wrote: a page that differs by its last byte is sent, pages a
+// new mapping holds are sent even at the same address, and a cache too
+// small for the range sends the pages it has no entry for every time.
+func TestPageCache(t *testing.T) {
+	const n = 12
+	for _, tc := range []struct {
+		name  string
+		pages int
+		same  bool   // unchanged pages expected in rounds 1..n
+		may   uint64 // the pages that may be unchanged
+	}{{"cache", 0, true, 0xf}, {"full", 2, false, 0x3}, {"off", -1, false, 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openSource(t, Config{CachePages: tc.pages})
+			c := startChild(t, "pages", strconv.Itoa(n))
+			if err := s.Add(c.pid); err != nil {
+				t.Fatal(err)
+			}
+			r := c.run(t)
+			ex := execEvents(collect(t, s, c.pid))
+			if len(r.execs) != n+3 || len(ex) != n+3 {
+				t.Fatalf("%d exec lines and %d exec-adding events, want %d", len(r.execs), len(ex), n+3)
+			}
+			sameTotal := 0
+			e0 := ex[0].Epoch
+			for i, e := range ex {
+				want := cachedPages(n, r.execs[i].version)
+				if !e.Complete() || e.Addr != r.execs[i].addr || !bytes.Equal(e.Bytes, want) {
+					t.Errorf("step %d: flags %#x reason %v, %d bytes at %#x: not what the program wrote", i, e.Flags, e.Reason, len(e.Bytes), e.Addr)
+					continue
+				}
+				if len(e.Gens) != 4 {
+					t.Errorf("step %d: %d page numbers, want 4", i, len(e.Gens))
+				}
+				same := bits.OnesCount64(e.Same)
+				sameTotal += same
+				switch {
+				case tc.pages < 0 && (e.Same != 0 || e.Epoch != 0):
+					t.Errorf("step %d: no cache, but unchanged pages %#x (epoch %d)", i, e.Same, e.Epoch)
+				case i >= 1 && i <= n && e.Same&(1<<(i%4)) != 0:
+					t.Errorf("step %d: page %d changed (its last byte), but reported unchanged (%#x)", i, i%4, e.Same)
+				case e.Same&^tc.may != 0:
+					t.Errorf("step %d: unchanged pages %#x, but only %#x have an entry in the cache", i, e.Same, tc.may)
+				case i == n+1 && e.Same != 0:
+					t.Errorf("the range mapped anew with other bytes: unchanged pages %#x", e.Same)
+				case tc.same && i >= 1 && i <= n && same != 3:
+					t.Errorf("step %d: unchanged pages %#x, want the 3 pages but %d", i, e.Same, i%4)
+				}
+				if i > 0 && e.Same != 0 {
+					for k := range 4 {
+						if e.Same&(1<<k) != 0 && e.Gens[k] != ex[i-1].Gens[k] {
+							t.Errorf("step %d: page %d unchanged, but numbered %d after %d", i, k, e.Gens[k], ex[i-1].Gens[k])
+						}
+					}
+				}
+			}
+			t.Logf("%d of %d pages unchanged", sameTotal, 4*len(ex))
+			if err := s.Remove(c.pid); err != nil {
+				t.Fatal(err)
+			}
+			var k [16]byte
+			var v []byte
+			for it := s.cache.Iterate(); it.Next(&k, &v); {
+				if binary.LittleEndian.Uint32(k[:]) == uint32(c.pid) {
+					t.Errorf("the cache holds page %#x of the removed process", binary.LittleEndian.Uint64(k[8:]))
+				}
+			}
+			if s.mirror[e0] != nil {
+				t.Errorf("the reader still holds the removed process's pages")
+			}
+			if tc.may != 0 && sameTotal < bits.OnesCount64(tc.may)*n/2 {
+				t.Errorf("%d pages unchanged, want at least %d", sameTotal, bits.OnesCount64(tc.may)*n/2)
+			}
+		})
 	}
 }

@@ -21,10 +21,10 @@
 // One BPF program, a BTF raw tracepoint on sys_exit (the raw_syscalls
 // tracepoint, whose arguments are the thread's user pt_regs and the
 // result), written with cilium/ebpf's asm package in prog_linux_amd64.go.
-// asm rather than C compiled by bpf2go: the program is about 240
+// asm rather than C compiled by bpf2go: the program is about 590
 // instructions, it is built at Open with the running kernel's structure
 // offsets (from its BTF: pt_regs, thread_info.status, task_struct.mm,
-// mm_struct.mm_lock_seq, vm_area_struct.vm_flags) and the Config's constants (signal, page budget)
+// mm_struct.mm_lock_seq, mm_struct.mm_users, vm_area_struct.vm_flags) and the Config's constants (signal, page budget)
 // in place, and neither `make` nor a regeneration step needs clang; the
 // verifier checks every load through a kernel pointer against the same
 // BTF. The alternatives, tried on the kernel this was written on (6.18,
@@ -53,17 +53,84 @@
 // an address whose mapping is executable (bpf_find_vma, a callback that
 // reads vm_flags), shmat with SHM_EXEC — it copies the range page by page
 // (bpf_probe_read_user, a loop bounded by Config.BudgetPages) into page
-// records that follow the call record. For mremap the range is the new
+// records that follow the call record, but for the pages the page cache
+// (below) finds unchanged. For mremap the range is the new
 // one (the result and new_size): pages it grew are not present, so a
 // growing mremap of executable memory falls back.
+//
+// # The page cache
+//
+// A JIT rewrites little of what it makes executable again: LuaJIT
+// mprotects its whole 64 KiB machine-code area RW→RX for each trace it
+// adds, a few hundred bytes of it new. Sending every page through the
+// ring, and hashing and comparing it again in the reader, cost more than
+// the stops the events replace (BENCHMARKS.md). So, for a call whose
+// range has at most cacheBudget (16) pages, the program keeps in a hash
+// map (Config.CachePages entries, preallocated) the bytes of each page it
+// last sent, by (tgid, page address), with the process's epoch. It reads
+// each page into this CPU's scratch page, compares it with the page's
+// entry word by word (a bpf_loop callback, 64 words a call: never a hash,
+// so "unchanged" is exact), and when they are equal sets the page's bit
+// in the call record (Event.Same) and takes no ring space. A page that
+// differs, or has no entry, is copied into a page record reserved in the
+// ring, from there into its entry (inserted when missing, while the map
+// has room), and the record is committed. The
+// reader keeps its own copy of every page it is sent in a call that used
+// the cache, by epoch and address, and fills Event.Bytes's unchanged
+// pages from it: the cache holds exactly what the reader was sent, so the
+// bytes are those the kernel compared. Event.Gens numbers the pages (equal
+// numbers, equal bytes), which lets the tracker record a version from the
+// last one's pages without reading, hashing or comparing them again.
+//
+// What keeps every entry equal to the reader's copy:
+//
+//   - one writer per entry: the cache is used only while the process's mm
+//     has one user (mm_users 1: one thread, no CLONE_VM sibling, nobody
+//     reading its memory at that moment), so no other thread copies into
+//     the same entries meanwhile, and the copies happen in the order of
+//     their records in the ring. A process of several threads sends every
+//     page, as without the cache;
+//   - the scratch page is this CPU's, and another task may run the program
+//     on this CPU while this one is preempted (a preemptible kernel): the
+//     scratch starts with its user's token (the thread), written before
+//     the page is read and checked after the compare and after the copy
+//     into the record; a token that changed makes the call fall back
+//     (ReasonRaced) before anything of that page is claimed, cached or
+//     committed;
+//   - no eviction: an LRU map could recycle an entry for another key while
+//     a program compares a page with it; this hash frees an entry only
+//     when its own process's thread deletes it, or when Remove deletes the
+//     removed process's entries. When it is full, pages without an entry
+//     are sent every time;
+//   - an entry changes only together with a page record that the reader
+//     will see (the entry is copied from the reserved record, which is then
+//     committed: a commit cannot fail), in a call whose record
+//     says it used the cache (Event.Epoch), for which the reader updates
+//     its copy; a copy into an entry that fails deletes the entry, and a
+//     delete that fails ends the process's caching (its epoch becomes 0);
+//   - epochs: Add gives a process a new epoch, and an entry of another
+//     epoch is no entry, so a tgid reused by a new process, or added again,
+//     starts empty; Remove drops the reader's copies of the epoch;
+//   - memory that changed without a call (RWX), a range unmapped and mapped
+//     again, an exec: the comparison is of the bytes, so a page is
+//     "unchanged" only if its bytes are those the reader holds.
+//
+// A page the kernel found unchanged that the reader does not hold (never
+// expected) makes the event a fallback with ReasonUnknownPage, never a
+// wrong page. The verifier walks the cached loop once per page with more
+// paths than the plain one, and that time is every Open's: ranges of more
+// than cacheBudget pages, and calls without the cache, take the plain
+// loop.
 //
 // # Records and events
 //
 // A call record is reserved before its page records and committed after
 // them, and a ring buffer is read in reservation order, so the reader
 // meets a call record first and, by then, all its pages are committed
-// (event.go has the layouts). Next and TryNext assemble the pages into
-// Event.Bytes. A call record the ring had no room for is counted (Lost);
+// (event.go has the layouts; a page the cache found unchanged has no
+// record). Next and TryNext
+// assemble the pages, and the unchanged ones from the reader's copies,
+// into Event.Bytes. A call record the ring had no room for is counted (Lost);
 // if it was an exec-adding call, the thread is still sent the signal.
 //
 // The program wakes a reader blocked in Next only when its event took the

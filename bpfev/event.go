@@ -38,12 +38,15 @@ const (
 	offSigErr   = 120 // i32 bpf_send_signal_thread's result
 	offDone     = 128 // u64 bpf_ktime_get_ns after the copy
 	offSeq      = 136 // u64 mm_lock_seq at offTime
-	callSize    = 144
+	offEpoch    = 144 // u64 the process's cache epoch when the copy used the page cache, else 0
+	offSame     = 152 // u64 bit i: page i equals the cache's copy and has no page record
+	callSize    = 160
 	pageOffIdx  = 4  // u32 page index within the range
 	pageOffTID  = 8  // u32 (tgid at 12, as in a call record)
 	pageOffVA   = 16 // u64 the page's address
+	pageOffEp   = 24 // u64 the call's offEpoch: a page cache value starts here
 	pageSize    = 4096
-	pageDataOff = 24
+	pageDataOff = 32
 	pageRecSize = pageDataOff + pageSize
 )
 
@@ -67,12 +70,13 @@ const (
 type Reason uint32
 
 const (
-	ReasonNone       Reason = iota
-	ReasonNotPresent        // bpf_probe_read_user failed: a page not present (never touched, swapped out, a file page not mapped yet) or gone
-	ReasonOverBudget        // the range has more pages than Config.BudgetPages
-	ReasonRingFull          // the ring buffer had no room for a page
-	ReasonUnsized           // the call's size is not in its arguments (shmat)
-	ReasonRaced             // another thread changed the address space during the copy
+	ReasonNone        Reason = iota
+	ReasonNotPresent         // bpf_probe_read_user failed: a page not present (never touched, swapped out, a file page not mapped yet) or gone
+	ReasonOverBudget         // the range has more pages than Config.BudgetPages
+	ReasonRingFull           // the ring buffer had no room for a page
+	ReasonUnsized            // the call's size is not in its arguments (shmat)
+	ReasonRaced              // another thread changed the address space during the copy
+	ReasonUnknownPage        // the kernel found a page unchanged that the reader does not hold (never expected)
 )
 
 func (r Reason) String() string {
@@ -89,6 +93,8 @@ func (r Reason) String() string {
 		return "size not in the arguments"
 	case ReasonRaced:
 		return "address space changed during the copy"
+	case ReasonUnknownPage:
+		return "unchanged page unknown to the reader"
 	}
 	return fmt.Sprintf("reason %d", uint32(r))
 }
@@ -123,6 +129,17 @@ type Event struct {
 	// is complete (FlagExec without FlagFallback), else the pages before
 	// the one that failed.
 	Bytes []byte
+	// Gens has one number per page of Bytes: two pages with the same
+	// number (of any events of one Source) have the same bytes. A page
+	// the kernel copied has a new number; a page it found equal to its
+	// cached copy (Same) has that copy's number (doc.go: the page cache).
+	Gens []uint64
+	// Same has bit i set when page i was equal to the kernel's cached
+	// copy and came from the reader's copy of it, not through the ring.
+	Same uint64
+	// Epoch is the process's page cache epoch when the copy used the
+	// cache (0: it did not).
+	Epoch uint64
 }
 
 // Complete reports whether the event holds every byte of an exec-adding
@@ -153,6 +170,9 @@ func decodeCall(b []byte, e *Event) (int, error) {
 		Done:      int64(le.Uint64(b[offDone:])),
 		MMSeq:     le.Uint32(b[offSeq:]),
 		Bytes:     e.Bytes[:0],
+		Gens:      e.Gens[:0],
+		Epoch:     le.Uint64(b[offEpoch:]),
+		Same:      le.Uint64(b[offSame:]),
 	}
 	for i := range e.Args {
 		e.Args[i] = le.Uint64(b[offArgs+8*i:])
@@ -160,6 +180,12 @@ func decodeCall(b []byte, e *Event) (int, error) {
 	n := int(le.Uint32(b[offNPages:]))
 	if uint64(n)*pageSize > e.Len {
 		return 0, fmt.Errorf("bpfev: call record of tid %d: %d pages for a range of %#x bytes", e.TID, n, e.Len)
+	}
+	if e.Epoch == 0 && e.Same != 0 {
+		return 0, fmt.Errorf("bpfev: call record of tid %d: unchanged pages %#x without the page cache", e.TID, e.Same)
+	}
+	if n < 64 {
+		e.Same &= 1<<n - 1
 	}
 	return n, nil
 }

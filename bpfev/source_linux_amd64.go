@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,12 +41,24 @@ type Config struct {
 	WakeBytes int
 	// Poll is how often a blocked Next looks at the ring. Zero: 1 ms.
 	Poll time.Duration
+	// CachePages is the size of the kernel's page cache, in pages
+	// (4 KiB each, a hash map): the program sends a page only when it
+	// differs from the copy the cache holds (doc.go); once the cache is
+	// full, pages it has no entry for are sent every time. Zero: 4096
+	// (16 MiB of kernel memory); negative: no cache, every page is sent.
+	CachePages int
 }
 
 const (
 	defaultBudget = budgetHard
 	defaultRing   = 8 << 20
 	minRing       = 16 << 10
+	defaultCache  = 4096
+	// mirrorFactor: the reader's copies of cached pages may outnumber
+	// the cache's entries this many times (pages whose entry the program
+	// could not update, which the reader cannot know) before the Source
+	// stops caching.
+	mirrorFactor = 2
 )
 
 // Source is a set of BPF programs on the address-space calls, a map of
@@ -56,8 +70,11 @@ const (
 type Source struct {
 	cfg      Config
 	tgids    *ebpf.Map
+	stopping *ebpf.Map // AddStopping's processes (stop_linux_amd64.go)
 	ring     *ebpf.Map
 	counters *ebpf.Map
+	scratch  *ebpf.Map
+	cache    *ebpf.Map
 	progs    []*ebpf.Program
 	links    []link.Link
 	rd       *ringbuf.Reader
@@ -67,11 +84,33 @@ type Source struct {
 	closed   atomic.Bool
 	pending  []*pendingEvent // call records waiting for their pages, oldest first
 	free     []*pendingEvent
+
+	// The reader's side of the page cache: for each epoch, the pages
+	// the program sent in events that used the cache, as the cache
+	// holds them (doc.go). mu guards epochs, lastEpoch, mirrored and
+	// noCache (Add and Remove may run on other goroutines).
+	mu        sync.Mutex
+	epochs    map[int]uint64                    // tgid -> its epoch (0: no caching)
+	mirror    map[uint64]map[uint64]*mirrorPage // epoch -> page address -> copy
+	mirrored  int                               // pages in mirror
+	lastEpoch uint64
+	noCache   bool   // caching ended (too many mirrored pages)
+	gen       uint64 // the last page number given (Event.Gens)
+	same      int64  // pages found unchanged (Stats)
+	sent      int64  // pages that came through the ring
+}
+
+// mirrorPage is the reader's copy of one cached page.
+type mirrorPage struct {
+	gen  uint64
+	data [pageSize]byte
 }
 
 type pendingEvent struct {
 	ev   Event
-	want int // pages still to come
+	want int // page records still to come
+	npg  int // pages the program copied or found unchanged
+	bad  bool
 }
 
 // Open loads and attaches the programs. The Source reports nothing until
@@ -92,6 +131,9 @@ func Open(cfg Config) (*Source, error) {
 	if cfg.Poll == 0 {
 		cfg.Poll = time.Millisecond
 	}
+	if cfg.CachePages == 0 {
+		cfg.CachePages = defaultCache
+	}
 	if cfg.Signal < 1 || cfg.Signal > 64 {
 		return nil, fmt.Errorf("bpfev: signal %d out of range", cfg.Signal)
 	}
@@ -107,7 +149,7 @@ func Open(cfg Config) (*Source, error) {
 	if cfg.Poll < 0 {
 		return nil, fmt.Errorf("bpfev: poll interval %v", cfg.Poll)
 	}
-	kspec, err := btf.LoadKernelSpec()
+	kspec, err := kernelTypes.Kernel()
 	if err != nil {
 		return nil, fmt.Errorf("bpfev: kernel BTF: %w", err)
 	}
@@ -115,15 +157,25 @@ func Open(cfg Config) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bpfev: %w", err)
 	}
-	s := &Source{cfg: cfg}
+	s := &Source{cfg: cfg, epochs: map[int]uint64{}, mirror: map[uint64]map[uint64]*mirrorPage{}, noCache: cfg.CachePages < 0}
 	ok := false
 	defer func() {
 		if !ok {
 			s.Close()
 		}
 	}()
-	if s.tgids, err = ebpf.NewMap(&ebpf.MapSpec{Name: "ptjit_tgids", Type: ebpf.Hash, KeySize: 4, ValueSize: 1, MaxEntries: 4096}); err != nil {
+	if s.tgids, err = ebpf.NewMap(&ebpf.MapSpec{Name: "ptjit_tgids", Type: ebpf.Hash, KeySize: 4, ValueSize: 8, MaxEntries: 4096}); err != nil {
 		return nil, fmt.Errorf("bpfev: tgid map: %w", err)
+	}
+	if s.stopping, err = newStoppingMap(); err != nil {
+		return nil, err
+	}
+	if s.scratch, err = ebpf.NewMap(&ebpf.MapSpec{Name: "ptjit_scratch", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8 + pageSize, MaxEntries: 1}); err != nil {
+		return nil, fmt.Errorf("bpfev: scratch map: %w", err)
+	}
+	if s.cache, err = ebpf.NewMap(&ebpf.MapSpec{Name: "ptjit_pages", Type: ebpf.Hash, KeySize: 16, ValueSize: 8 + pageSize,
+		MaxEntries: uint32(max(cfg.CachePages, 1))}); err != nil {
+		return nil, fmt.Errorf("bpfev: page cache map: %w", err)
 	}
 	if s.ring, err = ebpf.NewMap(&ebpf.MapSpec{Name: "ptjit_events", Type: ebpf.RingBuf, MaxEntries: uint32(cfg.RingBytes)}); err != nil {
 		return nil, fmt.Errorf("bpfev: ring buffer: %w", err)
@@ -136,10 +188,10 @@ func Open(cfg Config) (*Source, error) {
 		Type:         ebpf.Tracing,
 		AttachType:   ebpf.AttachTraceRawTp,
 		AttachTo:     "sys_exit",
-		Instructions: program(watched, off, s.tgids, s.ring, s.counters, cfg.Signal, cfg.BudgetPages, cfg.WakeBytes),
+		Instructions: program(watched, off, progMaps{tgids: s.tgids, ring: s.ring, counters: s.counters, scratch: s.scratch, cache: s.cache, stopping: s.stopping}, cfg.Signal, cfg.BudgetPages, cfg.WakeBytes),
 		License:      "GPL", // reading kernel structures through BTF needs it
 	}
-	p, err := ebpf.NewProgramWithOptions(spec, ebpf.ProgramOptions{KernelTypes: kspec})
+	p, err := loadProgram(spec, kspec)
 	if err != nil {
 		return nil, fmt.Errorf("bpfev: load the sys_exit program: %w", err)
 	}
@@ -156,27 +208,125 @@ func Open(cfg Config) (*Source, error) {
 	return s, nil
 }
 
+// kernelTypes is the running kernel's BTF, parsed once per process
+// (about 20 ms a parse, most of an Open's CPU time): Open reads the
+// structure offsets from it, and the loader finds the attach target
+// (sys_exit) and checks the program's loads against the same Spec.
+var kernelTypes = btf.NewCache()
+
+// loadProgram loads spec with kspec (kernelTypes') for its relocations and
+// attach target. ebpf.NewProgramWithOptions would parse the kernel's BTF
+// again for the attach target (a fresh btf.Cache per call); a collection
+// load takes the Cache.
+func loadProgram(spec *ebpf.ProgramSpec, kspec *btf.Spec) (*ebpf.Program, error) {
+	coll, err := ebpf.NewCollectionWithOptions(&ebpf.CollectionSpec{Programs: map[string]*ebpf.ProgramSpec{spec.Name: spec}},
+		ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{KernelTypes: kspec}, Cache: kernelTypes})
+	if err != nil {
+		return nil, err
+	}
+	defer coll.Close()
+	return coll.DetachProgram(spec.Name), nil
+}
+
 // Config returns the configuration the Source runs with (defaults
 // filled in).
 func (s *Source) Config() Config { return s.cfg }
 
-// Add starts reporting the calls of process tgid (all its threads).
+// Add starts reporting the calls of process tgid (all its threads). Each
+// Add gives the process a new page cache epoch: nothing the cache or the
+// reader held for the tgid before (an earlier process, the image before
+// an exec) is taken for its pages.
 func (s *Source) Add(tgid int) error {
-	if err := s.tgids.Put(uint32(tgid), uint8(1)); err != nil {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropEpoch(tgid)
+	var epoch uint64
+	if !s.noCache {
+		s.lastEpoch++
+		epoch = s.lastEpoch
+	}
+	if err := s.tgids.Put(uint32(tgid), epoch); err != nil {
 		return fmt.Errorf("bpfev: add process %d: %w", tgid, err)
 	}
+	s.epochs[tgid] = epoch
 	return nil
 }
 
 // Remove stops reporting the calls of process tgid. Events the programs
-// wrote before may still be read. Removing a process that is not there
+// wrote before may still be read, but not a page of them that the cache
+// found unchanged (ReasonUnknownPage): read the ring before removing a
+// process whose calls all returned. Removing a process that is not there
 // is not an error.
 func (s *Source) Remove(tgid int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropEpoch(tgid)
+	delete(s.epochs, tgid)
+	s.stopping.Delete(uint32(tgid)) // stop_linux_amd64.go; not there: no error to give
 	if err := s.tgids.Delete(uint32(tgid)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("bpfev: remove process %d: %w", tgid, err)
 	}
+	return s.dropCached(tgid)
+}
+
+// dropCached deletes the cache's entries of process tgid, which the
+// program no longer reads (the process is not in the tgid map): the
+// cache has no eviction (an entry is freed only by its own process's
+// thread, or here), so that an entry is never reused while a program
+// compares a page with it.
+func (s *Source) dropCached(tgid int) error {
+	var key, next [16]byte
+	var dead [][16]byte
+	var err error
+	var prev any // nil: the first key
+	for ; ; prev = key {
+		if err = s.cache.NextKey(prev, &next); err != nil {
+			break
+		}
+		if binary.LittleEndian.Uint32(next[:]) == uint32(tgid) {
+			dead = append(dead, next)
+		}
+		key = next
+	}
+	if !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("bpfev: remove process %d: the page cache: %w", tgid, err)
+	}
+	for _, k := range dead {
+		if err := s.cache.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("bpfev: remove process %d: the page cache: %w", tgid, err)
+		}
+	}
 	return nil
 }
+
+// dropEpoch forgets the reader's copies of tgid's cached pages.
+//
+// Precondition: s.mu held.
+func (s *Source) dropEpoch(tgid int) {
+	if e, ok := s.epochs[tgid]; ok && e != 0 {
+		s.mirrored -= len(s.mirror[e])
+		delete(s.mirror, e)
+	}
+}
+
+// endCaching stops every process's caching, when the reader's copies
+// outnumber the cache's entries mirrorFactor times: the program finds
+// epoch 0 and sends every page from then on.
+//
+// Precondition: s.mu held.
+func (s *Source) endCaching() {
+	s.noCache = true
+	for tgid := range s.epochs {
+		if err := s.tgids.Update(uint32(tgid), uint64(0), ebpf.UpdateExist); err == nil {
+			s.epochs[tgid] = 0
+		}
+	}
+}
+
+// PageCounts returns how many pages of exec-adding calls the program
+// found equal to its cached copy (not sent through the ring), and how
+// many it sent, in the events read so far.
+func (s *Source) PageCounts() (same, sent int64) { return s.same, s.sent }
 
 // Lost returns how many call records the programs could not write since
 // Open because the ring buffer was full. An exec-adding call among them
@@ -273,9 +423,9 @@ func (s *Source) pop(e *Event) bool {
 	p := s.pending[0]
 	s.pending[0] = nil
 	s.pending = s.pending[1:]
-	buf := e.Bytes[:0]
+	buf, gens := e.Bytes[:0], e.Gens[:0]
 	*e = p.ev
-	p.ev.Bytes = buf
+	p.ev.Bytes, p.ev.Gens = buf, gens
 	s.free = append(s.free, p)
 	return true
 }
@@ -312,23 +462,39 @@ func (s *Source) take(b []byte) error {
 		if err != nil {
 			return err
 		}
-		p.want = n
+		p.npg, p.bad = n, false
+		p.want = n - bits.OnesCount64(p.ev.Same)
 		s.pending = append(s.pending, p)
+		s.fillSame(p)
 	case kindPage:
 		if len(b) < pageRecSize {
 			return fmt.Errorf("bpfev: page record of %d bytes, want %d", len(b), pageRecSize)
 		}
-		tid := int(binary.LittleEndian.Uint32(b[pageOffTID:]))
-		idx := binary.LittleEndian.Uint32(b[pageOffIdx:])
+		le := binary.LittleEndian
+		tid := int(le.Uint32(b[pageOffTID:]))
+		idx := le.Uint32(b[pageOffIdx:])
 		for _, p := range s.pending {
 			if p.ev.TID != tid || p.want == 0 {
 				continue
+			}
+			p.want--
+			s.sent++
+			var gen uint64
+			if p.ev.Epoch != 0 {
+				gen = s.remember(p.ev.Epoch, le.Uint64(b[pageOffVA:]), b[pageDataOff:pageRecSize])
+			} else {
+				s.gen++
+				gen = s.gen
+			}
+			if p.bad {
+				return nil
 			}
 			if got := uint32(len(p.ev.Bytes) / pageSize); idx != got {
 				return fmt.Errorf("bpfev: tid %d: page %d of a call where page %d was due", tid, idx, got)
 			}
 			p.ev.Bytes = append(p.ev.Bytes, b[pageDataOff:pageRecSize]...)
-			p.want--
+			p.ev.Gens = append(p.ev.Gens, gen)
+			s.fillSame(p)
 			return nil
 		}
 		return fmt.Errorf("bpfev: page record of tid %d with no call record before it", tid)
@@ -336,6 +502,56 @@ func (s *Source) take(b []byte) error {
 		return fmt.Errorf("bpfev: record of kind %d", binary.LittleEndian.Uint32(b))
 	}
 	return nil
+}
+
+// remember keeps the reader's copy of a page the program sent and put in
+// the cache, and returns its number.
+func (s *Source) remember(epoch, va uint64, data []byte) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gen++
+	pages := s.mirror[epoch]
+	if pages == nil {
+		pages = map[uint64]*mirrorPage{}
+		s.mirror[epoch] = pages
+	}
+	m := pages[va]
+	if m == nil {
+		m = new(mirrorPage)
+		pages[va] = m
+		s.mirrored++
+		if !s.noCache && s.mirrored > mirrorFactor*s.cfg.CachePages {
+			s.endCaching()
+		}
+	}
+	m.gen = s.gen
+	copy(m.data[:], data)
+	return s.gen
+}
+
+// fillSame appends to p's bytes the pages the program found unchanged
+// that come next, from the reader's copies. A page it does not hold
+// makes the event a fallback (ReasonUnknownPage): never expected, since
+// the cache holds only what was sent, but never a wrong page either.
+func (s *Source) fillSame(p *pendingEvent) {
+	for !p.bad {
+		i := len(p.ev.Bytes) / pageSize
+		if i >= p.npg || p.ev.Same&(1<<i) == 0 {
+			return
+		}
+		s.mu.Lock()
+		m := s.mirror[p.ev.Epoch][p.ev.Addr+uint64(i)*pageSize]
+		s.mu.Unlock()
+		if m == nil {
+			p.bad = true
+			p.ev.Flags |= FlagFallback
+			p.ev.Reason = ReasonUnknownPage
+			return
+		}
+		s.same++
+		p.ev.Bytes = append(p.ev.Bytes, m.data[:]...)
+		p.ev.Gens = append(p.ev.Gens, m.gen)
+	}
 }
 
 // Close detaches the programs, frees the maps and unblocks Next (which
@@ -354,7 +570,7 @@ func (s *Source) Close() error {
 	if s.rd != nil {
 		errs = append(errs, s.rd.Close())
 	}
-	for _, m := range []*ebpf.Map{s.tgids, s.ring, s.counters} {
+	for _, m := range []*ebpf.Map{s.tgids, s.ring, s.counters, s.scratch, s.cache, s.stopping} {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}

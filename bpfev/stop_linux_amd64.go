@@ -3,6 +3,7 @@ package bpfev
 import (
 	"fmt"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"golang.org/x/sys/unix"
 )
@@ -15,41 +16,40 @@ import (
 // applies there, after the call, what the launch path does at the call's
 // entry (W^X: the memory is writable and executable only between the
 // call and that stop, while the calling thread has not run on). A call
-// that already fell back is signaled once.
+// that already fell back is signaled once. The processes in stopping
+// mode are in a map of their own (ptjit_stopping), looked up only for
+// such calls.
 
 // FlagStop: the thread was sent the signal because its process is in
 // stopping mode (AddStopping) and the call asked for write and execute.
 const FlagStop = 1 << 3
 
-// modeStopping is the tgid map's value for AddStopping (Add's is 1).
-const modeStopping = 2
-
-// slotMode holds the tgid map's value for the calling process.
-const slotMode = -40
-
-// AddStopping is Add in stopping mode (above).
-func (s *Source) AddStopping(tgid int) error {
-	if err := s.tgids.Put(uint32(tgid), uint8(modeStopping)); err != nil {
-		return fmt.Errorf("bpfev: add process %d: %w", tgid, err)
+// newStoppingMap makes the map of the processes in stopping mode.
+func newStoppingMap() (*ebpf.Map, error) {
+	m, err := ebpf.NewMap(&ebpf.MapSpec{Name: "ptjit_stopping", Type: ebpf.Hash, KeySize: 4, ValueSize: 1, MaxEntries: 4096})
+	if err != nil {
+		return nil, fmt.Errorf("bpfev: stopping map: %w", err)
 	}
-	return nil
+	return m, nil
 }
 
-// saveMode stores the map value R0 points to (the lookup's result) in
-// slotMode.
-func saveMode() asm.Instructions {
-	return asm.Instructions{
-		asm.LoadMem(asm.R1, asm.R0, 0, asm.Byte),
-		asm.StoreMem(asm.R10, slotMode, asm.R1, asm.DWord),
+// AddStopping is Add in stopping mode (above). Remove ends both.
+func (s *Source) AddStopping(tgid int) error {
+	if err := s.Add(tgid); err != nil {
+		return err
 	}
+	if err := s.stopping.Put(uint32(tgid), uint8(1)); err != nil {
+		return fmt.Errorf("bpfev: add process %d in stopping mode: %w", tgid, err)
+	}
+	return nil
 }
 
 // withStops inserts, before the instruction named "submit" (the call
 // record's commit, which every path reaches with the record in R9), the
 // stopping mode's signal; "submit" then names the block's first
 // instruction, and the commit is "commit_record".
-func withStops(ins asm.Instructions, sig unix.Signal) asm.Instructions {
-	R0, R1, R9, FP := asm.R0, asm.R1, asm.R9, asm.R10
+func withStops(ins asm.Instructions, stopping *ebpf.Map, sig unix.Signal) asm.Instructions {
+	R0, R1, R2, R9, FP := asm.R0, asm.R1, asm.R2, asm.R9, asm.R10
 	at := -1
 	for i, in := range ins {
 		if in.Symbol() == "submit" {
@@ -61,12 +61,7 @@ func withStops(ins asm.Instructions, sig unix.Signal) asm.Instructions {
 		panic("bpfev: no submit in the program")
 	}
 	block := asm.Instructions{
-		asm.LoadMem(R1, FP, slotMode, asm.DWord).WithSymbol("submit"),
-		asm.JNE.Imm(R1, modeStopping, "commit_record"),
-		asm.LoadMem(R1, R9, offFlags, asm.Word),
-		asm.And.Imm(R1, FlagSignaled),
-		asm.JNE.Imm(R1, 0, "commit_record"),
-		asm.LoadMem(R1, R9, offRet, asm.DWord),
+		asm.LoadMem(R1, R9, offRet, asm.DWord).WithSymbol("submit"),
 		asm.JGE.Imm(R1, -4095, "commit_record"), // unsigned: -errno
 		asm.LoadMem(R1, R9, offNr, asm.DWord),
 		asm.JEq.Imm(R1, unix.SYS_MMAP, "stop_prot"),
@@ -76,6 +71,16 @@ func withStops(ins asm.Instructions, sig unix.Signal) asm.Instructions {
 		asm.LoadMem(R1, R9, offArgs+16, asm.DWord).WithSymbol("stop_prot"),
 		asm.And.Imm(R1, unix.PROT_WRITE|unix.PROT_EXEC),
 		asm.JNE.Imm(R1, unix.PROT_WRITE|unix.PROT_EXEC, "commit_record"),
+		asm.LoadMem(R1, R9, offFlags, asm.Word),
+		asm.And.Imm(R1, FlagSignaled),
+		asm.JNE.Imm(R1, 0, "commit_record"),
+		asm.LoadMem(R1, R9, offTGID, asm.Word),
+		asm.StoreMem(FP, slotKey, R1, asm.Word),
+		asm.LoadMapPtr(R1, stopping.FD()),
+		asm.Mov.Reg(R2, FP),
+		asm.Add.Imm(R2, slotKey),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(R0, 0, "commit_record"),
 		asm.Mov.Imm(R1, int32(sig)),
 		asm.FnSendSignalThread.Call(),
 		asm.JNE.Imm(R0, 0, "commit_record"),

@@ -62,7 +62,7 @@ func validateAttach(cfg Config) (status int, err error) {
 // and bpf alike; where it cannot run, the reason in one line (status 2).
 func attachEvents(cfg Config) (*bpfev.Source, error) {
 	if cfg.Copy == tracker.CopyChanged {
-		return nil, errors.New("attach needs BPF events: --copy=changed reads changed pages at stops (use --copy=auto or full)")
+		return nil, errors.New("--copy=changed: not with -p (its userfaultfd would stay in the process; an attached process's versions are read whole)")
 	}
 	src, err := bpfev.Open(cfg.BPF)
 	if err == nil {
@@ -80,6 +80,9 @@ func runAttach(cfg Config) (status int, err error) {
 	if status, err := validateAttach(cfg); err != nil {
 		return status, err
 	}
+	// --copy=auto would track large ranges with a userfaultfd made in
+	// the process, which would stay there after the detach
+	cfg.Copy = tracker.CopyFull
 	if cfg.PT == "" || cfg.PT == PTAuto {
 		cfg.PT = PTOff // validateAttach refused intel; auto would find none here or start perf too late
 	}

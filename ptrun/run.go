@@ -506,7 +506,7 @@ func resolveEvents(cfg Config, stderr io.Writer) (tracker.EventsMode, *bpfev.Sou
 	switch cfg.Events {
 	case "", tracker.EventsSeccomp:
 		if cfg.BPF != (bpfev.Config{}) {
-			return "", nil, errors.New("--bpf-budget needs --events=bpf or auto")
+			return "", nil, errors.New("--bpf-budget and --bpf-cache need --events=bpf or auto")
 		}
 		return tracker.EventsSeccomp, nil, nil
 	case tracker.EventsBPF, tracker.EventsAuto:

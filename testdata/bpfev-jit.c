@@ -28,6 +28,15 @@
  *                           skips the round);
  *                           prints an exec line for each mprotect that
  *                           succeeded
+ *   bpfev-jit pages N       the kernel's page cache, from the main thread
+ *                           (the only one: the cache is for processes of
+ *                           one thread): 4 pages (versions 0..3) made
+ *                           RX as "exec 0"; then N rounds S = 1..N: RW,
+ *                           the last byte of page S%4 set to S, RX as
+ *                           "exec S"; then the range unmapped and mapped
+ *                           anew with versions 100..103 (RX, "exec N+1"),
+ *                           and once more with the same bytes ("exec
+ *                           N+2")
  *
  * Protocol: it prints "ready PID", waits for a line on stdin (the test
  * adds the PID to the source meanwhile), runs, prints its results and
@@ -241,10 +250,51 @@ static void *race(void *arg)
 	return NULL;
 }
 
+#define PAGES_CACHED 4
+
+static void pages_rx(uint8_t *p, int step)
+{
+	if (mprotect(p, PAGES_CACHED * MF_PAGE, PROT_READ | PROT_EXEC) != 0)
+		die("mprotect RX");
+	printf("exec %d %p 0 0\n", step, (void *)p);
+}
+
+static uint8_t *pages_map(uint8_t *at, uint32_t first)
+{
+	uint8_t *p = mmap(at, PAGES_CACHED * MF_PAGE, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS | (at ? MAP_FIXED : 0), -1, 0);
+	if (p == MAP_FAILED)
+		die("mmap");
+	for (uint32_t k = 0; k < PAGES_CACHED; k++)
+		fill(p + k * MF_PAGE, first + k);
+	return p;
+}
+
+static void *pages(void *arg)
+{
+	(void)arg;
+	printf("tid %ld\n", syscall(SYS_gettid));
+	uint8_t *p = pages_map(NULL, 0);
+	pages_rx(p, 0);
+	for (int s = 1; s <= n_versions; s++) {
+		if (mprotect(p, PAGES_CACHED * MF_PAGE, PROT_READ | PROT_WRITE) != 0)
+			die("mprotect RW");
+		p[(s % PAGES_CACHED + 1) * MF_PAGE - 1] = (uint8_t)s;
+		pages_rx(p, s);
+	}
+	for (int k = 1; k <= 2; k++) {
+		if (munmap(p, PAGES_CACHED * MF_PAGE) != 0)
+			die("munmap");
+		pages_map(p, 100);
+		pages_rx(p, n_versions + k);
+	}
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 3 && !(argc == 2 && strcmp(argv[1], "mremap") == 0)) {
-		fprintf(stderr, "usage: bpfev-jit toggle N | race N | fallback present|absent | mremap\n");
+		fprintf(stderr, "usage: bpfev-jit toggle N | pages N | race N | fallback present|absent | mremap\n");
 		return 2;
 	}
 	void *(*fn)(void *);
@@ -253,6 +303,9 @@ int main(int argc, char **argv)
 		fn = toggle;
 	} else if (strcmp(argv[1], "mremap") == 0) {
 		fn = remap;
+	} else if (strcmp(argv[1], "pages") == 0) {
+		n_versions = atoi(argv[2]);
+		fn = pages;
 	} else if (strcmp(argv[1], "race") == 0) {
 		n_versions = atoi(argv[2]);
 		fn = race;
@@ -272,10 +325,14 @@ int main(int argc, char **argv)
 	char line[16];
 	if (!fgets(line, sizeof line, stdin))
 		die("stdin");
-	pthread_t th;
-	if (pthread_create(&th, NULL, fn, NULL) != 0)
-		die("pthread_create");
-	pthread_join(th, NULL);
+	if (fn == pages) {
+		pages(NULL); /* one thread: the page cache is used */
+	} else {
+		pthread_t th;
+		if (pthread_create(&th, NULL, fn, NULL) != 0)
+			die("pthread_create");
+		pthread_join(th, NULL);
+	}
 	printf("ip %p\n", (void *)bpfev_ret);
 	return 0;
 }

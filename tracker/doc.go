@@ -19,8 +19,10 @@
 // With BPF events a watcher goroutine looks at the ring buffer every 2
 // ms and signals a doorbell child of the tracer thread (a fork of ptjit
 // that only pauses, traced, killed with it) whose stop wakes the tracer
-// to read the ring while no tracee stops (events_linux_amd64.go); it
-// touches nothing of the tracer's state.
+// to read the ring while no tracee stops (events_linux_amd64.go): only
+// when records have waited 2 ms since the tracer last read the ring (it
+// reads it at every stop). It touches nothing of the tracer's state but
+// an atomic time the tracer sets and the watcher reads.
 //
 // # One place classifies every stop
 //
@@ -85,10 +87,17 @@
 // is read, in order, at every stop of any tracee before the stop is
 // handled; a call that stopped drops its ring event; a call the kernel
 // could not copy stops its thread with a SIGSTOP from the kernel (si_code
-// SI_KERNEL), which ptjit suppresses after reading the range as the
-// seccomp path does. A JIT that toggles RW↔RX, or maps, fills, protects
+// SI_KERNEL), which ptjit suppresses; its range is read from the program
+// as the seccomp path does (from the written pages alone where --copy
+// tracks it: "Changed pages"), when its event is drained (the thread
+// cannot run its own code before that stop). A JIT that toggles RW↔RX, or maps, fills, protects
 // and unmaps, makes no stop per version (TestE2EEventsStops: 300
-// versions, about 300 stops with seccomp, none of them with bpf).
+// versions, about 300 stops with seccomp, none of them with bpf). The
+// kernel sends only the pages of a call's range that changed since it
+// last sent them (bpfev's page cache, for a process of one thread), and
+// a version from an event is recorded as the previous event version of
+// the same range but for the pages whose bytes may differ: those alone
+// are hashed and stored (TestE2EEventsPageCache).
 //
 // Each feature decides its part of a syscall in its own file. Three lists
 // in syscalls_linux_amd64.go say in which order, each entry with the
@@ -314,9 +323,21 @@
 //     program never holds a descriptor it did not open. UFFDIO_API,
 //     UFFDIO_REGISTER and UFFDIO_WRITEPROTECT then work from ptjit on the
 //     duplicate (the context keeps the mm it was made in). Injection needs
-//     a syscall-exit stop: the first exec-adding call that the mode would
-//     track is skipped, the userfaultfd made at its exit stop, and the call
+//     a stop: the first exec-adding call that the mode would track is
+//     skipped, the userfaultfd made at its exit stop, and the call
 //     restarted (restartAround, shared with the full-protect filter).
+//     With BPF events such a call makes no seccomp stop; a range the mode
+//     tracks (1 MiB or more) is over the BPF program's budget, so its
+//     calls fall back to a SIGSTOP from the kernel, and the userfaultfd is
+//     made at the first of those stops (pagesAtEventStop). That call's
+//     version is read whole; the range's next version is registered and
+//     read whole, and the ones after it are read from their written pages,
+//     at whichever point the tracker applies the call (the ring's drain or
+//     the stop: the thread runs none of its own code in between). A
+//     complete event (the kernel's copy of a range within the budget) over
+//     a part of a tracked range leaves the range's registration and its
+//     last version as they were: the next scan still reports every page
+//     written since that version.
 //   - Private anonymous memory is registered, and shared anonymous memory
 //     (MAP_SHARED|MAP_ANONYMOUS: PHP's opcache JIT buffer, 64 MiB read
 //     whole at every version before) in a process that has not forked and

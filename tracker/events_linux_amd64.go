@@ -49,14 +49,29 @@ import (
 // stop is in the ring by then, so a stop never sees a Space older than
 // the calls before it. Each event's effect is applied as at an exit stop
 // (eventEffects), stamped with the event's time put on the TSC time base
-// (bpfev.TSC), the version's bytes taken from the event. An event the
+// (bpfev.TSC), the version's bytes taken from the event. A version of the
+// range an earlier event's version had (same address and size) is
+// recorded as that version's pages but for those whose bytes may differ
+// (bpfev's page numbers, Event.Gens: the kernel's page cache sends only
+// the pages that changed, and numbers the others as before), so the
+// database reads, hashes and compares only those (eventVersion,
+// db.Recorder.AddVersionPages; Stats.Events.PagesSame counts the rest).
+// An event the
 // kernel could not copy (FlagFallback) is applied reading the range from
 // the program, as the seccomp path does: its thread was sent SIGSTOP
 // before it returned to user space and does not run until ptjit handles
 // that stop (si_code SI_KERNEL, si_pid 0, which no process can send),
-// where the signal is suppressed (eventStop). A SIGSTOP of that kind with
-// no event (the ring had no room for the call record) takes the call from
-// the thread's registers at that stop.
+// where the signal is suppressed (eventStop). The range is read when the
+// event is drained, before that stop: the thread runs none of its own
+// code between its call and the stop (a signal dequeued before the
+// SIGSTOP only gets its handler frame set up). A range --copy tracks is
+// read from its written pages there as at a seccomp stop; the first such
+// stop of a space makes its userfaultfd (pagesAtEventStop), which needs
+// the stopped thread. --copy=auto tracks ranges of 1 MiB or more, all of
+// them over the budget; --copy=changed, which would track ranges within
+// it (whose bytes the events carry), is refused. A SIGSTOP of that kind with no event (the ring had
+// no room for the call record) takes the call from the thread's registers
+// at that stop.
 //
 // While no tracee stops, a doorbell child wakes the tracer to read the
 // ring (below). A full ring makes the exec-adding calls fall back (they
@@ -147,6 +162,10 @@ type EventStats struct {
 	Bytes     int64 // bytes of versions taken from events, not read from the program
 	Fallbacks int64 // exec-adding calls the kernel could not copy (read at their SIGSTOP)
 	Lost      int64
+	// PagesSame: pages of versions from events recorded as their base
+	// version's (the kernel found them unchanged), neither copied nor
+	// hashed
+	PagesSame int64
 }
 
 // eventState is the tracer's BPF event source (nil without EventsBPF).
@@ -200,7 +219,7 @@ func (t *Tracer) openEvents() error {
 		return errors.New("--events=bpf cannot run with --pt=soft (the soft filter rewrites every call that adds PROT_EXEC at its entry): use --events=seccomp")
 	}
 	if t.opts.Copy == CopyChanged {
-		return errors.New("--events=bpf reads no changed pages (the events carry the bytes): use --copy=auto or full, or --events=seccomp")
+		return errors.New("--events=bpf cannot run with --copy=changed (the ranges the kernel copies come from the events, not from changed pages): use --copy=auto or full, or --events=seccomp")
 	}
 	if src == nil {
 		var err error
@@ -210,7 +229,6 @@ func (t *Tracer) openEvents() error {
 	}
 	t.events = &eventState{src: src}
 	t.result.Stats.Events.Mode = EventsBPF
-	t.copyFallback("BPF events carry the bytes")
 	return nil
 }
 
@@ -265,6 +283,9 @@ func (t *Tracer) drainEvents() {
 		return
 	}
 	es.conv = tscConv{}
+	if es.bell != nil {
+		es.bell.drained.Store(time.Now().UnixNano())
+	}
 	for {
 		ok, err := es.src.TryNext(&es.ev)
 		if err != nil {
@@ -313,7 +334,7 @@ func (t *Tracer) applyEvent(e *bpfev.Event) {
 	}
 	var data *image
 	if e.Complete() {
-		data = &image{addr: e.Addr, b: e.Bytes}
+		data = &image{addr: e.Addr, b: e.Bytes, gens: e.Gens}
 	}
 	at := t.events.conv.stamp(e.Time)
 	t.applyCall(th, p, op, uint64(e.Ret), Stamp{At: at, IP: op.ip, TID: e.TID, Via: e.TID}, data)
@@ -418,11 +439,14 @@ func (t *Tracer) eventStop(th *thread, sig int) bool {
 	if !t.eventSignal(th, sig) {
 		return false
 	}
+	regs, err := getRegs(th.tid)
 	if th.ev.signaled > 0 {
 		th.ev.signaled--
+		if err == nil {
+			t.pagesAtEventStop(th, &regs)
+		}
 		return true
 	}
-	regs, err := getRegs(th.tid)
 	if err != nil || th.proc.space == nil || th.proc.helper || !ringCalls[int(regs.Orig_rax)] {
 		return true
 	}
@@ -430,6 +454,7 @@ func (t *Tracer) eventStop(th *thread, sig int) bool {
 		th.ev.mark = callKey{}
 		return true // a call ptjit stopped: handled at its stops
 	}
+	t.pagesAtEventStop(th, &regs)
 	op := &pendingOp{nr: int(regs.Orig_rax), args: [6]uint64{regs.Rdi, regs.Rsi, regs.Rdx, regs.R10, regs.R8, regs.R9}, ip: regs.Rip - 2}
 	op.rng = ival{op.args[0], op.args[0] + pageUp(op.args[1])}
 	t.result.Stats.Events.Fallbacks++
@@ -448,20 +473,65 @@ func (t *Tracer) eventSignal(th *thread, sig int) bool {
 	return err == nil && si.Code == siKernel && int32(si.Addr) == 0
 }
 
-// eventVersion records v with its bytes from an event's copy.
-func (t *Tracer) eventVersion(v db.Version, data *image) int64 {
-	t.result.Stats.Events.Bytes += int64(v.Size)
+// eventVersion records v with its bytes from an event's copy. When an
+// earlier version from an event covered the same range, only the pages
+// whose bytes may differ from it (another page number, image.gens) are
+// given to the database, which takes the others' from that version
+// unread, unhashed and uncompared (db.Recorder.AddVersionPages).
+func (t *Tracer) eventVersion(sp *space, v db.Version, data *image) int64 {
+	st := &t.result.Stats.Events
+	st.Bytes += int64(v.Size)
+	gens := data.pageGens(v.Addr, v.Addr+v.Size)
+	if b := sp.evBase[v.Addr]; b != nil && gens != nil && b.size == v.Size {
+		var runs []db.PageRun
+		for i, g := range gens {
+			if g == b.gens[i] {
+				continue
+			}
+			addr := v.Addr + uint64(i)*pageSize
+			if n := len(runs); n > 0 && runs[n-1].Addr+uint64(len(runs[n-1].Data)) == addr && len(runs[n-1].Data) < db.ChunkSize {
+				runs[n-1].Data = append(runs[n-1].Data, data.b[addr-data.addr:addr-data.addr+pageSize]...)
+				continue
+			}
+			buf := db.Buffer(pageSize)
+			data.read(addr, buf)
+			runs = append(runs, db.PageRun{Addr: addr, Data: buf})
+		}
+		id, _ := t.rec.AddVersionPages(v, b.id, runs)
+		st.PagesSame += int64(len(gens))
+		for _, r := range runs {
+			st.PagesSame -= int64(len(r.Data) / pageSize)
+		}
+		b.id, b.gens = id, append(b.gens[:0], gens...)
+		return id
+	}
+	var id int64
 	if v.Size > db.ChunkSize {
-		id, _, err := t.rec.AddVersionRead(v, data.read)
+		var err error
+		id, _, err = t.rec.AddVersionRead(v, data.read)
 		if err != nil {
 			t.warnf("%v", err)
 		}
-		return id
+	} else {
+		v.Data = db.Buffer(int(v.Size))
+		data.read(v.Addr, v.Data)
+		id, _ = t.rec.AddVersion(v)
 	}
-	v.Data = db.Buffer(int(v.Size))
-	data.read(v.Addr, v.Data)
-	id, _ := t.rec.AddVersion(v)
+	if gens != nil {
+		if sp.evBase == nil {
+			sp.evBase = map[uint64]*evBase{}
+		}
+		sp.evBase[v.Addr] = &evBase{size: v.Size, id: id, gens: append([]uint64(nil), gens...)}
+	}
 	return id
+}
+
+// evBase is the last version recorded from an event at an address, and
+// its pages' numbers (eventVersion).
+type evBase struct {
+	size uint64
+	id   int64
+	gens []uint64
 }
 
 // eventsAliasFilter gives a process where W^X tracks a shared file
@@ -495,7 +565,11 @@ func (t *Tracer) eventsAliasFilter(th *thread) {
 // records and it has not rung since the last drain, every bellEvery at
 // most; its signal-delivery-stop wakes the tracer's wait4, which drains
 // the ring and resumes it without the signal. The program never stops
-// for it, and it is no tracee of the recording (no stop counted).
+// for it, and it is no tracee of the recording (no stop counted). The
+// tracer reads the ring at every stop too: while stops come at least
+// every bellEvery (a program whose calls stop anyway: in W^X's managed
+// memory every mprotect stops, and the mprotects ptjit injects there put
+// their events in the ring too), the bell does not ring (due).
 
 // bellEvery is how often the watcher looks at the ring; it rings at
 // least every bellIdle even when the ring is empty (waitThread looks at
@@ -507,10 +581,11 @@ const (
 
 // eventBell is the doorbell child and its watcher.
 type eventBell struct {
-	pid  int
-	rung atomic.Bool
-	stop chan struct{}
-	done chan struct{}
+	pid     int
+	rung    atomic.Bool
+	drained atomic.Int64 // when the tracer last read the ring (Unix ns)
+	stop    chan struct{}
+	done    chan struct{}
 }
 
 // startBell forks the doorbell and starts its watcher; without one (the
@@ -549,12 +624,22 @@ func (b *eventBell) watch(src *bpfev.Source) {
 		case <-b.stop:
 			return
 		case now := <-tick.C:
-			if (src.Pending() > 0 || now.Sub(last) >= bellIdle) && b.rung.CompareAndSwap(false, true) {
+			if b.due(src, now, last) && b.rung.CompareAndSwap(false, true) {
 				last = now
 				unix.Kill(b.pid, unix.SIGUSR1)
 			}
 		}
 	}
+}
+
+// due: the ring holds records the tracer has not read for bellEvery (it
+// reads the ring at every stop, so a run of stops needs no bell), or
+// bellIdle passed since the last ring.
+func (b *eventBell) due(src *bpfev.Source, now, last time.Time) bool {
+	if now.Sub(last) >= bellIdle {
+		return true
+	}
+	return src.Pending() > 0 && now.UnixNano()-b.drained.Load() >= int64(bellEvery)
 }
 
 // bellStop handles a stop of the doorbell (and reports true), or reports

@@ -7,6 +7,9 @@ import "fmt"
 type image struct {
 	addr uint64
 	b    []byte
+	// gens numbers b's pages: two pages with the same number have the
+	// same bytes (bpfev.Event.Gens); nil when unknown
+	gens []uint64
 }
 
 // covers reports whether the image holds [start, end).
@@ -21,4 +24,14 @@ func (m *image) read(addr uint64, b []byte) error {
 	}
 	copy(b, m.b[addr-m.addr:])
 	return nil
+}
+
+// pageGens returns the page numbers of [start, end), page-aligned and
+// inside the image, or nil.
+func (m *image) pageGens(start, end uint64) []uint64 {
+	if !m.covers(start, end) || m.gens == nil || (start-m.addr)%pageSize != 0 || (end-start)%pageSize != 0 ||
+		uint64(len(m.gens))*pageSize != uint64(len(m.b)) {
+		return nil
+	}
+	return m.gens[(start-m.addr)/pageSize : (end-m.addr)/pageSize]
 }

@@ -21,6 +21,10 @@ import (
 // version of the same range asks PAGEMAP_SCAN which pages were written
 // since (and protects them again in the same call), reads those, and
 // names the previous version's pages for the rest (db.AddVersionPages).
+// The userfaultfd is made by a syscall injected at a stop: the seccomp
+// stop of the first exec-adding call over a tracked range
+// (restartForPages) or, with BPF events, where such calls make no
+// seccomp stop, the fallback stop of the first one (pagesAtEventStop).
 
 // CopyMode is --copy: how later versions of a JIT range are read.
 type CopyMode string
@@ -155,9 +159,6 @@ func (t *Tracer) pagesEffect(x *sysExit) {
 }
 
 func (t *Tracer) copyMode() CopyMode {
-	if t.events != nil {
-		return CopyFull // the events carry the bytes
-	}
 	if t.opts.Copy == "" {
 		return CopyAuto
 	}
@@ -190,9 +191,43 @@ func (t *Tracer) copyFallback(reason string) {
 // Precondition: on the locked tracer thread; th is in its seccomp stop.
 func (t *Tracer) restartForPages(th *thread, regs unix.PtraceRegs, op *pendingOp) bool {
 	sp := th.proc.space
-	if sp == nil || sp.pages.tried || th.dying || t.copyMode() == CopyFull {
+	if sp == nil || sp.pages.tried || th.dying || t.copyMode() == CopyFull || !t.pagesCall(op) {
 		return false
 	}
+	sp.pages.tried = true
+	return t.restartAround(th, regs, op, t.pagesSetup)
+}
+
+// pagesAtEventStop handles a fallback stop of the BPF program (th is in
+// the SIGSTOP's signal-delivery-stop, its registers those of the call as
+// it returned) in a space that has no userfaultfd yet, when the call made
+// anonymous memory executable and the mode tracks its range: it makes the
+// userfaultfd there (pagesSetup). The call's version was recorded whole
+// (from its event, or read when the ring was drained: the thread runs no
+// code of its own between its call and this stop); the range's next
+// version is read whole and registered, and the versions after it are
+// read from their written pages (pagesVersion). With BPF events the
+// exec-adding calls make no seccomp stop where restartForPages would do
+// this, and a range the kernel cannot copy (more than the budget) is
+// exactly the one worth tracking: its calls all come to such a stop.
+//
+// Precondition: on the locked tracer thread; th is in a
+// signal-delivery-stop.
+func (t *Tracer) pagesAtEventStop(th *thread, regs *unix.PtraceRegs) {
+	sp := th.proc.space
+	if sp == nil || sp.pages.tried || th.dying || th.proc.helper || t.copyMode() == CopyFull {
+		return
+	}
+	op := &pendingOp{nr: int(regs.Orig_rax), args: [6]uint64{regs.Rdi, regs.Rsi, regs.Rdx, regs.R10, regs.R8, regs.R9}}
+	if !t.pagesCall(op) || int64(regs.Rax) < 0 && int64(regs.Rax) >= -4095 {
+		return
+	}
+	t.pagesSetup(th)
+}
+
+// pagesCall: op makes anonymous memory executable and not writable, over
+// a range the mode tracks (a call worth making the userfaultfd for).
+func (t *Tracer) pagesCall(op *pendingOp) bool {
 	switch op.nr {
 	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
 	case unix.SYS_MMAP:
@@ -203,11 +238,7 @@ func (t *Tracer) restartForPages(th *thread, regs unix.PtraceRegs, op *pendingOp
 		return false
 	}
 	prot := op.args[2]
-	if prot&unix.PROT_EXEC == 0 || prot&unix.PROT_WRITE != 0 || !t.pagesWanted(pageUp(op.args[1])) {
-		return false
-	}
-	sp.pages.tried = true
-	return t.restartAround(th, regs, op, t.pagesSetup)
+	return prot&unix.PROT_EXEC != 0 && prot&unix.PROT_WRITE == 0 && t.pagesWanted(pageUp(op.args[1]))
 }
 
 // pagesSetup makes a userfaultfd in th's process by an injected
@@ -218,7 +249,8 @@ func (t *Tracer) restartForPages(th *thread, regs unix.PtraceRegs, op *pendingOp
 // The userfaultfd works on the mm of the process that made it, from any
 // process that holds it. Any failure leaves full copies, with the reason.
 //
-// Precondition: on the locked tracer thread; th is at a syscall-exit stop.
+// Precondition: on the locked tracer thread; th is at a syscall-exit stop
+// or a signal-delivery-stop.
 func (t *Tracer) pagesSetup(th *thread) {
 	p := th.proc
 	st := &p.space.pages

@@ -123,6 +123,7 @@ func (s *Stats) Meta() []MetaRow {
 		{"events_bytes", i64(s.Events.Bytes)},
 		{"events_fallbacks", i64(s.Events.Fallbacks)},
 		{"events_lost", i64(s.Events.Lost)},
+		{"events_pages_same", i64(s.Events.PagesSame)},
 		{"wx", string(s.WX)},
 		{"wall_ns", ns(s.Wall)},
 		{"tracer_maxrss_kb", i64(s.TracerMaxRSSKB)},

@@ -230,10 +230,11 @@ type process struct {
 // space is a Space plus what the tracker keeps about it.
 type space struct {
 	*Space
-	owner int // pid records are filed under
-	refs  int
-	vdso  [2]uint64
-	sink  *sink
+	evBase map[uint64]*evBase // by address: the last version from an event there (eventVersion)
+	owner  int                // pid records are filed under
+	refs   int
+	vdso   [2]uint64
+	sink   *sink
 	// each feature's state, declared in its file
 	inj    injectState // acting in the tracee (inject_linux_amd64.go)
 	wx     wxState     // W^X (wx_linux_amd64.go)
@@ -1074,7 +1075,7 @@ func (s *sink) AddVersion(region int64, start, end uint64, prot int, c Change) i
 	v := db.Version{Region: region, PID: s.sp.owner, TID: c.TID, Addr: start, Size: end - start,
 		At: c.At, Cause: c.Cause, IP: c.IP, ByPtjit: false}
 	if c.data.covers(start, end) {
-		return t.eventVersion(v, c.data)
+		return t.eventVersion(s.sp, v, c.data)
 	}
 	if id, ok := t.pagesVersion(s.sp, pid, v, prot, func() int64 { return t.readVersion(pid, v) }); ok {
 		return id

@@ -81,7 +81,13 @@
 //     executed versions at one address) recorded under --pt=soft
 //     --wx=precise --soft-filter=jit, then decode --stat of each,
 //     alternating: CPU time and peak RSS at 10N against N (targets ≤ 12×
-//     and ≤ 2×), and code.db's bytes per version (≤ 1 KiB).
+//     and ≤ 2×), and code.db's bytes per version (≤ 1 KiB);
+//   - events: LuaJIT bench.lua 10000 and strings.lua 5000 (many small,
+//     string-heavy traces) alone, under ptjit run --events=seccomp and
+//     --events=bpf, alternating: bpf/alone (target ≤ 1.3×), bpf/seccomp
+//     (≤ 0.5×) and the stops of each; events-runtimes: the same for
+//     ubpf-test ×10^6 (≈1×), node hot.js (≤ 1.1× alone) and java Hot (no
+//     worse than seccomp).
 //
 // µs per stop comes from ptjit's summary line on stderr ("N stops, X ms in
 // stops (Y µs/stop), Z MB snapshotted") when ptjit prints one; otherwise the

@@ -3,11 +3,14 @@ package main
 import (
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ptjit/ptjit/internal/testenv"
 )
 
 // TestE2EEventsStops: stopbench makes 300 versions of one page (RW, write,
@@ -104,7 +107,8 @@ func TestE2EEventsOptions(t *testing.T) {
 		{[]string{"--events=ebpf"}, `--events: "ebpf" is not auto, bpf or seccomp`},
 		{[]string{"--events=bpf", "--pt=soft"}, "--events=bpf: --pt=soft needs every call that adds PROT_EXEC at its entry"},
 		{[]string{"--events=bpf", "--copy=changed"}, "--events=bpf: --copy=changed reads changed pages at stops"},
-		{[]string{"--bpf-budget=1"}, "--bpf-budget needs --events=bpf or auto"},
+		{[]string{"--bpf-budget=1"}, "--bpf-budget and --bpf-cache need --events=bpf or auto"},
+		{[]string{"--bpf-cache=-1"}, "--bpf-budget and --bpf-cache need --events=bpf or auto"},
 	} {
 		dir := filepath.Join(t.TempDir(), "rec")
 		r := e2ePtjit(t, nil, append(append([]string{"run", "-o", dir}, c.args...), "--", e2eProg("exitcode"), "0")...)
@@ -186,6 +190,100 @@ func TestE2EEventsTime(t *testing.T) {
 				}
 			}
 			t.Logf("%s: %d versions, the farthest %.0f ns outside its call (negative: all inside)", events, versions, worst)
+		})
+	}
+}
+
+// TestE2EEventsUnprivileged: where BPF cannot load (another user; root
+// without CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN, as in a restricted
+// container), --events=auto records from seccomp stops and says why in
+// one line, and --events=bpf is refused with status 2 and that line,
+// before anything runs. ptjit and the program are copied where the
+// other user can run them, into a directory it may write.
+func TestE2EEventsUnprivileged(t *testing.T) {
+	e2eSetup(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run ptjit as another user")
+	}
+	testenv.Tool(t, "setpriv", "util-linux")
+	shared, err := os.MkdirTemp("", "ptjit-unpriv-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(shared) })
+	if err := os.Chmod(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	bin, prog := filepath.Join(shared, "ptjit"), filepath.Join(shared, "exitcode")
+	for _, c := range [][2]string{{e2e.ptjit, bin}, {e2eProg("exitcode"), prog}} {
+		if out, err := exec.Command("cp", c[0], c[1]).CombinedOutput(); err != nil {
+			t.Fatalf("cp: %v\n%s", err, out)
+		}
+		os.Chmod(c[1], 0o755)
+	}
+	for _, who := range []struct {
+		name string
+		argv []string
+		why  string
+	}{
+		{"another user", []string{"setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"}, "not root and no CAP_BPF+CAP_PERFMON"},
+		{"root without CAP_BPF", []string{"setpriv", "--inh-caps=-all", "--bounding-set=-bpf,-perfmon,-sys_admin"}, "root without CAP_BPF+CAP_PERFMON or CAP_SYS_ADMIN"},
+	} {
+		t.Run(who.name, func(t *testing.T) {
+			dir := filepath.Join(shared, strings.ReplaceAll(who.name, " ", "-"))
+			run := func(events string) e2eResult {
+				return e2eRun(t, append(append([]string{}, who.argv...), bin, "run", "--pt=off", "--events="+events, "-o", dir, "--", prog, "7"), nil, "", "")
+			}
+			r := run("bpf")
+			if r.code != 2 {
+				t.Errorf("--events=bpf: status %d, want 2\n%s", r.code, r.stderr)
+			}
+			e2eOneLineError(t, r.stderr, "--events=bpf: "+who.why)
+			if _, err := os.Stat(dir); err == nil {
+				t.Errorf("--events=bpf: %s was created", dir)
+			}
+			r = run("auto")
+			if r.code != 7 {
+				t.Errorf("--events=auto: status %d, want the program's 7\n%s", r.code, r.stderr)
+			}
+			e2eCheckMessages(t, r.stderr)
+			if want := "ptjit: events from seccomp stops, not BPF: " + who.why; !strings.HasPrefix(r.stderr, want) || strings.Count(r.stderr, "not BPF") != 1 {
+				t.Errorf("--events=auto: stderr does not start with %q once:\n%s", want, r.stderr)
+			}
+			if meta := recordingMeta(t, dir); meta["events"] != "seccomp" {
+				t.Errorf("--events=auto: meta events %q, want seccomp", meta["events"])
+			}
+		})
+	}
+}
+
+// TestE2EEventsPageCache records jit-pages with a 64 KiB region (16
+// pages, of which each version rewrites two, and some versions hold a
+// page dropped with MADV_DONTNEED: changed without a store) under each
+// event source, and checks every version's bytes against the program's
+// manifest. Under bpf the kernel's page cache sends only the pages that
+// changed and the versions are recorded from the last one's pages
+// (meta events_pages_same): a page wrongly taken as unchanged would
+// hold the previous version's function.
+func TestE2EEventsPageCache(t *testing.T) {
+	e2eSetup(t)
+	p := e2eProgram{name: "jit-pages", args: []string{"24", "64"}}
+	for _, events := range e2eEventSources(t) {
+		t.Run(events, func(t *testing.T) {
+			ms, dir := e2eRecord(t, p, "--pt=off", "--events="+events)
+			if len(ms) < 25 {
+				t.Fatalf("jit-pages wrote %d manifest lines, want 25 and more", len(ms))
+			}
+			meta := checkManifestBytes(t, dir, ms)
+			same, _ := strconv.Atoi(meta["events_pages_same"])
+			t.Logf("%s: %s pages of versions taken unchanged from the last", events, meta["events_pages_same"])
+			if events == "bpf" && same < 20*12 {
+				// 24 versions of 16 pages, 2 or 3 of them changed
+				t.Errorf("bpf: %d pages taken unchanged, want most of 24 versions' 16", same)
+			}
+			if events == "seccomp" && same != 0 {
+				t.Errorf("seccomp: %d pages taken unchanged from events", same)
+			}
 		})
 	}
 }

@@ -15,7 +15,7 @@ func init() {
 	var (
 		out, pin, wx, pt, gt, sf, sl, cp, ev string
 		quiet                                bool
-		scpus, bpfPg, pid                    int // hidden --bpf-budget, for tests: a small one forces the BPF fallbacks
+		scpus, bpfPg, bpfCache, pid          int // hidden --bpf-budget and --bpf-cache, for tests and measurements
 		dur                                  time.Duration
 	)
 	cmd := &cobra.Command{
@@ -92,7 +92,7 @@ refused.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg := ptrun.Config{Attach: pid, Duration: dur, OutDir: out, Argv: args, Quiet: quiet, GroundTruth: gt, SoftCPUs: scpus,
-				Events: tracker.EventsMode(ev), BPF: bpfev.Config{BudgetPages: bpfPg}}
+				Events: tracker.EventsMode(ev), BPF: bpfev.Config{BudgetPages: bpfPg, CachePages: bpfCache}}
 			f := ptrun.Flags{Pin: pin, WX: wx, PT: pt, SoftFilter: sf, SoftLayout: sl, Copy: cp,
 				SoftLayoutGiven: cmd.Flags().Changed("soft-layout"), PIDGiven: cmd.Flags().Changed("pid")}
 			if err := f.Parse(&cfg); err != nil {
@@ -123,6 +123,8 @@ refused.`,
 	cmd.Flags().StringVar(&ev, "events", "", "where the address-space calls come from: seccomp (the default without -p: a stop per call that adds code), bpf (an eBPF program copies the code in the kernel: no stop per version; root or CAP_BPF+CAP_PERFMON), or auto (bpf where it can run; the default with -p)")
 	cmd.Flags().IntVar(&bpfPg, "bpf-budget", 0, "with BPF events: the most pages one call's copy may take (1..64; 0: 64)")
 	cmd.Flags().MarkHidden("bpf-budget")
+	cmd.Flags().IntVar(&bpfCache, "bpf-cache", 0, "with BPF events: the kernel's page cache, in pages (0: 4096; -1: none, every page is sent)")
+	cmd.Flags().MarkHidden("bpf-cache")
 	cmd.Flags().IntVarP(&pid, "pid", "p", 0, "attach to the running process PID instead of starting a program (needs BPF events; detaches at --duration, SIGINT, SIGTERM or SIGHUP)")
 	cmd.Flags().DurationVar(&dur, "duration", 0, "with -p: detach after this long (e.g. 10s; 0: at SIGINT, SIGTERM or SIGHUP, or the process's end)")
 	rootCmd.AddCommand(cmd)
