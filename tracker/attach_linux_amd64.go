@@ -175,6 +175,11 @@ func (t *Tracer) attachTo(pid int) error {
 	}
 	t.att.on = true
 	t.att.stopped = map[int]unix.WaitStatus{}
+	// every version is read whole: changed-page tracking would leave its
+	// userfaultfd in the process
+	t.opts.Copy = CopyFull
+	t.result.Stats.Copy.Mode = CopyFull
+	t.copyFallback("attached: nothing of ptjit's may stay in the process")
 	t.shared.attach.bell.Store(int64(t.events.bell.pid))
 	p := &process{pid: pid, ppid: statPPID(readStat(pid)), threads: map[int]*thread{}}
 	seized := map[int]bool{}

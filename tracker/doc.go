@@ -596,6 +596,8 @@
 //     process_vm_writev are not seen, nor is a ptrace(2) of the program's
 //     own, and the program's own RET_TRACE filter is answered as without
 //     ptjit (ENOSYS) only for the calls it traces.
+//   - Versions are read whole (Options.Copy is full): the userfaultfd
+//     of changed-page tracking would stay in the process.
 //   - Processes the target started before the attach are not followed;
 //     threads and processes it creates while attached are (the ptrace
 //     options), and left at the detach like the rest.
