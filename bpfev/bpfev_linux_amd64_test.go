@@ -10,6 +10,7 @@ import (
 	"math/bits"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -863,5 +864,65 @@ func TestPageCache(t *testing.T) {
 				t.Errorf("%d pages unchanged, want at least %d", sameTotal, bits.OnesCount64(tc.may)*n/2)
 			}
 		})
+	}
+}
+
+// TestIgnore: a call made with Config.Ignore in r9 (the tracker's
+// injected calls) gives no event, no copy and no signal; the same call
+// without it gives its event. The test process makes the calls itself
+// (Syscall6 puts the sixth argument in r9), with a fallback signal it
+// would see: SIGUSR1, caught.
+func TestIgnore(t *testing.T) {
+	const cookie = 0x7074_6a69_7400_0001
+	s := openSource(t, Config{Ignore: cookie, Signal: unix.SIGUSR1, BudgetPages: 1})
+	usr1 := make(chan os.Signal, 4)
+	signal.Notify(usr1, unix.SIGUSR1)
+	defer signal.Stop(usr1)
+	self := os.Getpid()
+	if err := s.Add(self); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Remove(self)
+	// two pages: over the budget of one, so a reported call falls back
+	// and signals
+	mem, err := unix.Mmap(-1, 0, 2*pageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	copy(mem, version(1))
+	copy(mem[pageSize:], version(2))
+	addr := uintptr(unsafePointer(mem))
+	mprotect := func(prot, r9 uintptr) {
+		if _, _, e := unix.Syscall6(unix.SYS_MPROTECT, addr, 2*pageSize, prot, 0, 0, r9); e != 0 {
+			t.Fatalf("mprotect: %v", e)
+		}
+	}
+	rx, rw := uintptr(unix.PROT_READ|unix.PROT_EXEC), uintptr(unix.PROT_READ|unix.PROT_WRITE)
+	mprotect(rx, cookie)
+	mprotect(rw, cookie)
+	mprotect(rx, cookie+1) // not the cookie: reported, falls back, signals
+	mprotect(rw, 0)
+	var mine []Event
+	for _, e := range collect(t, s, self) {
+		if e.Args[0] == uint64(addr) {
+			mine = append(mine, e)
+		}
+	}
+	if len(mine) != 2 {
+		t.Fatalf("%d events for the range, want 2 (the calls without the cookie): %+v", len(mine), mine)
+	}
+	if e := mine[0]; e.Args[5] != cookie+1 || e.Flags&FlagFallback == 0 || e.Reason != ReasonOverBudget {
+		t.Errorf("first event: r9 %#x flags %#x reason %v, want the RX call without the cookie, over budget", e.Args[5], e.Flags, e.Reason)
+	}
+	select {
+	case <-usr1:
+	case <-time.After(10 * time.Second):
+		t.Errorf("no fallback signal for the call without the cookie")
+	}
+	select {
+	case <-usr1:
+		t.Errorf("a second fallback signal: the call with the cookie signalled")
+	case <-time.After(100 * time.Millisecond):
 	}
 }

@@ -45,7 +45,9 @@
 // unless the call is one of those above (compared with orig_ax), is a
 // 64-bit call (thread_info's TS_COMPAT clear: the i386 numbers of an int
 // 0x80 call are other calls; the seccomp filter stops every such call),
-// and comes from a process in the tgid map; then it reserves a call
+// comes from a process in the tgid map, and is not the tracer's own
+// (r9 holding Config.Ignore: the tracker's injected calls, whose pages
+// it would copy only to drop them); then it reserves a call
 // record in the ring buffer and fills in the thread, the time, the user
 // IP, the number, the six argument registers and the result. When the
 // call made memory executable — mprotect or pkey_mprotect returning 0 with

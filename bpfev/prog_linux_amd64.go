@@ -266,7 +266,7 @@ const (
 // Registers: R6 the context (then the page count), R7 pid_tgid (then the
 // page index), R8 pt_regs (then the range's address), R9 the call
 // record.
-func program(ws []watch, off kernelOffsets, m progMaps, sig unix.Signal, budget, wakeBytes int) asm.Instructions {
+func program(ws []watch, off kernelOffsets, m progMaps, sig unix.Signal, budget, wakeBytes int, ignore uint64) asm.Instructions {
 	R0, R1, R2, R3, R4, R6, R7, R8, R9, FP := asm.R0, asm.R1, asm.R2, asm.R3, asm.R4, asm.R6, asm.R7, asm.R8, asm.R9, asm.R10
 	tgids, ring, counters := m.tgids, m.ring, m.counters
 	regs := off.regs
@@ -300,6 +300,17 @@ func program(ws []watch, off kernelOffsets, m progMaps, sig unix.Signal, budget,
 		asm.Add.Imm(R2, slotKey),
 		asm.FnMapLookupElem.Call(),
 		asm.JEq.Imm(R0, 0, "out"),
+	)
+	if ignore != 0 {
+		// the tracer's own injected call (Config.Ignore in r9): no
+		// record, no copy, no signal
+		ins = append(ins,
+			asm.LoadMem(R1, R8, regs.r9, asm.DWord),
+			asm.LoadImm(R2, int64(ignore), asm.DWord),
+			asm.JEq.Reg(R1, R2, "out"),
+		)
+	}
+	ins = append(ins,
 		asm.StoreMem(FP, slotTgid, R0, asm.DWord),
 		asm.LoadMem(R1, R0, 0, asm.DWord),
 		asm.StoreMem(FP, slotEpoch, R1, asm.DWord),

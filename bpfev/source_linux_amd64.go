@@ -47,6 +47,14 @@ type Config struct {
 	// full, pages it has no entry for are sent every time. Zero: 4096
 	// (16 MiB of kernel memory); negative: no cache, every page is sent.
 	CachePages int
+	// Ignore: a call made with this value in r9 (the sixth argument
+	// register) is not reported: no record, no copy, no signal. The
+	// tracker passes its InjectCookie, which every call it injects into
+	// a stopped thread carries and no program's call does, so the
+	// kernel does not copy the pages of ptjit's own mprotects (W^X makes
+	// thousands in a run) nor stop a thread in the middle of one. Zero:
+	// every call is reported.
+	Ignore uint64
 }
 
 const (
@@ -188,7 +196,7 @@ func Open(cfg Config) (*Source, error) {
 		Type:         ebpf.Tracing,
 		AttachType:   ebpf.AttachTraceRawTp,
 		AttachTo:     "sys_exit",
-		Instructions: program(watched, off, progMaps{tgids: s.tgids, ring: s.ring, counters: s.counters, scratch: s.scratch, cache: s.cache, stopping: s.stopping}, cfg.Signal, cfg.BudgetPages, cfg.WakeBytes),
+		Instructions: program(watched, off, progMaps{tgids: s.tgids, ring: s.ring, counters: s.counters, scratch: s.scratch, cache: s.cache, stopping: s.stopping}, cfg.Signal, cfg.BudgetPages, cfg.WakeBytes, cfg.Ignore),
 		License:      "GPL", // reading kernel structures through BTF needs it
 	}
 	p, err := loadProgram(spec, kspec)

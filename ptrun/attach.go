@@ -64,7 +64,7 @@ func attachEvents(cfg Config) (*bpfev.Source, error) {
 	if cfg.Copy == tracker.CopyChanged {
 		return nil, errors.New("--copy=changed: not with -p (its userfaultfd would stay in the process; an attached process's versions are read whole)")
 	}
-	src, err := bpfev.Open(cfg.BPF)
+	src, err := bpfev.Open(tracker.SourceConfig(cfg.BPF))
 	if err == nil {
 		return src, nil
 	}

@@ -520,7 +520,7 @@ func resolveEvents(cfg Config, stderr io.Writer) (tracker.EventsMode, *bpfev.Sou
 	case cfg.Copy == tracker.CopyChanged:
 		why = "--copy=changed reads changed pages at stops"
 	default:
-		src, err := bpfev.Open(cfg.BPF)
+		src, err := bpfev.Open(tracker.SourceConfig(cfg.BPF))
 		if err == nil {
 			return tracker.EventsBPF, src, nil
 		}

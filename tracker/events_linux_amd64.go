@@ -223,13 +223,23 @@ func (t *Tracer) openEvents() error {
 	}
 	if src == nil {
 		var err error
-		if src, err = bpfev.Open(t.opts.BPF); err != nil {
+		if src, err = bpfev.Open(SourceConfig(t.opts.BPF)); err != nil {
 			return err
 		}
 	}
 	t.events = &eventState{src: src}
 	t.result.Stats.Events.Mode = EventsBPF
 	return nil
+}
+
+// SourceConfig is c with what every BPF source the tracker reads needs:
+// the calls ptjit injects (InjectCookie in r9) not reported. Their
+// events would be dropped (applyEvent), after the kernel had copied
+// their pages (W^X injects an mprotect at most of its stops) or, where
+// it could not, stopped the thread in the middle of an injection.
+func SourceConfig(c bpfev.Config) bpfev.Config {
+	c.Ignore = InjectCookie
+	return c
 }
 
 // closeEvents reads what is left and closes the source.
@@ -305,8 +315,9 @@ func (t *Tracer) applyEvent(e *bpfev.Event) {
 	st := &t.result.Stats.Events
 	st.Calls++
 	if e.Args[5] == InjectCookie {
-		// a call ptjit injected, at one of its stops (a fallback
-		// SIGSTOP comes while ptjit waits for the call: eventSignal)
+		// a call ptjit injected, at one of its stops: only from a
+		// Source opened without SourceConfig (a fallback SIGSTOP
+		// then comes while ptjit waits for the call: eventSignal)
 		return
 	}
 	th := t.threads[e.TID]
