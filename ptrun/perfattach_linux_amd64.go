@@ -50,7 +50,8 @@ import (
 // valid after it is in code.db.
 
 // perfReadyWait bounds the wait for perf's ack; perfStopWait the wait for
-// perf's exit after SIGINT (tests make them short).
+// perf's exit after SIGINT (the launch path's minute; tests make them
+// short).
 var (
 	perfReadyWait = 30 * time.Second
 	perfStopWait  = time.Minute

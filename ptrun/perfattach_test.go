@@ -28,7 +28,8 @@ import (
 // "ack\n\0" on the ack fd; at SIGINT it writes the file and dies of
 // SIGINT. $FAKE_PERF_FAIL: it fails at its start with that message;
 // $FAKE_PERF_ACK_DELAY: it waits that long before enabling;
-// $FAKE_PERF_DIE: it exits 1 that long after enabling.
+// $FAKE_PERF_DIE: it exits 1 that long after enabling; $FAKE_PERF_NOACK:
+// it never enables; $FAKE_PERF_STUCK: it goes on after SIGINT.
 const fakePerfAttach = `#!/bin/bash
 [ "$1" = record ] || { echo "fake perf: expected record, got $1" >&2; exit 9; }
 shift
@@ -48,13 +49,14 @@ done
 field() { local k v; while read -r k v; do [ "$k" = "$2:" ] && echo "$v"; done < "/proc/$1/status"; }
 tracer() { local tp; tp=$(field "$pid" TracerPid); [ "$tp" = 0 ] && echo 0 || field "$tp" Tgid; }
 log() { echo "$1 ${EPOCHREALTIME/./} $(tracer)" >> "$FAKE_PERF_LOG"; }
-trap 'log sigint; echo trace >> "$out"; trap - INT; kill -INT $$' INT
+trap 'log sigint; echo trace >> "$out"; [ -n "$FAKE_PERF_STUCK" ] || { trap - INT; kill -INT $$; }' INT
 log start
 [ -n "$FAKE_PERF_FAIL" ] && { printf 'Error:\n%s\nHint:\tsomething\n' "$FAKE_PERF_FAIL" >&2; exit 1; }
 echo header > "$out"
 read -r cmd <&"$ctl"
 [ "$cmd" = enable ] || { echo "fake perf: control command $cmd" >&2; exit 8; }
 [ -n "$FAKE_PERF_ACK_DELAY" ] && sleep "$FAKE_PERF_ACK_DELAY"
+[ -n "$FAKE_PERF_NOACK" ] && while :; do sleep 0.01; done
 log enabled
 printf 'ack\n\0' >&"$ack"
 if [ -n "$FAKE_PERF_DIE" ]; then
@@ -408,4 +410,44 @@ func TestAttachIntelPTUnavailable(t *testing.T) {
 		t.Error("perf was run")
 	}
 	a.waitAlone(t, "versions 100 sum 4950\n", 9)
+}
+
+// TestAttachIntelPTPerfStuck: a perf that never enables its events is
+// given up after perfReadyWait (one line, no recording); one that goes on
+// after SIGINT is killed after perfStopWait, before the detach (one line,
+// the recording kept). The process runs on as alone both times.
+func TestAttachIntelPTPerfStuck(t *testing.T) {
+	a, log := attachPTSetup(t, "150", "10", "3")
+	oldReady, oldStop := perfReadyWait, perfStopWait
+	perfReadyWait, perfStopWait = 300*time.Millisecond, 300*time.Millisecond
+	defer func() { perfReadyWait, perfStopWait = oldReady, oldStop }()
+
+	t.Setenv("FAKE_PERF_NOACK", "1")
+	dir := filepath.Join(t.TempDir(), "rec")
+	status, err := Run(Config{OutDir: dir, Attach: a.pid, PT: PTIntel, Quiet: true})
+	if status != 1 || err == nil || !strings.Contains(err.Error(), "not enabled within 300ms") {
+		t.Fatalf("no ack: status %d, %v", status, err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("no ack: left %d files in %s", len(ents), dir)
+	}
+	if got := procTracer(t, a.pid); got != "0" {
+		t.Errorf("no ack: TracerPid %s", got)
+	}
+
+	os.Unsetenv("FAKE_PERF_NOACK")
+	os.Remove(log)
+	t.Setenv("FAKE_PERF_STUCK", "1")
+	status, err = Run(Config{OutDir: dir, Attach: a.pid, PT: PTIntel, Duration: 200 * time.Millisecond, Quiet: true})
+	if status != 1 || err == nil || !strings.Contains(err.Error(), "killed") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("stuck: status %d, %v", status, err)
+	}
+	meta := recMeta(t, dir)
+	if meta["detached"] != "1" || metaNS(t, meta, "perf_stopped_mono_ns") >= metaNS(t, meta, "detach_mono_ns") {
+		t.Errorf("stuck: meta detached %q, perf stopped %s, detach %s", meta["detached"], meta["perf_stopped_mono_ns"], meta["detach_mono_ns"])
+	}
+	if got := procTracer(t, a.pid); got != "0" {
+		t.Errorf("stuck: TracerPid %s", got)
+	}
+	a.waitAlone(t, "versions 150 sum 11175\n", 3)
 }
