@@ -451,3 +451,32 @@ func TestAttachIntelPTPerfStuck(t *testing.T) {
 	}
 	a.waitAlone(t, "versions 150 sum 11175\n", 3)
 }
+
+// TestAttachIntelPTRealPerf: the installed perf, on a machine without
+// Intel PT (the PT probe fooled): perf cannot open the event and exits at
+// its start; ptjit says so in one line, leaves nothing and the process
+// runs on as alone.
+func TestAttachIntelPTRealPerf(t *testing.T) {
+	perf, err := exec.LookPath("perf")
+	if err != nil {
+		t.Skip("perf is not installed")
+	}
+	if _, err := os.Stat("/sys/bus/event_source/devices/intel_pt/type"); err == nil {
+		t.Skip("this machine has Intel PT: cmd/ptjit's TestE2EAttachIntelPT runs the real thing")
+	}
+	a, _ := attachPTSetup(t, "100", "10", "4")
+	t.Setenv("PTJIT_PERF", perf)
+	dir := filepath.Join(t.TempDir(), "rec")
+	status, err := Run(Config{OutDir: dir, Attach: a.pid, PT: PTIntel, Quiet: true})
+	if status != 1 || err == nil || !strings.HasPrefix(err.Error(), "perf record exited before it was recording") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("status %d, %v: want 1 and one line", status, err)
+	}
+	t.Log(err)
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("left %d files in %s", len(ents), dir)
+	}
+	if got := procTracer(t, a.pid); got != "0" {
+		t.Errorf("TracerPid %s", got)
+	}
+	a.waitAlone(t, "versions 100 sum 4950\n", 4)
+}
