@@ -21,7 +21,9 @@ import (
 // events (the seccomp filter of the launch path cannot be removed from a
 // process), applies W^X from the attach and undoes it at the detach
 // (tracker/attach_linux_amd64.go), and traces with --pt=soft (not its JIT
-// filter) or not at all: perf's attach for --pt=intel is not done.
+// filter), with --pt=intel (perf record -p PID, started after the attach's
+// snapshot and stopped before the threads are released:
+// perfattach_linux_amd64.go), or not at all.
 
 // validateAttach checks an attach's options before anything is touched; it
 // returns the status ptjit exits with and why (2 for a usage error, 1 for
@@ -47,7 +49,6 @@ func validateAttach(cfg Config) (status int, err error) {
 		if _, err := IntelPT(); err != nil {
 			return 2, err
 		}
-		return 2, errors.New("--pt=intel: not with -p yet (the trace would start at perf's attach, not ptjit's); use --pt=off")
 	}
 	if cfg.PT != PTSoft && (cfg.GroundTruth != "" || cfg.SoftFilter || cfg.SoftLayout != "" || cfg.SoftCPUs != 0) {
 		return 2, errors.New("--ground-truth, --soft-filter, --soft-layout and --soft-cpus need --pt=soft")
@@ -83,9 +84,6 @@ func runAttach(cfg Config) (status int, err error) {
 	// --copy=auto would track large ranges with a userfaultfd made in
 	// the process, which would stay there after the detach
 	cfg.Copy = tracker.CopyFull
-	if cfg.PT == "" || cfg.PT == PTAuto {
-		cfg.PT = PTOff // validateAttach refused intel; auto would find none here or start perf too late
-	}
 	r := &run{cfg: cfg, stderr: cfg.Stderr, events: tracker.EventsBPF}
 	if r.stderr == nil {
 		r.stderr = os.Stderr
@@ -114,7 +112,24 @@ func runAttach(cfg Config) (status int, err error) {
 	}
 	r.tr = tr
 	defer r.release()
-	res, werr := r.waitAttached()
+	// --pt=intel: perf starts now, after the attach's snapshot, and the
+	// attach is done once its events are enabled
+	var perf *perfAttach
+	if r.pt.perf != nil {
+		p, sig, err := startPerfAttach(r.pt.perf.perf, r.pt.perf.out, cfg.Attach, r.sigc)
+		if err != nil {
+			// no trace: the attach is undone and nothing is left
+			tr.Detach()
+			tr.Wait()
+			r.abandon()
+			return 1, err
+		}
+		perf = p
+		if sig != nil {
+			tr.Detach() // asked for during the attach: perf is stopped already
+		}
+	}
+	res, werr := r.waitAttached(perf)
 	// the recording's window (CLOCK_MONOTONIC ns)
 	r.rec.SetStat("attached", strconv.Itoa(cfg.Attach))
 	if res.AttachedAt.MonoNS != 0 {
@@ -124,17 +139,29 @@ func runAttach(cfg Config) (status int, err error) {
 		r.rec.SetStat("detached", "1")
 		r.rec.SetStat("detach_mono_ns", strconv.FormatInt(res.DetachedAt.MonoNS, 10))
 	}
+	var perr error
+	if perf != nil {
+		if perf.EnabledAt.MonoNS != 0 {
+			r.rec.SetStat("perf_enabled_mono_ns", strconv.FormatInt(perf.EnabledAt.MonoNS, 10))
+		}
+		r.rec.SetStat("perf_stopped_mono_ns", strconv.FormatInt(perf.StoppedAt.MonoNS, 10))
+		perr = perf.Err()
+	}
 	status, err = r.finish(res, 0, werr)
-	if err == nil && res.Detached && !cfg.Quiet {
+	if (err == nil || perr != nil) && werr == nil && res.Detached && !cfg.Quiet {
 		fmt.Fprintf(r.stderr, "ptjit: detached from pid %d; it runs on\n", cfg.Attach)
+	}
+	if err == nil && perr != nil {
+		return 1, perr
 	}
 	return status, err
 }
 
 // waitAttached waits for the attached process's end or the detach, which
-// the first of --duration and ptjit's SIGINT, SIGTERM and SIGHUP asks
-// for. The process gets none of these signals.
-func (r *run) waitAttached() (tracker.Result, error) {
+// the first of --duration, ptjit's SIGINT, SIGTERM and SIGHUP, and perf's
+// exit (with perf) asks for. The process gets none of these signals. perf
+// is stopped before the detach starts, and after the process's end.
+func (r *run) waitAttached(perf *perfAttach) (tracker.Result, error) {
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -145,17 +172,28 @@ func (r *run) waitAttached() (tracker.Result, error) {
 			defer tm.Stop()
 			timeout = tm.C
 		}
+		var perfDone <-chan struct{}
+		if perf != nil {
+			perfDone = perf.Done()
+		}
 		select {
 		case <-r.sigc:
 		case <-timeout:
+		case <-perfDone: // no trace from now on: detach at once
 		case <-stop:
 			return
+		}
+		if perf != nil {
+			perf.Stop() // the trace ends before any thread is released
 		}
 		r.tr.Detach()
 	}()
 	res, err := r.tr.Wait()
 	close(stop)
 	<-done
+	if perf != nil && !res.Detached {
+		perf.End() // the process ended: perf exits with it
+	}
 	return res, err
 }
 

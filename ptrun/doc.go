@@ -57,11 +57,41 @@
 //
 // Attaching (Config.Attach, ptjit run -p; attach.go) replaces the
 // launch: validateAttach refuses what an attach cannot do (no BPF events,
-// --pt=intel, --soft-filter=jit) before anything is
-// touched, the tracker seizes the running process (tracker.Options.Attach)
-// and ptjit's SIGINT, SIGTERM and SIGHUP, or Config.Duration, make it
-// detach (Tracer.Detach) instead of reaching the process. The process is
-// never killed by ptjit; code.db's meta has the attach and detach times.
+// --soft-filter=jit, --pt=intel where IntelPT fails: its error, status 2)
+// before anything is touched, the tracker seizes the running process
+// (tracker.Options.Attach) and ptjit's SIGINT, SIGTERM and SIGHUP, or
+// Config.Duration, make it detach (Tracer.Detach) instead of reaching the
+// process. The process is never killed by ptjit; code.db's meta has the
+// attach and detach times.
+//
+// With --pt=intel (or auto where IntelPT succeeds) the order is
+// (perfattach_linux_amd64.go):
+//  1. the tracker attaches and snapshots the process's code
+//     (attach_mono_ns); tracker.Start returns after the snapshot;
+//  2. perf record -q -e <perfEvent> --switch-events -o DIR/perf.data
+//     --delay=-1 --control=fd:CTL,ACK -p PID starts with its events off;
+//     ptjit writes "enable" on CTL and the attach is done when perf's
+//     "ack" comes on ACK (perf_enabled_mono_ns): perf writes it after the
+//     ENABLE ioctl of every event, so from then on the process's user
+//     code is traced. Code that ran before is not in the trace; every
+//     version valid during the trace is in code.db (the snapshot, then
+//     every change the tracker saw). perf.data's header or first AUX
+//     record say nothing of that (the header is written before the
+//     enable, a sleeping process writes no AUX data), hence the ack;
+//  3. at the detach (--duration, a signal, perf's own exit) perf gets
+//     SIGINT and ptjit waits for its exit (perfStopWait, then SIGKILL;
+//     perf_stopped_mono_ns), and only then releases the threads
+//     (detach_mono_ns): the trace holds nothing ptjit did not track. At
+//     the process's end perf exits with it (or is stopped the same way).
+//
+// A perf that fails before the ack leaves nothing: the process is
+// released at once, the recording removed, and ptjit exits 1 with one
+// line (perf's status and first line of error). A perf that exits while
+// attached ends the attach at once (the process released as at any
+// detach, the recording kept) and ptjit exits 1 with one line. A signal
+// for ptjit while perf starts stops perf, then detaches as usual. perf
+// runs in a process group of its own (a Ctrl-C reaches ptjit alone,
+// which stops perf in that order) with PDEATHSIG.
 //
 // Must not import: decode, ptfmt, recording. The launcher records; what
 // reads a recording is above it.

@@ -544,8 +544,10 @@
 // process and its threads are recorded, its tgid is added to the event
 // source while every thread is stopped, and its executable memory is
 // read from /proc/PID/maps and recorded as it is (cause "attach", the
-// attach's time, no IP). Each thread's first stop then goes to the main
-// loop like any stop: a signal pending at the attach is delivered, a
+// attach's time, no IP). Start returns once that is done: what the
+// caller starts then (ptrun's perf record -p for --pt=intel) can only
+// see code the recording already has. Each thread's first stop then goes
+// to the main loop like any stop: a signal pending at the attach is delivered, a
 // group-stop stays one. At the detach (Detach from any goroutine; the
 // doorbell wakes the tracer) every thread is interrupted and the stops
 // that come first are handled as usual (a signal is delivered, a step or

@@ -763,3 +763,79 @@ func TestE2EAttachSignals(t *testing.T) {
 	}
 	checkWindow(t, a, dir)
 }
+
+// TestE2EAttachIntelPT: --pt=intel with -p. Where the machine has no
+// Intel PT, it is refused before anything is touched, with the launch
+// path's line and status 2, and the process runs on as alone. Where it
+// has (an intel_pt PMU), perf record -p traces the attached process from
+// the attach to the detach: perf.data decodes through code.db with no
+// error, through the JIT page, and the process ends as alone.
+func TestE2EAttachIntelPT(t *testing.T) {
+	e2eSetup(t)
+	e2eNeedBPF(t)
+	a := newTarget(t, false, "150", "10", "5", "64")
+	pid := a.cmd.Process.Pid
+	a.waitLines(t, 5)
+	var page uint64
+	if b, err := os.ReadFile(a.times); err != nil {
+		t.Fatal(err)
+	} else if _, err := fmt.Sscanf(string(b), "0 %d %v", new(int64), &page); err != nil {
+		t.Fatalf("%s: %v", a.times, err)
+	}
+	dir := filepath.Join(t.TempDir(), "rec")
+	if _, err := os.Stat("/sys/bus/event_source/devices/intel_pt/type"); err != nil {
+		launch := e2ePtjit(t, nil, "run", "--pt=intel", "-o", filepath.Join(t.TempDir(), "launch"), "--", "/bin/true")
+		want := strings.TrimSpace(launch.stderr)
+		if launch.code != 2 || !strings.Contains(want, "--pt=intel: this CPU has no Intel PT") {
+			t.Fatalf("launch: status %d\n%s", launch.code, launch.stderr)
+		}
+		r := e2ePtjit(t, nil, "run", "-p", strconv.Itoa(pid), "--pt=intel", "-o", dir)
+		if r.code != 2 {
+			t.Errorf("status %d, want 2", r.code)
+		}
+		e2eOneLineError(t, r.stderr, want)
+		if _, err := os.Stat(dir); err == nil {
+			t.Errorf("%s was created", dir)
+		}
+		if got := procStatus(t, pid, "TracerPid"); got != "0" {
+			t.Errorf("TracerPid %s", got)
+		}
+	} else {
+		r := e2ePtjit(t, nil, "run", "-p", strconv.Itoa(pid), "--pt=intel", "--duration", "500ms", "-o", dir)
+		if r.code != 0 {
+			t.Fatalf("status %d\n%s", r.code, r.stderr)
+		}
+		e2eCheckMessages(t, r.stderr)
+		meta := recordingMeta(t, dir)
+		attach, _ := strconv.ParseInt(meta["attach_mono_ns"], 10, 64)
+		enabled, _ := strconv.ParseInt(meta["perf_enabled_mono_ns"], 10, 64)
+		stopped, _ := strconv.ParseInt(meta["perf_stopped_mono_ns"], 10, 64)
+		detach, _ := strconv.ParseInt(meta["detach_mono_ns"], 10, 64)
+		if !(attach < enabled && enabled < stopped && stopped < detach) {
+			t.Errorf("meta: attach %d, perf enabled %d, perf stopped %d, detach %d: want them in this order", attach, enabled, stopped, detach)
+		}
+		tids, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		jit, total := 0, 0
+		for _, e := range tids {
+			tid, _ := strconv.Atoi(e.Name())
+			ips, errs := decodedFlow(t, dir, tid)
+			if len(errs) > 0 {
+				t.Errorf("tid %d: decode errors: %v", tid, errs[:min(3, len(errs))])
+			}
+			for _, ip := range ips {
+				if ip >= page && ip < page+4096 {
+					jit++
+				}
+			}
+			total += len(ips)
+		}
+		t.Logf("%d instructions decoded, %d in the JIT page", total, jit)
+		if jit == 0 {
+			t.Errorf("no instruction of the JIT page %#x decoded", page)
+		}
+	}
+	a.wait(t)
+	if a.status != 5 || a.out.String() != "versions 150 sum 11175\n" {
+		t.Errorf("status %d, output %q", a.status, a.out.String())
+	}
+}
