@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/ptjit/ptjit/bpfev"
@@ -88,11 +87,14 @@ func runAttach(cfg Config) (status int, err error) {
 	if r.stderr == nil {
 		r.stderr = os.Stderr
 	}
+	r.catchSignals(true) // from here: one before the attach leaves nothing (interrupted)
 	if r.src, err = attachEvents(cfg); err != nil {
+		signal.Stop(r.sigc)
 		return 2, err
 	}
 	if r.out, err = PrepareOutDir(cfg.OutDir); err != nil {
 		r.src.Close()
+		signal.Stop(r.sigc)
 		return 1, err
 	}
 	r.cfg.Argv = []string{"-p", strconv.Itoa(cfg.Attach)} // code.db's command: what was recorded
@@ -100,7 +102,10 @@ func runAttach(cfg Config) (status int, err error) {
 		r.abandon()
 		return status, err
 	}
-	r.catchSignals()
+	if err := r.interrupted(fmt.Sprintf("the attach (pid %d untouched)", cfg.Attach)); err != nil {
+		r.abandon()
+		return 128 + int(err.Sig), err
+	}
 	r.t0 = time.Now()
 	tr, err := tracker.Start(tracker.Options{Recorder: r.rec, Pin: tracker.PinOff, WX: cfg.WX, Warnf: r.warnf,
 		SoftPT: r.pt.soft, Copy: cfg.Copy, Events: tracker.EventsBPF, Source: r.src, Attach: cfg.Attach}, nil)
@@ -195,18 +200,4 @@ func (r *run) waitAttached(perf *perfAttach) (tracker.Result, error) {
 		perf.End() // the process ended: perf exits with it
 	}
 	return res, err
-}
-
-// catchSignals makes SIGINT, SIGTERM and SIGHUP ptjit's (launch does it
-// for a launched program).
-// A signal ptjit's parent made it ignore stays ignored.
-func (r *run) catchSignals() {
-	var sigs []os.Signal
-	for _, s := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
-		if !signal.Ignored(s) {
-			sigs = append(sigs, s)
-		}
-	}
-	r.sigc = make(chan os.Signal, 1)
-	signal.Notify(r.sigc, sigs...)
 }

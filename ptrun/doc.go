@@ -54,6 +54,13 @@
 // Signal dispositions: the program inherits SIG_IGN for SIGHUP and SIGINT
 // when ptjit did; other signals ptjit's Go runtime handles (so an inherited
 // SIG_IGN for, say, SIGTERM is lost), as for any Go program's children.
+// ptjit catches its three signals first thing (catchSignals), before the
+// BPF programs load or the directory is touched: one that comes before
+// the program starts (or the attach) ends the run with an
+// *InterruptedError, status 128+N, and nothing left (interrupted). An
+// attach catches SIGINT and SIGTERM even where ptjit's parent made it
+// ignore them (a shell's background job): the process attached to
+// inherits nothing from ptjit, and they are how an attach ends.
 //
 // Attaching (Config.Attach, ptjit run -p; attach.go) replaces the
 // launch: validateAttach refuses what an attach cannot do (no BPF events,

@@ -152,24 +152,75 @@ func start(cfg Config, path string) (r *run, status int, err error) {
 	if r.stderr == nil {
 		r.stderr = os.Stderr
 	}
+	// ptjit's signals are its own from here: one that comes before the
+	// program starts leaves nothing (interrupted)
+	r.catchSignals(false)
 	if r.events, r.src, err = resolveEvents(cfg, r.stderr); err != nil {
+		signal.Stop(r.sigc)
 		return nil, 2, err
 	}
 	if r.out, err = PrepareOutDir(cfg.OutDir); err != nil {
 		if r.src != nil {
 			r.src.Close()
 		}
+		signal.Stop(r.sigc)
 		return nil, 1, err
 	}
 	if status, err := r.open(); err != nil {
 		r.abandon()
 		return nil, status, err
 	}
+	if err := r.interrupted("the program started"); err != nil {
+		r.abandon()
+		return nil, 128 + int(err.Sig), err
+	}
 	if err := r.launch(path); err != nil {
 		r.abandon()
 		return nil, 1, err
 	}
 	return r, 0, nil
+}
+
+// InterruptedError says ptjit got SIGINT, SIGTERM or SIGHUP before it
+// started recording (the program started, or the attach): nothing was
+// recorded, nothing is left, and a process to attach to was not touched.
+type InterruptedError struct {
+	Sig    syscall.Signal
+	Before string
+}
+
+func (e *InterruptedError) Error() string {
+	return fmt.Sprintf("%v before %s: nothing recorded", sigName(e.Sig), e.Before)
+}
+
+// catchSignals makes SIGINT, SIGTERM and SIGHUP ptjit's, from its start:
+// the first ends the recording (supervise, waitAttached), or, before it
+// started, the run (interrupted). Launching, a signal ptjit's parent made
+// it ignore stays ignored, and the program inherits it so, as it would
+// alone. Attached, SIGINT and SIGTERM are ptjit's whatever its parent did
+// (a shell starts a background job with SIGINT ignored; the process
+// attached to inherits nothing from ptjit); SIGHUP stays ignored under
+// nohup.
+func (r *run) catchSignals(attach bool) {
+	var sigs []os.Signal
+	for _, s := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		if !signal.Ignored(s) || attach && s != syscall.SIGHUP {
+			sigs = append(sigs, s)
+		}
+	}
+	r.sigc = make(chan os.Signal, 1)
+	signal.Notify(r.sigc, sigs...)
+}
+
+// interrupted returns the signal that came before the recording started,
+// if any (it is then consumed).
+func (r *run) interrupted(before string) *InterruptedError {
+	select {
+	case s := <-r.sigc:
+		return &InterruptedError{Sig: s.(syscall.Signal), Before: before}
+	default:
+		return nil
+	}
 }
 
 // open creates code.db, with a first estimate of the TSC frequency, and
@@ -212,20 +263,8 @@ func (r *run) open() (status int, err error) {
 	return 0, nil
 }
 
-// launch catches ptjit's signals and starts the program at path under
-// the tracker.
+// launch starts the program at path under the tracker.
 func (r *run) launch(path string) error {
-	// Catch the signals that should stop ptjit; a signal ptjit's parent
-	// made it ignore stays ignored (and is inherited so by the program).
-	var sigs []os.Signal
-	for _, s := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
-		if !signal.Ignored(s) {
-			sigs = append(sigs, s)
-		}
-	}
-	r.sigc = make(chan os.Signal, 1)
-	signal.Notify(r.sigc, sigs...)
-
 	pin := r.cfg.Pin
 	if pin == "" || pin == tracker.PinAuto {
 		pin = autoPin

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -193,7 +194,9 @@ func (t *Tracer) attachTo(pid int) error {
 		if err != nil {
 			undo()
 			if errors.Is(err, os.ErrNotExist) {
-				return &AttachError{pid, "no such process"}
+				// it was there at CheckAttach, before the BPF
+				// programs loaded and code.db was made
+				return &AttachError{pid, "the process exited before ptjit could attach"}
 			}
 			return &AttachError{pid, err.Error()}
 		}
@@ -551,7 +554,10 @@ func (t *Tracer) attachWX(p *process, first map[int]unix.WaitStatus) {
 	}
 	th := t.actingThread(p, first)
 	if th == nil {
-		t.warnf("pid %d: no thread ptjit can act in at the attach: W^X is not applied to its RWX memory", p.pid)
+		// (a process stopped by SIGSTOP: its threads are in a group-stop)
+		if slices.ContainsFunc(p.space.pieces, func(pc Piece) bool { return isWX(pc.Prot) }) {
+			t.warnf("pid %d: no thread ptjit can act in at the attach: W^X is not applied to its RWX memory", p.pid)
+		}
 		return
 	}
 	t.wxAttachProtect(th, 0, ^uint64(0), rsps, "wx: RWX at the attach")

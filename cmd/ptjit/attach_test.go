@@ -839,3 +839,43 @@ func TestE2EAttachIntelPT(t *testing.T) {
 		t.Errorf("status %d, output %q", a.status, a.out.String())
 	}
 }
+
+// TestE2EAttachBackground: a ptjit started as a shell's background job
+// (SIGINT ignored, as a non-interactive shell starts one: `ptjit run -p
+// PID &`) still detaches at `kill -INT`: the attach is ptjit's to end,
+// and the process attached to inherits nothing from ptjit.
+func TestE2EAttachBackground(t *testing.T) {
+	e2eSetup(t)
+	e2eNeedBPF(t)
+	a := startTarget(t, "100", "10", "4")
+	pid := a.cmd.Process.Pid
+	a.waitLines(t, 5)
+	dir := filepath.Join(t.TempDir(), "rec")
+	// trap "" INT: ignored, and kept so across exec
+	cmd := exec.Command("sh", "-c", `trap "" INT; exec "$@"`, "sh", e2e.ptjit, "run", "-p", strconv.Itoa(pid), "-o", dir)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for procStatus(t, pid, "TracerPid") == "0" && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	a.waitLines(t, a.lines(t)+3) // recorded for a while
+	if ign := procStatus(t, cmd.Process.Pid, "SigIgn"); ign == "" {
+		t.Fatalf("no SigIgn for ptjit")
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	if !e2eWaitTimeout(cmd, 30*time.Second) {
+		t.Fatalf("ptjit did not detach at SIGINT (it inherited SIGINT ignored)\n%s", stderr.String())
+	}
+	if st := e2eStatus(cmd.ProcessState); st != 0 || !strings.Contains(stderr.String(), "detached from pid") {
+		t.Fatalf("ptjit: status %d, want 0 and its detached line\n%s", st, stderr.String())
+	}
+	a.wait(t)
+	if a.status != 4 || a.out.String() != "versions 100 sum 4950\n" {
+		t.Errorf("status %d, output %q", a.status, a.out.String())
+	}
+	checkWindow(t, a, dir)
+}

@@ -42,7 +42,12 @@ code bytes that were valid at each moment.`,
 	Version:       recording.VersionString(),
 }
 
-func init() { rootCmd.SetVersionTemplate("{{.Version}}\n") }
+func init() {
+	rootCmd.SetVersionTemplate("{{.Version}}\n")
+	// a flag that does not parse is a usage error, as a bad value ptjit
+	// checks itself: status 2, nothing run
+	rootCmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{Code: 2, Err: err} })
+}
 
 func main() {
 	os.Exit(run(os.Args[1:]))
