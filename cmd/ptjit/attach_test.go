@@ -434,17 +434,9 @@ func TestE2EAttachStopped(t *testing.T) {
 	pid := a.cmd.Process.Pid
 	a.waitLines(t, 5)
 	dir := filepath.Join(t.TempDir(), "rec")
-	cmd := exec.Command(e2e.ptjit, "run", "-p", strconv.Itoa(pid), "-o", dir)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for procStatus(t, pid, "TracerPid") == "0" && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	cmd, stderr := startAttached(t, pid, e2e.ptjit, "run", "-p", strconv.Itoa(pid), "-o", dir)
 	a.waitLines(t, a.lines(t)+3) // recorded for a while
+	deadline := time.Now().Add(10 * time.Second)
 	syscall.Kill(pid, syscall.SIGSTOP)
 	for !strings.HasPrefix(procStatus(t, pid, "State"), "t") && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
@@ -852,16 +844,7 @@ func TestE2EAttachBackground(t *testing.T) {
 	a.waitLines(t, 5)
 	dir := filepath.Join(t.TempDir(), "rec")
 	// trap "" INT: ignored, and kept so across exec
-	cmd := exec.Command("sh", "-c", `trap "" INT; exec "$@"`, "sh", e2e.ptjit, "run", "-p", strconv.Itoa(pid), "-o", dir)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for procStatus(t, pid, "TracerPid") == "0" && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	cmd, stderr := startAttached(t, pid, "sh", "-c", `trap "" INT; exec "$@"`, "sh", e2e.ptjit, "run", "-p", strconv.Itoa(pid), "-o", dir)
 	a.waitLines(t, a.lines(t)+3) // recorded for a while
 	if ign := procStatus(t, cmd.Process.Pid, "SigIgn"); ign == "" {
 		t.Fatalf("no SigIgn for ptjit")
@@ -878,4 +861,27 @@ func TestE2EAttachBackground(t *testing.T) {
 		t.Errorf("status %d, output %q", a.status, a.out.String())
 	}
 	checkWindow(t, a, dir)
+}
+
+// startAttached starts argv, a ptjit run -p of pid, and returns once pid
+// has a tracer (or after 10 s), with ptjit's stderr.
+func startAttached(t *testing.T, pid int, argv ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	stderr := new(bytes.Buffer)
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for procStatus(t, pid, "TracerPid") == "0" && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return cmd, stderr
 }
