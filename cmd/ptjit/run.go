@@ -78,12 +78,12 @@ whole; auto (default) is changed for ranges of 1 MiB or more. The summary
 says which mode ran.
 
 -p PID attaches to a running process instead, records its code as it is and
-every version it makes until --duration, SIGINT, SIGTERM, SIGHUP or its end,
-then detaches, leaving it as if never traced (exit 0). It needs BPF events
-(--events auto or bpf); W^X applies from the attach. --pt=soft traces the
-attached threads; --pt=intel (auto where the CPU has Intel PT) runs perf
-record -p PID once the code is recorded, the attach done when perf has
-enabled its events, and stops perf before the threads are released.
+every version it makes until --duration, SIGINT, SIGTERM, SIGHUP (not SIGKILL:
+a killed ptjit cannot undo W^X) or its end, then detaches, leaving it as if
+never traced. It needs BPF events (--events auto or bpf); W^X applies from the
+attach. --pt=soft traces the attached threads; --pt=intel (auto with Intel PT)
+runs perf record -p PID once the code is recorded, the attach done when perf
+has enabled its events, and stops perf before the threads are released.
 
 An existing recording in DIR is replaced; a DIR holding anything else is
 refused.`,
