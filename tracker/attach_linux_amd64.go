@@ -279,6 +279,7 @@ func (t *Tracer) attachTo(pid int) error {
 	t.rec.Exec(pid, path, argv, at)
 	t.eventsAdd(pid)
 	p.space = t.newSpace(pid)
+	p.space.namesAtAttach(pid)
 	t.syncSpace(p, stampAt(p.threads[pid], 0, at).because("attach"))
 	t.attachWX(p, first)
 	for _, tid := range order {

@@ -117,6 +117,37 @@ func (sp *space) namesStart() {
 	n.stale = b[:k]
 }
 
+// namesAtAttach: an attached process opened its perf map or jitdump
+// before the attach, where no stop saw the open (namesSeeOpen). One the
+// process holds open (V8 and HotSpot's agents keep theirs open), or a
+// perf map written to since the process started, is its own: it is read
+// from its start, the names in it naming the code the attach snapshot
+// recorded, instead of being taken as a stale file of an earlier process.
+func (sp *space) namesAtAttach(pid int) {
+	n := &sp.names
+	dir := "/proc/" + strconv.Itoa(pid)
+	fds, _ := os.ReadDir(dir + "/fd")
+	for _, fd := range fds {
+		link, err := os.Readlink(dir + "/fd/" + fd.Name())
+		if err != nil {
+			continue
+		}
+		switch {
+		case link == n.path:
+			n.opened = true
+		case n.jit.path == "" && filepath.Base(link) == "jit-"+strconv.Itoa(pid)+".dump":
+			n.jit.path = link
+		}
+	}
+	if !n.opened {
+		var st, self unix.Stat_t
+		n.opened = unix.Stat(n.path, &st) == nil && unix.Stat(dir, &self) == nil && st.Mtim.Nano() >= self.Ctim.Nano()
+	}
+	if n.opened {
+		n.off, n.stale = 0, nil
+	}
+}
+
 // namesClose closes sp's perf map and jitdump.
 func (sp *space) namesClose() {
 	if sp.names.f != nil {

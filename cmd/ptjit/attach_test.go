@@ -537,7 +537,9 @@ func TestE2EAttachNode(t *testing.T) {
 	if alone.code != 0 || !strings.HasPrefix(alone.stdout, "node attach ") {
 		t.Fatalf("alone: status %d, output %q %s", alone.code, alone.stdout, alone.stderr)
 	}
-	cmd := exec.Command(node, js)
+	// --perf-basic-prof: V8 writes /tmp/perf-PID.map from its start and
+	// keeps it open, so the names of the code at the attach are in it
+	cmd := exec.Command(node, "--perf-basic-prof", js)
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -590,6 +592,17 @@ func TestE2EAttachNode(t *testing.T) {
 	if n, _ := strconv.Atoi(meta["threads"]); n < 2 {
 		t.Errorf("meta threads %q: node has several", meta["threads"])
 	}
+	// names V8 wrote before the attach, on the versions recorded then
+	placed := 0
+	for _, n := range historyNames(t, dir) {
+		if strings.HasPrefix(n.Name, "JS:") && len(n.Versions) > 0 {
+			placed++
+		}
+	}
+	if placed == 0 {
+		t.Errorf("no JS: name of node's perf map is placed on a recorded version")
+	}
+	os.Remove(fmt.Sprintf("/tmp/perf-%d.map", pid))
 }
 
 // rwxMaps returns the mappings of pid ("start-end") with their
