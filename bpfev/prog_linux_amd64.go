@@ -446,16 +446,9 @@ func program(ws []watch, off kernelOffsets, m progMaps, sig unix.Signal, budget,
 		// without the cache: one page record per page, read into the
 		// ring
 		asm.JGE.Reg(R7, R6, "copied").WithSymbol("loop"),
-		asm.LoadMapPtr(R1, ring.FD()),
-		asm.Mov.Imm(R2, pageRecSize),
-		asm.Mov.Imm(R3, 0),
-		asm.FnRingbufReserve.Call(),
-		asm.JEq.Imm(R0, 0, "ringFull"),
-		asm.StoreMem(FP, slotPage, R0, asm.DWord),
-		asm.StoreImm(R0, offKind, kindPage, asm.Word),
-		asm.StoreMem(R0, pageOffIdx, R7, asm.Word),
-		asm.LoadMem(R1, R9, offTID, asm.DWord),
-		asm.StoreMem(R0, pageOffTID, R1, asm.DWord),
+	)
+	ins = append(ins, reservePage(ring)...)
+	ins = append(ins,
 		storeImm64(R0, pageOffEp, 0),
 		asm.Mov.Reg(R3, R7),
 		asm.LSh.Imm(R3, 12),
@@ -548,16 +541,11 @@ func program(ws []watch, off kernelOffsets, m progMaps, sig unix.Signal, budget,
 		// fail): the entry holds what the reader is sent. A copy into the
 		// entry that fails deletes it; a delete that fails ends the
 		// process's caching (its epoch becomes 0).
-		asm.LoadMapPtr(R1, ring.FD()).WithSymbol("changed"),
-		asm.Mov.Imm(R2, pageRecSize),
-		asm.Mov.Imm(R3, 0),
-		asm.FnRingbufReserve.Call(),
-		asm.JEq.Imm(R0, 0, "ringFull"),
-		asm.StoreMem(FP, slotPage, R0, asm.DWord),
-		asm.StoreImm(R0, offKind, kindPage, asm.Word),
-		asm.StoreMem(R0, pageOffIdx, R7, asm.Word),
-		asm.LoadMem(R1, R9, offTID, asm.DWord),
-		asm.StoreMem(R0, pageOffTID, R1, asm.DWord),
+	)
+	rec := reservePage(ring)
+	rec[0] = rec[0].WithSymbol("changed")
+	ins = append(ins, rec...)
+	ins = append(ins,
 		asm.LoadMem(R1, R9, offEpoch, asm.DWord),
 		asm.StoreMem(R0, pageOffEp, R1, asm.DWord),
 		asm.LoadMem(R1, FP, slotCKey+8, asm.DWord),
@@ -739,6 +727,25 @@ type progMaps struct {
 	scratch, cache *ebpf.Map
 	// stopping: the processes in stopping mode (stop_linux_amd64.go)
 	stopping *ebpf.Map
+}
+
+// reservePage reserves a page record in the ring (R0, kept in slotPage;
+// none: ringFull) and fills in its kind, its page's index (R7) and the
+// thread (from the call record at R9).
+func reservePage(ring *ebpf.Map) asm.Instructions {
+	R0, R1, R2, R3, R7, R9, FP := asm.R0, asm.R1, asm.R2, asm.R3, asm.R7, asm.R9, asm.R10
+	return asm.Instructions{
+		asm.LoadMapPtr(R1, ring.FD()),
+		asm.Mov.Imm(R2, pageRecSize),
+		asm.Mov.Imm(R3, 0),
+		asm.FnRingbufReserve.Call(),
+		asm.JEq.Imm(R0, 0, "ringFull"),
+		asm.StoreMem(FP, slotPage, R0, asm.DWord),
+		asm.StoreImm(R0, offKind, kindPage, asm.Word),
+		asm.StoreMem(R0, pageOffIdx, R7, asm.Word),
+		asm.LoadMem(R1, R9, offTID, asm.DWord),
+		asm.StoreMem(R0, pageOffTID, R1, asm.DWord),
+	}
 }
 
 // storeImm64 is *(u64 *)(dst + off) = imm (sign-extended from 32 bits),

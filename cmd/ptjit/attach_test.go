@@ -82,6 +82,18 @@ func newTarget(t *testing.T, manifest bool, args ...string) *attachTarget {
 // lines returns how many versions the target has made so far.
 func (a *attachTarget) lines(t *testing.T) int { return len(a.readTimes(t)) }
 
+// jitPage is the address of attach-jit's JIT page, from its first line.
+func (a *attachTarget) jitPage(t *testing.T) uint64 {
+	t.Helper()
+	var page uint64
+	if b, err := os.ReadFile(a.times); err != nil {
+		t.Fatal(err)
+	} else if _, err := fmt.Sscanf(string(b), "0 %d %v", new(int64), &page); err != nil {
+		t.Fatalf("%s: %v", a.times, err)
+	}
+	return page
+}
+
 // waitLines waits until the target has made n versions.
 func (a *attachTarget) waitLines(t *testing.T, n int) {
 	t.Helper()
@@ -474,12 +486,7 @@ func TestE2EAttachSoftPT(t *testing.T) {
 	e2eNeedBPF(t)
 	a := newTarget(t, false, "100", "10", "6", "64") // a version: about 700 steps
 	a.waitLines(t, 5)
-	var page uint64
-	if b, err := os.ReadFile(a.times); err != nil {
-		t.Fatal(err)
-	} else if _, err := fmt.Sscanf(string(b), "0 %d %v", new(int64), &page); err != nil {
-		t.Fatalf("%s: %v", a.times, err)
-	}
+	page := a.jitPage(t)
 	dir := filepath.Join(t.TempDir(), "rec")
 	gt := filepath.Join(t.TempDir(), "truth")
 	r := e2ePtjit(t, nil, "run", "-p", strconv.Itoa(a.cmd.Process.Pid), "--pt=soft", "--ground-truth", gt, "--duration", "1s", "-o", dir)
@@ -781,12 +788,7 @@ func TestE2EAttachIntelPT(t *testing.T) {
 	a := newTarget(t, false, "150", "10", "5", "64")
 	pid := a.cmd.Process.Pid
 	a.waitLines(t, 5)
-	var page uint64
-	if b, err := os.ReadFile(a.times); err != nil {
-		t.Fatal(err)
-	} else if _, err := fmt.Sscanf(string(b), "0 %d %v", new(int64), &page); err != nil {
-		t.Fatalf("%s: %v", a.times, err)
-	}
+	page := a.jitPage(t)
 	dir := filepath.Join(t.TempDir(), "rec")
 	if _, err := os.Stat("/sys/bus/event_source/devices/intel_pt/type"); err != nil {
 		launch := e2ePtjit(t, nil, "run", "--pt=intel", "-o", filepath.Join(t.TempDir(), "launch"), "--", "/bin/true")
