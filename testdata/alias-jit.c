@@ -6,6 +6,10 @@
  * at the RX view and must be recorded as exactly as a store into RWX
  * memory.
  *
+ *   0. Twins made by mprotect rather than by mmap: both views mapped
+ *      read-only, one made writable and the other executable by mprotect,
+ *      stores through the writable one after code ran at the other, the
+ *      writable one made read-only and writable again.
  *   1. Stores of every width through the RW view, each straddling a page
  *      boundary of the view, with the code they write run through the RX
  *      view: mov (1, 2, 4, 8 bytes), SSE movdqu (16), VEX vmovdqu xmm (16)
@@ -19,7 +23,8 @@
  *
  * Every function returns a value the program knows; it prints one line per
  * check and "ok" (or "FAILED"), and the same lines alone and under a
- * tracer, and "BULK ADDR PAGES" where the bulk fill's executable view is.
+ * tracer, "TWIN ADDR" where section 0's executable view is, and "BULK ADDR
+ * PAGES" where the bulk fill's is.
  * Usage: alias-jit [PAGES [rwx]]: the bulk fill's pages (default 64); with
  * rwx the bulk fill goes into one RWX mapping instead (the reference a
  * dual mapping is compared with).
@@ -79,6 +84,36 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: alias-jit [PAGES [rwx]]\n");
 		return 2;
 	}
+
+	/* 0. twins made by mprotect (with BPF events, the calls that change a
+	 * shared mapping stop, and only those: these must) */
+	int fd0 = memfd_create("alias-jit-mprotect", 0);
+	if (fd0 < 0 || ftruncate(fd0, PAGE) != 0)
+		return 1;
+	unsigned char *mw = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, fd0, 0);
+	unsigned char *mx = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, fd0, 0);
+	if (mw == MAP_FAILED || mx == MAP_FAILED || mprotect(mw, PAGE, PROT_READ | PROT_WRITE) != 0)
+		return 1;
+	printf("TWIN %p\n", (void *)mx);
+	unsigned char m8[8];
+	fnbytes(m8, 8, 0, 5150);
+	memcpy(mw, m8, 8);
+	if (mprotect(mx, PAGE, PROT_READ | PROT_EXEC) != 0)
+		return 1;
+	check("a view made executable by mprotect", ((fn)mx)(), 5150);
+	fnbytes(m8, 8, 0, 5151);
+	st8(mw, m8);
+	check("  a store through its twin made writable by mprotect", ((fn)mx)(), 5151);
+	if (mprotect(mw, PAGE, PROT_READ) != 0 || mprotect(mw, PAGE, PROT_READ | PROT_WRITE) != 0)
+		return 1;
+	fnbytes(m8, 8, 0, 5152);
+	st8(mw, m8);
+	check("  and again, the twin made writable again", ((fn)mx)(), 5152);
+	if (mprotect(mx, PAGE, PROT_READ) != 0 || mprotect(mx, PAGE, PROT_READ | PROT_EXEC) != 0)
+		return 1;
+	fnbytes(m8, 8, 0, 5153);
+	st8(mw, m8);
+	check("  and again, the view made executable again", ((fn)mx)(), 5153);
 
 	/* 1. every width, straddling a page boundary of the RW view */
 	int fd = memfd_create("alias-jit", 0);

@@ -5,8 +5,11 @@
  * every page (so every version differs), make it RX again: 2 mprotect calls
  * per iteration, one manifest line per RX.
  *
- *   stopbench run ITERS PAGES
- *       the workload alone (run it natively or under ptjit run);
+ *   stopbench run ITERS PAGES [shared]
+ *       the workload alone (run it natively or under ptjit run); with
+ *       "shared", a file is mapped shared and writable first, away from the
+ *       region (as java maps its hsperfdata file), and written once per
+ *       iteration;
  *   stopbench trace same|any entry|exit ITERS PAGES
  *       the workload under a minimal tracer: a seccomp filter that returns
  *       SECCOMP_RET_TRACE for mprotect only, and a ptrace loop that does
@@ -36,9 +39,20 @@ static int64_t now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void workload(long iters, long pages)
+static void workload(long iters, long pages, int shared)
 {
 	size_t len = (size_t)pages * MF_PAGE;
+	volatile long *counter = NULL;
+	if (shared) {
+		int fd = memfd_create("stopbench-shared", 0);
+		if (fd < 0 || ftruncate(fd, 8 * MF_PAGE) != 0)
+			mf_die("memfd: %s", strerror(errno));
+		void *m = mmap(NULL, 8 * MF_PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (m == MAP_FAILED)
+			mf_die("mmap shared: %s", strerror(errno));
+		close(fd);
+		counter = m;
+	}
 	uint8_t *p = mf_mmap(NULL, len, PROT_READ | PROT_WRITE, 0);
 	for (size_t off = 0; off < len; off += MF_PAGE)
 		p[off] = 0xc3; /* ret */
@@ -48,6 +62,8 @@ static void workload(long iters, long pages)
 		for (size_t off = 8; off < len; off += MF_PAGE)
 			memcpy(p + off, &i, sizeof i);
 		mf_mprotect(p, len, PROT_READ | PROT_EXEC);
+		if (counter)
+			(*counter)++;
 	}
 	int64_t t1 = now_ns();
 	printf("workload: %ld mprotect calls in %lld ns\n", 2 * iters, (long long)(t1 - t0));
@@ -91,7 +107,7 @@ static int trace(int same_cpu, int to_exit, long iters, long pages)
 			mf_die("PTRACE_TRACEME: %s", strerror(errno));
 		raise(SIGSTOP);
 		install_filter();
-		workload(iters, pages);
+		workload(iters, pages, 0);
 		_exit(0);
 	}
 	int st;
@@ -127,10 +143,10 @@ static int trace(int same_cpu, int to_exit, long iters, long pages)
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (argc == 4 && strcmp(argv[1], "run") == 0) {
+	if ((argc == 4 || (argc == 5 && strcmp(argv[4], "shared") == 0)) && strcmp(argv[1], "run") == 0) {
 		long iters = atol(argv[2]), pages = atol(argv[3]);
 		if (iters > 0 && pages > 0) {
-			workload(iters, pages);
+			workload(iters, pages, argc == 5);
 			return 0;
 		}
 	}
@@ -141,7 +157,7 @@ int main(int argc, char **argv)
 		    iters > 0 && pages > 0)
 			return trace(same, exit_stop, iters, pages);
 	}
-	fprintf(stderr, "usage: stopbench run ITERS PAGES\n"
+	fprintf(stderr, "usage: stopbench run ITERS PAGES [shared]\n"
 			"       stopbench trace same|any entry|exit ITERS PAGES\n");
 	return 2;
 }

@@ -59,8 +59,55 @@ func TestLaunchRulesBPF(t *testing.T) {
 			t.Errorf("%s: stops %v, want %v", c.name, stop, c.stop)
 		}
 	}
-	if _, err := Compile(EventsAliasRules); err != nil {
+	if _, err := Compile(AliasRules); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAliasRangeRules: a process with a shared file mapping stops the
+// calls that can change that mapping (and so an alias or its executable
+// twin), and no call elsewhere: with BPF events, java's ~250 mprotects of
+// its heap and stacks beside its one shared file (hsperfdata) run without
+// a stop.
+func TestAliasRangeRules(t *testing.T) {
+	const lo, hi = 0x7f0000010000, 0x7f0000018000
+	prog, err := Compile(AliasRangeRules([]AddrRange{{lo, hi}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		x86 = 0xc000003e
+		rw  = unix.PROT_READ | unix.PROT_WRITE
+		rx  = unix.PROT_READ | unix.PROT_EXEC
+	)
+	fixed := uint64(unix.MAP_PRIVATE | unix.MAP_ANONYMOUS | unix.MAP_FIXED)
+	for _, c := range []struct {
+		name string
+		nr   int
+		args [6]uint64
+		stop bool
+	}{
+		{"mprotect RX of the view", unix.SYS_MPROTECT, [6]uint64{lo, 4096, rx}, true},
+		{"mprotect RW of the view's last page", unix.SYS_MPROTECT, [6]uint64{hi - 4096, 4096, rw}, true},
+		{"mprotect over the view", unix.SYS_MPROTECT, [6]uint64{lo - 0x100000, 0x200000, unix.PROT_READ}, true},
+		{"mprotect RW elsewhere", unix.SYS_MPROTECT, [6]uint64{0x7f0000100000, 0x10000, rw}, false},
+		{"mprotect RX elsewhere", unix.SYS_MPROTECT, [6]uint64{0x7f0000100000, 0x10000, rx}, false},
+		{"mprotect just below", unix.SYS_MPROTECT, [6]uint64{lo - 4096, 4096, rw}, false},
+		{"mprotect just above", unix.SYS_MPROTECT, [6]uint64{hi, 4096, rw}, false},
+		{"pkey_mprotect of the view", unix.SYS_PKEY_MPROTECT, [6]uint64{lo, 4096, rx, 1}, true},
+		{"munmap of the view", unix.SYS_MUNMAP, [6]uint64{lo, hi - lo}, true},
+		{"munmap elsewhere", unix.SYS_MUNMAP, [6]uint64{0x7f0000100000, 4096}, false},
+		{"MAP_FIXED mmap over the view", unix.SYS_MMAP, [6]uint64{lo + 4096, 4096, rx, fixed}, true},
+		{"mmap, address the kernel picks", unix.SYS_MMAP, [6]uint64{0, 1 << 20, rw, fixed &^ unix.MAP_FIXED}, false},
+		{"brk", unix.SYS_BRK, [6]uint64{0x1000000}, false},
+	} {
+		ret, err := evalFilter(prog, x86, c.nr, c.args)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if stop := ret == retTrace; stop != c.stop {
+			t.Errorf("%s: stops %v, want %v", c.name, stop, c.stop)
+		}
 	}
 }
 

@@ -108,9 +108,11 @@ type fullProtectState struct {
 	// warning that the ranges ran out was given
 	kw                 []ival
 	kwFailed, kwWarned bool
-	// calls: the process has EventsAliasRules (every mprotect, munmap
-	// and MAP_FIXED mmap stops; events_linux_amd64.go)
+	// calls: the process has AliasRules (every mprotect, munmap and
+	// MAP_FIXED mmap stops; wx_alias_linux_amd64.go); alias: the shared
+	// mappings its AliasRangeRules filters cover, one per filter
 	calls bool
+	alias []ival
 	// filters counts the filters of every kind ptjit injected in the
 	// process (inherited over fork and exec, as the filters are)
 	filters int
@@ -120,6 +122,7 @@ type fullProtectState struct {
 func (f fullProtectState) clone() fullProtectState {
 	f.ranges = append([]ival(nil), f.ranges...)
 	f.kw = append([]ival(nil), f.kw...)
+	f.alias = append([]ival(nil), f.alias...)
 	return f
 }
 

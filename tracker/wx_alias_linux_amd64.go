@@ -104,8 +104,8 @@ func (t *Tracer) aliasMmap(th *thread, start, end uint64, prot int) {
 		if m.Start <= start && start < m.End && m.Shared && m.Inode != 0 {
 			sp.alias.shared = append(sp.alias.shared, sharedMap{start: start, end: end, dev: m.Dev, inode: m.Inode,
 				off: m.Offset + (start - m.Start), view: prot})
-			// with BPF events, the calls that change it must stop
-			t.eventsAliasFilter(th)
+			// the calls that change it must stop
+			t.aliasFilter(th, start, end)
 			break
 		}
 	}
@@ -187,6 +187,10 @@ func (t *Tracer) aliasMove(th *thread, old, oldSize, newSize, to uint64) {
 	sp.aliasForget(old, old+oldSize)
 	sp.aliasForget(to, to+newSize)
 	sp.alias.shared = append(sp.alias.shared, moved...)
+	for _, m := range moved {
+		// the calls that change it where it is now must stop
+		t.aliasFilter(th, m.start, m.end)
+	}
 	t.aliasApply(th)
 }
 
@@ -469,4 +473,73 @@ func (t *Tracer) aliasWrite(th *thread, al *sharedMap, addr uint64, data []byte)
 	}
 	_, err := f.WriteAt(data, int64(al.fileOf(addr)))
 	return err
+}
+
+// AliasRangeRules is the filter ptjit adds to a process where W^X tracks
+// shared file mappings, for the mappings in ranges (a filter per mapping,
+// added at the exit stop of the mmap or mremap that put it there; past
+// maxRangeFilters of them, AliasRules). A writable alias of code must be
+// write-protected, or opened, at the stop of the call that makes it one,
+// before the program runs on (aliasEffect acts in the stopped thread),
+// and only a tracked shared mapping can be an alias or an alias's
+// executable twin, so every such call changes one: its protection
+// (mprotect, pkey_mprotect), its existence (munmap, an mmap over it). A
+// MAP_SHARED mmap and mremap stop in any case (LaunchRules).
+//
+// The launch filter stops an mprotect only when it adds PROT_EXEC (with
+// BPF events, not even then), so without this one a view mapped
+// read-only and made writable by mprotect after its twin became
+// executable was a writable alias nobody write-protected: its stores
+// changed code unseen (TestE2EAliasMprotect, alias-jit's section 0).
+func AliasRangeRules(ranges []AddrRange) []Rule {
+	when := []Cond{{Arg: 0, Overlaps: ranges}}
+	return []Rule{
+		{"mprotect", unix.SYS_MPROTECT, when, "a shared file mapping: a protection change there may make or unmake an alias"},
+		{"pkey_mprotect", unix.SYS_PKEY_MPROTECT, when, "as mprotect"},
+		{"munmap", unix.SYS_MUNMAP, when, "an alias or its executable twin may go"},
+		{"mmap", unix.SYS_MMAP, when, "may replace an alias or its twin"},
+	}
+}
+
+// AliasRules is AliasRangeRules for a process with more shared file
+// mappings than range filters: every protection change, munmap and
+// MAP_FIXED mmap.
+var AliasRules = []Rule{
+	{"mprotect", unix.SYS_MPROTECT, nil, "a process with many shared file mappings: every protection change"},
+	{"pkey_mprotect", unix.SYS_PKEY_MPROTECT, nil, "as mprotect"},
+	{"munmap", unix.SYS_MUNMAP, nil, "an alias's executable twin may go"},
+	{"mmap", unix.SYS_MMAP, []Cond{{Arg: 3, AnyBit: unix.MAP_FIXED}}, "may replace an alias's twin"},
+}
+
+// aliasFilter makes the calls that can change the shared file mapping at
+// [lo, hi) in th's process stop (AliasRangeRules): a filter for the range,
+// or, past maxRangeFilters of them, the one for every call (AliasRules),
+// once. An attached process gets no filter (it could not be removed); the
+// README says that writable aliases are not followed there.
+//
+// Precondition: on the locked tracer thread; th is at a syscall-exit stop.
+func (t *Tracer) aliasFilter(th *thread, lo, hi uint64) {
+	p := th.proc
+	if t.att.on || p.full.calls || lo >= hi || ivalsCover(p.full.alias, lo, hi) {
+		return
+	}
+	if len(p.full.alias) < maxRangeFilters {
+		err := t.injectFilter(th, AliasRangeRules([]AddrRange{{lo, hi}}))
+		if err == nil {
+			p.full.alias = append(p.full.alias, ival{lo, hi})
+			return
+		}
+		if errors.Is(err, ErrThreadGone) {
+			return
+		}
+		// the filter for every call below warns if it fails too
+	}
+	if err := t.injectFilter(th, AliasRules); err != nil {
+		if !errors.Is(err, ErrThreadGone) {
+			t.warnf("pid %d: cannot add the filter that stops the calls over shared mappings (%v): "+
+				"writable aliases of code are not followed there", p.pid, err)
+		}
+		return
+	}
+	p.full.calls = true
 }

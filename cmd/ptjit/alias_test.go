@@ -1,6 +1,8 @@
 package main
 
 import (
+	"database/sql"
+	"encoding/binary"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -52,11 +54,11 @@ func TestAliasJIT(t *testing.T) {
 		}
 		return vs
 	}
-	same := func(a, b string) bool { // the BULK line's address differs
+	same := func(a, b string) bool { // the BULK and TWIN lines' addresses differ
 		strip := func(s string) string {
 			var out []string
 			for _, l := range strings.Split(s, "\n") {
-				if !strings.HasPrefix(l, "BULK ") {
+				if !strings.HasPrefix(l, "BULK ") && !strings.HasPrefix(l, "TWIN ") {
 					out = append(out, l)
 				}
 			}
@@ -100,6 +102,83 @@ func TestAliasJIT(t *testing.T) {
 			t.Logf("bulk fill of %d pages: %d versions through the alias, %d into RWX memory", tc.pages, got, ref)
 			if got > 2*ref {
 				t.Errorf("bulk fill through the alias: %d versions, more than twice the RWX case's %d", got, ref)
+			}
+		})
+	}
+}
+
+// TestE2EAliasMprotect: a process with shared file mappings stops the
+// calls that can change one of them (AliasRangeRules), and with BPF events
+// no other mprotect: alias-jit's section 0 makes its twins by mprotect
+// (both views mapped read-only, one made writable, the other executable,
+// each changed again), then stores through the writable one after code
+// ran at the executable one. Under --wx=precise every such store is a
+// write at the executable address, with its bytes: the program's own
+// values (mov $5151..5153, ret) must all be there, under each event
+// source, with output and status as alone. Before the filter, the seccomp
+// path stopped only mprotects adding PROT_EXEC and saw none of the three
+// stores.
+func TestE2EAliasMprotect(t *testing.T) {
+	e2eSetup(t)
+	prog := e2eProg("alias-jit")
+	native := e2eRun(t, []string{prog, "4"}, nil, "", "")
+	if native.code != 0 || !strings.HasSuffix(native.stdout, "\nok\n") {
+		t.Fatalf("alone: exit %d\n%s", native.code, native.stdout)
+	}
+	strip := func(s string) string {
+		var out []string
+		for _, l := range strings.Split(s, "\n") {
+			if !strings.HasPrefix(l, "BULK ") && !strings.HasPrefix(l, "TWIN ") {
+				out = append(out, l)
+			}
+		}
+		return strings.Join(out, "\n")
+	}
+	for _, events := range e2eEventSources(t) {
+		t.Run(events, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "rec")
+			r := e2ePtjit(t, nil, "run", "-q", "--pt=off", "--wx=precise", "--events="+events, "-o", dir, "--", prog, "4")
+			if r.code != 0 || strip(r.stdout) != strip(native.stdout) {
+				t.Fatalf("exit %d, stdout\n%s\nalone:\n%s\n%s", r.code, r.stdout, native.stdout, r.stderr)
+			}
+			var twin uint64
+			for _, l := range strings.Split(r.stdout, "\n") {
+				if a, ok := strings.CutPrefix(l, "TWIN "); ok {
+					if _, err := fmt.Sscanf(a, "%v", &twin); err != nil {
+						t.Fatalf("%q: %v", l, err)
+					}
+				}
+			}
+			if twin == 0 {
+				t.Fatalf("no TWIN line in\n%s", r.stdout)
+			}
+			sdb, err := sql.Open("sqlite3", "file:"+filepath.Join(dir, "code.db")+"?mode=ro")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sdb.Close()
+			rows, err := sdb.Query(`SELECT new FROM writes WHERE addr >= ? AND addr < ? ORDER BY id`, int64(twin), int64(twin+4096))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			got := map[int32]bool{}
+			for rows.Next() {
+				var b []byte
+				if err := rows.Scan(&b); err != nil {
+					t.Fatal(err)
+				}
+				if len(b) >= 5 && b[0] == 0xb8 {
+					got[int32(binary.LittleEndian.Uint32(b[1:5]))] = true
+				}
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			for _, imm := range []int32{5151, 5152, 5153} {
+				if !got[imm] {
+					t.Errorf("no write of mov $%d at the executable twin %#x: the store through its alias was not seen (writes there: %v)", imm, twin, got)
+				}
 			}
 		})
 	}
