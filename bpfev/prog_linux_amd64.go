@@ -215,22 +215,25 @@ const (
 	slotCmp     = -88  // 24 bytes: the compare callback's context (fresh page, cached page, differs)
 	slotEntry   = -96  // the page's cache entry (0: none)
 	slotScratch = -104 // this CPU's scratch page (token u64, then the page)
-	budgetHard  = 64   // Config.BudgetPages at most: the verifier walks the copy loop once per page (and Same has 64 bits)
+	slotLoop    = -144 // 40 bytes: the page loop's context (loop*)
+	slotMM      = -152 // readMM's copies
+	budgetHard  = 64   // Config.BudgetPages at most (Event.Same has a bit per page)
 )
 
 // cacheBudget is the most pages one call may copy through the page
-// cache: a larger range (up to the budget) is sent whole. The verifier
-// walks the cached loop once per page, with more paths per page than the
-// plain loop, and that time is every Open's: on Linux 6.18, 16 pages
-// (LuaJIT's 64 KiB machine-code area) load in about 110 ms against 65 ms
-// without the cache, 32 in 250 ms, and 48 go over the verifier's million
-// instructions.
-const cacheBudget = 16
+// cache: Event.Same has a bit per page. The copy is a bpf_loop whose
+// callback the verifier checks once, whatever the range; when the loop
+// was open-coded the verifier walked it once per page, and the cache was
+// kept to 16 pages (110 ms an Open, against 65 without the cache; 48
+// pages went over the verifier's million instructions).
+const cacheBudget = 64
 
 // cmpChunk is the bytes the compare callback compares per call (64
-// words, three instructions each): a page is pageSize/cmpChunk calls of
-// bpf_loop. Eight words a call cost the traced thread a third more
-// system time on LuaJIT's bench.lua than sending every page.
+// words, their differences or'd together, one branch at the end): a page
+// is pageSize/cmpChunk calls of bpf_loop. Eight words a call cost the
+// traced thread a third more system time on LuaJIT's bench.lua than
+// sending every page; a branch per word made the verifier walk the
+// callback once per word (36 ms against 30 ms an Open, 2026-11-26).
 const cmpChunk = 512
 
 // bpf_ringbuf_submit's flags and bpf_ringbuf_query's BPF_RB_AVAIL_DATA.
@@ -386,9 +389,9 @@ func program(ws []watch, off kernelOffsets, m progMaps, sig unix.Signal, budget,
 		asm.FnKtimeGetNs.Call(),
 		asm.StoreMem(R9, offTime, R0, asm.DWord),
 		asm.StoreMem(R9, offDone, R0, asm.DWord),
-		asm.FnGetCurrentTaskBtf.Call(),
-		asm.LoadMem(R1, R0, off.taskMM, asm.DWord),
-		asm.LoadMem(R1, R1, off.mmSeq, asm.Word),
+	)
+	ins = append(ins, readMM(off, off.mmSeq)...)
+	ins = append(ins,
 		asm.StoreMem(R9, offSeq, R1, asm.DWord),
 		asm.StoreImm(R9, offKind, kindCall, asm.Word),
 		asm.StoreImm(R9, offFlags, 0, asm.Word),
@@ -431,183 +434,44 @@ func program(ws []watch, off kernelOffsets, m progMaps, sig unix.Signal, budget,
 		asm.StoreMem(R9, offLen, R2, asm.DWord),
 		asm.JGT.Imm(R1, int32(budget), "overBudget"),
 		asm.Mov.Reg(R6, R1),
+		// the copy: a bpf_loop over the pages (page_plain, or page_cached
+		// below), whose callback is verified once rather than walked
+		// once per page, with its context on this frame's stack
+		asm.StoreMem(FP, slotLoop+loopRec, R9, asm.DWord),
+		asm.StoreMem(FP, slotLoop+loopAddr, R8, asm.DWord),
+		storeImm64(FP, slotLoop+loopReason, 0),
+		storeImm64(FP, slotLoop+loopDone, 0),
+		asm.LoadMem(R1, FP, slotTgid, asm.DWord),
+		asm.StoreMem(FP, slotLoop+loopTgid, R1, asm.DWord),
 		// the page cache: only while the process has one thread (no
 		// other thread can copy into the same entries meanwhile)
-		asm.JGT.Imm(R6, cacheBudget, "loop"),
+		asm.JGT.Imm(R6, cacheBudget, "plain"),
 		asm.LoadMem(R1, FP, slotEpoch, asm.DWord),
-		asm.JEq.Imm(R1, 0, "loop"),
-		asm.FnGetCurrentTaskBtf.Call(),
-		asm.LoadMem(R1, R0, off.taskMM, asm.DWord),
-		asm.LoadMem(R1, R1, off.mmUsers, asm.Word),
-		asm.JNE.Imm(R1, 1, "loop"),
+		asm.JEq.Imm(R1, 0, "plain"),
+	)
+	ins = append(ins, readMM(off, off.mmUsers)...)
+	ins = append(ins,
+		asm.JNE.Imm(R1, 1, "plain"),
 		asm.LoadMem(R1, FP, slotEpoch, asm.DWord),
 		asm.StoreMem(R9, offEpoch, R1, asm.DWord),
-		asm.Ja.Label("cloop"),
-		// without the cache: one page record per page, read into the
-		// ring
-		asm.JGE.Reg(R7, R6, "copied").WithSymbol("loop"),
-	)
-	ins = append(ins, reservePage(ring)...)
-	ins = append(ins,
-		storeImm64(R0, pageOffEp, 0),
-		asm.Mov.Reg(R3, R7),
-		asm.LSh.Imm(R3, 12),
-		asm.Add.Reg(R3, R8),
-		asm.StoreMem(R0, pageOffVA, R3, asm.DWord),
-		asm.Mov.Reg(R1, R0),
-		asm.Add.Imm(R1, pageDataOff),
-		asm.Mov.Imm(R2, pageSize),
-		asm.FnProbeReadUser.Call(),
-		asm.LoadMem(R1, FP, slotPage, asm.DWord),
-		asm.JNE.Imm(R0, 0, "notPresentDiscard"),
-		asm.Mov.Imm(R2, rbNoWakeup), // the call record's commit wakes the reader
-		asm.FnRingbufSubmit.Call(),
-		asm.Add.Imm(R7, 1),
-		asm.Ja.Label("loop"),
-		asm.Mov.Imm(R2, 0).WithSymbol("notPresentDiscard"),
-		asm.FnRingbufDiscard.Call(),
-		asm.Ja.Label("notPresent"),
-		// the copy with the cache: each page read into this CPU's
-		// scratch page and compared with its entry; one that equals it
-		// is only a bit in offSame; the others go into a page record and
-		// the cache. The scratch starts with its user's token (the
-		// thread, offTID): another task that runs the program on this
-		// CPU while this one is preempted writes its own first, so a
-		// token that changed while the page was in use means the page
-		// may be another's, and the call falls back (ReasonRaced).
-		asm.JGE.Reg(R7, R6, "copied").WithSymbol("cloop"),
-		asm.StoreImm(FP, slotKey, 0, asm.Word),
-		asm.LoadMapPtr(R1, m.scratch.FD()),
-		asm.Mov.Reg(R2, FP),
-		asm.Add.Imm(R2, slotKey),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(R0, 0, "notPresent"),
-		asm.StoreMem(FP, slotScratch, R0, asm.DWord),
-		asm.LoadMem(R1, R9, offTID, asm.DWord),
-		asm.StoreMem(R0, 0, R1, asm.DWord),
-		asm.Mov.Reg(R3, R7),
-		asm.LSh.Imm(R3, 12),
-		asm.Add.Reg(R3, R8),
-		asm.StoreMem(FP, slotCKey+8, R3, asm.DWord),
-		asm.LoadMem(R1, R9, offTGID, asm.Word),
-		asm.StoreMem(FP, slotCKey, R1, asm.DWord), // tgid, then 0
-		asm.Mov.Reg(R1, R0),
-		asm.Add.Imm(R1, 8),
-		asm.Mov.Imm(R2, pageSize),
-		asm.FnProbeReadUser.Call(),
-		asm.JNE.Imm(R0, 0, "notPresent"),
-		storeImm64(FP, slotEntry, 0),
-		asm.LoadMapPtr(R1, m.cache.FD()),
-		asm.Mov.Reg(R2, FP),
-		asm.Add.Imm(R2, slotCKey),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(R0, 0, "changed"),
-		asm.StoreMem(FP, slotEntry, R0, asm.DWord),
-		asm.LoadMem(R1, R0, 0, asm.DWord),
-		asm.LoadMem(R2, R9, offEpoch, asm.DWord),
-		asm.JNE.Reg(R1, R2, "changed"),
-		// compare, a word at a time: equal bytes, never a hash
-		asm.Add.Imm(R0, 8),
-		asm.StoreMem(FP, slotCmp+8, R0, asm.DWord),
-		asm.LoadMem(R1, FP, slotScratch, asm.DWord),
-		asm.Add.Imm(R1, 8),
-		asm.StoreMem(FP, slotCmp, R1, asm.DWord),
-		storeImm64(FP, slotCmp+16, 0),
-		asm.Mov.Imm(R1, pageSize/cmpChunk),
-		asm.Instruction{OpCode: asm.LoadImmOp(asm.DWord), Dst: R2, Src: asm.PseudoFunc, Constant: -1}.WithReference("page_cmp"),
+		asm.Mov.Reg(R1, R6),
+		asm.Instruction{OpCode: asm.LoadImmOp(asm.DWord), Dst: R2, Src: asm.PseudoFunc, Constant: -1}.WithReference("page_cached"),
 		asm.Mov.Reg(R3, FP),
-		asm.Add.Imm(R3, slotCmp),
+		asm.Add.Imm(R3, slotLoop),
 		asm.Mov.Imm(R4, 0),
 		asm.FnLoop.Call(),
-		asm.JNE.Imm(R0, pageSize/cmpChunk, "changed"), // stopped early: a difference
-		asm.LoadMem(R1, FP, slotCmp+16, asm.DWord),
-		asm.JNE.Imm(R1, 0, "changed"),
-		asm.LoadMem(R1, FP, slotScratch, asm.DWord),
-		asm.LoadMem(R1, R1, 0, asm.DWord),
-		asm.LoadMem(R2, R9, offTID, asm.DWord),
-		asm.JNE.Reg(R1, R2, "raced"),
-		asm.Mov.Imm(R1, 1),
-		asm.LSh.Reg(R1, R7),
-		asm.LoadMem(R2, R9, offSame, asm.DWord),
-		asm.Or.Reg(R2, R1),
-		asm.StoreMem(R9, offSame, R2, asm.DWord),
-		asm.Add.Imm(R7, 1),
-		asm.Ja.Label("cloop"),
+		asm.Ja.Label("looped"),
+		asm.Mov.Reg(R1, R6).WithSymbol("plain"),
+		asm.Instruction{OpCode: asm.LoadImmOp(asm.DWord), Dst: R2, Src: asm.PseudoFunc, Constant: -1}.WithReference("page_plain"),
+		asm.Mov.Reg(R3, FP),
+		asm.Add.Imm(R3, slotLoop),
+		asm.Mov.Imm(R4, 0),
+		asm.FnLoop.Call(),
+		asm.LoadMem(R7, FP, slotLoop+loopDone, asm.DWord).WithSymbol("looped"),
+		asm.LoadMem(R1, FP, slotLoop+loopReason, asm.DWord),
+		asm.JNE.Imm(R1, 0, "fallbackReason"),
+		asm.Ja.Label("copied"),
 
-		// changed, or no entry: a page record with the scratch's bytes,
-		// then (the token still this thread's) the entry takes the
-		// record's bytes and the epoch (inserted when missing, while the
-		// map has room), then the record is committed (a commit cannot
-		// fail): the entry holds what the reader is sent. A copy into the
-		// entry that fails deletes it; a delete that fails ends the
-		// process's caching (its epoch becomes 0).
-	)
-	rec := reservePage(ring)
-	rec[0] = rec[0].WithSymbol("changed")
-	ins = append(ins, rec...)
-	ins = append(ins,
-		asm.LoadMem(R1, R9, offEpoch, asm.DWord),
-		asm.StoreMem(R0, pageOffEp, R1, asm.DWord),
-		asm.LoadMem(R1, FP, slotCKey+8, asm.DWord),
-		asm.StoreMem(R0, pageOffVA, R1, asm.DWord),
-		asm.Mov.Reg(R1, R0),
-		asm.Add.Imm(R1, pageDataOff),
-		asm.Mov.Imm(R2, pageSize),
-		asm.LoadMem(R3, FP, slotScratch, asm.DWord),
-		asm.Add.Imm(R3, 8),
-		asm.FnProbeReadKernel.Call(),
-		asm.JNE.Imm(R0, 0, "racedDiscard"),
-		asm.LoadMem(R1, FP, slotScratch, asm.DWord),
-		asm.LoadMem(R1, R1, 0, asm.DWord),
-		asm.LoadMem(R2, R9, offTID, asm.DWord),
-		asm.JNE.Reg(R1, R2, "racedDiscard"),
-		asm.LoadMem(R1, FP, slotEntry, asm.DWord),
-		asm.JNE.Imm(R1, 0, "store"),
-		asm.LoadMapPtr(R1, m.cache.FD()),
-		asm.Mov.Reg(R2, FP),
-		asm.Add.Imm(R2, slotCKey),
-		asm.LoadMem(R3, FP, slotScratch, asm.DWord),
-		asm.Mov.Imm(R4, bpfAny),
-		asm.FnMapUpdateElem.Call(),
-		asm.JNE.Imm(R0, 0, "send"), // full: no entry
-		asm.LoadMapPtr(R1, m.cache.FD()),
-		asm.Mov.Reg(R2, FP),
-		asm.Add.Imm(R2, slotCKey),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(R0, 0, "send"),
-		asm.StoreMem(FP, slotEntry, R0, asm.DWord),
-		asm.LoadMem(R1, FP, slotEntry, asm.DWord).WithSymbol("store"),
-		asm.Add.Imm(R1, 8),
-		asm.Mov.Imm(R2, pageSize),
-		asm.LoadMem(R3, FP, slotPage, asm.DWord),
-		asm.Add.Imm(R3, pageDataOff),
-		asm.FnProbeReadKernel.Call(),
-		asm.JNE.Imm(R0, 0, "unstore"),
-		asm.LoadMem(R1, FP, slotEntry, asm.DWord),
-		asm.LoadMem(R2, R9, offEpoch, asm.DWord),
-		asm.StoreMem(R1, 0, R2, asm.DWord),
-		asm.Ja.Label("send"),
-		asm.LoadMapPtr(R1, m.cache.FD()).WithSymbol("unstore"),
-		asm.Mov.Reg(R2, FP),
-		asm.Add.Imm(R2, slotCKey),
-		asm.FnMapDeleteElem.Call(),
-		asm.JEq.Imm(R0, 0, "send"),
-		asm.LoadMem(R1, FP, slotTgid, asm.DWord),
-		storeImm64(R1, 0, 0),
-		asm.LoadMem(R1, FP, slotPage, asm.DWord).WithSymbol("send"),
-		asm.Mov.Imm(R2, rbNoWakeup), // the call record's commit wakes the reader
-		asm.FnRingbufSubmit.Call(),
-		asm.Add.Imm(R7, 1),
-		asm.Ja.Label("cloop"),
-		asm.LoadMem(R1, FP, slotPage, asm.DWord).WithSymbol("racedDiscard"),
-		asm.Mov.Imm(R2, 0),
-		asm.FnRingbufDiscard.Call(),
-		asm.Ja.Label("raced"),
-
-		asm.Mov.Imm(R1, int32(ReasonNotPresent)).WithSymbol("notPresent"),
-		asm.Ja.Label("fallbackReason"),
-		asm.Mov.Imm(R1, int32(ReasonRingFull)).WithSymbol("ringFull"),
-		asm.Ja.Label("fallbackReason"),
 		asm.Mov.Imm(R1, int32(ReasonOverBudget)).WithSymbol("overBudget"),
 		asm.Ja.Label("fallbackReason"),
 		asm.Mov.Imm(R1, int32(ReasonRaced)).WithSymbol("raced"),
@@ -616,9 +480,9 @@ func program(ws []watch, off kernelOffsets, m progMaps, sig unix.Signal, budget,
 		// the copy is exact when no thread held mmap_lock for writing
 		// at its start, and none took it until its end
 		asm.StoreMem(R9, offNPages, R7, asm.Word).WithSymbol("copied"),
-		asm.FnGetCurrentTaskBtf.Call(),
-		asm.LoadMem(R1, R0, off.taskMM, asm.DWord),
-		asm.LoadMem(R1, R1, off.mmSeq, asm.Word),
+	)
+	ins = append(ins, readMM(off, off.mmSeq)...)
+	ins = append(ins,
 		asm.LoadMem(R2, R9, offSeq, asm.DWord),
 		asm.JNE.Reg(R1, R2, "raced"),
 		asm.And.Imm(R2, 1),
@@ -683,6 +547,8 @@ func program(ws []watch, off kernelOffsets, m progMaps, sig unix.Signal, budget,
 		asm.Mov.Imm(R0, 0),
 		asm.Return(),
 	)
+	ins = append(ins, pagePlain(ring)...)
+	ins = append(ins, pageCached(m)...)
 	// bpf_loop's callback: compare the index'th cmpChunk bytes of the
 	// fresh page and the cached one (ctx: their addresses, then a word
 	// set to 1, and the loop stopped, at the first difference)
@@ -699,14 +565,19 @@ func program(ws []watch, off kernelOffsets, m progMaps, sig unix.Signal, budget,
 		asm.LoadMem(R4, R2, 8, asm.DWord),
 		asm.Add.Reg(R4, R1),
 	)
+	// the differences of the chunk's words, or'd together: no branch per
+	// word, so the verifier walks the callback once, not once per word
+	ins = append(ins, asm.Mov.Imm(asm.R5, 0))
 	for k := int16(0); k < cmpChunk; k += 8 {
 		ins = append(ins,
 			asm.LoadMem(R0, R3, k, asm.DWord),
 			asm.LoadMem(R1, R4, k, asm.DWord),
-			asm.JNE.Reg(R0, R1, "page_cmp_differs"),
+			asm.Xor.Reg(R0, R1),
+			asm.Or.Reg(asm.R5, R0),
 		)
 	}
 	ins = append(ins,
+		asm.JNE.Imm(asm.R5, 0, "page_cmp_differs"),
 		asm.Mov.Imm(R0, 0),
 		asm.Return(),
 		storeImm64(R2, 16, 1).WithSymbol("page_cmp_differs"),
@@ -730,16 +601,16 @@ type progMaps struct {
 }
 
 // reservePage reserves a page record in the ring (R0, kept in slotPage;
-// none: ringFull) and fills in its kind, its page's index (R7) and the
-// thread (from the call record at R9).
-func reservePage(ring *ebpf.Map) asm.Instructions {
+// none: a jump to full) and fills in its kind, its page's index (R7) and
+// the thread (from the call record at R9).
+func reservePage(ring *ebpf.Map, full string) asm.Instructions {
 	R0, R1, R2, R3, R7, R9, FP := asm.R0, asm.R1, asm.R2, asm.R3, asm.R7, asm.R9, asm.R10
 	return asm.Instructions{
 		asm.LoadMapPtr(R1, ring.FD()),
 		asm.Mov.Imm(R2, pageRecSize),
 		asm.Mov.Imm(R3, 0),
 		asm.FnRingbufReserve.Call(),
-		asm.JEq.Imm(R0, 0, "ringFull"),
+		asm.JEq.Imm(R0, 0, full),
 		asm.StoreMem(FP, slotPage, R0, asm.DWord),
 		asm.StoreImm(R0, offKind, kindPage, asm.Word),
 		asm.StoreMem(R0, pageOffIdx, R7, asm.Word),
@@ -752,4 +623,262 @@ func reservePage(ring *ebpf.Map) asm.Instructions {
 // which asm.StoreImm does not emit.
 func storeImm64(dst asm.Register, off int16, imm int32) asm.Instruction {
 	return asm.Instruction{OpCode: asm.StoreImmOp(asm.DWord), Dst: dst, Offset: off, Constant: int64(imm)}
+}
+
+// The page loop's context (at slotLoop on the program's stack, the
+// callbacks' second argument): the call record, the range's address, the
+// reason a page stopped the copy (0: none stopped it), the pages done, the
+// process's tgid map value (its epoch, set to 0 to end its caching).
+const (
+	loopRec    = 0
+	loopAddr   = 8
+	loopReason = 16
+	loopDone   = 24
+	loopTgid   = 32
+)
+
+// loopCallback is the start of a bpf_loop callback named name: (index,
+// ctx) with ctx the page loop's context; R6 takes ctx, R7 the index, R9
+// the call record and R8 the range's address (a callback has registers
+// of its own).
+func loopCallback(name string) asm.Instructions {
+	R1, R2, R6, R7, R8, R9 := asm.R1, asm.R2, asm.R6, asm.R7, asm.R8, asm.R9
+	return asm.Instructions{
+		btf.WithFuncMetadata(asm.Mov.Reg(R6, R2).WithSymbol(name), &btf.Func{
+			Name: name, Linkage: btf.StaticFunc,
+			Type: &btf.FuncProto{Return: &btf.Int{Name: "long", Size: 8, Encoding: btf.Signed},
+				Params: []btf.FuncParam{{Name: "index", Type: &btf.Int{Name: "u64", Size: 8}},
+					{Name: "ctx", Type: &btf.Pointer{Target: &btf.Void{}}}}},
+		}),
+		asm.Mov.Reg(R7, R1),
+		asm.LoadMem(R9, R6, loopRec, asm.DWord),
+		asm.LoadMem(R8, R6, loopAddr, asm.DWord),
+	}
+}
+
+// loopEnd ends a page loop callback whose labels start with name: next
+// counts the page done and goes on; absent, full and (with raced) raced
+// record their reason and end the loop.
+func loopEnd(name string, raced bool) asm.Instructions {
+	R0, R1, R6, R7 := asm.R0, asm.R1, asm.R6, asm.R7
+	ins := asm.Instructions{
+		asm.Add.Imm(R7, 1).WithSymbol(name + "_next"),
+		asm.StoreMem(R6, loopDone, R7, asm.DWord),
+		asm.Mov.Imm(R0, 0),
+		asm.Return(),
+		asm.Mov.Imm(R1, int32(ReasonNotPresent)).WithSymbol(name + "_absent"),
+		asm.Ja.Label(name + "_stop"),
+		asm.Mov.Imm(R1, int32(ReasonRingFull)).WithSymbol(name + "_full"),
+	}
+	if raced {
+		ins = append(ins,
+			asm.Ja.Label(name+"_stop"),
+			asm.Mov.Imm(R1, int32(ReasonRaced)).WithSymbol(name+"_raced"),
+		)
+	}
+	return append(ins,
+		asm.StoreMem(R6, loopReason, R1, asm.DWord).WithSymbol(name+"_stop"),
+		asm.Mov.Imm(R0, 1),
+		asm.Return(),
+	)
+}
+
+// pagePlain is the page loop's callback without the cache: the index'th
+// page read into a page record of its own.
+func pagePlain(ring *ebpf.Map) asm.Instructions {
+	R0, R1, R2, R3, R7, R8, FP := asm.R0, asm.R1, asm.R2, asm.R3, asm.R7, asm.R8, asm.R10
+	ins := loopCallback("page_plain")
+	ins = append(ins, reservePage(ring, "page_plain_full")...)
+	ins = append(ins,
+		storeImm64(R0, pageOffEp, 0),
+		asm.Mov.Reg(R3, R7),
+		asm.LSh.Imm(R3, 12),
+		asm.Add.Reg(R3, R8),
+		asm.StoreMem(R0, pageOffVA, R3, asm.DWord),
+		asm.Mov.Reg(R1, R0),
+		asm.Add.Imm(R1, pageDataOff),
+		asm.Mov.Imm(R2, pageSize),
+		asm.FnProbeReadUser.Call(),
+		asm.LoadMem(R1, FP, slotPage, asm.DWord),
+		asm.JNE.Imm(R0, 0, "page_plain_discard"),
+		asm.Mov.Imm(R2, rbNoWakeup), // the call record's commit wakes the reader
+		asm.FnRingbufSubmit.Call(),
+		asm.Ja.Label("page_plain_next"),
+		asm.Mov.Imm(R2, 0).WithSymbol("page_plain_discard"),
+		asm.FnRingbufDiscard.Call(),
+		asm.Ja.Label("page_plain_absent"),
+	)
+	return append(ins, loopEnd("page_plain", false)...)
+}
+
+// pageCached is the page loop's callback with the cache: the index'th page
+// read into this CPU's scratch page and compared with its entry; one that
+// equals it is only a bit in offSame; the others go into a page record
+// and the cache. The scratch starts with its user's token (the thread,
+// offTID): another task that runs the program on this CPU while this one
+// is preempted writes its own first, so a token that changed while the
+// page was in use means the page may be another's, and the call falls
+// back (ReasonRaced).
+func pageCached(m progMaps) asm.Instructions {
+	R0, R1, R2, R3, R4, R6, R7, R8, R9, FP := asm.R0, asm.R1, asm.R2, asm.R3, asm.R4, asm.R6, asm.R7, asm.R8, asm.R9, asm.R10
+	ins := loopCallback("page_cached")
+	ins = append(ins,
+		asm.StoreImm(FP, slotKey, 0, asm.Word),
+		asm.LoadMapPtr(R1, m.scratch.FD()),
+		asm.Mov.Reg(R2, FP),
+		asm.Add.Imm(R2, slotKey),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(R0, 0, "page_cached_absent"),
+		asm.StoreMem(FP, slotScratch, R0, asm.DWord),
+		asm.LoadMem(R1, R9, offTID, asm.DWord),
+		asm.StoreMem(R0, 0, R1, asm.DWord),
+		asm.Mov.Reg(R3, R7),
+		asm.LSh.Imm(R3, 12),
+		asm.Add.Reg(R3, R8),
+		asm.StoreMem(FP, slotCKey+8, R3, asm.DWord),
+		asm.LoadMem(R1, R9, offTGID, asm.Word),
+		asm.StoreMem(FP, slotCKey, R1, asm.DWord), // tgid, then 0
+		asm.Mov.Reg(R1, R0),
+		asm.Add.Imm(R1, 8),
+		asm.Mov.Imm(R2, pageSize),
+		asm.FnProbeReadUser.Call(),
+		asm.JNE.Imm(R0, 0, "page_cached_absent"),
+		storeImm64(FP, slotEntry, 0),
+		asm.LoadMapPtr(R1, m.cache.FD()),
+		asm.Mov.Reg(R2, FP),
+		asm.Add.Imm(R2, slotCKey),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(R0, 0, "page_cached_changed"),
+		asm.StoreMem(FP, slotEntry, R0, asm.DWord),
+		asm.LoadMem(R1, R0, 0, asm.DWord),
+		asm.LoadMem(R2, R9, offEpoch, asm.DWord),
+		asm.JNE.Reg(R1, R2, "page_cached_changed"),
+		// compare, a word at a time: equal bytes, never a hash
+		asm.Add.Imm(R0, 8),
+		asm.StoreMem(FP, slotCmp+8, R0, asm.DWord),
+		asm.LoadMem(R1, FP, slotScratch, asm.DWord),
+		asm.Add.Imm(R1, 8),
+		asm.StoreMem(FP, slotCmp, R1, asm.DWord),
+		storeImm64(FP, slotCmp+16, 0),
+		asm.Mov.Imm(R1, pageSize/cmpChunk),
+		asm.Instruction{OpCode: asm.LoadImmOp(asm.DWord), Dst: R2, Src: asm.PseudoFunc, Constant: -1}.WithReference("page_cmp"),
+		asm.Mov.Reg(R3, FP),
+		asm.Add.Imm(R3, slotCmp),
+		asm.Mov.Imm(R4, 0),
+		asm.FnLoop.Call(),
+		asm.JNE.Imm(R0, pageSize/cmpChunk, "page_cached_changed"), // stopped early: a difference
+		asm.LoadMem(R1, FP, slotCmp+16, asm.DWord),
+		asm.JNE.Imm(R1, 0, "page_cached_changed"),
+		asm.LoadMem(R1, FP, slotScratch, asm.DWord),
+		asm.LoadMem(R1, R1, 0, asm.DWord),
+		asm.LoadMem(R2, R9, offTID, asm.DWord),
+		asm.JNE.Reg(R1, R2, "page_cached_raced"),
+		asm.Mov.Imm(R1, 1),
+		asm.LSh.Reg(R1, R7),
+		asm.LoadMem(R2, R9, offSame, asm.DWord),
+		asm.Or.Reg(R2, R1),
+		asm.StoreMem(R9, offSame, R2, asm.DWord),
+		asm.Ja.Label("page_cached_next"),
+
+		// changed, or no entry: a page record with the scratch's bytes,
+		// then (the token still this thread's) the entry takes the
+		// record's bytes and the epoch (inserted when missing, while the
+		// map has room), then the record is committed (a commit cannot
+		// fail): the entry holds what the reader is sent. A copy into the
+		// entry that fails deletes it; a delete that fails ends the
+		// process's caching (its epoch becomes 0).
+	)
+	rec := reservePage(m.ring, "page_cached_full")
+	rec[0] = rec[0].WithSymbol("page_cached_changed")
+	ins = append(ins, rec...)
+	ins = append(ins,
+		asm.LoadMem(R1, R9, offEpoch, asm.DWord),
+		asm.StoreMem(R0, pageOffEp, R1, asm.DWord),
+		asm.LoadMem(R1, FP, slotCKey+8, asm.DWord),
+		asm.StoreMem(R0, pageOffVA, R1, asm.DWord),
+		asm.Mov.Reg(R1, R0),
+		asm.Add.Imm(R1, pageDataOff),
+		asm.Mov.Imm(R2, pageSize),
+		asm.LoadMem(R3, FP, slotScratch, asm.DWord),
+		asm.Add.Imm(R3, 8),
+		asm.FnProbeReadKernel.Call(),
+		asm.JNE.Imm(R0, 0, "page_cached_discard"),
+		asm.LoadMem(R1, FP, slotScratch, asm.DWord),
+		asm.LoadMem(R1, R1, 0, asm.DWord),
+		asm.LoadMem(R2, R9, offTID, asm.DWord),
+		asm.JNE.Reg(R1, R2, "page_cached_discard"),
+		asm.LoadMem(R1, FP, slotEntry, asm.DWord),
+		asm.JNE.Imm(R1, 0, "page_cached_store"),
+		asm.LoadMapPtr(R1, m.cache.FD()),
+		asm.Mov.Reg(R2, FP),
+		asm.Add.Imm(R2, slotCKey),
+		asm.LoadMem(R3, FP, slotScratch, asm.DWord),
+		asm.Mov.Imm(R4, bpfAny),
+		asm.FnMapUpdateElem.Call(),
+		asm.JNE.Imm(R0, 0, "page_cached_send"), // full: no entry
+		asm.LoadMapPtr(R1, m.cache.FD()),
+		asm.Mov.Reg(R2, FP),
+		asm.Add.Imm(R2, slotCKey),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(R0, 0, "page_cached_send"),
+		asm.StoreMem(FP, slotEntry, R0, asm.DWord),
+		asm.LoadMem(R1, FP, slotEntry, asm.DWord).WithSymbol("page_cached_store"),
+		asm.Add.Imm(R1, 8),
+		asm.Mov.Imm(R2, pageSize),
+		asm.LoadMem(R3, FP, slotPage, asm.DWord),
+		asm.Add.Imm(R3, pageDataOff),
+		asm.FnProbeReadKernel.Call(),
+		asm.JNE.Imm(R0, 0, "page_cached_unstore"),
+		asm.LoadMem(R1, FP, slotEntry, asm.DWord),
+		asm.LoadMem(R2, R9, offEpoch, asm.DWord),
+		asm.StoreMem(R1, 0, R2, asm.DWord),
+		asm.Ja.Label("page_cached_send"),
+		asm.LoadMapPtr(R1, m.cache.FD()).WithSymbol("page_cached_unstore"),
+		asm.Mov.Reg(R2, FP),
+		asm.Add.Imm(R2, slotCKey),
+		asm.FnMapDeleteElem.Call(),
+		asm.JEq.Imm(R0, 0, "page_cached_send"),
+		asm.LoadMem(R1, R6, loopTgid, asm.DWord),
+		storeImm64(R1, 0, 0),
+		asm.LoadMem(R1, FP, slotPage, asm.DWord).WithSymbol("page_cached_send"),
+		asm.Mov.Imm(R2, rbNoWakeup), // the call record's commit wakes the reader
+		asm.FnRingbufSubmit.Call(),
+		asm.Ja.Label("page_cached_next"),
+		asm.LoadMem(R1, FP, slotPage, asm.DWord).WithSymbol("page_cached_discard"),
+		asm.Mov.Imm(R2, 0),
+		asm.FnRingbufDiscard.Call(),
+		asm.Ja.Label("page_cached_raced"),
+	)
+	return append(ins, loopEnd("page_cached", true)...)
+}
+
+// readMM is R1 = the u32 at offset field of the current task's mm (0 when
+// it has none), read with bpf_probe_read_kernel from an untyped task
+// pointer. A load of task->mm through the BTF-typed pointer makes the
+// verifier look for "mm_struct__safe_trusted" and
+// "mm_struct__safe_trusted_or_null" by name among every type of the
+// kernel's BTF (btf_nested_type_is_trusted, a linear search) each time
+// it walks the load: with the three such loads, most of an Open's 47 ms
+// went there (perf, 2026-11-26). A probe read costs the traced thread tens
+// of nanoseconds.
+func readMM(off kernelOffsets, field int16) asm.Instructions {
+	R0, R1, R2, R3, FP := asm.R0, asm.R1, asm.R2, asm.R3, asm.R10
+	return asm.Instructions{
+		storeImm64(FP, slotMM, 0),
+		asm.FnGetCurrentTask.Call(),
+		asm.Mov.Reg(R3, R0),
+		asm.Add.Imm(R3, int32(off.taskMM)),
+		asm.Mov.Reg(R1, FP),
+		asm.Add.Imm(R1, slotMM),
+		asm.Mov.Imm(R2, 8),
+		asm.FnProbeReadKernel.Call(),
+		asm.LoadMem(R3, FP, slotMM, asm.DWord),
+		storeImm64(FP, slotMM, 0),
+		asm.Add.Imm(R3, int32(field)), // no mm: a read of a low address, which fails (and zeroes)
+		asm.Mov.Reg(R1, FP),
+		asm.Add.Imm(R1, slotMM),
+		asm.Mov.Imm(R2, 4),
+		asm.FnProbeReadKernel.Call(),
+		asm.LoadMem(R1, FP, slotMM, asm.Word),
+	}
 }
