@@ -455,18 +455,14 @@ func program(ws []watch, off kernelOffsets, m progMaps, sig unix.Signal, budget,
 		asm.LoadMem(R1, FP, slotEpoch, asm.DWord),
 		asm.StoreMem(R9, offEpoch, R1, asm.DWord),
 		asm.Mov.Reg(R1, R6),
-		asm.Instruction{OpCode: asm.LoadImmOp(asm.DWord), Dst: R2, Src: asm.PseudoFunc, Constant: -1}.WithReference("page_cached"),
-		asm.Mov.Reg(R3, FP),
-		asm.Add.Imm(R3, slotLoop),
-		asm.Mov.Imm(R4, 0),
-		asm.FnLoop.Call(),
+	)
+	ins = append(ins, callLoop("page_cached", slotLoop)...)
+	ins = append(ins,
 		asm.Ja.Label("looped"),
 		asm.Mov.Reg(R1, R6).WithSymbol("plain"),
-		asm.Instruction{OpCode: asm.LoadImmOp(asm.DWord), Dst: R2, Src: asm.PseudoFunc, Constant: -1}.WithReference("page_plain"),
-		asm.Mov.Reg(R3, FP),
-		asm.Add.Imm(R3, slotLoop),
-		asm.Mov.Imm(R4, 0),
-		asm.FnLoop.Call(),
+	)
+	ins = append(ins, callLoop("page_plain", slotLoop)...)
+	ins = append(ins,
 		asm.LoadMem(R7, FP, slotLoop+loopDone, asm.DWord).WithSymbol("looped"),
 		asm.LoadMem(R1, FP, slotLoop+loopReason, asm.DWord),
 		asm.JNE.Imm(R1, 0, "fallbackReason"),
@@ -724,10 +720,9 @@ func pageCached(m progMaps) asm.Instructions {
 	ins := loopCallback("page_cached")
 	ins = append(ins,
 		asm.StoreImm(FP, slotKey, 0, asm.Word),
-		asm.LoadMapPtr(R1, m.scratch.FD()),
-		asm.Mov.Reg(R2, FP),
-		asm.Add.Imm(R2, slotKey),
-		asm.FnMapLookupElem.Call(),
+	)
+	ins = append(ins, mapLookup(m.scratch, slotKey)...)
+	ins = append(ins,
 		asm.JEq.Imm(R0, 0, "page_cached_absent"),
 		asm.StoreMem(FP, slotScratch, R0, asm.DWord),
 		asm.LoadMem(R1, R9, offTID, asm.DWord),
@@ -744,10 +739,9 @@ func pageCached(m progMaps) asm.Instructions {
 		asm.FnProbeReadUser.Call(),
 		asm.JNE.Imm(R0, 0, "page_cached_absent"),
 		storeImm64(FP, slotEntry, 0),
-		asm.LoadMapPtr(R1, m.cache.FD()),
-		asm.Mov.Reg(R2, FP),
-		asm.Add.Imm(R2, slotCKey),
-		asm.FnMapLookupElem.Call(),
+	)
+	ins = append(ins, mapLookup(m.cache, slotCKey)...)
+	ins = append(ins,
 		asm.JEq.Imm(R0, 0, "page_cached_changed"),
 		asm.StoreMem(FP, slotEntry, R0, asm.DWord),
 		asm.LoadMem(R1, R0, 0, asm.DWord),
@@ -761,11 +755,9 @@ func pageCached(m progMaps) asm.Instructions {
 		asm.StoreMem(FP, slotCmp, R1, asm.DWord),
 		storeImm64(FP, slotCmp+16, 0),
 		asm.Mov.Imm(R1, pageSize/cmpChunk),
-		asm.Instruction{OpCode: asm.LoadImmOp(asm.DWord), Dst: R2, Src: asm.PseudoFunc, Constant: -1}.WithReference("page_cmp"),
-		asm.Mov.Reg(R3, FP),
-		asm.Add.Imm(R3, slotCmp),
-		asm.Mov.Imm(R4, 0),
-		asm.FnLoop.Call(),
+	)
+	ins = append(ins, callLoop("page_cmp", slotCmp)...)
+	ins = append(ins,
 		asm.JNE.Imm(R0, pageSize/cmpChunk, "page_cached_changed"), // stopped early: a difference
 		asm.LoadMem(R1, FP, slotCmp+16, asm.DWord),
 		asm.JNE.Imm(R1, 0, "page_cached_changed"),
@@ -816,10 +808,9 @@ func pageCached(m progMaps) asm.Instructions {
 		asm.Mov.Imm(R4, bpfAny),
 		asm.FnMapUpdateElem.Call(),
 		asm.JNE.Imm(R0, 0, "page_cached_send"), // full: no entry
-		asm.LoadMapPtr(R1, m.cache.FD()),
-		asm.Mov.Reg(R2, FP),
-		asm.Add.Imm(R2, slotCKey),
-		asm.FnMapLookupElem.Call(),
+	)
+	ins = append(ins, mapLookup(m.cache, slotCKey)...)
+	ins = append(ins,
 		asm.JEq.Imm(R0, 0, "page_cached_send"),
 		asm.StoreMem(FP, slotEntry, R0, asm.DWord),
 		asm.LoadMem(R1, FP, slotEntry, asm.DWord).WithSymbol("page_cached_store"),
@@ -880,5 +871,29 @@ func readMM(off kernelOffsets, field int16) asm.Instructions {
 		asm.Mov.Imm(R2, 4),
 		asm.FnProbeReadKernel.Call(),
 		asm.LoadMem(R1, FP, slotMM, asm.Word),
+	}
+}
+
+// callLoop is bpf_loop(R1, fn, the stack at slot, 0): R1, the iterations,
+// is set by the caller.
+func callLoop(fn string, slot int16) asm.Instructions {
+	R2, R3, R4, FP := asm.R2, asm.R3, asm.R4, asm.R10
+	return asm.Instructions{
+		asm.Instruction{OpCode: asm.LoadImmOp(asm.DWord), Dst: R2, Src: asm.PseudoFunc, Constant: -1}.WithReference(fn),
+		asm.Mov.Reg(R3, FP),
+		asm.Add.Imm(R3, int32(slot)),
+		asm.Mov.Imm(R4, 0),
+		asm.FnLoop.Call(),
+	}
+}
+
+// mapLookup is R0 = bpf_map_lookup_elem(m, the key on the stack at slot).
+func mapLookup(m *ebpf.Map, slot int16) asm.Instructions {
+	R1, R2, FP := asm.R1, asm.R2, asm.R10
+	return asm.Instructions{
+		asm.LoadMapPtr(R1, m.FD()),
+		asm.Mov.Reg(R2, FP),
+		asm.Add.Imm(R2, int32(slot)),
+		asm.FnMapLookupElem.Call(),
 	}
 }

@@ -1,15 +1,21 @@
 /*
  * kwrite: the kernel copies code into JIT memory after code ran there —
  * read(2) from a pipe, pread(2) from a file, read(2) across two pages,
- * recv(2) from a socket pair, getrandom(2) — into RWX memory, and read(2)
- * into the writable view of a memfd mapped twice (an RW view written, an
- * RX view run).
+ * recv(2) from a socket pair, getrandom(2); readv(2), preadv(2),
+ * preadv2(2), recvmsg(2) and recvmmsg(2) with one of their buffers in
+ * code, and process_vm_readv(2) from the program itself — into RWX memory,
+ * and read(2) into the writable view of a memfd mapped twice (an RW view
+ * written, an RX view run).
  * Alone each call succeeds; under a W^X recorder the code pages are not
  * writable for the kernel, and the call must succeed all the same, its
  * bytes recorded as a version where they then run.
  *
  * Each new function is "mov eax, N; ret"; the program prints one line per
  * check and "ok" (or "FAILED"), the same alone and under a tracer.
+ *
+ * kwrite readv N: the cost of the array calls' stops (the bench's
+ * kwrite-vec row): RWX code run once (so that W^X protects it), then N
+ * one-byte readv(2) calls from a pipe into an ordinary buffer.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -21,6 +27,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define PAGE 4096UL
@@ -44,9 +51,35 @@ static void check(const char *what, long got, long want, int ran, int want_ran)
 	}
 }
 
-int main(void)
+static int readv_loop(long n)
+{
+	unsigned char *x = mmap(NULL, PAGE, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (x == MAP_FAILED)
+		return 1;
+	fnbytes(x, 7);
+	if (((fn)x)() != 7)
+		return 1;
+	int pfd[2];
+	if (pipe(pfd) != 0)
+		return 1;
+	char c = 'x', d;
+	struct iovec iov = {&d, 1};
+	for (long i = 0; i < n; i++)
+		if (write(pfd[1], &c, 1) != 1 || readv(pfd[0], &iov, 1) != 1)
+			return 1;
+	printf("readv: %ld calls\n", n);
+	return 0;
+}
+
+int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
+	if (argc == 3 && strcmp(argv[1], "readv") == 0 && atol(argv[2]) > 0)
+		return readv_loop(atol(argv[2]));
+	if (argc != 1) {
+		fprintf(stderr, "usage: kwrite [readv N]\n");
+		return 2;
+	}
 	unsigned char *x = mmap(NULL, 4 * PAGE, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (x == MAP_FAILED)
 		return 1;
@@ -99,6 +132,55 @@ int main(void)
 	n = getrandom(x + PAGE + 512, 32, 0);
 	x[PAGE + 512] = 0xc3;
 	check("getrandom(2) into code", n, 32, ((fn)(x + PAGE))(), 102);
+
+	/* the calls with arrays of buffers: the code is the second buffer,
+	 * after a plain one; each function runs, then the next call writes
+	 * its page again */
+	char plain[4];
+	struct iovec iov[2] = {{plain, sizeof plain}, {x, 6}};
+	unsigned char b2[10];
+	memcpy(b2, "head", 4);
+	fnbytes(b2 + 4, 111);
+	if (write(pfd[1], b2, 10) != 10)
+		return 1;
+	n = readv(pfd[0], iov, 2);
+	check("readv(2) into code", n, 10, ((fn)x)(), 111);
+
+	fnbytes(b2 + 4, 112);
+	if (pwrite(fd, b2, 10, 200) != 10)
+		return 1;
+	iov[1].iov_base = x + PAGE;
+	n = preadv(fd, iov, 2, 200);
+	check("preadv(2) into code", n, 10, ((fn)(x + PAGE))(), 112);
+
+	fnbytes(b2 + 4, 113);
+	if (pwrite(fd, b2, 10, 300) != 10)
+		return 1;
+	iov[1].iov_base = x + 2 * PAGE - 3; /* across pages 1 and 2 */
+	n = preadv2(fd, iov, 2, 300, 0);
+	check("preadv2(2) across two pages of code", n, 10, ((fn)(x + 2 * PAGE - 3))(), 113);
+
+	fnbytes(b2 + 4, 114);
+	if (send(sv[0], b2, 10, 0) != 10)
+		return 1;
+	iov[1].iov_base = x + 3 * PAGE;
+	struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
+	n = recvmsg(sv[1], &mh, 0);
+	check("recvmsg(2) into code", n, 10, ((fn)(x + 3 * PAGE))(), 114);
+
+	fnbytes(b2 + 4, 115);
+	if (send(sv[0], b2, 10, 0) != 10)
+		return 1;
+	iov[1].iov_base = x;
+	struct mmsghdr mm = {.msg_hdr = {.msg_iov = iov, .msg_iovlen = 2}};
+	n = recvmmsg(sv[1], &mm, 1, 0, NULL);
+	check("recvmmsg(2) into code", n == 1 ? (long)mm.msg_len : -1, 10, ((fn)x)(), 115);
+
+	fnbytes(b2 + 4, 116);
+	struct iovec remote = {b2, 10};
+	iov[1].iov_base = x + PAGE;
+	n = process_vm_readv(getpid(), iov, 2, &remote, 1, 0);
+	check("process_vm_readv(2) of itself into code", n, 10, ((fn)(x + PAGE))(), 116);
 
 	/* a memfd mapped twice: read(2) into the writable view */
 	int mfd = memfd_create("kwrite", 0);

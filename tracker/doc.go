@@ -511,10 +511,12 @@
 //
 // Kernel writes into code (kwrite_linux_amd64.go): the calls that copy
 // into one buffer the program names (read, pread64, recvfrom and their
-// kind) stop where the buffer lies in memory W^X protects; the pages there
-// become batch pages before the call runs, as alone, and are recorded when
-// code next runs there. Other kernel writes into such memory (readv and
-// the other calls through an array of buffers, stat buffers, io_uring)
+// kind) stop where the buffer lies in memory W^X protects, and those that
+// copy through an array of buffers (readv, preadv, preadv2, recvmsg,
+// recvmmsg, process_vm_readv) at every call in a process with such memory;
+// the pages their buffers hold there become batch pages before the call
+// runs, as alone, and are recorded when code next runs there. Other
+// kernel writes into such memory (stat buffers, wait4's status, io_uring)
 // fail with EFAULT.
 //
 // Changes to executable memory that make no stop: write(2), pwrite(2),

@@ -20,18 +20,12 @@ func TestLaunchRulesBPF(t *testing.T) {
 		t.Fatal(err)
 	}
 	const (
-		x86 = 0xc000003e
 		rw  = unix.PROT_READ | unix.PROT_WRITE
 		rx  = unix.PROT_READ | unix.PROT_EXEC
 		rwx = rw | unix.PROT_EXEC
 	)
 	priv := uint64(unix.MAP_PRIVATE | unix.MAP_ANONYMOUS)
-	for _, c := range []struct {
-		name string
-		nr   int
-		args [6]uint64
-		stop bool
-	}{
+	checkStops(t, prog, []stopCase{
 		{"mprotect RX", unix.SYS_MPROTECT, [6]uint64{0x10000, 4096, rx}, false},
 		{"mprotect X", unix.SYS_MPROTECT, [6]uint64{0x10000, 4096, unix.PROT_EXEC}, false},
 		{"mprotect RW", unix.SYS_MPROTECT, [6]uint64{0x10000, 4096, rw}, false},
@@ -50,15 +44,7 @@ func TestLaunchRulesBPF(t *testing.T) {
 		{"brk", unix.SYS_BRK, [6]uint64{0}, true},
 		{"madvise DONTNEED", unix.SYS_MADVISE, [6]uint64{0x10000, 4096, unix.MADV_DONTNEED}, true},
 		{"injected mprotect RWX", unix.SYS_MPROTECT, [6]uint64{0x10000, 4096, rwx, 0, 0, InjectCookie}, false},
-	} {
-		ret, err := evalFilter(prog, x86, c.nr, c.args)
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		if stop := ret == retTrace; stop != c.stop {
-			t.Errorf("%s: stops %v, want %v", c.name, stop, c.stop)
-		}
-	}
+	})
 	if _, err := Compile(AliasRules); err != nil {
 		t.Fatal(err)
 	}
@@ -76,17 +62,11 @@ func TestAliasRangeRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	const (
-		x86 = 0xc000003e
-		rw  = unix.PROT_READ | unix.PROT_WRITE
-		rx  = unix.PROT_READ | unix.PROT_EXEC
+		rw = unix.PROT_READ | unix.PROT_WRITE
+		rx = unix.PROT_READ | unix.PROT_EXEC
 	)
 	fixed := uint64(unix.MAP_PRIVATE | unix.MAP_ANONYMOUS | unix.MAP_FIXED)
-	for _, c := range []struct {
-		name string
-		nr   int
-		args [6]uint64
-		stop bool
-	}{
+	checkStops(t, prog, []stopCase{
 		{"mprotect RX of the view", unix.SYS_MPROTECT, [6]uint64{lo, 4096, rx}, true},
 		{"mprotect RW of the view's last page", unix.SYS_MPROTECT, [6]uint64{hi - 4096, 4096, rw}, true},
 		{"mprotect over the view", unix.SYS_MPROTECT, [6]uint64{lo - 0x100000, 0x200000, unix.PROT_READ}, true},
@@ -100,7 +80,22 @@ func TestAliasRangeRules(t *testing.T) {
 		{"MAP_FIXED mmap over the view", unix.SYS_MMAP, [6]uint64{lo + 4096, 4096, rx, fixed}, true},
 		{"mmap, address the kernel picks", unix.SYS_MMAP, [6]uint64{0, 1 << 20, rw, fixed &^ unix.MAP_FIXED}, false},
 		{"brk", unix.SYS_BRK, [6]uint64{0x1000000}, false},
-	} {
+	})
+}
+
+// stopCase is a call and whether a filter should stop it.
+type stopCase struct {
+	name string
+	nr   int
+	args [6]uint64
+	stop bool
+}
+
+// checkStops runs each case through the x86-64 filter prog.
+func checkStops(t *testing.T, prog []unix.SockFilter, cases []stopCase) {
+	t.Helper()
+	const x86 = 0xc000003e
+	for _, c := range cases {
 		ret, err := evalFilter(prog, x86, c.nr, c.args)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)

@@ -108,6 +108,9 @@ type fullProtectState struct {
 	// warning that the ranges ran out was given
 	kw                 []ival
 	kwFailed, kwWarned bool
+	// kwVec: the process has KernelWriteVecRules (or adding it failed,
+	// warned)
+	kwVec bool
 	// calls: the process has AliasRules (every mprotect, munmap and
 	// MAP_FIXED mmap stops; wx_alias_linux_amd64.go); alias: the shared
 	// mappings its AliasRangeRules filters cover, one per filter
@@ -216,6 +219,17 @@ func (t *Tracer) ensureKernelWritesSeen(th *thread, lo, hi uint64) {
 		return
 	}
 	p.full.kw = append(p.full.kw, r)
+	if !p.full.kwVec {
+		// the calls with arrays of buffers, once (a filter of its own:
+		// see above)
+		if err := t.injectFilter(th, KernelWriteVecRules()); err != nil {
+			if !errors.Is(err, ErrThreadGone) {
+				t.warnf("pid %d: cannot add the filter that stops readv(2) and the like (%v): "+
+					"such a call into code W^X protects fails with EFAULT", p.pid, err)
+			}
+		}
+		p.full.kwVec = true
+	}
 }
 
 // restartForFullProtect handles the seccomp stop of a call whose

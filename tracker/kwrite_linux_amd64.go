@@ -1,8 +1,10 @@
 package tracker
 
 import (
+	"encoding/binary"
 	"slices"
 
+	"github.com/ptjit/ptjit/snapshot"
 	"golang.org/x/sys/unix"
 )
 
@@ -28,13 +30,27 @@ import (
 // is nothing to emulate or step). A call whose buffer holds no such page
 // costs the stop only.
 //
-// The calls that copy through an array of buffers (readv, preadv,
-// preadv2, recvmsg, recvmmsg, process_vm_readv) are left out: the filter
-// cannot read the array, so each would stop in every process with managed
-// memory (java, node: their code is RWX). Measured (2026-11-26, load 2):
-// 20,000 one-byte readv calls from a pipe took 0.02–0.03 s alone, 0.05–0.10
-// s under ptjit without the rule and 0.52–0.83 s with it. Such a call into
-// code W^X protects fails with EFAULT, as before.
+// The calls that copy through an array of buffers — readv, preadv,
+// preadv2, recvmsg, recvmmsg (their iovecs, and a message's name and
+// control buffers and its header, which the kernel writes back), and
+// process_vm_readv (its local iovecs) — stop in every process with a
+// kernel-write filter (KernelWriteVecRules, added with its first one): the
+// filter cannot read the array, so the stop reads it (kernelWriteVecDests,
+// at most UIO_MAXIOV entries, as the kernel) and goes on as above. The
+// cost is a stop per such call in a process whose code W^X protects (java,
+// node, Guile, Erlang: their code is RWX), where alone the call is cheap.
+// Counted with strace -c (2026-11-26): Erlang makes 76 readv and 2
+// recvmsg calls starting up; node hot.js, java Hot, Guile, LuaJIT and PHP
+// made none. A program that reads through readv in a hot loop pays a stop
+// per call: the bench's kwrite-vec row (20,000 one-byte readv calls from a
+// pipe) measured 123 µs a call against a minimal tracer's 104 µs a stop in
+// the same series (2026-11-26 23:40, load 1; 0.025 s alone, 2.5 s under
+// ptjit), in exchange for calls that work as alone instead of failing
+// with EFAULT or copying only their first buffers. A seccomp user
+// notification instead of the stop costs the same here (BENCHMARKS.md,
+// the floor rows: RET_USER_NOTIF 944 against RET_TRACE 951), and a BPF
+// program cannot fail or delay the call on this kernel (no kprobes, so
+// no bpf_override_return).
 //
 // What was considered: userfaultfd write-protection in synchronous mode
 // would make the kernel's copy wait instead of failing, but only in a
@@ -72,6 +88,113 @@ var kernelWriteCalls = []kernelWriteCall{
 	{"getcwd", unix.SYS_GETCWD, 0},
 }
 
+// kernelWriteVecCalls are the calls the kernel copies data through into an
+// array of buffers (see above).
+var kernelWriteVecCalls = []struct {
+	name string
+	nr   int
+}{
+	{"readv", unix.SYS_READV}, {"preadv", unix.SYS_PREADV}, {"preadv2", unix.SYS_PREADV2},
+	{"recvmsg", unix.SYS_RECVMSG}, {"recvmmsg", unix.SYS_RECVMMSG}, {"process_vm_readv", unix.SYS_PROCESS_VM_READV},
+}
+
+// KernelWriteVecRules stops every call of kernelWriteVecCalls: the
+// filter cannot read their arrays of buffers (see above).
+func KernelWriteVecRules() []Rule {
+	var rules []Rule
+	for _, c := range kernelWriteVecCalls {
+		rules = append(rules, Rule{c.name, c.nr, nil,
+			"the kernel copies into an array of buffers the filter cannot read: memory ptjit write-protects may be among them (kwrite_linux_amd64.go)"})
+	}
+	return rules
+}
+
+func isKernelWriteVec(nr int) bool {
+	for _, c := range kernelWriteVecCalls {
+		if c.nr == nr {
+			return true
+		}
+	}
+	return false
+}
+
+// uioMaxIOV is UIO_MAXIOV: the kernel fails a call with more iovecs
+// (readv's kind) and reads no more messages than that (recvmmsg).
+const uioMaxIOV = 1024
+
+// msghdrSize and mmsghdrSize are struct msghdr's and struct mmsghdr's
+// sizes on x86-64.
+const (
+	msghdrSize  = 56
+	mmsghdrSize = 64
+)
+
+// kernelWriteVecDests returns the ranges a call of kernelWriteVecCalls (op,
+// of th) may copy into, read from th's memory: the iovecs, and for a
+// message its header, name and control buffers. An array ptjit cannot
+// read adds nothing: the kernel cannot read it either, and fails the call
+// as alone.
+func kernelWriteVecDests(th *thread, op *pendingOp) []ival {
+	var out []ival
+	a := op.args
+	switch op.nr {
+	case unix.SYS_READV, unix.SYS_PREADV, unix.SYS_PREADV2, unix.SYS_PROCESS_VM_READV:
+		out = iovDests(th.tid, a[1], a[2], out)
+	case unix.SYS_RECVMSG:
+		b := make([]byte, msghdrSize)
+		if snapshot.ReadMem(th.tid, a[1], b) == nil {
+			out = msghdrDests(th.tid, a[1], b, out)
+		}
+	case unix.SYS_RECVMMSG:
+		n := min(a[2]&0xffffffff, uioMaxIOV)
+		if n == 0 {
+			break
+		}
+		b := make([]byte, n*mmsghdrSize)
+		if snapshot.ReadMem(th.tid, a[1], b) != nil {
+			break
+		}
+		for i := uint64(0); i < n; i++ {
+			out = msghdrDests(th.tid, a[1]+i*mmsghdrSize, b[i*mmsghdrSize:(i+1)*mmsghdrSize], out)
+		}
+	}
+	return out
+}
+
+// iovDests appends the ranges of the cnt iovecs at iov in tid's memory.
+func iovDests(tid int, iov, cnt uint64, out []ival) []ival {
+	if cnt == 0 || cnt > uioMaxIOV {
+		return out // the kernel fails the call (EINVAL), or copies nothing
+	}
+	b := make([]byte, 16*cnt)
+	if snapshot.ReadMem(tid, iov, b) != nil {
+		return out
+	}
+	for i := uint64(0); i < cnt; i++ {
+		out = appendDest(out, binary.LittleEndian.Uint64(b[16*i:]), binary.LittleEndian.Uint64(b[16*i+8:]))
+	}
+	return out
+}
+
+// msghdrDests appends the ranges the kernel writes for the message header
+// b (at addr in tid's memory): the header itself (msg_namelen,
+// msg_controllen, msg_flags, and an mmsghdr's msg_len after it), its name
+// and control buffers, and its iovecs.
+func msghdrDests(tid int, addr uint64, b []byte, out []ival) []ival {
+	out = appendDest(out, addr, uint64(len(b)))
+	out = appendDest(out, binary.LittleEndian.Uint64(b[0:]), uint64(binary.LittleEndian.Uint32(b[8:])))
+	out = appendDest(out, binary.LittleEndian.Uint64(b[32:]), binary.LittleEndian.Uint64(b[40:]))
+	return iovDests(tid, binary.LittleEndian.Uint64(b[16:]), binary.LittleEndian.Uint64(b[24:]), out)
+}
+
+// appendDest appends the pages of [base, base+n), if any.
+func appendDest(out []ival, base, n uint64) []ival {
+	if n == 0 || base+n < base {
+		return out
+	}
+	return append(out, ival{base &^ (pageSize - 1), pageUp(base + n)})
+}
+
 // KernelWriteRules stops the calls of kernelWriteCalls whose buffer
 // overlaps one of ranges (see above).
 func KernelWriteRules(ranges []AddrRange) []Rule {
@@ -102,14 +225,15 @@ func kernelWriteDest(c kernelWriteCall, op *pendingOp) (ival, bool) {
 }
 
 // kernelWriteEntry handles the seccomp stop of a call of kernelWriteCalls
-// (op, with th's registers regs): where its destination holds pages W^X
-// write-protects, the call is restarted around kernelWriteOpen; else it
-// runs. It reports false when op is no such call.
+// or kernelWriteVecCalls (op, with th's registers regs): where its
+// destination holds pages W^X write-protects, the call is restarted around
+// kernelWriteOpen; else it runs. It reports false when op is no such call.
 //
 // Precondition: on the locked tracer thread; th is in its seccomp stop.
 func (t *Tracer) kernelWriteEntry(th *thread, regs unix.PtraceRegs, op *pendingOp) bool {
 	c, ok := kernelWriteCallOf(op.nr)
-	if !ok {
+	vec := !ok && isKernelWriteVec(op.nr)
+	if !ok && !vec {
 		return false
 	}
 	sp := th.proc.space
@@ -117,8 +241,14 @@ func (t *Tracer) kernelWriteEntry(th *thread, regs unix.PtraceRegs, op *pendingO
 		t.resume(th.tid, 0)
 		return true
 	}
+	var dests []ival
+	if vec {
+		dests = kernelWriteVecDests(th, op)
+	} else if d, ok := kernelWriteDest(c, op); ok {
+		dests = append(dests, d)
+	}
 	var pages []uint64
-	if d, ok := kernelWriteDest(c, op); ok {
+	for _, d := range dests {
 		for p := d.s; p < d.e && len(pages) < maxKernelWritePages; p += pageSize {
 			if sp.kernelWriteBlocked(p) {
 				pages = append(pages, p)

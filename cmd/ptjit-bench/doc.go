@@ -87,7 +87,13 @@
 //     --events=bpf, alternating: bpf/alone (target ≤ 1.3×), bpf/seccomp
 //     (≤ 0.5×) and the stops of each; events-runtimes: the same for
 //     ubpf-test ×10^6 (≈1×), node hot.js (≤ 1.1× alone) and java Hot (no
-//     worse than seccomp).
+//     worse than seccomp);
+//   - kwrite-vec: testdata/kwrite readv 20000 (RWX code run once, then
+//     one-byte readv calls from a pipe) alone, under ptjit run (every readv
+//     stops: the kernel may copy into code W^X protects) and under
+//     --wx=off (no such stop), with a minimal tracer's stop (stopbench
+//     trace any entry) in the same series: µs per readv against µs per
+//     stop.
 //
 // µs per stop comes from ptjit's summary line on stderr ("N stops, X ms in
 // stops (Y µs/stop), Z MB snapshotted") when ptjit prints one; otherwise the

@@ -54,18 +54,7 @@ func TestAliasJIT(t *testing.T) {
 		}
 		return vs
 	}
-	same := func(a, b string) bool { // the BULK and TWIN lines' addresses differ
-		strip := func(s string) string {
-			var out []string
-			for _, l := range strings.Split(s, "\n") {
-				if !strings.HasPrefix(l, "BULK ") && !strings.HasPrefix(l, "TWIN ") {
-					out = append(out, l)
-				}
-			}
-			return strings.Join(out, "\n")
-		}
-		return strip(a) == strip(b)
-	}
+	same := func(a, b string) bool { return withoutAddrLines(a) == withoutAddrLines(b) }
 	// Every instruction stepped (--soft-filter=off) once, with a smaller
 	// fill: the fill loop is most of the program's instructions.
 	for _, tc := range []struct {
@@ -125,20 +114,11 @@ func TestE2EAliasMprotect(t *testing.T) {
 	if native.code != 0 || !strings.HasSuffix(native.stdout, "\nok\n") {
 		t.Fatalf("alone: exit %d\n%s", native.code, native.stdout)
 	}
-	strip := func(s string) string {
-		var out []string
-		for _, l := range strings.Split(s, "\n") {
-			if !strings.HasPrefix(l, "BULK ") && !strings.HasPrefix(l, "TWIN ") {
-				out = append(out, l)
-			}
-		}
-		return strings.Join(out, "\n")
-	}
 	for _, events := range e2eEventSources(t) {
 		t.Run(events, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "rec")
 			r := e2ePtjit(t, nil, "run", "-q", "--pt=off", "--wx=precise", "--events="+events, "-o", dir, "--", prog, "4")
-			if r.code != 0 || strip(r.stdout) != strip(native.stdout) {
+			if r.code != 0 || withoutAddrLines(r.stdout) != withoutAddrLines(native.stdout) {
 				t.Fatalf("exit %d, stdout\n%s\nalone:\n%s\n%s", r.code, r.stdout, native.stdout, r.stderr)
 			}
 			var twin uint64
@@ -182,4 +162,16 @@ func TestE2EAliasMprotect(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withoutAddrLines is alias-jit's output without its BULK and TWIN lines,
+// whose addresses differ from run to run.
+func withoutAddrLines(s string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if !strings.HasPrefix(l, "BULK ") && !strings.HasPrefix(l, "TWIN ") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
