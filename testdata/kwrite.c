@@ -3,7 +3,8 @@
  * read(2) from a pipe, pread(2) from a file, read(2) across two pages,
  * recv(2) from a socket pair, getrandom(2); readv(2), preadv(2),
  * preadv2(2), recvmsg(2) and recvmmsg(2) with one of their buffers in
- * code, and process_vm_readv(2) from the program itself — into RWX memory,
+ * code, process_vm_readv(2) from the program itself, and a readv(2) of
+ * 2^63 bytes, which fails as alone — into RWX memory,
  * and read(2) into the writable view of a memfd mapped twice (an RW view
  * written, an RX view run).
  * Alone each call succeeds; under a W^X recorder the code pages are not
@@ -181,6 +182,18 @@ int main(int argc, char **argv)
 	iov[1].iov_base = x + PAGE;
 	n = process_vm_readv(getpid(), iov, 2, &remote, 1, 0);
 	check("process_vm_readv(2) of itself into code", n, 10, ((fn)(x + PAGE))(), 116);
+
+	/* a length of 2^63 bytes: the kernel fails the call at once, copying
+	 * nothing (the byte stays in the pipe); under a tracer too, at once */
+	struct iovec huge[2] = {{x, 0x7fffffffffffffffUL}, {x, 16}};
+	if (write(pfd[1], "z", 1) != 1)
+		return 1;
+	errno = 0;
+	n = readv(pfd[0], huge, 2);
+	printf("%-40s %ld %s\n", "readv(2) of 2^63 bytes into code", n, n < 0 ? strerror(errno) : "");
+	char z;
+	n = read(pfd[0], &z, 1);
+	check("  the pipe's byte still there", n == 1 && z == 'z', 1, ((fn)x)(), 115);
 
 	/* a memfd mapped twice: read(2) into the writable view */
 	int mfd = memfd_create("kwrite", 0);

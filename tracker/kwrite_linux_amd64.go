@@ -249,11 +249,7 @@ func (t *Tracer) kernelWriteEntry(th *thread, regs unix.PtraceRegs, op *pendingO
 	}
 	var pages []uint64
 	for _, d := range dests {
-		for p := d.s; p < d.e && len(pages) < maxKernelWritePages; p += pageSize {
-			if sp.kernelWriteBlocked(p) {
-				pages = append(pages, p)
-			}
-		}
+		pages = sp.kernelWriteBlockedIn(d, pages)
 	}
 	if len(pages) == 0 {
 		t.resume(th.tid, 0)
@@ -266,6 +262,32 @@ func (t *Tracer) kernelWriteEntry(th *thread, regs unix.PtraceRegs, op *pendingO
 // gigabyte into code opens the first 64 MiB of it: the call copies less
 // than asked or fails as before).
 const maxKernelWritePages = 16384
+
+// kernelWriteBlockedIn appends to pages those of d the kernel cannot
+// write because of W^X (kernelWriteBlocked), up to maxKernelWritePages in
+// all. It looks only where such pages can be, the executable pieces and
+// the read-only aliases over d: a call's count is the program's, and a
+// read of 2^63 bytes names far more pages than there is memory (walking
+// them all hung ptjit in the new-user trial of 2026-11-27).
+func (sp *space) kernelWriteBlockedIn(d ival, pages []uint64) []uint64 {
+	var cands []ival
+	for i := sp.first(d.s); i < len(sp.pieces) && sp.pieces[i].Start < d.e; i++ {
+		cands = append(cands, ival{max(sp.pieces[i].Start, d.s), min(sp.pieces[i].End, d.e)})
+	}
+	for _, m := range sp.alias.shared {
+		if m.ro && m.start < d.e && d.s < m.end {
+			cands = append(cands, ival{max(m.start, d.s), min(m.end, d.e)})
+		}
+	}
+	for _, c := range cands {
+		for p := c.s &^ (pageSize - 1); p < c.e && len(pages) < maxKernelWritePages; p += pageSize {
+			if sp.kernelWriteBlocked(p) {
+				pages = append(pages, p)
+			}
+		}
+	}
+	return pages
+}
 
 // kernelWriteBlocked reports whether the kernel cannot write page because
 // of W^X: RWX memory kept executable-only, or a write-protected alias
