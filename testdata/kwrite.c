@@ -17,10 +17,17 @@
  * kwrite readv N: the cost of the array calls' stops (the bench's
  * kwrite-vec row): RWX code run once (so that W^X protects it), then N
  * one-byte readv(2) calls from a pipe into an ordinary buffer.
+ *
+ * kwrite race N: a second thread runs a function at the start of a code
+ * page in a loop while the main thread reads N new functions from a pipe
+ * into the middle of the same page (readv(2) and read(2), alternately)
+ * and runs each; prints "race: N copies, B bad" (B: calls that failed or
+ * functions that returned the wrong value, 0 alone).
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,13 +79,61 @@ static int readv_loop(long n)
 	return 0;
 }
 
+static unsigned char *race_page;
+static volatile int race_stop;
+static volatile long race_bad;
+
+static void *race_runner(void *arg)
+{
+	(void)arg;
+	while (!race_stop)
+		if (((fn)race_page)() != 1)
+			race_bad++;
+	return NULL;
+}
+
+static int race(long n)
+{
+	race_page = mmap(NULL, PAGE, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (race_page == MAP_FAILED)
+		return 1;
+	fnbytes(race_page, 1);
+	if (((fn)race_page)() != 1)
+		return 1;
+	int pfd[2];
+	if (pipe(pfd) != 0)
+		return 1;
+	pthread_t t;
+	if (pthread_create(&t, NULL, race_runner, NULL) != 0)
+		return 1;
+	long bad = 0;
+	unsigned char *at = race_page + PAGE / 2;
+	for (long i = 0; i < n; i++) {
+		unsigned char b[6];
+		int32_t v = 200 + (int32_t)(i % 1000);
+		fnbytes(b, v);
+		if (write(pfd[1], b, 6) != 6)
+			return 1;
+		struct iovec iov = {at, 6};
+		long got = i % 2 ? read(pfd[0], at, 6) : readv(pfd[0], &iov, 1);
+		if (got != 6 || ((fn)at)() != v)
+			bad++;
+	}
+	race_stop = 1;
+	pthread_join(t, NULL);
+	printf("race: %ld copies, %ld bad\n", n, bad + race_bad);
+	return bad + race_bad != 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
 	if (argc == 3 && strcmp(argv[1], "readv") == 0 && atol(argv[2]) > 0)
 		return readv_loop(atol(argv[2]));
+	if (argc == 3 && strcmp(argv[1], "race") == 0 && atol(argv[2]) > 0)
+		return race(atol(argv[2]));
 	if (argc != 1) {
-		fprintf(stderr, "usage: kwrite [readv N]\n");
+		fprintf(stderr, "usage: kwrite [readv N | race N]\n");
 		return 2;
 	}
 	unsigned char *x = mmap(NULL, 4 * PAGE, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

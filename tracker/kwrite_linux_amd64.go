@@ -68,6 +68,22 @@ import (
 // wx_tcb_linux_amd64.go), io_uring's completions; and, in a process with
 // more than maxRangeFilters managed ranges under the filter that stops
 // every mprotect, the ranges after those.
+//
+// A copy in flight: the pages a call was given are marked
+// (wxState.flight) from the stop that opened them to the exit stop of the
+// restarted call (threadKW, kernelWriteSettle). Another thread that runs
+// code on such a page meanwhile faults as on any batch page and its
+// version is recorded, but the page stays writable and executable, so
+// the copy still succeeds; at the call's exit the page becomes a batch
+// page again, and the next fetch records what the copy wrote. Before, the
+// fetch made the page executable-only and a copy not yet done failed with
+// EFAULT where alone it succeeds (the new-user trial of 2026-11-27: 8–14
+// of 2,000 readv calls into a page a second thread ran code in;
+// TestKernelWritesRace). While the copy is in flight, a store by a third
+// thread into that page is not seen (the page is writable and executable
+// as the program has it); the version recorded at the fetch holds the
+// bytes run then. A thread that dies in such a call leaves its pages
+// writable and executable.
 
 // kernelWriteCall is a call the kernel copies data through into one
 // buffer the program names: the argument holding its address (and the
@@ -252,10 +268,85 @@ func (t *Tracer) kernelWriteEntry(th *thread, regs unix.PtraceRegs, op *pendingO
 		pages = sp.kernelWriteBlockedIn(d, pages)
 	}
 	if len(pages) == 0 {
+		if len(th.kw.pages) > 0 {
+			// the call restarted after its pages were opened: its
+			// exit settles them (kernelWriteSettle)
+			th.kw.exit = true
+			if err := unix.PtraceSyscall(th.tid, 0); err != nil {
+				th.kw.exit = false
+			}
+			return true
+		}
 		t.resume(th.tid, 0)
 		return true
 	}
 	return t.restartAround(th, regs, op, func(th *thread) { t.kernelWriteOpen(th, pages, op.ip) })
+}
+
+// threadKW is a thread's kernel copy in flight: the code pages opened for
+// it (each counted once in wxState.flight), and whether its call's exit
+// stop is due.
+type threadKW struct {
+	pages []uint64
+	ip    uint64
+	exit  bool
+}
+
+// kernelWriteSettle ends th's kernel copy in flight at its call's exit
+// stop: its pages are no longer in flight, and those a fetch made
+// writable and executable meanwhile (and no other copy is writing)
+// become batch pages, so that the next fetch records what the copy wrote.
+//
+// Precondition: on the locked tracer thread; th is at a syscall-exit stop.
+func (t *Tracer) kernelWriteSettle(th *thread) {
+	pages, ip := th.kw.pages, th.kw.ip
+	th.kw = threadKW{}
+	sp := th.proc.space
+	if sp == nil {
+		return
+	}
+	w := sp.wxs()
+	var back []uint64
+	for _, p := range pages {
+		if w.flight[p]--; w.flight[p] > 0 {
+			continue
+		}
+		delete(w.flight, p)
+		if w.flightRan[p] {
+			delete(w.flightRan, p)
+			if pc, ok := sp.PieceAt(p); ok && isWX(pc.Prot) && !w.batch.has(p) {
+				back = append(back, p)
+			}
+		}
+	}
+	slices.Sort(back)
+	back = slices.Compact(back)
+	rw := func(uint64) int { return unix.PROT_READ | unix.PROT_WRITE }
+	for _, run := range protRuns(back, rw) {
+		if err := t.protect(th, run.s, run.e, run.prot, "wx-batch: writable after a kernel copy, until executed"); err != nil {
+			t.warnOp(err)
+			continue
+		}
+		for p := run.s; p < run.e; p += pageSize {
+			w.batch.set(p, batchPage{tid: th.tid, ip: ip})
+		}
+	}
+}
+
+// kernelWriteGone forgets the copy in flight of a thread that is gone (its
+// pages stay as they are).
+func (t *Tracer) kernelWriteGone(th *thread) {
+	if len(th.kw.pages) == 0 || th.proc.space == nil {
+		return
+	}
+	w := th.proc.space.wxs()
+	for _, p := range th.kw.pages {
+		if w.flight[p]--; w.flight[p] <= 0 {
+			delete(w.flight, p)
+			delete(w.flightRan, p)
+		}
+	}
+	th.kw = threadKW{}
 }
 
 // maxKernelWritePages bounds the pages one call opens (a read of a
@@ -334,7 +425,14 @@ func (t *Tracer) kernelWriteOpen(th *thread, pages []uint64, ip uint64) {
 		}
 		for p := run.s; p < run.e; p += pageSize {
 			w.batch.set(p, batchPage{tid: th.tid, ip: ip})
+			// in flight until the restarted call's exit
+			if w.flight == nil {
+				w.flight, w.flightRan = map[uint64]int{}, map[uint64]bool{}
+			}
+			w.flight[p]++
+			th.kw.pages = append(th.kw.pages, p)
 		}
+		th.kw.ip = ip
 		t.result.Stats.KernelWrites += int((run.e - run.s) / pageSize)
 	}
 }

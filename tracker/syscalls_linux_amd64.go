@@ -384,6 +384,9 @@ func (x *sysExit) change() Change {
 //
 // Precondition: on the locked tracer thread; th is in syscall-exit-stop.
 func (t *Tracer) syscallExit(th *thread) {
+	if th.kw.exit {
+		t.kernelWriteSettle(th) // a kernel copy into code ended (kwrite_linux_amd64.go)
+	}
 	op := th.op
 	th.op = nil
 	if op != nil && th.proc.space != nil {

@@ -193,6 +193,7 @@ type thread struct {
 	step   *stepState       // --pt=soft: single-stepping (softpt_linux_amd64.go); nil before the first step
 	ev     threadEvents     // --events=bpf (events_linux_amd64.go)
 	att    []attachStopCall // attached: calls whose stop is due (attach_linux_amd64.go)
+	kw     threadKW         // a kernel copy into code in flight (kwrite_linux_amd64.go)
 }
 
 // threadSignals: signals that arrived while ptjit ran an injected syscall
@@ -693,6 +694,7 @@ func (t *Tracer) threadGone(th *thread, kind stopKind, sig int) {
 	}
 	t.softGone(th, p.pid)
 	t.filterThreadGone(p.space)
+	t.kernelWriteGone(th)
 	status := sig
 	if kind == stopKilled {
 		status = 128 + sig

@@ -87,6 +87,11 @@ type wxState struct {
 	// words that have run code (writable and executable from then on).
 	kw, words []ival
 	opened    map[uint64]bool
+	// flight: pages opened for kernel copies in flight, and how many
+	// (kwrite_linux_amd64.go); flightRan: those of them a fetch made
+	// writable and executable meanwhile
+	flight    map[uint64]int
+	flightRan map[uint64]bool
 }
 
 // pruneWritesEvery: every so many counted stores, the pages whose window
@@ -463,7 +468,16 @@ func (t *Tracer) batchExec(th *thread, page uint64) {
 			reason = "wx-tcb: executed; stack memory, code from now on"
 		}
 	}
-	if err := t.protect(th, page, page+pageSize, sp.kernelProt(page, view), reason); err != nil {
+	prot := sp.kernelProt(page, view)
+	if !tcb && sp.wxs().flight[page] > 0 {
+		// another thread's kernel copy into the page is in flight: the
+		// page stays writable until that call's exit stop, which makes
+		// it a batch page again (kernelWriteSettle)
+		prot = view
+		sp.wxs().flightRan[page] = true
+		reason = "wx-batch: executed while a kernel copy into it is in flight; writable until the copy's call returns"
+	}
+	if err := t.protect(th, page, page+pageSize, prot, reason); err != nil {
 		t.warnOp(err)
 		return
 	}
