@@ -59,7 +59,7 @@ func TestBlockPathCorpus(t *testing.T) {
 				run := func(blocks bool) string {
 					var buf bytes.Buffer
 					w := bufio.NewWriter(&buf)
-					sink := NewFlowSink(format, w, blockTestWhere, nil)
+					sink := NewFlowSink(format, w, nil, blockTestWhere, nil)
 					var s decode.FlowSink = sink
 					if !blocks {
 						s = insnOnly{sink}

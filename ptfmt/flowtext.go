@@ -18,16 +18,18 @@ import (
 // NewFlowSink returns the sink that prints a decoded flow in one of ptjit
 // decode's formats: "trace" (time, address, where, disassembly), "insn"
 // (address and disassembly), "calls" (the call/return tree), "json" (one
-// object per line) or "stat" (counts; a *StatSink). where names an
+// object per line) or "stat" (counts; a *StatSink). img is the image the
+// flow was decoded through (the disassembly of an instruction across two
+// sections reads the second there; nil: none). where names an
 // instruction's address (recording.Symbolizer.Where).
 // time prints a TSC (nil: as the raw number).
-func NewFlowSink(format string, w *bufio.Writer, where func(*decode.FlowInsn) string, time func(uint64) string) decode.FlowSink {
+func NewFlowSink(format string, w *bufio.Writer, img *decode.Image, where func(*decode.FlowInsn) string, time func(uint64) string) decode.FlowSink {
 	if time == nil {
 		time = func(tsc uint64) string { return strconv.FormatUint(tsc, 10) }
 	}
 	switch format {
 	case "insn":
-		return &traceSink{w: w, where: where, short: true}
+		return &traceSink{w: w, img: img, where: where, short: true}
 	case "calls":
 		return &callSink{w: w, where: where, time: time}
 	case "json":
@@ -35,12 +37,13 @@ func NewFlowSink(format string, w *bufio.Writer, where func(*decode.FlowInsn) st
 	case "stat":
 		return &StatSink{}
 	}
-	return &traceSink{w: w, where: where, time: time}
+	return &traceSink{w: w, img: img, where: where, time: time}
 }
 
 // traceSink prints the instruction trace.
 type traceSink struct {
 	w     *bufio.Writer
+	img   *decode.Image
 	where func(*decode.FlowInsn) string
 	time  func(uint64) string
 	short bool
@@ -48,14 +51,14 @@ type traceSink struct {
 
 func (s *traceSink) Insn(in *decode.FlowInsn, off, tsc uint64) {
 	if s.short {
-		fmt.Fprintf(s.w, "%016x  %s\n", in.IP, FlowInsnText(in))
+		fmt.Fprintf(s.w, "%016x  %s\n", in.IP, FlowInsnText(in, s.img))
 		return
 	}
 	spec := ""
 	if in.Speculative {
 		spec = "? "
 	}
-	fmt.Fprintf(s.w, "%16s  %s%016x  %-28s  %s\n", s.time(in.TSC), spec, in.IP, s.where(in), FlowInsnText(in))
+	fmt.Fprintf(s.w, "%16s  %s%016x  %-28s  %s\n", s.time(in.TSC), spec, in.IP, s.where(in), FlowInsnText(in, s.img))
 }
 
 func (s *traceSink) Event(ev *decode.Event, off uint64) {
@@ -495,7 +498,7 @@ func WriteFlow(w *bufio.Writer, src decode.TraceReader, img *decode.Image, cfg *
 	if o.Profile != nil {
 		calls = &countSink{next: o.Profile}
 	} else if o.Format == "calls" {
-		calls = &countSink{next: o.withOrigin(NewFlowSink(o.Format, w, o.Where, o.Time))}
+		calls = &countSink{next: o.withOrigin(NewFlowSink(o.Format, w, img, o.Where, o.Time))}
 		calls.calls, _ = calls.next.(*callSink)
 	}
 	if calls != nil {
@@ -520,7 +523,7 @@ func WriteFlow(w *bufio.Writer, src decode.TraceReader, img *decode.Image, cfg *
 					// (--stat writes nothing: no 64 KiB buffer a chunk)
 					c.w = bufio.NewWriterSize(&c.buf, 1<<16)
 				}
-				c.inner = NewFlowSink(o.Format, c.w, o.Where, o.Time)
+				c.inner = NewFlowSink(o.Format, c.w, img, o.Where, o.Time)
 				c.stat, _ = c.inner.(*StatSink)
 				c.sink = &decode.OffsetSink{Next: o.window(&c.count), Base: base + o.Base}
 				c.base = base + o.Base

@@ -207,7 +207,7 @@ func TestPausedCallReturn(t *testing.T) {
 		}
 		var c bytes.Buffer
 		w = bufio.NewWriter(&c)
-		feed(NewFlowSink("calls", w, func(in *decode.FlowInsn) string { return string(rune('f' + in.IP>>8 - 1)) }, nil), pauses)
+		feed(NewFlowSink("calls", w, nil, func(in *decode.FlowInsn) string { return string(rune('f' + in.IP>>8 - 1)) }, nil), pauses)
 		w.Flush()
 		var lines []string // without the events' lines
 		for _, l := range strings.Split(c.String(), "\n") {

@@ -207,12 +207,20 @@ func (o *PtxedOptions) FlowConfig() (*decode.FlowConfig, error) {
 // event's IP when withIP is set.
 func EventText(ev *decode.Event, withIP bool) string { return formatEventBody(ev, withIP) }
 
-// FlowInsnText disassembles in (from its section's bytes).
-func FlowInsnText(in *decode.FlowInsn) string {
+// FlowInsnText disassembles in from its section's bytes, and, where the
+// instruction runs past the section's end, from the section img has next
+// at the time the decoder read it (img nil: none), as the decoder does:
+// an instruction across two pages whose versions differ (W^X records a
+// version per page) was printed "(bad)".
+func FlowInsnText(in *decode.FlowInsn, img *decode.Image) string {
 	var x x86.Insn
 	n, ok := in.Section.ReadAt(x.Raw[:], in.IP)
 	if !ok || n == 0 {
 		return "(bytes unavailable)"
+	}
+	if n < len(x.Raw) && img != nil {
+		m, _ := img.Read(x.Raw[n:], in.IP+uint64(n), max(in.TSC, in.Section.FromTSC))
+		n += m
 	}
 	if x86.DecodeInsn(x.Raw[:n], in.IP, in.Mode, &x) != nil {
 		if !decode.FixupInsn(x.Raw[:n], in.IP, in.Mode, &x) {

@@ -185,7 +185,7 @@ func TestCallsEntryAcrossSwitch(t *testing.T) {
 	sec := img.Sections()[0]
 	var b bytes.Buffer
 	w := bufio.NewWriter(&b)
-	s := NewFlowSink("calls", w, func(in *decode.FlowInsn) string { return fmt.Sprintf("%#x", in.IP) }, nil)
+	s := NewFlowSink("calls", w, nil, func(in *decode.FlowInsn) string { return fmt.Sprintf("%#x", in.IP) }, nil)
 	for _, st := range []tlStep{
 		{ev: decode.EvEnabled, ip: 0x100}, {ev: decode.EvDisabled}, {ev: decode.EvEnabled, ip: 0x100, tsc: 1},
 		{ip: 0x100, tsc: 1}, {ip: 0x101, tsc: 1}, {ev: decode.EvDisabled}, {ev: decode.EvEnabled, ip: 0x102, tsc: 2}, {ip: 0x102, tsc: 2},

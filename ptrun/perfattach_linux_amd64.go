@@ -100,7 +100,11 @@ func startPerfAttach(perf, out string, pid int, sigc <-chan os.Signal) (p *perfA
 		ctlW.Close()
 		return nil, nil, err
 	}
-	p = &perfAttach{done: make(chan struct{}), ctl: ctlW, ack: ackR}
+	// The goroutines below use pa, never the named result p, which the
+	// returns of a failed start set to nil while they may still run (a
+	// perf that exits at once: a nil dereference, seen under load).
+	pa := &perfAttach{done: make(chan struct{}), ctl: ctlW, ack: ackR}
+	p = pa
 	// ExtraFiles are fds 3 and 4 in perf
 	p.cmd = exec.Command(perf, PerfAttachArgs(out, pid, 3, 4)...)
 	p.cmd.ExtraFiles = []*os.File{ctlR, ackW}
@@ -110,14 +114,14 @@ func startPerfAttach(perf, out string, pid int, sigc <-chan os.Signal) (p *perfA
 	go func() {
 		// Never unlocked: perf's PDEATHSIG is tied to this thread.
 		runtime.LockOSThread()
-		err := p.cmd.Start()
+		err := pa.cmd.Start()
 		started <- err
 		if err != nil {
 			return
 		}
-		p.err = p.cmd.Wait()
-		p.StoppedAt = clock.Now()
-		close(p.done)
+		pa.err = pa.cmd.Wait()
+		pa.StoppedAt = clock.Now()
+		close(pa.done)
 	}()
 	err = <-started
 	ctlR.Close()
@@ -129,13 +133,13 @@ func startPerfAttach(perf, out string, pid int, sigc <-chan os.Signal) (p *perfA
 	}
 	acked := make(chan error, 1)
 	go func() {
-		if _, err := p.ctl.WriteString("enable\n"); err != nil {
+		if _, err := pa.ctl.WriteString("enable\n"); err != nil {
 			acked <- err
 			return
 		}
 		// "ack\n" and a NUL
 		buf := make([]byte, 16)
-		n, err := p.ack.Read(buf)
+		n, err := pa.ack.Read(buf)
 		if err == nil && !bytes.HasPrefix(buf[:n], []byte("ack")) {
 			err = fmt.Errorf("answered %q to enable", buf[:n])
 		}

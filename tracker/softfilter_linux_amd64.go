@@ -226,6 +226,12 @@ func (sp *space) kernelProt(addr uint64, view int) int {
 			p &^= unix.PROT_EXEC
 		}
 	}
+	if sp.wx.flight[addr&^(pageSize-1)] > 0 {
+		// a kernel copy into the page is in flight: it stays writable
+		// until the copy's call returns (kwrite_linux_amd64.go), also
+		// when the soft filter hides or shows the code around it
+		p |= unix.PROT_WRITE
+	}
 	if sp.hidden(addr) {
 		p &^= unix.PROT_EXEC
 	}
