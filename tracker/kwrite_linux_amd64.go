@@ -74,8 +74,10 @@ import (
 // restarted call (threadKW, kernelWriteSettle). Another thread that runs
 // code on such a page meanwhile faults as on any batch page and its
 // version is recorded, but the page stays writable and executable, so
-// the copy still succeeds; at the call's exit the page becomes a batch
-// page again, and the next fetch records what the copy wrote. Before, the
+// the copy still succeeds (kernelProt keeps a page in flight writable
+// whoever sets its protection: the soft filter hides and shows code
+// around it too); at the call's exit the page becomes a batch page again,
+// and the next fetch records what the copy wrote. Before, the
 // fetch made the page executable-only and a copy not yet done failed with
 // EFAULT where alone it succeeds (the new-user trial of 2026-11-27: 8–14
 // of 2,000 readv calls into a page a second thread ran code in;
