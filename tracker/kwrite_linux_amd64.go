@@ -322,15 +322,28 @@ func (t *Tracer) kernelWriteSettle(th *thread) {
 		}
 	}
 	slices.Sort(back)
-	back = slices.Compact(back)
+	t.batchPages(th, slices.Compact(back), batchPage{tid: th.tid, ip: ip}, "wx-batch: writable after a kernel copy, until executed", nil)
+}
+
+// batchPages makes pages (sorted) W^X batch pages: writable, not
+// executable, until code runs there (bp the version's thread and IP), in
+// runs of adjacent pages, each with one injected mprotect; each(run) is
+// called for each run made (nil: none).
+//
+// Precondition: on the locked tracer thread; th is stopped.
+func (t *Tracer) batchPages(th *thread, pages []uint64, bp batchPage, reason string, each func(ival)) {
+	w := th.proc.space.wxs()
 	rw := func(uint64) int { return unix.PROT_READ | unix.PROT_WRITE }
-	for _, run := range protRuns(back, rw) {
-		if err := t.protect(th, run.s, run.e, run.prot, "wx-batch: writable after a kernel copy, until executed"); err != nil {
+	for _, run := range protRuns(pages, rw) {
+		if err := t.protect(th, run.s, run.e, run.prot, reason); err != nil {
 			t.warnOp(err)
 			continue
 		}
 		for p := run.s; p < run.e; p += pageSize {
-			w.batch.set(p, batchPage{tid: th.tid, ip: ip})
+			w.batch.set(p, bp)
+		}
+		if each != nil {
+			each(ival{run.s, run.e})
 		}
 	}
 }
@@ -419,22 +432,16 @@ func (t *Tracer) kernelWriteOpen(th *thread, pages []uint64, ip uint64) {
 			}
 		}
 	}
-	rw := func(uint64) int { return unix.PROT_READ | unix.PROT_WRITE }
-	for _, run := range protRuns(code, rw) {
-		if err := t.protect(th, run.s, run.e, run.prot, "wx-batch: writable for a kernel copy"); err != nil {
-			t.warnOp(err)
-			continue
+	t.batchPages(th, code, batchPage{tid: th.tid, ip: ip}, "wx-batch: writable for a kernel copy", func(run ival) {
+		// in flight until the restarted call's exit
+		if w.flight == nil {
+			w.flight, w.flightRan = map[uint64]int{}, map[uint64]bool{}
 		}
 		for p := run.s; p < run.e; p += pageSize {
-			w.batch.set(p, batchPage{tid: th.tid, ip: ip})
-			// in flight until the restarted call's exit
-			if w.flight == nil {
-				w.flight, w.flightRan = map[uint64]int{}, map[uint64]bool{}
-			}
 			w.flight[p]++
 			th.kw.pages = append(th.kw.pages, p)
 		}
 		th.kw.ip = ip
 		t.result.Stats.KernelWrites += int((run.e - run.s) / pageSize)
-	}
+	})
 }
