@@ -267,6 +267,22 @@
 // --pin=on pins the tracer thread, and through inheritance the program
 // and all its children, to the first allowed CPU.
 //
+// On a VM whose idle CPUs halt (no guest halt-polling, as on the 2-vCPU
+// machine the bench runs on) the CPU does matter: a bare seccomp stop
+// cost 9.5 µs with tracer and tracee on one CPU and 115 µs on any
+// (ptjit-bench's stop row, 2026-11-27 03:09), because each side's wake-up
+// of the other's sleeping CPU is an interrupt through the hypervisor. So
+// the tracer polls for the next stop before it sleeps in wait4 (spin.go,
+// spinwait_linux_amd64.go): for up to twice the recent waits' average, at
+// most 250 µs, only while that average is short, only while no thread on
+// the machine waits for a CPU (/proc/loadavg's running count, every 5
+// ms), and never when ptjit may use one CPU only (--pin=on). The waits
+// for a thread ptjit resumed for its own step (an injected mprotect) keep
+// their own average. Measured with the stop row (3 runs each,
+// alternating, load 1–1.5): ptjit's cost per stop seen by the tracee
+// 93–120 µs before, 38–53 µs after (one run of the old binary also got
+// 36: the two threads happened to share a CPU).
+//
 // The exec-adding path is a RET_TRACE stop, not a seccomp user
 // notification: a notification cannot observe the call's result, so the
 // exit stop would stay (docs/decisions.md has the comparison).
@@ -510,14 +526,16 @@
 // executable stack).
 //
 // Kernel writes into code (kwrite_linux_amd64.go): the calls that copy
-// into one buffer the program names (read, pread64, recvfrom and their
-// kind) stop where the buffer lies in memory W^X protects, and those that
-// copy through an array of buffers (readv, preadv, preadv2, recvmsg,
-// recvmmsg, process_vm_readv) at every call in a process with such memory;
-// the pages their buffers hold there become batch pages before the call
-// runs, as alone, and are recorded when code next runs there. Other
-// kernel writes into such memory (stat buffers, wait4's status, io_uring)
-// fail with EFAULT.
+// into memory the program names (read, pread64, recvfrom and their kind,
+// and the structs of stat, wait4, pipe, clock_gettime, getsockname and
+// some fifty more) stop where a destination lies in memory W^X protects,
+// and those that copy through an array of buffers (readv, preadv,
+// preadv2, recvmsg, recvmmsg, process_vm_readv) at every call in a
+// process with such memory; the pages their destinations hold there
+// become batch pages before the call runs, as alone, and are recorded
+// when code next runs there. Other kernel writes into such memory
+// (epoll_wait's, poll's and select's arrays, ioctl, io_uring, futex
+// words) fail with EFAULT.
 //
 // Changes to executable memory that make no stop: write(2), pwrite(2),
 // ftruncate(2) or fallocate(2) on a file that is mapped executable and

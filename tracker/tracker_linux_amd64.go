@@ -134,12 +134,16 @@ type Tracer struct {
 	selfPID int
 	result  Result // the trace's outcome (Stats counted as it goes)
 
-	root   rootState   // the launched program
-	later  stopQueue   // stops seen while waiting for one thread (waitstop_linux_amd64.go)
-	shared sharedState // what other goroutines read or change (Kill, Signal, ptrun)
-	soft   *softState  // --pt=soft (softpt_linux_amd64.go); nil otherwise
-	events *eventState // --events=bpf (events_linux_amd64.go); nil otherwise
-	att    attachState // Options.Attach (attach_linux_amd64.go)
+	root  rootState // the launched program
+	later stopQueue // stops seen while waiting for one thread (waitstop_linux_amd64.go)
+	// how long a wait polls before it sleeps (spin.go): the main loop's,
+	// and waitThread's for a thread ptjit resumed for its own step
+	spin, spinStep spinWait
+	spinLoad       spinLoad    // the machine's runnable threads, last counted
+	shared         sharedState // what other goroutines read or change (Kill, Signal, ptrun)
+	soft           *softState  // --pt=soft (softpt_linux_amd64.go); nil otherwise
+	events         *eventState // --events=bpf (events_linux_amd64.go); nil otherwise
+	att            attachState // Options.Attach (attach_linux_amd64.go)
 
 	done chan struct{}
 	err  error
@@ -350,6 +354,8 @@ func Start(opts Options, launch Launch) (*Tracer, error) {
 			return
 		}
 		started <- nil
+		t.spin.off = spinOff() // after --pin=on pinned this thread
+		t.spinStep.off = t.spin.off
 		if t.events == nil || t.events.bell == nil {
 			t.startBell() // attachTo started it
 		}
@@ -482,7 +488,7 @@ func (t *Tracer) loop() error {
 		// __WNOTHREAD: only this thread's tracees and children. perf
 		// record (--pt=intel) is a child of another thread of ptjit and
 		// must be reaped by its own exec.Cmd, not here.
-		tid, err := unix.Wait4(-1, &ws, unix.WALL|unix.WNOTHREAD, nil)
+		tid, err := t.waitStop(&t.spin, unix.WALL|unix.WNOTHREAD, &ws)
 		if err != nil {
 			if errors.Is(err, unix.EINTR) {
 				continue

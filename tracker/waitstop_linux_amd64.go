@@ -92,7 +92,7 @@ func (t *Tracer) waitThread(th *thread) (stopKind, int, error) {
 			}
 		}
 		var ws unix.WaitStatus
-		tid, err := unix.Wait4(-1, &ws, flags, nil)
+		tid, err := t.waitStop(&t.spinStep, flags, &ws)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
