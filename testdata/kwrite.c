@@ -6,7 +6,11 @@
  * code, process_vm_readv(2) from the program itself, and a readv(2) of
  * 2^63 bytes, which fails as alone — into RWX memory,
  * and read(2) into the writable view of a memfd mapped twice (an RW view
- * written, an RX view run).
+ * written, an RX view run); then the calls that write a struct the
+ * program points into code: fstat(2), statx(2), wait4(2)'s status and
+ * rusage, pipe2(2)'s descriptors, clock_gettime(2) (the syscall, not the
+ * vDSO), uname(2), rt_sigaction(2)'s old action, and getsockname(2),
+ * whose abstract name is a function that then runs.
  * Alone each call succeeds; under a W^X recorder the code pages are not
  * writable for the kernel, and the call must succeed all the same, its
  * bytes recorded as a version where they then run.
@@ -35,7 +39,16 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <signal.h>
+#include <stddef.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/un.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PAGE 4096UL
@@ -266,6 +279,60 @@ int main(int argc, char **argv)
 		return 1;
 	n = read(pfd[0], rw, 6);
 	check("read(2) into an alias of code", n, 6, ((fn)rx)(), 108);
+
+	/* the calls that write structs the program points into code (each
+	 * page ran code before); the function at the page's start still runs */
+	unsigned char *s3 = x + 3 * PAGE;
+	struct stat st, *stc = (struct stat *)(s3 + 1024);
+	if (fstat(fd, &st) != 0)
+		return 1;
+	n = syscall(SYS_fstat, fd, stc);
+	check("fstat(2) into code", n == 0 && stc->st_ino == st.st_ino, 1, ((fn)s3)(), 114);
+
+	struct statx *sx = (struct statx *)(s3 + 1536);
+	n = syscall(SYS_statx, fd, "", AT_EMPTY_PATH, STATX_INO, sx);
+	check("statx(2) into code", n == 0 && sx->stx_ino == st.st_ino, 1, ((fn)s3)(), 114);
+
+	pid_t child = fork();
+	if (child < 0)
+		return 1;
+	if (child == 0)
+		_exit(7);
+	int *status = (int *)(s3 + 2048);
+	struct rusage *ru = (struct rusage *)(s3 + 2112);
+	n = syscall(SYS_wait4, child, status, 0, ru);
+	check("wait4(2) status and rusage into code", n == child && WIFEXITED(*status) && WEXITSTATUS(*status) == 7, 1, ((fn)s3)(), 114);
+
+	int *pfd2 = (int *)(x + 2 * PAGE + 3000);
+	n = syscall(SYS_pipe2, pfd2, 0);
+	char c2 = 0;
+	int piped = n == 0 && write(pfd2[1], "q", 1) == 1 && read(pfd2[0], &c2, 1) == 1 && c2 == 'q';
+	check("pipe2(2) descriptors into code", piped, 1, ((fn)(x + 2 * PAGE - 3))(), 113);
+
+	struct timespec *ts = (struct timespec *)(x + 2 * PAGE + 3100);
+	n = syscall(SYS_clock_gettime, CLOCK_MONOTONIC, ts);
+	check("clock_gettime(2) into code", n == 0 && (ts->tv_sec > 0 || ts->tv_nsec > 0), 1, ((fn)(x + 2 * PAGE - 3))(), 113);
+
+	struct utsname *un = (struct utsname *)(x + PAGE + 1500);
+	n = syscall(SYS_uname, un);
+	check("uname(2) into code", n == 0 && strcmp(un->sysname, "Linux") == 0, 1, ((fn)(x + PAGE))(), 116);
+
+	unsigned char *oldact = x + PAGE + 2000;
+	n = syscall(SYS_rt_sigaction, SIGUSR1, NULL, oldact, 8);
+	check("rt_sigaction(2) old action into code", n == 0, 1, ((fn)(x + PAGE))(), 116);
+
+	/* getsockname(2) writes the socket's abstract name, which is a
+	 * function: the kernel writes code, which then runs */
+	int ls = socket(AF_UNIX, SOCK_DGRAM, 0);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	fnbytes((unsigned char *)sa.sun_path + 1, 121);
+	socklen_t salen = offsetof(struct sockaddr_un, sun_path) + 7;
+	if (ls < 0 || bind(ls, (struct sockaddr *)&sa, salen) != 0)
+		return 1;
+	unsigned char *name = s3 + 3000;
+	socklen_t namelen = sizeof sa;
+	n = syscall(SYS_getsockname, ls, name, &namelen);
+	check("getsockname(2) writes a function into code", n == 0 && namelen == salen, 1, ((fn)(name + 3))(), 121);
 
 	printf(failures ? "FAILED\n" : "ok\n");
 	return failures != 0;

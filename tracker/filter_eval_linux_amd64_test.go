@@ -3,6 +3,7 @@ package tracker
 import (
 	"math/rand"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -246,5 +247,86 @@ func TestRangeProtectEval(t *testing.T) {
 	}
 	if _, err := Compile(RangeProtectRules(make([]AddrRange, maxOverlaps+1))); err == nil {
 		t.Errorf("%d ranges compiled; want an error", maxOverlaps+1)
+	}
+}
+
+// TestKernelWriteRulesEval checks the kernel-write filter on every
+// destination of every call it names: a destination that overlaps the
+// range stops, one that ends before it or starts after it does not, and a
+// call whose destinations are all elsewhere runs. The destinations are
+// placed by the table's own description of each call (kernelWriteCalls),
+// and the sizes it gives are checked against the kernel's structs where
+// x/sys has them.
+func TestKernelWriteRulesEval(t *testing.T) {
+	const x86 = 0xc000003e
+	r := AddrRange{0x7f0000010000, 0x7f0000012000}
+	prog, err := Compile(KernelWriteRules([]AddrRange{r}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(prog) > 4096 {
+		t.Fatalf("%d instructions: more than BPF_MAXINSNS", len(prog))
+	}
+	far := uint64(0x500000)
+	for _, c := range kernelWriteCalls {
+		base := [6]uint64{}
+		for _, d := range c.dests {
+			base[d.arg] = far
+			if d.lenArg > 0 {
+				base[d.lenArg] = 64
+			}
+		}
+		if got, err := evalFilter(prog, x86, c.nr, base); err != nil || got != retAllow {
+			t.Errorf("%s, every destination elsewhere: %#x, %v; want ALLOW", c.name, got, err)
+		}
+		for i, d := range c.dests {
+			// the filter's length: the argument after the address,
+			// else the most the kernel writes (kwDest)
+			n := d.size
+			if d.lenArg == d.arg+1 {
+				n = 64
+			}
+			for _, tc := range []struct {
+				addr uint64
+				stop bool
+			}{
+				{r.Lo, true}, {r.Hi - 1, true}, {r.Lo - n + 1, true}, // overlapping
+				{r.Lo - n, false}, {r.Hi, false}, // just before, just after
+			} {
+				args := base
+				args[d.arg] = tc.addr
+				got, err := evalFilter(prog, x86, c.nr, args)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if stop := got == retTrace; stop != tc.stop {
+					t.Errorf("%s, destination %d (%d bytes) at %#x: stops %v, want %v", c.name, i, n, tc.addr, stop, tc.stop)
+				}
+			}
+		}
+	}
+	for _, c := range []struct {
+		name string
+		got  uint64
+		want uintptr
+	}{
+		{"stat", sizeStat, unsafe.Sizeof(unix.Stat_t{})},
+		{"statx", sizeStatx, unsafe.Sizeof(unix.Statx_t{})},
+		{"statfs", sizeStatfs, unsafe.Sizeof(unix.Statfs_t{})},
+		{"rusage", sizeRusage, unsafe.Sizeof(unix.Rusage{})},
+		{"siginfo", sizeSiginfo, unsafe.Sizeof(unix.Siginfo{})},
+		{"timespec", sizeTimespec, unsafe.Sizeof(unix.Timespec{})},
+		{"itimerval", sizeItimer, unsafe.Sizeof(unix.Itimerval{})},
+		{"itimerspec", sizeItimer, unsafe.Sizeof(unix.ItimerSpec{})},
+		{"timex", sizeTimex, unsafe.Sizeof(unix.Timex{})},
+		{"utsname", sizeUtsname, unsafe.Sizeof(unix.Utsname{})},
+		{"sysinfo", sizeSysinfo, unsafe.Sizeof(unix.Sysinfo_t{})},
+		{"rlimit", sizeRlimit, unsafe.Sizeof(unix.Rlimit{})},
+		{"cap data ×2", sizeCapData, 2 * unsafe.Sizeof(unix.CapUserData{})},
+		{"tms", 32, unsafe.Sizeof(unix.Tms{})},
+	} {
+		if c.got != uint64(c.want) {
+			t.Errorf("size of %s: %d in the table, %d in x/sys", c.name, c.got, c.want)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"golang.org/x/sys/unix"
 )
@@ -45,6 +46,10 @@ type Cond struct {
 	// when the sum overflows (the kernel fails such a call; stopping it
 	// costs nothing). At most maxOverlaps ranges.
 	Overlaps []AddrRange
+	// Size: with Overlaps, the range is [args[Arg], args[Arg]+Size), a
+	// struct of that size the call writes, instead of a length in
+	// args[Arg+1].
+	Size uint64
 }
 
 // AddrRange is the address range [Lo, Hi).
@@ -227,22 +232,26 @@ const (
 // through when the call's range overlaps none of ranges, and ends in the
 // RET TRACE it jumps to otherwise. Scratch words: M0 address low, M1 end
 // low, M2 carry, M3 address high, M4 end high.
-func overlapsCode(arg int, ranges []AddrRange) []unix.SockFilter {
+func overlapsCode(arg int, ranges []AddrRange, size uint64) []unix.SockFilter {
 	lo, hi := uint32(offArgs+8*arg), uint32(offArgs+8*arg+4)
-	llo, lhi := uint32(offArgs+8*(arg+1)), uint32(offArgs+8*(arg+1)+4)
+	// the length's halves: args[Arg+1], or the constant size
+	llo, lhi := stmt(ldW, uint32(offArgs+8*(arg+1))), stmt(ldW, uint32(offArgs+8*(arg+1)+4))
+	if size != 0 {
+		llo, lhi = stmt(ldImm, uint32(size)), stmt(ldImm, uint32(size>>32))
+	}
 	// end = address + length, 64 bits from 32-bit halves; an overflow
 	// stops (toTrace marks the jumps to the final RET TRACE, patched
 	// below)
 	const toTrace = 0xff
 	b := []unix.SockFilter{
 		stmt(ldW, lo), stmt(stMem, 0), stmt(tax, 0),
-		stmt(ldW, llo), stmt(addX, 0), stmt(stMem, 1),
+		llo, stmt(addX, 0), stmt(stMem, 1),
 		jump(jgeX, 0, 2, 0), // end low >= address low: no carry
 		stmt(ldImm, 1), stmt(jaK, 1),
 		stmt(ldImm, 0),
 		stmt(stMem, 2),
 		stmt(ldW, hi), stmt(stMem, 3), stmt(tax, 0),
-		stmt(ldW, lhi), stmt(addX, 0),
+		lhi, stmt(addX, 0),
 		jump(jgeX, 0, 0, toTrace), // the high halves overflow
 		stmt(tax, 0), stmt(ldMem, 2), stmt(addX, 0),
 		jump(jgeX, 0, 0, toTrace), // the carry overflows
@@ -300,10 +309,10 @@ func Compile(rules []Rule) ([]unix.SockFilter, error) {
 				return nil, fmt.Errorf("seccomp rule %s: argument %d out of range", r.Name, c.Arg)
 			}
 			if len(c.Overlaps) > 0 {
-				if c.Arg > 4 || len(c.Overlaps) > maxOverlaps {
+				if c.Arg > 4 && c.Size == 0 || len(c.Overlaps) > maxOverlaps {
 					return nil, fmt.Errorf("seccomp rule %s: %d ranges on argument %d", r.Name, len(c.Overlaps), c.Arg)
 				}
-				b = append(b, overlapsCode(c.Arg, c.Overlaps)...)
+				b = append(b, overlapsCode(c.Arg, c.Overlaps, c.Size)...)
 				continue
 			}
 			b = append(b, stmt(ldW, uint32(offArgs+8*c.Arg)))
@@ -342,20 +351,30 @@ func Compile(rules []Rule) ([]unix.SockFilter, error) {
 		stmt(retK, retTrace),
 	}
 	dispatch := len(prog) // the header's TRACEs stay (no cookie for i386 or x32)
-	// Dispatch: one jeq per rule, jumping over the remaining jeqs, the
-	// default ALLOW and the blocks before its own.
-	skip := 0
-	for i := range rules {
-		dist := len(rules) - 1 - i + 1 + skip // remaining jeqs + RET ALLOW + earlier blocks
-		if dist > 255 {
-			return nil, fmt.Errorf("seccomp filter too large: jump of %d", dist)
-		}
-		prog = append(prog, jump(jeqK, uint32(rules[i].Nr), uint8(dist), 0))
-		skip += len(blocks[i])
+	// Dispatch: a binary search on the syscall number (dispatchTree), so
+	// that a call no rule names costs a few comparisons however many
+	// rules there are (a process may carry several filters, each run on
+	// every call); each leaf jumps to its rule's block with a JA, whose
+	// offset has 32 bits.
+	order := make([]int, len(rules))
+	for i := range order {
+		order[i] = i
 	}
-	prog = append(prog, stmt(retK, retAllow))
-	for _, b := range blocks {
+	slices.SortStableFunc(order, func(a, b int) int { return rules[a].Nr - rules[b].Nr })
+	for i := 1; i < len(order); i++ {
+		if rules[order[i]].Nr == rules[order[i-1]].Nr {
+			return nil, fmt.Errorf("seccomp rules %s and %s: the same syscall %d", rules[order[i-1]].Name, rules[order[i]].Name, rules[order[i]].Nr)
+		}
+	}
+	tree, toBlock := dispatchTree(rules, order)
+	prog = append(prog, tree...)
+	start := make([]int, len(rules)) // each block's index in prog
+	for i, b := range blocks {
+		start[i] = len(prog)
 		prog = append(prog, b...)
+	}
+	for at, rule := range toBlock {
+		prog[dispatch+at].K = uint32(start[rule] - (dispatch + at) - 1)
 	}
 	// Every rule's RET TRACE jumps to one tail that lets a call ptjit
 	// injected (InjectCookie in its sixth argument) run instead: the
@@ -375,6 +394,42 @@ func Compile(rules []Rule) ([]unix.SockFilter, error) {
 		stmt(retK, retAllow),
 	)
 	return prog, nil
+}
+
+// dispatchLeaf: at most this many rules are tested one by one.
+const dispatchLeaf = 4
+
+// dispatchTree is the dispatch code for rules in order (their indices,
+// by syscall number): for a subtree of more than dispatchLeaf rules, a
+// JGE on the middle rule's number that jumps to its upper half's code (a
+// JA, so any distance), else its lower half; a leaf compares each
+// number in turn and jumps to the rule's block, or returns ALLOW. toBlock
+// maps each leaf's JA (its index in the code) to its rule, for the
+// caller to set its offset once the blocks are placed.
+func dispatchTree(rules []Rule, order []int) ([]unix.SockFilter, map[int]int) {
+	var code []unix.SockFilter
+	toBlock := map[int]int{}
+	var emit func(o []int)
+	emit = func(o []int) {
+		if len(o) <= dispatchLeaf {
+			for _, r := range o {
+				code = append(code, jump(jeqK, uint32(rules[r].Nr), 0, 1))
+				toBlock[len(code)] = r
+				code = append(code, stmt(jaK, 0))
+			}
+			code = append(code, stmt(retK, retAllow))
+			return
+		}
+		mid := len(o) / 2
+		code = append(code, jump(jgeK, uint32(rules[o[mid]].Nr), 0, 1))
+		ja := len(code)
+		code = append(code, stmt(jaK, 0))
+		emit(o[:mid])
+		code[ja].K = uint32(len(code) - ja - 1)
+		emit(o[mid:])
+	}
+	emit(order)
+	return code, toBlock
 }
 
 // FilterBytes is prog as the kernel reads a struct sock_filter array

@@ -14,9 +14,15 @@ import (
 // copies into that memory do not fault to the program: read(2) into a JIT
 // buffer after code ran there failed with EFAULT, where alone it works.
 //
-// The calls that copy data into one buffer the program names — read,
-// pread64, recvfrom (recv), getrandom, readlink, readlinkat, getcwd —
-// stop (KernelWriteRules) where the buffer overlaps memory ptjit manages:
+// The calls that copy data into memory the program names — a buffer and
+// its length (read, pread64, recvfrom (recv), getrandom, readlink,
+// readlinkat, getcwd, getdents, the xattr reads and their kind), a
+// struct or value of fixed size (the stat family, wait4's status and
+// rusage, waitid's siginfo, pipe's and socketpair's descriptors,
+// clock_gettime, uname, an old signal action, timers, limits, and the
+// rest of kernelWriteCalls), or a socket address or option as long as a
+// socklen_t says (accept, getsockname, getsockopt) — stop
+// (KernelWriteRules) where a destination overlaps memory ptjit manages:
 // the range filters of fullprotect_linux_amd64.go come with a
 // kernel-write filter, and a process with the filter that stops every
 // mprotect gets one per managed range, up to maxRangeFilters. At the stop
@@ -62,12 +68,22 @@ import (
 // ask for. Catching the EFAULT at the call's exit and running it again
 // would repeat side effects (a datagram consumed, a pipe's bytes gone).
 //
-// Not covered: other kernel writes into code W^X protects — the structs of
-// stat(2) and its kind, wait4's status, a signal frame or a futex word
-// placed in code (threads' stacks and control blocks are kept writable:
-// wx_tcb_linux_amd64.go), io_uring's completions; and, in a process with
-// more than maxRangeFilters managed ranges under the filter that stops
-// every mprotect, the ranges after those.
+// The filter tests a destination's address against the managed range with
+// the length argument where it follows the address, else with the most
+// the kernel writes there (a sched_getaffinity mask, a socket address): a
+// call close before the range stops too, and the stop reads the exact
+// length. Its syscall numbers are found by a binary search
+// (filter_linux_amd64.go, dispatchTree): the filter of each managed range
+// costs every other call of the process a few comparisons.
+//
+// Not covered: other kernel writes into code W^X protects — arrays whose
+// length is a count of elements (epoll_wait's events, poll's descriptors,
+// select's sets, io_getevents), ioctl's arguments (their size is the
+// driver's), a signal frame on an alternate stack or a futex word placed
+// in code (threads' stacks and control blocks are kept writable:
+// wx_tcb_linux_amd64.go), io_uring's completions and reads; and, in a
+// process with more than maxRangeFilters managed ranges under the filter
+// that stops every mprotect, the ranges after those.
 //
 // A copy in flight: the pages a call was given are marked
 // (wxState.flight) from the stop that opened them to the exit stop of the
@@ -87,23 +103,128 @@ import (
 // bytes run then. A thread that dies in such a call leaves its pages
 // writable and executable.
 
-// kernelWriteCall is a call the kernel copies data through into one
-// buffer the program names: the argument holding its address (and the
-// next its length).
+// kernelWriteCall is a call the kernel copies data into memory the
+// program names through: its destinations, each an argument holding an
+// address and the length there.
 type kernelWriteCall struct {
-	name string
-	nr   int
-	arg  int
+	name  string
+	nr    int
+	dests []kwDest
 }
 
+// kwDest is one destination of a kernelWriteCall: the address in
+// args[arg]; its length in args[lenArg] when lenArg > 0, else size bytes
+// (a struct of fixed size). lenPtr > 0: the length is the 32-bit value
+// at args[lenPtr] (a socklen_t the program sets), at most size. The
+// filter tests the length argument where it follows the address
+// (Cond.Overlaps), else size, the most the kernel writes there.
+type kwDest struct {
+	arg, lenArg, lenPtr int
+	size                uint64
+}
+
+func buf(arg, lenArg int) kwDest        { return kwDest{arg: arg, lenArg: lenArg} }
+func fixed(arg int, size uint64) kwDest { return kwDest{arg: arg, size: size} }
+
+// sockaddr is a socket address the kernel writes at args[arg], as long as
+// the socklen_t at args[lenPtr] says (at most sockaddr_storage), and
+// that socklen_t.
+func sockaddr(arg, lenPtr int) []kwDest {
+	return []kwDest{{arg: arg, lenPtr: lenPtr, size: 128}, fixed(lenPtr, 4)}
+}
+
+// Sizes of the structs the kernel writes, on x86-64.
+const (
+	sizeStat     = 144 // struct stat
+	sizeStatx    = 256 // struct statx
+	sizeStatfs   = 120 // struct statfs
+	sizeRusage   = 144 // struct rusage
+	sizeSiginfo  = 128 // siginfo_t
+	sizeTimespec = 16
+	sizeItimer   = 32  // struct itimerval, struct itimerspec
+	sizeTimex    = 208 // struct timex
+	sizeUtsname  = 390 // struct new_utsname
+	sizeSysinfo  = 112 // struct sysinfo
+	sizeSigact   = 32  // the kernel's struct sigaction
+	sizeStack    = 24  // stack_t
+	sizeRlimit   = 16
+	sizeCapData  = 24 // two struct __user_cap_data_struct (capability version 3)
+	sizeSockopt  = 4096
+)
+
 var kernelWriteCalls = []kernelWriteCall{
-	{"read", unix.SYS_READ, 1},
-	{"pread64", unix.SYS_PREAD64, 1},
-	{"recvfrom", unix.SYS_RECVFROM, 1},
-	{"getrandom", unix.SYS_GETRANDOM, 0},
-	{"readlink", unix.SYS_READLINK, 1},
-	{"readlinkat", unix.SYS_READLINKAT, 2},
-	{"getcwd", unix.SYS_GETCWD, 0},
+	// into a buffer with its length
+	{"read", unix.SYS_READ, []kwDest{buf(1, 2)}},
+	{"pread64", unix.SYS_PREAD64, []kwDest{buf(1, 2)}},
+	{"recvfrom", unix.SYS_RECVFROM, append([]kwDest{buf(1, 2)}, sockaddr(4, 5)...)},
+	{"getrandom", unix.SYS_GETRANDOM, []kwDest{buf(0, 1)}},
+	{"readlink", unix.SYS_READLINK, []kwDest{buf(1, 2)}},
+	{"readlinkat", unix.SYS_READLINKAT, []kwDest{buf(2, 3)}},
+	{"getcwd", unix.SYS_GETCWD, []kwDest{buf(0, 1)}},
+	{"getdents", unix.SYS_GETDENTS, []kwDest{buf(1, 2)}},
+	{"getdents64", unix.SYS_GETDENTS64, []kwDest{buf(1, 2)}},
+	{"getxattr", unix.SYS_GETXATTR, []kwDest{buf(2, 3)}},
+	{"lgetxattr", unix.SYS_LGETXATTR, []kwDest{buf(2, 3)}},
+	{"fgetxattr", unix.SYS_FGETXATTR, []kwDest{buf(2, 3)}},
+	{"listxattr", unix.SYS_LISTXATTR, []kwDest{buf(1, 2)}},
+	{"llistxattr", unix.SYS_LLISTXATTR, []kwDest{buf(1, 2)}},
+	{"flistxattr", unix.SYS_FLISTXATTR, []kwDest{buf(1, 2)}},
+	{"mq_timedreceive", unix.SYS_MQ_TIMEDRECEIVE, []kwDest{buf(1, 2)}},
+	// the mask's length comes before it: the filter tests the largest
+	// mask the kernel writes (8,192 CPUs)
+	{"sched_getaffinity", unix.SYS_SCHED_GETAFFINITY, []kwDest{{arg: 2, lenArg: 1, size: 1024}}},
+	{"sched_getattr", unix.SYS_SCHED_GETATTR, []kwDest{buf(1, 2)}},
+	{"rt_sigprocmask", unix.SYS_RT_SIGPROCMASK, []kwDest{buf(2, 3)}},
+	{"rt_sigpending", unix.SYS_RT_SIGPENDING, []kwDest{buf(0, 1)}},
+	// into structs of a fixed size
+	{"stat", unix.SYS_STAT, []kwDest{fixed(1, sizeStat)}},
+	{"fstat", unix.SYS_FSTAT, []kwDest{fixed(1, sizeStat)}},
+	{"lstat", unix.SYS_LSTAT, []kwDest{fixed(1, sizeStat)}},
+	{"newfstatat", unix.SYS_NEWFSTATAT, []kwDest{fixed(2, sizeStat)}},
+	{"statx", unix.SYS_STATX, []kwDest{fixed(4, sizeStatx)}},
+	{"statfs", unix.SYS_STATFS, []kwDest{fixed(1, sizeStatfs)}},
+	{"fstatfs", unix.SYS_FSTATFS, []kwDest{fixed(1, sizeStatfs)}},
+	{"wait4", unix.SYS_WAIT4, []kwDest{fixed(1, 4), fixed(3, sizeRusage)}},
+	{"waitid", unix.SYS_WAITID, []kwDest{fixed(2, sizeSiginfo), fixed(4, sizeRusage)}},
+	{"getrusage", unix.SYS_GETRUSAGE, []kwDest{fixed(1, sizeRusage)}},
+	{"pipe", unix.SYS_PIPE, []kwDest{fixed(0, 8)}},
+	{"pipe2", unix.SYS_PIPE2, []kwDest{fixed(0, 8)}},
+	{"socketpair", unix.SYS_SOCKETPAIR, []kwDest{fixed(3, 8)}},
+	{"clock_gettime", unix.SYS_CLOCK_GETTIME, []kwDest{fixed(1, sizeTimespec)}},
+	{"clock_getres", unix.SYS_CLOCK_GETRES, []kwDest{fixed(1, sizeTimespec)}},
+	{"gettimeofday", unix.SYS_GETTIMEOFDAY, []kwDest{fixed(0, 16), fixed(1, 8)}},
+	{"time", unix.SYS_TIME, []kwDest{fixed(0, 8)}},
+	{"nanosleep", unix.SYS_NANOSLEEP, []kwDest{fixed(1, sizeTimespec)}},
+	{"clock_nanosleep", unix.SYS_CLOCK_NANOSLEEP, []kwDest{fixed(3, sizeTimespec)}},
+	{"sched_rr_get_interval", unix.SYS_SCHED_RR_GET_INTERVAL, []kwDest{fixed(1, sizeTimespec)}},
+	{"times", unix.SYS_TIMES, []kwDest{fixed(0, 32)}},
+	{"sysinfo", unix.SYS_SYSINFO, []kwDest{fixed(0, sizeSysinfo)}},
+	{"uname", unix.SYS_UNAME, []kwDest{fixed(0, sizeUtsname)}},
+	{"rt_sigaction", unix.SYS_RT_SIGACTION, []kwDest{fixed(2, sizeSigact)}},
+	{"sigaltstack", unix.SYS_SIGALTSTACK, []kwDest{fixed(1, sizeStack)}},
+	{"rt_sigtimedwait", unix.SYS_RT_SIGTIMEDWAIT, []kwDest{fixed(1, sizeSiginfo)}},
+	{"getitimer", unix.SYS_GETITIMER, []kwDest{fixed(1, sizeItimer)}},
+	{"setitimer", unix.SYS_SETITIMER, []kwDest{fixed(2, sizeItimer)}},
+	{"timer_gettime", unix.SYS_TIMER_GETTIME, []kwDest{fixed(1, sizeItimer)}},
+	{"timer_settime", unix.SYS_TIMER_SETTIME, []kwDest{fixed(3, sizeItimer)}},
+	{"timerfd_gettime", unix.SYS_TIMERFD_GETTIME, []kwDest{fixed(1, sizeItimer)}},
+	{"timerfd_settime", unix.SYS_TIMERFD_SETTIME, []kwDest{fixed(3, sizeItimer)}},
+	{"adjtimex", unix.SYS_ADJTIMEX, []kwDest{fixed(0, sizeTimex)}},
+	{"clock_adjtime", unix.SYS_CLOCK_ADJTIME, []kwDest{fixed(1, sizeTimex)}},
+	{"getrlimit", unix.SYS_GETRLIMIT, []kwDest{fixed(1, sizeRlimit)}},
+	{"prlimit64", unix.SYS_PRLIMIT64, []kwDest{fixed(3, sizeRlimit)}},
+	{"getresuid", unix.SYS_GETRESUID, []kwDest{fixed(0, 4), fixed(1, 4), fixed(2, 4)}},
+	{"getresgid", unix.SYS_GETRESGID, []kwDest{fixed(0, 4), fixed(1, 4), fixed(2, 4)}},
+	{"getcpu", unix.SYS_GETCPU, []kwDest{fixed(0, 4), fixed(1, 4)}},
+	{"capget", unix.SYS_CAPGET, []kwDest{fixed(1, sizeCapData)}},
+	{"sched_getparam", unix.SYS_SCHED_GETPARAM, []kwDest{fixed(1, 4)}},
+	{"get_robust_list", unix.SYS_GET_ROBUST_LIST, []kwDest{fixed(1, 8), fixed(2, 8)}},
+	// into a socket address or option as long as the program says
+	{"accept", unix.SYS_ACCEPT, sockaddr(1, 2)},
+	{"accept4", unix.SYS_ACCEPT4, sockaddr(1, 2)},
+	{"getsockname", unix.SYS_GETSOCKNAME, sockaddr(1, 2)},
+	{"getpeername", unix.SYS_GETPEERNAME, sockaddr(1, 2)},
+	{"getsockopt", unix.SYS_GETSOCKOPT, []kwDest{{arg: 3, lenPtr: 4, size: sizeSockopt}, fixed(4, 4)}},
 }
 
 // kernelWriteVecCalls are the calls the kernel copies data through into an
@@ -213,13 +334,21 @@ func appendDest(out []ival, base, n uint64) []ival {
 	return append(out, ival{base &^ (pageSize - 1), pageUp(base + n)})
 }
 
-// KernelWriteRules stops the calls of kernelWriteCalls whose buffer
-// overlaps one of ranges (see above).
+// KernelWriteRules stops the calls of kernelWriteCalls one of whose
+// destinations overlaps one of ranges (see above).
 func KernelWriteRules(ranges []AddrRange) []Rule {
 	var rules []Rule
 	for _, c := range kernelWriteCalls {
-		rules = append(rules, Rule{c.name, c.nr, []Cond{{Arg: c.arg, Overlaps: ranges}},
-			"the kernel copies into the buffer: memory ptjit write-protects there (kwrite_linux_amd64.go)"})
+		var when []Cond
+		for _, d := range c.dests {
+			cond := Cond{Arg: d.arg, Overlaps: ranges, Size: d.size}
+			if d.lenArg == d.arg+1 {
+				cond.Size = 0 // the length argument (Cond.Overlaps)
+			}
+			when = append(when, cond)
+		}
+		rules = append(rules, Rule{c.name, c.nr, when,
+			"the kernel copies into memory the program names: memory ptjit write-protects there (kwrite_linux_amd64.go)"})
 	}
 	return rules
 }
@@ -233,13 +362,23 @@ func kernelWriteCallOf(nr int) (kernelWriteCall, bool) {
 	return kernelWriteCall{}, false
 }
 
-// kernelWriteDest returns the pages the call op may copy into.
-func kernelWriteDest(c kernelWriteCall, op *pendingOp) (ival, bool) {
-	base, n := op.args[c.arg], op.args[c.arg+1]
-	if n == 0 || base+n < base {
-		return ival{}, false
+// kernelWriteDests appends the pages the call op (of tid) may copy into.
+func kernelWriteDests(tid int, c kernelWriteCall, op *pendingOp, out []ival) []ival {
+	for _, d := range c.dests {
+		n := d.size
+		switch {
+		case d.lenArg > 0:
+			n = op.args[d.lenArg]
+		case d.lenPtr > 0:
+			var b [4]byte
+			if snapshot.ReadMem(tid, op.args[d.lenPtr], b[:]) != nil {
+				continue // the kernel cannot read it either: no copy
+			}
+			n = min(uint64(binary.LittleEndian.Uint32(b[:])), d.size)
+		}
+		out = appendDest(out, op.args[d.arg], n)
 	}
-	return ival{base &^ (pageSize - 1), pageUp(base + n)}, true
+	return out
 }
 
 // kernelWriteEntry handles the seccomp stop of a call of kernelWriteCalls
@@ -262,8 +401,8 @@ func (t *Tracer) kernelWriteEntry(th *thread, regs unix.PtraceRegs, op *pendingO
 	var dests []ival
 	if vec {
 		dests = kernelWriteVecDests(th, op)
-	} else if d, ok := kernelWriteDest(c, op); ok {
-		dests = append(dests, d)
+	} else {
+		dests = kernelWriteDests(th.tid, c, op, nil)
 	}
 	var pages []uint64
 	for _, d := range dests {
