@@ -9,8 +9,9 @@
  * written, an RX view run); then the calls that write a struct the
  * program points into code: fstat(2), statx(2), wait4(2)'s status and
  * rusage, pipe2(2)'s descriptors, clock_gettime(2) (the syscall, not the
- * vDSO), uname(2), rt_sigaction(2)'s old action, and getsockname(2),
- * whose abstract name is a function that then runs.
+ * vDSO), uname(2), rt_sigaction(2)'s old action, getsockname(2), whose
+ * abstract name is a function that then runs, epoll_wait(2), whose
+ * event's data is one too, and poll(2)'s revents.
  * Alone each call succeeds; under a W^X recorder the code pages are not
  * writable for the kernel, and the call must succeed all the same, its
  * bytes recorded as a version where they then run.
@@ -36,6 +37,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -333,6 +336,29 @@ int main(int argc, char **argv)
 	socklen_t namelen = sizeof sa;
 	n = syscall(SYS_getsockname, ls, name, &namelen);
 	check("getsockname(2) writes a function into code", n == 0 && namelen == salen, 1, ((fn)(name + 3))(), 121);
+
+	/* epoll_wait(2) writes its events, whose data is a function */
+	int ep = epoll_create1(0);
+	struct epoll_event ev = {.events = EPOLLIN};
+	fnbytes((unsigned char *)&ev.data, 122);
+	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, pfd[0], &ev) != 0 || write(pfd[1], "e", 1) != 1)
+		return 1;
+	struct epoll_event *evc = (struct epoll_event *)(x + 2 * PAGE + 3200);
+	n = epoll_wait(ep, evc, 4, 0);
+	check("epoll_wait(2) writes a function into code", n == 1 && evc->events == EPOLLIN, 1, ((fn)((unsigned char *)evc + 4))(), 122);
+
+	/* poll(2) writes revents into descriptors the program set in code,
+	 * then ran code in that page */
+	struct pollfd *pf = (struct pollfd *)(s3 + 3500);
+	pf->fd = pfd[0];
+	pf->events = POLLIN;
+	pf->revents = 0;
+	if (((fn)s3)() != 114)
+		return 1;
+	n = poll(pf, 1, 0);
+	check("poll(2) revents into code", n == 1 && (pf->revents & POLLIN), 1, ((fn)s3)(), 114);
+	if (read(pfd[0], &z, 1) != 1)
+		return 1;
 
 	printf(failures ? "FAILED\n" : "ok\n");
 	return failures != 0;

@@ -280,11 +280,12 @@ func TestKernelWriteRulesEval(t *testing.T) {
 			t.Errorf("%s, every destination elsewhere: %#x, %v; want ALLOW", c.name, got, err)
 		}
 		for i, d := range c.dests {
-			// the filter's length: the argument after the address,
-			// else the most the kernel writes (kwDest)
+			// the filter's length: the argument after the address
+			// (a count of elements of mul bytes where mul is set), else
+			// the most the kernel writes (kwDest)
 			n := d.size
 			if d.lenArg == d.arg+1 {
-				n = 64
+				n = 64 * max(uint64(d.mul), 1)
 			}
 			for _, tc := range []struct {
 				addr uint64

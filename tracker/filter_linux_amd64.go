@@ -50,6 +50,11 @@ type Cond struct {
 	// struct of that size the call writes, instead of a length in
 	// args[Arg+1].
 	Size uint64
+	// Mul: with Overlaps, the length is args[Arg+1]'s low 32 bits (a
+	// count of elements) times Mul, the size of one. The product must
+	// fit in 32 bits for the counts the kernel accepts: a larger count
+	// fails the call (EINVAL) before it writes anything.
+	Mul uint32
 }
 
 // AddrRange is the address range [Lo, Hi).
@@ -226,26 +231,32 @@ const (
 	tax      = unix.BPF_MISC | unix.BPF_TAX
 	addX     = unix.BPF_ALU | unix.BPF_ADD | unix.BPF_X
 	andK     = unix.BPF_ALU | unix.BPF_AND | unix.BPF_K
+	mulK     = unix.BPF_ALU | unix.BPF_MUL | unix.BPF_K
 )
 
 // overlapsCode is the code of a Cond.Overlaps on argument arg: it falls
 // through when the call's range overlaps none of ranges, and ends in the
 // RET TRACE it jumps to otherwise. Scratch words: M0 address low, M1 end
 // low, M2 carry, M3 address high, M4 end high.
-func overlapsCode(arg int, ranges []AddrRange, size uint64) []unix.SockFilter {
+func overlapsCode(arg int, ranges []AddrRange, size uint64, mul uint32) []unix.SockFilter {
 	lo, hi := uint32(offArgs+8*arg), uint32(offArgs+8*arg+4)
-	// the length's halves: args[Arg+1], or the constant size
-	llo, lhi := stmt(ldW, uint32(offArgs+8*(arg+1))), stmt(ldW, uint32(offArgs+8*(arg+1)+4))
-	if size != 0 {
-		llo, lhi = stmt(ldImm, uint32(size)), stmt(ldImm, uint32(size>>32))
+	// the length's halves: args[Arg+1], the constant size, or a count
+	// in args[Arg+1] times mul
+	llo := []unix.SockFilter{stmt(ldW, uint32(offArgs+8*(arg+1)))}
+	lhi := stmt(ldW, uint32(offArgs+8*(arg+1)+4))
+	switch {
+	case size != 0:
+		llo, lhi = []unix.SockFilter{stmt(ldImm, uint32(size))}, stmt(ldImm, uint32(size>>32))
+	case mul != 0:
+		llo, lhi = append(llo, stmt(mulK, mul)), stmt(ldImm, 0)
 	}
 	// end = address + length, 64 bits from 32-bit halves; an overflow
 	// stops (toTrace marks the jumps to the final RET TRACE, patched
 	// below)
 	const toTrace = 0xff
-	b := []unix.SockFilter{
-		stmt(ldW, lo), stmt(stMem, 0), stmt(tax, 0),
-		llo, stmt(addX, 0), stmt(stMem, 1),
+	b := []unix.SockFilter{stmt(ldW, lo), stmt(stMem, 0), stmt(tax, 0)}
+	b = append(b, llo...)
+	b = append(b, stmt(addX, 0), stmt(stMem, 1),
 		jump(jgeX, 0, 2, 0), // end low >= address low: no carry
 		stmt(ldImm, 1), stmt(jaK, 1),
 		stmt(ldImm, 0),
@@ -256,7 +267,7 @@ func overlapsCode(arg int, ranges []AddrRange, size uint64) []unix.SockFilter {
 		stmt(tax, 0), stmt(ldMem, 2), stmt(addX, 0),
 		jump(jgeX, 0, 0, toTrace), // the carry overflows
 		stmt(stMem, 4),
-	}
+	)
 	for _, r := range ranges {
 		// next: the first instruction of the next range's test
 		// address < r.Hi, then end > r.Lo
@@ -312,7 +323,7 @@ func Compile(rules []Rule) ([]unix.SockFilter, error) {
 				if c.Arg > 4 && c.Size == 0 || len(c.Overlaps) > maxOverlaps {
 					return nil, fmt.Errorf("seccomp rule %s: %d ranges on argument %d", r.Name, len(c.Overlaps), c.Arg)
 				}
-				b = append(b, overlapsCode(c.Arg, c.Overlaps, c.Size)...)
+				b = append(b, overlapsCode(c.Arg, c.Overlaps, c.Size, c.Mul)...)
 				continue
 			}
 			b = append(b, stmt(ldW, uint32(offArgs+8*c.Arg)))

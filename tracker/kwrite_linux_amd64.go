@@ -20,8 +20,10 @@ import (
 // struct or value of fixed size (the stat family, wait4's status and
 // rusage, waitid's siginfo, pipe's and socketpair's descriptors,
 // clock_gettime, uname, an old signal action, timers, limits, and the
-// rest of kernelWriteCalls), or a socket address or option as long as a
-// socklen_t says (accept, getsockname, getsockopt) — stop
+// rest of kernelWriteCalls), an array of a count of elements (epoll_wait's
+// events, poll's descriptors: the filter multiplies), or a socket address
+// or option as long as a socklen_t says (accept, getsockname,
+// getsockopt) — stop
 // (KernelWriteRules) where a destination overlaps memory ptjit manages:
 // the range filters of fullprotect_linux_amd64.go come with a
 // kernel-write filter, and a process with the filter that stops every
@@ -77,9 +79,9 @@ import (
 // costs every other call of the process a few comparisons.
 //
 // Not covered: other kernel writes into code W^X protects — arrays whose
-// length is a count of elements (epoll_wait's events, poll's descriptors,
-// select's sets, io_getevents), ioctl's arguments (their size is the
-// driver's), a signal frame on an alternate stack or a futex word placed
+// length the filter cannot compute from one argument (select's sets,
+// sized in bits; io_getevents', whose count comes after the array),
+// ioctl's arguments (their size is the driver's), a signal frame on an alternate stack or a futex word placed
 // in code (threads' stacks and control blocks are kept writable:
 // wx_tcb_linux_amd64.go), io_uring's completions and reads; and, in a
 // process with more than maxRangeFilters managed ranges under the filter
@@ -115,12 +117,15 @@ type kernelWriteCall struct {
 // kwDest is one destination of a kernelWriteCall: the address in
 // args[arg]; its length in args[lenArg] when lenArg > 0, else size bytes
 // (a struct of fixed size). lenPtr > 0: the length is the 32-bit value
-// at args[lenPtr] (a socklen_t the program sets), at most size. The
-// filter tests the length argument where it follows the address
-// (Cond.Overlaps), else size, the most the kernel writes there.
+// at args[lenPtr] (a socklen_t the program sets), at most size. mul > 0:
+// args[lenArg] is a count of elements of mul bytes each (its low 32 bits,
+// as the kernel reads an int). The filter tests the length argument where
+// it follows the address (Cond.Overlaps, Cond.Mul), else size, the most
+// the kernel writes there.
 type kwDest struct {
 	arg, lenArg, lenPtr int
 	size                uint64
+	mul                 uint32
 }
 
 func buf(arg, lenArg int) kwDest        { return kwDest{arg: arg, lenArg: lenArg} }
@@ -176,6 +181,14 @@ var kernelWriteCalls = []kernelWriteCall{
 	{"sched_getattr", unix.SYS_SCHED_GETATTR, []kwDest{buf(1, 2)}},
 	{"rt_sigprocmask", unix.SYS_RT_SIGPROCMASK, []kwDest{buf(2, 3)}},
 	{"rt_sigpending", unix.SYS_RT_SIGPENDING, []kwDest{buf(0, 1)}},
+	// into arrays of a count of elements: epoll's events (12 bytes each,
+	// at most INT_MAX/12 of them), poll's descriptors (8 bytes each, at
+	// most RLIMIT_NOFILE, whose ceiling fs.nr_open is below 2^29)
+	{"epoll_wait", unix.SYS_EPOLL_WAIT, []kwDest{{arg: 1, lenArg: 2, mul: 12}}},
+	{"epoll_pwait", unix.SYS_EPOLL_PWAIT, []kwDest{{arg: 1, lenArg: 2, mul: 12}}},
+	{"epoll_pwait2", unix.SYS_EPOLL_PWAIT2, []kwDest{{arg: 1, lenArg: 2, mul: 12}}},
+	{"poll", unix.SYS_POLL, []kwDest{{arg: 0, lenArg: 1, mul: 8}}},
+	{"ppoll", unix.SYS_PPOLL, []kwDest{{arg: 0, lenArg: 1, mul: 8}, fixed(2, sizeTimespec)}},
 	// into structs of a fixed size
 	{"stat", unix.SYS_STAT, []kwDest{fixed(1, sizeStat)}},
 	{"fstat", unix.SYS_FSTAT, []kwDest{fixed(1, sizeStat)}},
@@ -343,7 +356,8 @@ func KernelWriteRules(ranges []AddrRange) []Rule {
 		for _, d := range c.dests {
 			cond := Cond{Arg: d.arg, Overlaps: ranges, Size: d.size}
 			if d.lenArg == d.arg+1 {
-				cond.Size = 0 // the length argument (Cond.Overlaps)
+				// the length argument (Cond.Overlaps), or a count
+				cond.Size, cond.Mul = 0, d.mul
 			}
 			when = append(when, cond)
 		}
@@ -367,6 +381,8 @@ func kernelWriteDests(tid int, c kernelWriteCall, op *pendingOp, out []ival) []i
 	for _, d := range c.dests {
 		n := d.size
 		switch {
+		case d.lenArg > 0 && d.mul > 0:
+			n = op.args[d.lenArg] & 0xffffffff * uint64(d.mul)
 		case d.lenArg > 0:
 			n = op.args[d.lenArg]
 		case d.lenPtr > 0:

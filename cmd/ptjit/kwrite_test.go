@@ -11,9 +11,9 @@ import (
 // readv, preadv, preadv2 across two pages, recvmsg, recvmmsg and
 // process_vm_readv of itself with their second buffer in that code; read
 // into the writable view of a memfd mapped twice; and fstat, statx,
-// wait4, pipe2, clock_gettime, uname, rt_sigaction and getsockname
-// writing their structs into that code, the last one a function that then
-// runs) under every W^X
+// wait4, pipe2, clock_gettime, uname, rt_sigaction, getsockname,
+// epoll_wait and poll writing their structs into that code, getsockname's
+// and epoll_wait's a function that then runs) under every W^X
 // mode with soft PT. W^X keeps that code
 // not writable for the kernel: without the kernel-write stops each call
 // failed with EFAULT, or copied only its first buffer. The program behaves as alone, the decoded flow of
@@ -40,7 +40,7 @@ func TestKernelWrites(t *testing.T) {
 			// read, pread, the read across pages 1 and 2, recv,
 			// getrandom (page 1 again), readv, preadv, preadv2 (two
 			// pages), recvmsg, recvmmsg, process_vm_readv, the alias,
-			// then the eight struct calls
+			// then the struct calls
 			if n, _ := strconv.Atoi(meta["wx_kernel_write_pages"]); n < 20 {
 				t.Errorf("wx_kernel_write_pages %q, want at least 20", meta["wx_kernel_write_pages"])
 			}
