@@ -205,7 +205,7 @@ func (t *Tracer) attachTo(pid int) error {
 			if seized[tid] {
 				continue
 			}
-			_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_SEIZE, uintptr(tid), 0, attachOptions, 0, 0)
+			_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_SEIZE, uintptr(tid), 0, uintptr(t.ptraceOpts(attachOptions)), 0, 0)
 			switch {
 			case e == unix.ESRCH:
 				continue // the thread exited

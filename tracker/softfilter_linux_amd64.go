@@ -286,7 +286,7 @@ func (t *Tracer) filterFault(th *thread, addr uint64) {
 	sp.filter.opening = true
 	sp.filter.waiting = append(sp.filter.waiting, waitingThread{th, page})
 	t.spaceThreads(sp, func(u *thread) {
-		if u.filter.free {
+		if u.filter.free && !u.filter.vfork {
 			// stop it where it is; its stop resumes it stepping
 			unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_INTERRUPT, uintptr(u.tid), 0, 0, 0, 0)
 		}
@@ -303,7 +303,7 @@ func (t *Tracer) filterTryOpen(sp *space) {
 		return
 	}
 	free := false
-	t.spaceThreads(sp, func(u *thread) { free = free || u.filter.free })
+	t.spaceThreads(sp, func(u *thread) { free = free || u.filter.free && !u.filter.vfork })
 	if free {
 		return
 	}
@@ -333,6 +333,30 @@ func (t *Tracer) filterTryOpen(sp *space) {
 			t.resume(w.th.tid, 0)
 		}
 	}
+}
+
+// filterVfork: th, at its vfork event, waits in the kernel for its child
+// (which shares the space) from its resume until the child execs or
+// exits, where the kernel reports PTRACE_EVENT_VFORK_DONE. Meanwhile it
+// runs no code, and PTRACE_INTERRUPT cannot stop it (the wait is
+// killable only): an opening of the space must not wait for it, or the
+// child that entered JIT code waits for ever (the new-user trial of
+// 2026-11-27: a vfork child calling a JIT function hung). Its
+// vfork-done stop is handled as any other stop (parked while the space
+// is shown).
+func (t *Tracer) filterVfork(th *thread) {
+	if th.proc.space.filterOn() {
+		th.filter.vfork = true
+	}
+}
+
+// filterVforkDone handles th's PTRACE_EVENT_VFORK_DONE stop (see
+// filterVfork).
+//
+// Precondition: on the locked tracer thread; th is stopped.
+func (t *Tracer) filterVforkDone(th *thread) {
+	th.filter.vfork = false
+	t.resume(th.tid, 0)
 }
 
 // filterForkChild: th is the only thread of a fork child, at its first

@@ -33,11 +33,12 @@ const (
 	stopVfork                        // PTRACE_EVENT_VFORK
 	stopExec                         // PTRACE_EVENT_EXEC
 	stopExit                         // PTRACE_EVENT_EXIT: about to exit, still inspectable
+	stopVforkDone                    // PTRACE_EVENT_VFORK_DONE (--soft-filter only): a vfork parent runs again
 	stopOther                        // an event we did not ask for; resume it
 )
 
 var stopNames = [...]string{"exited", "killed", "signal", "step-trap", "filter-fault", "wx-fault", "alias-fault",
-	"group-stop", "trap", "seccomp", "program-trace", "syscall-exit", "clone", "fork", "vfork", "exec", "exit", "other"}
+	"group-stop", "trap", "seccomp", "program-trace", "syscall-exit", "clone", "fork", "vfork", "exec", "exit", "vfork-done", "other"}
 
 func (k stopKind) String() string {
 	if int(k) < len(stopNames) {
@@ -92,6 +93,8 @@ func classifyStatus(ws unix.WaitStatus) (kind stopKind, sig int) {
 		return stopExec, 0
 	case unix.PTRACE_EVENT_EXIT:
 		return stopExit, 0
+	case unix.PTRACE_EVENT_VFORK_DONE:
+		return stopVforkDone, 0
 	}
 	return stopOther, 0
 }

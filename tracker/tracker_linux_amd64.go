@@ -221,6 +221,10 @@ type threadWX struct {
 type threadFilter struct {
 	free  bool
 	inJIT bool
+	// vfork: a vfork parent waiting for its child (from its vfork event
+	// to its vfork-done stop): it runs no code of its own meanwhile and
+	// cannot be interrupted (softfilter_linux_amd64.go, filterVfork)
+	vfork bool
 }
 
 type process struct {
@@ -407,6 +411,15 @@ const ptraceOptions = unix.PTRACE_O_TRACESYSGOOD | unix.PTRACE_O_TRACECLONE | un
 	unix.PTRACE_O_TRACEVFORK | unix.PTRACE_O_TRACEEXEC | unix.PTRACE_O_TRACESECCOMP |
 	unix.PTRACE_O_TRACEEXIT | unix.PTRACE_O_EXITKILL
 
+// ptraceOpts is opts with PTRACE_O_TRACEVFORKDONE under --soft-filter,
+// which must know when a vfork parent runs again (filterVforkDone).
+func (t *Tracer) ptraceOpts(opts int) int {
+	if t.opts.SoftFilter && t.opts.SoftPT != nil {
+		opts |= unix.PTRACE_O_TRACEVFORKDONE
+	}
+	return opts
+}
+
 // start runs launch and seizes the child.
 //
 // Precondition: on the locked tracer thread.
@@ -419,7 +432,7 @@ func (t *Tracer) start(launch Launch) error {
 	if err != nil {
 		return err
 	}
-	_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_SEIZE, uintptr(pid), 0, ptraceOptions, 0, 0)
+	_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_SEIZE, uintptr(pid), 0, uintptr(t.ptraceOpts(ptraceOptions)), 0, 0)
 	if e != 0 {
 		unix.Kill(pid, unix.SIGKILL)
 		var ws unix.WaitStatus
@@ -612,6 +625,8 @@ func (t *Tracer) dispatch(th *thread, kind stopKind, sig int, s signalStop) {
 		listen(tid)
 	case stopTrap, stopOther:
 		t.resume(tid, 0)
+	case stopVforkDone:
+		t.filterVforkDone(th)
 	case stopSeccomp:
 		t.seccompEntry(th)
 	case stopProgramTrace:
@@ -810,6 +825,7 @@ func (t *Tracer) cloneEvent(th *thread, kind stopKind) {
 	}
 	if kind == stopVfork {
 		flags |= unix.CLONE_VM
+		t.filterVfork(th)
 	}
 	b.thread = flags&unix.CLONE_THREAD != 0
 	b.shareVM = !b.thread && flags&unix.CLONE_VM != 0
