@@ -11,7 +11,8 @@
  * rusage, pipe2(2)'s descriptors, clock_gettime(2) (the syscall, not the
  * vDSO), uname(2), rt_sigaction(2)'s old action, getsockname(2), whose
  * abstract name is a function that then runs, epoll_wait(2), whose
- * event's data is one too, and poll(2)'s revents.
+ * event's data is one too, poll(2)'s revents, select(2)'s descriptor set
+ * and prctl(2)'s PR_GET_NAME.
  * Alone each call succeeds; under a W^X recorder the code pages are not
  * writable for the kernel, and the call must succeed all the same, its
  * bytes recorded as a version where they then run.
@@ -25,8 +26,8 @@
  *
  * kwrite race N: a second thread runs a function at the start of a code
  * page in a loop while the main thread reads N new functions from a pipe
- * into the middle of the same page (readv(2) and read(2), alternately)
- * and runs each; prints "race: N copies, B bad" (B: calls that failed or
+ * into the middle of the same page (readv(2) and read(2), alternately,
+ * half of them after a clock_gettime(2) into the page) and runs each; prints "race: N copies, B bad" (B: calls that failed or
  * functions that returned the wrong value, 0 alone).
  */
 #define _GNU_SOURCE
@@ -40,6 +41,8 @@
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/select.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <signal.h>
@@ -131,6 +134,13 @@ static int race(long n)
 		if (write(pfd[1], b, 6) != 6)
 			return 1;
 		struct iovec iov = {at, 6};
+		/* every fourth copy follows another kernel copy into the page
+		 * (a clock_gettime(2) after the code): the page is writable
+		 * already when the read starts, and the other thread's fetch
+		 * must not make it executable-only under the read */
+		struct timespec *ts = (struct timespec *)(at + 512);
+		if (i % 4 >= 2 && syscall(SYS_clock_gettime, CLOCK_MONOTONIC, ts) != 0)
+			bad++;
 		long got = i % 2 ? read(pfd[0], at, 6) : readv(pfd[0], &iov, 1);
 		if (got != 6 || ((fn)at)() != v)
 			bad++;
@@ -359,6 +369,21 @@ int main(int argc, char **argv)
 	check("poll(2) revents into code", n == 1 && (pf->revents & POLLIN), 1, ((fn)s3)(), 114);
 	if (read(pfd[0], &z, 1) != 1)
 		return 1;
+
+	/* select(2)'s descriptor set and prctl(2)'s PR_GET_NAME, in code */
+	fd_set *rs = (fd_set *)(x + 2 * PAGE + 3400);
+	memset(rs, 0, sizeof *rs);
+	FD_SET(pfd[0], rs);
+	if (((fn)(x + 2 * PAGE - 3))() != 113 || write(pfd[1], "s", 1) != 1)
+		return 1;
+	struct timeval tv0 = {0, 0};
+	n = syscall(SYS_select, pfd[0] + 1, rs, NULL, NULL, &tv0);
+	check("select(2) descriptor set in code", n == 1 && FD_ISSET(pfd[0], rs), 1, ((fn)(x + 2 * PAGE - 3))(), 113);
+	if (read(pfd[0], &z, 1) != 1)
+		return 1;
+	char *pname = (char *)(x + PAGE + 2600);
+	n = syscall(SYS_prctl, PR_GET_NAME, pname, 0, 0, 0);
+	check("prctl(2) PR_GET_NAME into code", n == 0 && strncmp(pname, "kwrite", 6) == 0, 1, ((fn)(x + PAGE))(), 116);
 
 	printf(failures ? "FAILED\n" : "ok\n");
 	return failures != 0;

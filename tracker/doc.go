@@ -528,14 +528,15 @@
 // Kernel writes into code (kwrite_linux_amd64.go): the calls that copy
 // into memory the program names (read, pread64, recvfrom and their kind,
 // the structs of stat, wait4, pipe, clock_gettime, getsockname and some
-// fifty more, and the arrays of epoll_wait and poll) stop where a
+// fifty more, the arrays of epoll_wait, poll and select, a futex word)
+// stop where a
 // destination lies in memory W^X protects,
 // and those that copy through an array of buffers (readv, preadv,
 // preadv2, recvmsg, recvmmsg, process_vm_readv) at every call in a
 // process with such memory; the pages their destinations hold there
 // become batch pages before the call runs, as alone, and are recorded
 // when code next runs there. Other kernel writes into such memory
-// (select's sets, ioctl, io_uring, futex words) fail with EFAULT.
+// (ioctl, mincore, msgrcv, io_uring) fail with EFAULT.
 //
 // Changes to executable memory that make no stop: write(2), pwrite(2),
 // ftruncate(2) or fallocate(2) on a file that is mapped executable and

@@ -272,7 +272,7 @@ func TestKernelWriteRulesEval(t *testing.T) {
 		base := [6]uint64{}
 		for _, d := range c.dests {
 			base[d.arg] = far
-			if d.lenArg > 0 {
+			if d.lenArg >= 0 {
 				base[d.lenArg] = 64
 			}
 		}
@@ -306,6 +306,57 @@ func TestKernelWriteRulesEval(t *testing.T) {
 			}
 		}
 	}
+	// random addresses (and counts) near two ranges, one across a 32-bit
+	// boundary, and anywhere, against the overlap computed here; a sum
+	// past 2^64 stops (Cond.Overlaps)
+	ranges := []AddrRange{{0x7f0000010000, 0x7f0000012000}, {0xfffff000, 0x100001000}}
+	prog2, err := Compile(KernelWriteRules(ranges))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewSource(2))
+	for _, c := range kernelWriteCalls {
+		for i, d := range c.dests {
+			for k := 0; k < 150; k++ {
+				var args [6]uint64
+				for j := range args {
+					args[j] = far
+				}
+				var a uint64
+				switch k % 3 {
+				case 0:
+					r := ranges[rng.Intn(len(ranges))]
+					a = r.Lo - 0x4000 + uint64(rng.Int63n(int64(r.Hi-r.Lo)+0x8000))
+				case 1:
+					a = ^uint64(0) - uint64(rng.Int63n(0x10000))
+				default:
+					a = rng.Uint64()
+				}
+				args[d.arg] = a
+				n := d.size
+				if d.lenArg == d.arg+1 {
+					cnt := uint64(rng.Int63n(0x3000))
+					args[d.lenArg] = cnt
+					n = cnt * max(uint64(d.mul), 1)
+				} else if d.lenArg >= 0 {
+					args[d.lenArg] = 1
+				}
+				want := a+n < a
+				for _, r := range ranges {
+					want = want || n > 0 && a < r.Hi && a+n > r.Lo
+				}
+				// the other destinations stay far away, except where
+				// this one's count is theirs
+				got, err := evalFilter(prog2, x86, c.nr, args)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if stop := got == retTrace; stop != want && !otherDestHit(c, i, args, ranges) {
+					t.Errorf("%s, destination %d at %#x, %d bytes: stops %v, want %v", c.name, i, a, n, stop, want)
+				}
+			}
+		}
+	}
 	for _, c := range []struct {
 		name string
 		got  uint64
@@ -330,4 +381,25 @@ func TestKernelWriteRulesEval(t *testing.T) {
 			t.Errorf("size of %s: %d in the table, %d in x/sys", c.name, c.got, c.want)
 		}
 	}
+}
+
+// otherDestHit reports whether a destination of c other than the i-th
+// overlaps ranges with args (one whose address argument is the i-th's
+// length argument, say).
+func otherDestHit(c kernelWriteCall, i int, args [6]uint64, ranges []AddrRange) bool {
+	for j, d := range c.dests {
+		if j == i {
+			continue
+		}
+		a, n := args[d.arg], d.size
+		if d.lenArg == d.arg+1 {
+			n = args[d.lenArg] * max(uint64(d.mul), 1)
+		}
+		for _, r := range ranges {
+			if a+n < a || n > 0 && a < r.Hi && a+n > r.Lo {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -232,6 +232,7 @@ const (
 	addX     = unix.BPF_ALU | unix.BPF_ADD | unix.BPF_X
 	andK     = unix.BPF_ALU | unix.BPF_AND | unix.BPF_K
 	mulK     = unix.BPF_ALU | unix.BPF_MUL | unix.BPF_K
+	addK     = unix.BPF_ALU | unix.BPF_ADD | unix.BPF_K
 )
 
 // overlapsCode is the code of a Cond.Overlaps on argument arg: it falls
@@ -240,31 +241,44 @@ const (
 // low, M2 carry, M3 address high, M4 end high.
 func overlapsCode(arg int, ranges []AddrRange, size uint64, mul uint32) []unix.SockFilter {
 	lo, hi := uint32(offArgs+8*arg), uint32(offArgs+8*arg+4)
-	// the length's halves: args[Arg+1], the constant size, or a count
-	// in args[Arg+1] times mul
-	llo := []unix.SockFilter{stmt(ldW, uint32(offArgs+8*(arg+1)))}
-	lhi := stmt(ldW, uint32(offArgs+8*(arg+1)+4))
-	switch {
-	case size != 0:
-		llo, lhi = []unix.SockFilter{stmt(ldImm, uint32(size))}, stmt(ldImm, uint32(size>>32))
-	case mul != 0:
-		llo, lhi = append(llo, stmt(mulK, mul)), stmt(ldImm, 0)
-	}
 	// end = address + length, 64 bits from 32-bit halves; an overflow
 	// stops (toTrace marks the jumps to the final RET TRACE, patched
-	// below)
+	// below). The length is args[Arg+1], the constant size, or a count in
+	// args[Arg+1] times mul; the last two have no high half (sizes of 4
+	// GiB or more take the general path), which saves the filter
+	// instructions (it has at most BPF_MAXINSNS).
 	const toTrace = 0xff
-	b := []unix.SockFilter{stmt(ldW, lo), stmt(stMem, 0), stmt(tax, 0)}
-	b = append(b, llo...)
-	b = append(b, stmt(addX, 0), stmt(stMem, 1),
-		jump(jgeX, 0, 2, 0), // end low >= address low: no carry
+	b := []unix.SockFilter{stmt(ldW, lo), stmt(stMem, 0)}
+	noHigh := mul != 0 || size != 0 && size>>32 == 0
+	switch {
+	case size != 0 && noHigh:
+		// end low = address low + size; a carry when it is below size
+		b = append(b, stmt(addK, uint32(size)), stmt(stMem, 1), jump(jgeK, uint32(size), 2, 0))
+	default:
+		b = append(b, stmt(tax, 0), stmt(ldW, uint32(offArgs+8*(arg+1))))
+		if size != 0 {
+			b[len(b)-1] = stmt(ldImm, uint32(size))
+		}
+		if mul != 0 {
+			b = append(b, stmt(mulK, mul))
+		}
+		b = append(b, stmt(addX, 0), stmt(stMem, 1), jump(jgeX, 0, 2, 0)) // end low >= address low: no carry
+	}
+	b = append(b,
 		stmt(ldImm, 1), stmt(jaK, 1),
 		stmt(ldImm, 0),
 		stmt(stMem, 2),
-		stmt(ldW, hi), stmt(stMem, 3), stmt(tax, 0),
-		lhi, stmt(addX, 0),
-		jump(jgeX, 0, 0, toTrace), // the high halves overflow
-		stmt(tax, 0), stmt(ldMem, 2), stmt(addX, 0),
+		stmt(ldW, hi), stmt(stMem, 3), stmt(tax, 0))
+	if !noHigh {
+		hiLen := stmt(ldW, uint32(offArgs+8*(arg+1)+4))
+		if size != 0 {
+			hiLen = stmt(ldImm, uint32(size>>32))
+		}
+		b = append(b, hiLen, stmt(addX, 0),
+			jump(jgeX, 0, 0, toTrace), // the high halves overflow
+			stmt(tax, 0))
+	}
+	b = append(b, stmt(ldMem, 2), stmt(addX, 0),
 		jump(jgeX, 0, 0, toTrace), // the carry overflows
 		stmt(stMem, 4),
 	)

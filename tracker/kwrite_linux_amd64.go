@@ -79,13 +79,17 @@ import (
 // costs every other call of the process a few comparisons.
 //
 // Not covered: other kernel writes into code W^X protects — arrays whose
-// length the filter cannot compute from one argument (select's sets,
-// sized in bits; io_getevents', whose count comes after the array),
-// ioctl's arguments (their size is the driver's), a signal frame on an alternate stack or a futex word placed
-// in code (threads' stacks and control blocks are kept writable:
-// wx_tcb_linux_amd64.go), io_uring's completions and reads; and, in a
-// process with more than maxRangeFilters managed ranges under the filter
-// that stops every mprotect, the ranges after those.
+// length the filter cannot compute from one argument (mincore's vector,
+// a page count of a byte length; io_getevents', whose count comes after
+// the array; msgrcv's message, 8 bytes longer than its length argument),
+// ioctl's arguments (their size is the driver's), a signal frame on an
+// alternate stack placed in code (threads' stacks and control blocks are
+// kept writable: wx_tcb_linux_amd64.go), io_uring's completions and
+// reads; and, in a process with more than maxRangeFilters managed ranges
+// under the filter that stops every mprotect, the ranges after those.
+// A select's descriptor sets are tested with the most the kernel writes
+// (2^20 descriptors: fs.nr_open's default); a larger limit's sets past
+// that are not.
 //
 // A copy in flight: the pages a call was given are marked
 // (wxState.flight) from the stop that opened them to the exit stop of the
@@ -115,7 +119,7 @@ type kernelWriteCall struct {
 }
 
 // kwDest is one destination of a kernelWriteCall: the address in
-// args[arg]; its length in args[lenArg] when lenArg > 0, else size bytes
+// args[arg]; its length in args[lenArg] when lenArg >= 0, else size bytes
 // (a struct of fixed size). lenPtr > 0: the length is the 32-bit value
 // at args[lenPtr] (a socklen_t the program sets), at most size. mul > 0:
 // args[lenArg] is a count of elements of mul bytes each (its low 32 bits,
@@ -126,16 +130,28 @@ type kwDest struct {
 	arg, lenArg, lenPtr int
 	size                uint64
 	mul                 uint32
+	// bits: args[lenArg] is a count of bits, rounded up to 64-bit words
+	// (select's descriptor sets)
+	bits bool
 }
 
 func buf(arg, lenArg int) kwDest        { return kwDest{arg: arg, lenArg: lenArg} }
-func fixed(arg int, size uint64) kwDest { return kwDest{arg: arg, size: size} }
+func fixed(arg int, size uint64) kwDest { return kwDest{arg: arg, lenArg: -1, size: size} }
 
 // sockaddr is a socket address the kernel writes at args[arg], as long as
 // the socklen_t at args[lenPtr] says (at most sockaddr_storage), and
 // that socklen_t.
 func sockaddr(arg, lenPtr int) []kwDest {
-	return []kwDest{{arg: arg, lenPtr: lenPtr, size: 128}, fixed(lenPtr, 4)}
+	return []kwDest{{arg: arg, lenArg: -1, lenPtr: lenPtr, size: 128}, fixed(lenPtr, 4)}
+}
+
+// fdsets are select's three descriptor sets, args[1..3], of args[0] bits.
+func fdsets() []kwDest {
+	var d []kwDest
+	for arg := 1; arg <= 3; arg++ {
+		d = append(d, kwDest{arg: arg, lenArg: 0, bits: true, size: 1 << 20 / 8})
+	}
+	return d
 }
 
 // Sizes of the structs the kernel writes, on x86-64.
@@ -229,7 +245,30 @@ var kernelWriteCalls = []kernelWriteCall{
 	{"getresuid", unix.SYS_GETRESUID, []kwDest{fixed(0, 4), fixed(1, 4), fixed(2, 4)}},
 	{"getresgid", unix.SYS_GETRESGID, []kwDest{fixed(0, 4), fixed(1, 4), fixed(2, 4)}},
 	{"getcpu", unix.SYS_GETCPU, []kwDest{fixed(0, 4), fixed(1, 4)}},
-	{"capget", unix.SYS_CAPGET, []kwDest{fixed(1, sizeCapData)}},
+	// capget writes its header's version back when it is not the kernel's
+	{"capget", unix.SYS_CAPGET, []kwDest{fixed(0, 8), fixed(1, sizeCapData)}},
+	// prctl's PR_GET_* write at most 16 bytes at args[1] (PR_GET_NAME);
+	// arch_prctl's ARCH_GET_FS and ARCH_GET_GS 8
+	{"prctl", unix.SYS_PRCTL, []kwDest{fixed(1, 16)}},
+	{"arch_prctl", unix.SYS_ARCH_PRCTL, []kwDest{fixed(1, 8)}},
+	{"timer_create", unix.SYS_TIMER_CREATE, []kwDest{fixed(2, 4)}},
+	{"io_setup", unix.SYS_IO_SETUP, []kwDest{fixed(1, 8)}},
+	{"io_uring_setup", unix.SYS_IO_URING_SETUP, []kwDest{fixed(1, 120)}},
+	{"mq_getsetattr", unix.SYS_MQ_GETSETATTR, []kwDest{fixed(2, 64)}},
+	// the file offsets the kernel advances
+	{"sendfile", unix.SYS_SENDFILE, []kwDest{fixed(2, 8)}},
+	{"splice", unix.SYS_SPLICE, []kwDest{fixed(1, 8), fixed(3, 8)}},
+	{"copy_file_range", unix.SYS_COPY_FILE_RANGE, []kwDest{fixed(1, 8), fixed(3, 8)}},
+	// getgroups' count comes before its array: the filter tests the most
+	// the kernel writes (NGROUPS_MAX of 4 bytes)
+	{"getgroups", unix.SYS_GETGROUPS, []kwDest{{arg: 1, lenArg: 0, mul: 4, size: 65536 * 4}}},
+	// select's three descriptor sets, of args[0] bits each (the filter
+	// tests the most: fs.nr_open's default, 2^20 descriptors), and the
+	// time left it writes back
+	{"select", unix.SYS_SELECT, append(fdsets(), fixed(4, 16))},
+	{"pselect6", unix.SYS_PSELECT6, append(fdsets(), fixed(4, sizeTimespec))},
+	// a futex word in code: the kernel's access faults even for a wake
+	{"futex", unix.SYS_FUTEX, []kwDest{fixed(0, 4)}},
 	{"sched_getparam", unix.SYS_SCHED_GETPARAM, []kwDest{fixed(1, 4)}},
 	{"get_robust_list", unix.SYS_GET_ROBUST_LIST, []kwDest{fixed(1, 8), fixed(2, 8)}},
 	// into a socket address or option as long as the program says
@@ -237,7 +276,7 @@ var kernelWriteCalls = []kernelWriteCall{
 	{"accept4", unix.SYS_ACCEPT4, sockaddr(1, 2)},
 	{"getsockname", unix.SYS_GETSOCKNAME, sockaddr(1, 2)},
 	{"getpeername", unix.SYS_GETPEERNAME, sockaddr(1, 2)},
-	{"getsockopt", unix.SYS_GETSOCKOPT, []kwDest{{arg: 3, lenPtr: 4, size: sizeSockopt}, fixed(4, 4)}},
+	{"getsockopt", unix.SYS_GETSOCKOPT, []kwDest{{arg: 3, lenArg: -1, lenPtr: 4, size: sizeSockopt}, fixed(4, 4)}},
 }
 
 // kernelWriteVecCalls are the calls the kernel copies data through into an
@@ -381,9 +420,11 @@ func kernelWriteDests(tid int, c kernelWriteCall, op *pendingOp, out []ival) []i
 	for _, d := range c.dests {
 		n := d.size
 		switch {
-		case d.lenArg > 0 && d.mul > 0:
+		case d.lenArg >= 0 && d.bits:
+			n = (op.args[d.lenArg]&0xffffffff + 63) / 64 * 8
+		case d.lenArg >= 0 && d.mul > 0:
 			n = op.args[d.lenArg] & 0xffffffff * uint64(d.mul)
-		case d.lenArg > 0:
+		case d.lenArg >= 0:
 			n = op.args[d.lenArg]
 		case d.lenPtr > 0:
 			var b [4]byte
@@ -420,14 +461,24 @@ func (t *Tracer) kernelWriteEntry(th *thread, regs unix.PtraceRegs, op *pendingO
 	} else {
 		dests = kernelWriteDests(th.tid, c, op, nil)
 	}
-	var pages []uint64
+	var pages, open []uint64
 	for _, d := range dests {
-		pages = sp.kernelWriteBlockedIn(d, pages)
+		pages, open = sp.kernelWriteBlockedIn(d, pages, open)
 	}
 	if len(pages) == 0 {
+		if len(th.kw.pages) == 0 && len(open) > 0 {
+			// pages an earlier copy opened, where no code ran
+			// since: writable already, but a fetch by another
+			// thread during this copy would make them
+			// executable-only under it (the new-user trial of
+			// 2026-11-27: a read after a clock_gettime into the same
+			// page failed with EFAULT); in flight until the exit
+			t.kernelWriteFlight(th, open, op.ip)
+		}
 		if len(th.kw.pages) > 0 {
-			// the call restarted after its pages were opened: its
-			// exit settles them (kernelWriteSettle)
+			// the call restarted after its pages were opened, or
+			// its pages were open already: its exit settles them
+			// (kernelWriteSettle)
 			th.kw.exit = true
 			if err := unix.PtraceSyscall(th.tid, 0); err != nil {
 				th.kw.exit = false
@@ -437,7 +488,28 @@ func (t *Tracer) kernelWriteEntry(th *thread, regs unix.PtraceRegs, op *pendingO
 		t.resume(th.tid, 0)
 		return true
 	}
-	return t.restartAround(th, regs, op, func(th *thread) { t.kernelWriteOpen(th, pages, op.ip) })
+	return t.restartAround(th, regs, op, func(th *thread) {
+		t.kernelWriteOpen(th, pages, op.ip)
+		t.kernelWriteFlight(th, open, op.ip)
+	})
+}
+
+// kernelWriteFlight marks pages, batch pages already writable, in flight
+// for th's kernel copy (see above) until its call's exit stop.
+func (t *Tracer) kernelWriteFlight(th *thread, pages []uint64, ip uint64) {
+	if len(pages) == 0 {
+		return
+	}
+	w := th.proc.space.wxs()
+	if w.flight == nil {
+		w.flight, w.flightRan = map[uint64]int{}, map[uint64]bool{}
+	}
+	slices.Sort(pages)
+	for _, p := range slices.Compact(pages) {
+		w.flight[p]++
+		th.kw.pages = append(th.kw.pages, p)
+	}
+	th.kw.ip = ip
 }
 
 // threadKW is a thread's kernel copy in flight: the code pages opened for
@@ -525,12 +597,13 @@ func (t *Tracer) kernelWriteGone(th *thread) {
 const maxKernelWritePages = 16384
 
 // kernelWriteBlockedIn appends to pages those of d the kernel cannot
-// write because of W^X (kernelWriteBlocked), up to maxKernelWritePages in
-// all. It looks only where such pages can be, the executable pieces and
+// write because of W^X (kernelWriteBlocked), and to open the batch pages
+// of d that a store or an earlier copy made writable (not fresh memory:
+// no code ran there), up to maxKernelWritePages in all. It looks only where such pages can be, the executable pieces and
 // the read-only aliases over d: a call's count is the program's, and a
 // read of 2^63 bytes names far more pages than there is memory (walking
 // them all hung ptjit in the new-user trial of 2026-11-27).
-func (sp *space) kernelWriteBlockedIn(d ival, pages []uint64) []uint64 {
+func (sp *space) kernelWriteBlockedIn(d ival, pages, open []uint64) ([]uint64, []uint64) {
 	var cands []ival
 	for i := sp.first(d.s); i < len(sp.pieces) && sp.pieces[i].Start < d.e; i++ {
 		cands = append(cands, ival{max(sp.pieces[i].Start, d.s), min(sp.pieces[i].End, d.e)})
@@ -541,13 +614,15 @@ func (sp *space) kernelWriteBlockedIn(d ival, pages []uint64) []uint64 {
 		}
 	}
 	for _, c := range cands {
-		for p := c.s &^ (pageSize - 1); p < c.e && len(pages) < maxKernelWritePages; p += pageSize {
+		for p := c.s &^ (pageSize - 1); p < c.e && len(pages)+len(open) < maxKernelWritePages; p += pageSize {
 			if sp.kernelWriteBlocked(p) {
 				pages = append(pages, p)
+			} else if bp, ok := sp.wx.batch.pages[p]; ok && !bp.alias {
+				open = append(open, p)
 			}
 		}
 	}
-	return pages
+	return pages, open
 }
 
 // kernelWriteBlocked reports whether the kernel cannot write page because
