@@ -12,7 +12,8 @@
  * vDSO), uname(2), rt_sigaction(2)'s old action, getsockname(2), whose
  * abstract name is a function that then runs, epoll_wait(2), whose
  * event's data is one too, poll(2)'s revents, select(2)'s descriptor set
- * and prctl(2)'s PR_GET_NAME.
+ * prctl(2)'s PR_GET_NAME and PR_GET_AUXV (across two pages), and
+ * FUTEX_WAKE_OP's second word.
  * Alone each call succeeds; under a W^X recorder the code pages are not
  * writable for the kernel, and the call must succeed all the same, its
  * bytes recorded as a version where they then run.
@@ -41,6 +42,7 @@
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <linux/futex.h>
 #include <sys/prctl.h>
 #include <sys/select.h>
 #include <sys/random.h>
@@ -58,6 +60,9 @@
 #include <unistd.h>
 
 #define PAGE 4096UL
+#ifndef PR_GET_AUXV
+#define PR_GET_AUXV 0x41555856 /* Linux 6.4 */
+#endif
 typedef int (*fn)(void);
 static int failures;
 
@@ -384,6 +389,21 @@ int main(int argc, char **argv)
 	char *pname = (char *)(x + PAGE + 2600);
 	n = syscall(SYS_prctl, PR_GET_NAME, pname, 0, 0, 0);
 	check("prctl(2) PR_GET_NAME into code", n == 0 && strncmp(pname, "kwrite", 6) == 0, 1, ((fn)(x + PAGE))(), 116);
+
+	/* FUTEX_WAKE_OP's second word in code (the kernel adds 3 to it), and
+	 * prctl(2)'s PR_GET_AUXV across two pages of code */
+	int *fw1 = malloc(sizeof *fw1), *fw2 = (int *)(x + 2 * PAGE + 3600);
+	*fw1 = 0;
+	*fw2 = 5;
+	if (((fn)(x + 2 * PAGE - 3))() != 113)
+		return 1;
+	n = syscall(SYS_futex, fw1, FUTEX_WAKE_OP | FUTEX_PRIVATE_FLAG, 1, NULL, fw2, FUTEX_OP(FUTEX_OP_ADD, 3, FUTEX_OP_CMP_EQ, 0));
+	check("futex(2) FUTEX_WAKE_OP's second word in code", n == 0 && *fw2 == 8, 1, ((fn)(x + 2 * PAGE - 3))(), 113);
+	unsigned long auxv[16];
+	unsigned char *av = x + 3 * PAGE - 32;
+	n = syscall(SYS_prctl, PR_GET_AUXV, auxv, sizeof auxv, 0, 0);
+	long m = syscall(SYS_prctl, PR_GET_AUXV, av, sizeof auxv, 0, 0);
+	check("prctl(2) PR_GET_AUXV across two pages of code", n > 0 && m == n && memcmp(av, auxv, sizeof auxv) == 0, 1, ((fn)(x + 2 * PAGE - 3))(), 113);
 
 	printf(failures ? "FAILED\n" : "ok\n");
 	return failures != 0;

@@ -283,7 +283,7 @@ func TestKernelWriteRulesEval(t *testing.T) {
 			// the filter's length: the argument after the address
 			// (a count of elements of mul bytes where mul is set), else
 			// the most the kernel writes (kwDest)
-			n := d.size
+			n := filterSize(d)
 			if d.lenArg == d.arg+1 {
 				n = 64 * max(uint64(d.mul), 1)
 			}
@@ -333,7 +333,7 @@ func TestKernelWriteRulesEval(t *testing.T) {
 					a = rng.Uint64()
 				}
 				args[d.arg] = a
-				n := d.size
+				n := filterSize(d)
 				if d.lenArg == d.arg+1 {
 					cnt := uint64(rng.Int63n(0x3000))
 					args[d.lenArg] = cnt
@@ -391,7 +391,7 @@ func otherDestHit(c kernelWriteCall, i int, args [6]uint64, ranges []AddrRange) 
 		if j == i {
 			continue
 		}
-		a, n := args[d.arg], d.size
+		a, n := args[d.arg], filterSize(d)
 		if d.lenArg == d.arg+1 {
 			n = args[d.lenArg] * max(uint64(d.mul), 1)
 		}
@@ -402,4 +402,13 @@ func otherDestHit(c kernelWriteCall, i int, args [6]uint64, ranges []AddrRange) 
 		}
 	}
 	return false
+}
+
+// filterSize is the length the kernel-write filter tests for d when it
+// has no length argument after its address (KernelWriteRules).
+func filterSize(d kwDest) uint64 {
+	if d.prctl {
+		return prctlAuxv
+	}
+	return d.size
 }

@@ -133,7 +133,19 @@ type kwDest struct {
 	// bits: args[lenArg] is a count of bits, rounded up to 64-bit words
 	// (select's descriptor sets)
 	bits bool
+	// prctl: size bytes, but for PR_GET_AUXV min(args[2], prctlAuxv)
+	// (the filter tests prctlAuxv); futex2: only for the futex
+	// operations that take a second word (futexOps2)
+	prctl, futex2 bool
 }
+
+// prctlAuxv is the most PR_GET_AUXV writes: AT_VECTOR_SIZE (52) words.
+const prctlAuxv = 52 * 8
+
+// futexOps2 are the futex operations whose args[4] is a second futex word:
+// FUTEX_REQUEUE, FUTEX_CMP_REQUEUE, FUTEX_WAKE_OP, FUTEX_WAIT_REQUEUE_PI,
+// FUTEX_CMP_REQUEUE_PI.
+var futexOps2 = map[uint64]bool{3: true, 4: true, 5: true, 11: true, 12: true}
 
 func buf(arg, lenArg int) kwDest        { return kwDest{arg: arg, lenArg: lenArg} }
 func fixed(arg int, size uint64) kwDest { return kwDest{arg: arg, lenArg: -1, size: size} }
@@ -247,9 +259,11 @@ var kernelWriteCalls = []kernelWriteCall{
 	{"getcpu", unix.SYS_GETCPU, []kwDest{fixed(0, 4), fixed(1, 4)}},
 	// capget writes its header's version back when it is not the kernel's
 	{"capget", unix.SYS_CAPGET, []kwDest{fixed(0, 8), fixed(1, sizeCapData)}},
-	// prctl's PR_GET_* write at most 16 bytes at args[1] (PR_GET_NAME);
-	// arch_prctl's ARCH_GET_FS and ARCH_GET_GS 8
-	{"prctl", unix.SYS_PRCTL, []kwDest{fixed(1, 16)}},
+	// prctl's PR_GET_* write at args[1]: at most 16 bytes (PR_GET_NAME),
+	// but for PR_GET_AUXV, as many as args[2] says, at most the auxiliary
+	// vector (AT_VECTOR_SIZE: 52 words); arch_prctl's ARCH_GET_FS and
+	// ARCH_GET_GS 8
+	{"prctl", unix.SYS_PRCTL, []kwDest{{arg: 1, lenArg: -1, size: 16, prctl: true}}},
 	{"arch_prctl", unix.SYS_ARCH_PRCTL, []kwDest{fixed(1, 8)}},
 	{"timer_create", unix.SYS_TIMER_CREATE, []kwDest{fixed(2, 4)}},
 	{"io_setup", unix.SYS_IO_SETUP, []kwDest{fixed(1, 8)}},
@@ -267,8 +281,10 @@ var kernelWriteCalls = []kernelWriteCall{
 	// time left it writes back
 	{"select", unix.SYS_SELECT, append(fdsets(), fixed(4, 16))},
 	{"pselect6", unix.SYS_PSELECT6, append(fdsets(), fixed(4, sizeTimespec))},
-	// a futex word in code: the kernel's access faults even for a wake
-	{"futex", unix.SYS_FUTEX, []kwDest{fixed(0, 4)}},
+	// a futex word in code: the kernel's access faults even for a wake;
+	// the second word of the operations that have one (FUTEX_WAKE_OP
+	// writes it)
+	{"futex", unix.SYS_FUTEX, []kwDest{fixed(0, 4), {arg: 4, lenArg: -1, size: 4, futex2: true}}},
 	{"sched_getparam", unix.SYS_SCHED_GETPARAM, []kwDest{fixed(1, 4)}},
 	{"get_robust_list", unix.SYS_GET_ROBUST_LIST, []kwDest{fixed(1, 8), fixed(2, 8)}},
 	// into a socket address or option as long as the program says
@@ -394,6 +410,9 @@ func KernelWriteRules(ranges []AddrRange) []Rule {
 		var when []Cond
 		for _, d := range c.dests {
 			cond := Cond{Arg: d.arg, Overlaps: ranges, Size: d.size}
+			if d.prctl {
+				cond.Size = prctlAuxv
+			}
 			if d.lenArg == d.arg+1 {
 				// the length argument (Cond.Overlaps), or a count
 				cond.Size, cond.Mul = 0, d.mul
@@ -420,6 +439,10 @@ func kernelWriteDests(tid int, c kernelWriteCall, op *pendingOp, out []ival) []i
 	for _, d := range c.dests {
 		n := d.size
 		switch {
+		case d.futex2 && !futexOps2[op.args[1]&127]:
+			continue // args[4] is no address for this operation
+		case d.prctl && op.args[0] == unix.PR_GET_AUXV:
+			n = min(op.args[2], prctlAuxv)
 		case d.lenArg >= 0 && d.bits:
 			n = (op.args[d.lenArg]&0xffffffff + 63) / 64 * 8
 		case d.lenArg >= 0 && d.mul > 0:
