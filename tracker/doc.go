@@ -279,9 +279,13 @@
 // ms), and never when ptjit may use one CPU only (--pin=on). The waits
 // for a thread ptjit resumed for its own step (an injected mprotect) keep
 // their own average. Measured with the stop row (3 runs each,
-// alternating, load 1–1.5): ptjit's cost per stop seen by the tracee
-// 93–120 µs before, 38–53 µs after (one run of the old binary also got
-// 36: the two threads happened to share a CPU).
+// alternating, load 1–1.5, 03:15–03:27): ptjit's cost per stop seen by
+// the tracee 93–120 µs before, 38–53 µs after (one run of the old binary
+// also got 36: the two threads happened to share a CPU). Two hours later
+// (05:26, load 0.1–1) the old binary measured 40 and 49 µs and this one 51
+// and 55, while a bare C tracer still took 85–155 µs a stop blocking and
+// 19 µs polling: where the scheduler puts ptjit's threads (the Go
+// runtime's own) decides it as much. BENCHMARKS.md has both series.
 //
 // The exec-adding path is a RET_TRACE stop, not a seccomp user
 // notification: a notification cannot observe the call's result, so the
