@@ -283,7 +283,7 @@ func TestKernelWriteRulesEval(t *testing.T) {
 			// the filter's length: the argument after the address
 			// (a count of elements of mul bytes where mul is set), else
 			// the most the kernel writes (kwDest)
-			n := filterSize(d)
+			n := d.size
 			if d.lenArg == d.arg+1 {
 				n = 64 * max(uint64(d.mul), 1)
 			}
@@ -333,7 +333,7 @@ func TestKernelWriteRulesEval(t *testing.T) {
 					a = rng.Uint64()
 				}
 				args[d.arg] = a
-				n := filterSize(d)
+				n := d.size
 				if d.lenArg == d.arg+1 {
 					cnt := uint64(rng.Int63n(0x3000))
 					args[d.lenArg] = cnt
@@ -341,10 +341,7 @@ func TestKernelWriteRulesEval(t *testing.T) {
 				} else if d.lenArg >= 0 {
 					args[d.lenArg] = 1
 				}
-				want := a+n < a
-				for _, r := range ranges {
-					want = want || n > 0 && a < r.Hi && a+n > r.Lo
-				}
+				want := overlapsAny(a, n, ranges)
 				// the other destinations stay far away, except where
 				// this one's count is theirs
 				got, err := evalFilter(prog2, x86, c.nr, args)
@@ -391,24 +388,27 @@ func otherDestHit(c kernelWriteCall, i int, args [6]uint64, ranges []AddrRange) 
 		if j == i {
 			continue
 		}
-		a, n := args[d.arg], filterSize(d)
+		a, n := args[d.arg], d.size
 		if d.lenArg == d.arg+1 {
 			n = args[d.lenArg] * max(uint64(d.mul), 1)
 		}
-		for _, r := range ranges {
-			if a+n < a || n > 0 && a < r.Hi && a+n > r.Lo {
-				return true
-			}
+		if overlapsAny(a, n, ranges) {
+			return true
 		}
 	}
 	return false
 }
 
-// filterSize is the length the kernel-write filter tests for d when it
-// has no length argument after its address (KernelWriteRules).
-func filterSize(d kwDest) uint64 {
-	if d.prctl {
-		return prctlAuxv
+// overlapsAny reports whether the filter stops [a, a+n): it overlaps one
+// of ranges, or the sum passes 2^64 (Cond.Overlaps).
+func overlapsAny(a, n uint64, ranges []AddrRange) bool {
+	if a+n < a {
+		return true
 	}
-	return d.size
+	for _, r := range ranges {
+		if n > 0 && a < r.Hi && a+n > r.Lo {
+			return true
+		}
+	}
+	return false
 }

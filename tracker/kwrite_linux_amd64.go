@@ -133,14 +133,18 @@ type kwDest struct {
 	// bits: args[lenArg] is a count of bits, rounded up to 64-bit words
 	// (select's descriptor sets)
 	bits bool
-	// prctl: size bytes, but for PR_GET_AUXV min(args[2], prctlAuxv)
-	// (the filter tests prctlAuxv); futex2: only for the futex
-	// operations that take a second word (futexOps2)
+	// prctl: the other PR_GET_* write prctlGet bytes, PR_GET_AUXV
+	// min(args[2], prctlAuxv) (size, what the filter tests); futex2: only
+	// for the futex operations that take a second word (futexOps2)
 	prctl, futex2 bool
 }
 
-// prctlAuxv is the most PR_GET_AUXV writes: AT_VECTOR_SIZE (52) words.
-const prctlAuxv = 52 * 8
+// prctlAuxv is the most PR_GET_AUXV writes: AT_VECTOR_SIZE (52) words;
+// prctlGet the most the other PR_GET_* write (PR_GET_NAME's 16 bytes).
+const (
+	prctlAuxv = 52 * 8
+	prctlGet  = 16
+)
 
 // futexOps2 are the futex operations whose args[4] is a second futex word:
 // FUTEX_REQUEUE, FUTEX_CMP_REQUEUE, FUTEX_WAKE_OP, FUTEX_WAIT_REQUEUE_PI,
@@ -263,7 +267,7 @@ var kernelWriteCalls = []kernelWriteCall{
 	// but for PR_GET_AUXV, as many as args[2] says, at most the auxiliary
 	// vector (AT_VECTOR_SIZE: 52 words); arch_prctl's ARCH_GET_FS and
 	// ARCH_GET_GS 8
-	{"prctl", unix.SYS_PRCTL, []kwDest{{arg: 1, lenArg: -1, size: 16, prctl: true}}},
+	{"prctl", unix.SYS_PRCTL, []kwDest{{arg: 1, lenArg: -1, size: prctlAuxv, prctl: true}}},
 	{"arch_prctl", unix.SYS_ARCH_PRCTL, []kwDest{fixed(1, 8)}},
 	{"timer_create", unix.SYS_TIMER_CREATE, []kwDest{fixed(2, 4)}},
 	{"io_setup", unix.SYS_IO_SETUP, []kwDest{fixed(1, 8)}},
@@ -410,9 +414,6 @@ func KernelWriteRules(ranges []AddrRange) []Rule {
 		var when []Cond
 		for _, d := range c.dests {
 			cond := Cond{Arg: d.arg, Overlaps: ranges, Size: d.size}
-			if d.prctl {
-				cond.Size = prctlAuxv
-			}
 			if d.lenArg == d.arg+1 {
 				// the length argument (Cond.Overlaps), or a count
 				cond.Size, cond.Mul = 0, d.mul
@@ -443,6 +444,8 @@ func kernelWriteDests(tid int, c kernelWriteCall, op *pendingOp, out []ival) []i
 			continue // args[4] is no address for this operation
 		case d.prctl && op.args[0] == unix.PR_GET_AUXV:
 			n = min(op.args[2], prctlAuxv)
+		case d.prctl:
+			n = prctlGet
 		case d.lenArg >= 0 && d.bits:
 			n = (op.args[d.lenArg]&0xffffffff + 63) / 64 * 8
 		case d.lenArg >= 0 && d.mul > 0:
@@ -670,7 +673,6 @@ func (sp *space) kernelWriteBlocked(page uint64) bool {
 // Precondition: on the locked tracer thread; th is stopped.
 func (t *Tracer) kernelWriteOpen(th *thread, pages []uint64, ip uint64) {
 	sp := th.proc.space
-	w := sp.wxs()
 	slices.Sort(pages)
 	pages = slices.Compact(pages)
 	var code []uint64
@@ -687,14 +689,11 @@ func (t *Tracer) kernelWriteOpen(th *thread, pages []uint64, ip uint64) {
 	}
 	t.batchPages(th, code, batchPage{tid: th.tid, ip: ip}, "wx-batch: writable for a kernel copy", func(run ival) {
 		// in flight until the restarted call's exit
-		if w.flight == nil {
-			w.flight, w.flightRan = map[uint64]int{}, map[uint64]bool{}
-		}
+		var opened []uint64
 		for p := run.s; p < run.e; p += pageSize {
-			w.flight[p]++
-			th.kw.pages = append(th.kw.pages, p)
+			opened = append(opened, p)
 		}
-		th.kw.ip = ip
-		t.result.Stats.KernelWrites += int((run.e - run.s) / pageSize)
+		t.kernelWriteFlight(th, opened, ip)
+		t.result.Stats.KernelWrites += len(opened)
 	})
 }
