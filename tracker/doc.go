@@ -495,6 +495,51 @@
 // (signals_linux_amd64.go); a filter of the program's own that traces the call
 // adds a stop, which is passed.
 //
+// # The protection proxy
+//
+// W^X's protection changes (protect: a batch page made writable at its
+// first store and executable again at its next fetch, the pages opened
+// for a stepped store) are most of what ptjit injects: Guile's JIT
+// appends code to a page that already ran, twenty to thirty times a page,
+// and each time costs two of them. An injection is a round trip to the
+// stopped thread on whatever CPU it last ran, and on a VM whose idle CPUs
+// halt that round trip is a wake-up of another CPU each way (a bare C
+// tracer stepping a task over a syscall instruction 20,000 times on the
+// 2-vCPU bench machine, 2026-11-27 06:25: 120-165 µs a step with the task
+// on the other CPU, 13-18 µs with it on the tracer's own).
+//
+// So a process ptjit launched gets a proxy (proxy_linux_amd64.go): a
+// task made by an injected clone(CLONE_VM|CLONE_PARENT) at the execve's
+// syscall-exit stop, sharing the program's memory but not a thread of it
+// (not in /proc/PID/task, not the program's child: CLONE_PARENT makes
+// ptjit its parent, and its exit signal is 0). It stays in a ptrace stop
+// for its whole life and is pinned to the tracer thread's CPU; each
+// protection change sets its registers for the call (InjectCookie in r9,
+// as for an injection) and steps it over the vdso's syscall instruction.
+// The program's thread is not touched: no registers saved and restored,
+// no signals held. The proxy never runs another instruction; signals
+// sent to it (its process group's SIGINT) are dropped at its next step;
+// it is killed and reaped when its address space ends (the process's
+// exit, an exec), and by the kernel with ptjit (PTRACE_O_EXITKILL).
+// Killed from outside, its space's calls are injected again
+// (TestProxyKilled). It is made only where ptjit is the parent: not for a
+// child of the program (the proxy would be the program's child, a zombie
+// it could wait for), not for an attached process, not under perf record
+// (the program is perf's child, and perf's inherited events would trace
+// the proxy), and not with soft PT (which steps every thread anyway). It
+// is made at the exec stop so that no seccomp filter of the program's can
+// refuse the clone (the proxy keeps the filters it had then; ptjit's let
+// its calls through).
+//
+// The mprotect itself costs the same wherever it runs (about 19 µs on
+// the bench machine with the tracer and the stepped task on one CPU, of
+// which a plain step is 15 µs); the proxy saves the other CPU's wake-ups.
+// Measured on Guile's compile.scm 60 (3,820 protection changes, load
+// 1.0–1.3, 06:30): 35–46 µs a change through the proxy against 52–70 µs
+// injected. What W^X still costs per batch cycle (two faults, each a stop
+// of the program's thread, two protection changes, a 4 KiB copy and its
+// version) is in BENCHMARKS.md.
+//
 // Precise mode pays a fault stop and ptjit's handler per store, batch and
 // auto almost nothing (tracker/testdata/wxbench.c, BenchmarkWXPrecise and
 // BenchmarkWXBatch). Under many stores precise mode degrades when the

@@ -177,7 +177,11 @@ func kernelFault(sig int, si siginfo, err error) bool {
 // every mprotect of that memory first (ptjit manages it from now on).
 func (t *Tracer) protect(th *thread, start, end uint64, prot int, reason string) error {
 	t.ensureProtectSeen(th, start, end)
-	if _, err := t.inject(th, unix.SYS_MPROTECT, start, end-start, uint64(prot)); err != nil {
+	if ret, ok := t.proxyCall(th, unix.SYS_MPROTECT, start, end-start, uint64(prot)); ok {
+		if ret < 0 && ret >= -4095 {
+			return &InjectError{th.tid, unix.SYS_MPROTECT, unix.Errno(-ret)}
+		}
+	} else if _, err := t.inject(th, unix.SYS_MPROTECT, start, end-start, uint64(prot)); err != nil {
 		return err
 	}
 	t.rec.ProtChange(db.ProtChange{PID: th.proc.space.owner, At: clock.Now(), Addr: start, Size: end - start,

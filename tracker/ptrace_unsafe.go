@@ -104,3 +104,22 @@ func prstatusSize(tid int) (int, error) {
 
 // elfNTPRStatus is NT_PRSTATUS, the general registers' regset.
 const elfNTPRStatus = 1
+
+// getCPU returns the CPU the calling thread runs on (getcpu(2)).
+func getCPU() (int, bool) {
+	var cpu, node uint32
+	_, _, e := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&cpu)), uintptr(unsafe.Pointer(&node)), 0)
+	return int(cpu), e == 0
+}
+
+// rawWait4 is wait4(pid, ws, flags) without the Go runtime's syscall
+// bookkeeping: for a wait known to be short (a step of ptjit's own on
+// the tracer's CPU), where handing the P to another thread would cost a
+// wake-up of another CPU.
+func rawWait4(pid int, ws *unix.WaitStatus, flags int) (int, error) {
+	r, _, e := unix.RawSyscall6(unix.SYS_WAIT4, uintptr(pid), uintptr(unsafe.Pointer(ws)), uintptr(flags), 0, 0, 0)
+	if e != 0 {
+		return int(r), e
+	}
+	return int(r), nil
+}

@@ -37,6 +37,9 @@ type Stats struct {
 	// (then left writable and executable)
 	TCBPages, TCBExecuted int
 	Injected              int // syscalls ptjit ran in the tracee
+	// Proxies: protection proxies made (proxy_linux_amd64.go); ProxyCalls:
+	// the mprotect calls they ran instead of an injection
+	Proxies, ProxyCalls int
 	// FullProtect: processes given the filter that stops every mprotect
 	// (memory ptjit manages; fullprotect_linux_amd64.go)
 	FullProtect int
@@ -101,6 +104,9 @@ func (s *Stats) Meta() []MetaRow {
 		{"wx_tcb_pages", i(s.TCBPages)},
 		{"wx_tcb_executed", i(s.TCBExecuted)},
 		{"injected_syscalls", i(s.Injected)},
+		// the protection proxies made and the calls they ran (tracker/doc.go)
+		{"proxies", i(s.Proxies)},
+		{"proxy_calls", i(s.ProxyCalls)},
 		// processes where every mprotect stops (ptjit managed memory
 		// there); elsewhere only those adding PROT_EXEC (doc.go)
 		{"full_protect_processes", i(s.FullProtect)},

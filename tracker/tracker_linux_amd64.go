@@ -86,6 +86,10 @@ type Options struct {
 	// instead of launching a program (the Launch is not used); it needs
 	// EventsBPF. Tracer.Detach ends such a trace (attach_linux_amd64.go).
 	Attach int
+	// NoProxy: no protection proxy (proxy_linux_amd64.go); ptjit's
+	// mprotect calls are injected into the stopped thread (tests of that
+	// path, and comparisons)
+	NoProxy bool
 }
 
 // Launch starts the program on the tracer thread. It returns the pid of a
@@ -131,6 +135,7 @@ type Tracer struct {
 	procs   map[int]*process
 	pending map[int]unix.WaitStatus // new tids stopped before their parent's event
 	newborn map[int]birth           // tids announced by a parent's event, not yet seen
+	proxies map[int]bool            // the protection proxies' pids (proxy_linux_amd64.go)
 	selfPID int
 	result  Result // the trace's outcome (Stats counted as it goes)
 
@@ -246,6 +251,7 @@ type space struct {
 	sink   *sink
 	// each feature's state, declared in its file
 	inj    injectState // acting in the tracee (inject_linux_amd64.go)
+	proxy  proxyState  // the protection proxy (proxy_linux_amd64.go)
 	wx     wxState     // W^X (wx_linux_amd64.go)
 	alias  aliasState  // writable aliases (wx_alias_linux_amd64.go)
 	filter filterState // --soft-filter=jit (softfilter_linux_amd64.go)
@@ -325,6 +331,7 @@ func Start(opts Options, launch Launch) (*Tracer, error) {
 		procs:   map[int]*process{},
 		pending: map[int]unix.WaitStatus{},
 		newborn: map[int]birth{},
+		proxies: map[int]bool{},
 		done:    make(chan struct{}),
 		selfPID: os.Getpid(),
 	}
@@ -543,6 +550,9 @@ func (t *Tracer) handle(tid int, ws unix.WaitStatus) {
 	t.drainEvents()
 	th := t.threads[tid]
 	if th == nil {
+		if t.proxyStop(tid, ws) {
+			return
+		}
 		t.unknownStop(tid, ws)
 		return
 	}
@@ -770,6 +780,7 @@ func (t *Tracer) dropSpace(p *process, at clock.Stamp) {
 		sp.Clear(Stamp{At: at}.because("exit"))
 		sp.namesClose()
 		sp.inj.close()
+		t.proxyClose(sp)
 		sp.alias.close()
 		sp.pages.close()
 	}
@@ -968,7 +979,7 @@ func (t *Tracer) execEvent(th *thread) {
 		return // killed in its exec stop: nothing of it ran or is recorded
 	}
 	t.syncSpace(p, stampAt(th, 0, at).because("exec"))
-	t.resume(th.tid, 0)
+	t.proxyExec(th)
 }
 
 // syncSpace brings p's space in line with /proc/PID/maps.

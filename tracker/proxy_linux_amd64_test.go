@@ -1,0 +1,138 @@
+package tracker_test
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ptjit/ptjit/tracker"
+)
+
+// proxyRounds: rounds of each proxyjit phase (each two protection
+// changes under --wx=batch).
+const proxyRounds = 150
+
+// TestProxy: under W^X, a launched program's protection changes run in
+// the proxy (two a round of proxyjit's append-and-run), none injected
+// into the program's thread past the proxy's own clone; the program
+// computes what it does alone, has no child it can wait for and one
+// thread; without the proxy (Options.NoProxy) the same calls are
+// injected, with the same output.
+func TestProxy(t *testing.T) {
+	prog := cprog(t, "proxyjit")
+	want, code := run(t, prog, strconv.Itoa(proxyRounds))
+	if code != 0 {
+		t.Fatalf("alone: exit %d\n%s", code, want)
+	}
+	for _, line := range []string{"children: none", "threads: 1"} {
+		if !strings.Contains(want, line+"\n") {
+			t.Fatalf("alone: no %q in\n%s", line, want)
+		}
+	}
+	var stats [2]tracker.Stats
+	for i, noProxy := range []bool{false, true} {
+		tr := traceOpts(t, func(o *tracker.Options) {
+			o.WX = tracker.WXBatch
+			o.NoProxy = noProxy
+		}, prog, strconv.Itoa(proxyRounds))
+		if tr.res.Status != 0 || tr.stdout != want {
+			t.Fatalf("noProxy %v: exit %d, output\n%s\nwant (alone)\n%s", noProxy, tr.res.Status, tr.stdout, want)
+		}
+		stats[i] = tr.res.Stats
+	}
+	with, without := stats[0], stats[1]
+	// two changes a round but the first (fresh memory starts writable)
+	if with.Proxies != 1 || with.ProxyCalls < 4*proxyRounds-2 {
+		t.Errorf("%d proxies ran %d calls, want 1 and ≥ %d", with.Proxies, with.ProxyCalls, 4*proxyRounds-2)
+	}
+	if without.Proxies != 0 || without.ProxyCalls != 0 {
+		t.Errorf("NoProxy: %d proxies ran %d calls", without.Proxies, without.ProxyCalls)
+	}
+	// every call the proxy ran is one injection fewer; the proxy's clone
+	// is one more
+	if with.Injected != without.Injected-with.ProxyCalls+1 {
+		t.Errorf("injected %d with the proxy (which ran %d), %d without: want %d", with.Injected, with.ProxyCalls,
+			without.Injected, without.Injected-with.ProxyCalls+1)
+	}
+}
+
+// TestProxyKilled: a proxy killed from outside (a SIGKILL to it alone)
+// between proxyjit's phases costs the program nothing: the second
+// phase's protection changes are injected into its thread, and it
+// computes what it does alone.
+func TestProxyKilled(t *testing.T) {
+	prog := cprog(t, "proxyjit")
+	want, code := run(t, prog, strconv.Itoa(proxyRounds))
+	if code != 0 {
+		t.Fatalf("alone: exit %d\n%s", code, want)
+	}
+	syncPath := filepath.Join(t.TempDir(), "go")
+	pidc := make(chan int, 1)
+	killed := make(chan error, 1)
+	go func() {
+		pid := <-pidc
+		killed <- killProxyWhenReady(pid, syncPath)
+		os.WriteFile(syncPath, nil, 0o644)
+	}()
+	tr := traceOpts(t, func(o *tracker.Options) {
+		o.WX = tracker.WXBatch
+		o.OnStart = func(pid int) { pidc <- pid }
+	}, prog, strconv.Itoa(proxyRounds), syncPath)
+	if err := <-killed; err != nil {
+		t.Fatal(err)
+	}
+	s := tr.res.Stats
+	if tr.res.Status != 0 || tr.stdout != want {
+		t.Fatalf("exit %d, output\n%s\nwant (alone)\n%s", tr.res.Status, tr.stdout, want)
+	}
+	// phase 1 in the proxy, phase 2 injected
+	if s.Proxies != 1 || s.ProxyCalls < 2*proxyRounds-2 || s.Injected < 2*proxyRounds {
+		t.Errorf("%d proxies, %d calls in them, %d injected: want 1, ≥ %d, ≥ %d", s.Proxies, s.ProxyCalls, s.Injected, 2*proxyRounds-2, 2*proxyRounds)
+	}
+}
+
+// killProxyWhenReady waits for proxyjit (pid) to create syncPath.ready, then
+// kills the proxy: the task other than pid whose parent is this process
+// and whose executable is pid's.
+func killProxyWhenReady(pid int, syncPath string) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(syncPath + ".ready"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return os.ErrDeadlineExceeded
+		}
+		time.Sleep(time.Millisecond)
+	}
+	exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	if err != nil {
+		return err
+	}
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return err
+	}
+	for _, d := range dirs {
+		p, err := strconv.Atoi(d.Name())
+		if err != nil || p == pid {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) < 2 || f[1] != strconv.Itoa(os.Getpid()) {
+			continue
+		}
+		if e, _ := os.Readlink("/proc/" + d.Name() + "/exe"); e == exe {
+			return syscall.Kill(p, syscall.SIGKILL)
+		}
+	}
+	return os.ErrNotExist
+}
