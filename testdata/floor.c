@@ -11,6 +11,12 @@
  *                                  the listener to floor over a unix socket
  *                                  (SCM_RIGHTS) before its execve; floor
  *                                  answers SECCOMP_USER_NOTIF_FLAG_CONTINUE
+ *   floor wx     -- PROG ARGS...   trace, plus the least W^X in batch mode
+ *                                  (see run_wx): a write into code a fault,
+ *                                  its page made writable and not executable
+ *                                  by an injected mprotect; the next fetch
+ *                                  there a fault, the page copied and made
+ *                                  executable and not writable again
  *
  * The filter returns the action only when the prot argument (arg 2) has
  * PROT_EXEC; every other call runs at native speed. The copy is taken at
@@ -50,6 +56,7 @@
 #endif
 
 static unsigned long stops, copied;
+static unsigned long wx_writes, wx_fetches, wx_injected;
 static char *buf;
 static size_t bufcap;
 
@@ -104,7 +111,10 @@ static int install_filter(uint32_t action, unsigned flags)
 /* finish exits as the program did. */
 static void finish(const char *mode, int status)
 {
-	fprintf(stderr, "floor: %s %lu stops, %lu bytes copied\n", mode, stops, copied);
+	fprintf(stderr, "floor: %s %lu stops, %lu bytes copied", mode, stops, copied);
+	if (strcmp(mode, "wx") == 0)
+		fprintf(stderr, ", %lu write faults, %lu fetch faults, %lu injected", wx_writes, wx_fetches, wx_injected);
+	fputc('\n', stderr);
 	if (WIFSIGNALED(status)) {
 		signal(WTERMSIG(status), SIG_DFL);
 		raise(WTERMSIG(status));
@@ -276,16 +286,348 @@ static int run_notif(char **argv)
 	return 0;
 }
 
+
+/*
+ * floor wx: the least a recorder must do to see stores into code, in
+ * W^X's batch mode, with nothing of ptjit's (no database, no emulation,
+ * no kernel-write handling, no aliases, one held signal a thread):
+ *
+ *   - an mprotect/pkey_mprotect/mmap asking for PROT_WRITE|PROT_EXEC gets
+ *     PROT_EXEC taken away at its seccomp stop (its range, or an mmap's
+ *     result read at its exit stop, is then W^X's: every page starts
+ *     writable, as ptjit starts fresh memory); any other exec-adding call
+ *     is copied as in trace mode, and its pages, where W^X's, count as code;
+ *   - a SIGSEGV (SEGV_ACCERR) in W^X memory is consumed: a fetch (the
+ *     address within 16 bytes after RIP) copies the page and makes it
+ *     R|X, a store makes it R|W; each an mprotect injected into the
+ *     faulting thread (registers saved, RIP at a syscall instruction of
+ *     the vdso, one PTRACE_SINGLESTEP, registers restored);
+ *   - fork children inherit their parent's W^X memory, exec forgets it.
+ */
+#define WX_PROCS 64
+#define WX_RANGES 256
+
+struct wx_range {
+	uint64_t start, end;
+	uint8_t *code; /* one byte a page: 1 executable (code), 0 writable */
+};
+
+struct wx_proc {
+	pid_t tgid; /* 0: free */
+	uint64_t sysinsn;
+	int nr;
+	struct wx_range r[WX_RANGES];
+};
+
+static struct wx_proc wx_procs[WX_PROCS];
+
+static struct wx_proc *wx_proc(pid_t tgid, int make)
+{
+	struct wx_proc *free_ = NULL;
+	for (int i = 0; i < WX_PROCS; i++) {
+		if (wx_procs[i].tgid == tgid)
+			return &wx_procs[i];
+		if (!wx_procs[i].tgid && !free_)
+			free_ = &wx_procs[i];
+	}
+	if (!make || !free_)
+		return NULL;
+	memset(free_, 0, sizeof *free_);
+	free_->tgid = tgid;
+	return free_;
+}
+
+static void wx_forget(struct wx_proc *p)
+{
+	for (int i = 0; i < p->nr; i++)
+		free(p->r[i].code);
+	memset(p, 0, sizeof *p);
+}
+
+/* tgid_of reads TID's thread group from /proc (cached for the last few). */
+static pid_t tgid_of(pid_t tid)
+{
+	static pid_t ctid[64], ctg[64];
+	unsigned h = (unsigned)tid % 64;
+	if (ctid[h] == tid)
+		return ctg[h];
+	char path[64], line[256];
+	snprintf(path, sizeof path, "/proc/%d/status", tid);
+	FILE *f = fopen(path, "r");
+	pid_t tg = tid;
+	if (f) {
+		while (fgets(line, sizeof line, f))
+			if (sscanf(line, "Tgid: %d", &tg) == 1)
+				break;
+		fclose(f);
+	}
+	ctid[h] = tid;
+	ctg[h] = tg;
+	return tg;
+}
+
+/* wx_find returns the range holding addr, or NULL. */
+static struct wx_range *wx_find(struct wx_proc *p, uint64_t addr)
+{
+	for (int i = 0; p && i < p->nr; i++)
+		if (addr >= p->r[i].start && addr < p->r[i].end)
+			return &p->r[i];
+	return NULL;
+}
+
+/* wx_add makes [start, end) W^X memory, every page writable (code 0);
+ * ranges it overlaps are cut away first. */
+static void wx_add(struct wx_proc *p, uint64_t start, uint64_t end)
+{
+	for (int i = 0; i < p->nr; i++) {
+		struct wx_range *r = &p->r[i];
+		if (r->end <= start || r->start >= end)
+			continue;
+		/* the minimal case: drop an overlapping range whole */
+		free(r->code);
+		p->r[i] = p->r[--p->nr];
+		i--;
+	}
+	if (p->nr == WX_RANGES || end <= start)
+		return;
+	struct wx_range *r = &p->r[p->nr++];
+	r->start = start;
+	r->end = end;
+	r->code = calloc((end - start) >> 12, 1);
+	if (!r->code)
+		die("calloc");
+}
+
+/* wx_mark sets the pages of [start, end) that are W^X memory to code. */
+static void wx_mark(struct wx_proc *p, uint64_t start, uint64_t end)
+{
+	for (int i = 0; p && i < p->nr; i++) {
+		struct wx_range *r = &p->r[i];
+		uint64_t a = start > r->start ? start : r->start, b = end < r->end ? end : r->end;
+		for (; a < b; a += 4096)
+			r->code[(a - r->start) >> 12] = 1;
+	}
+}
+
+/* wx_sysinsn finds a syscall instruction (0f 05) in pid's vdso. */
+static uint64_t wx_sysinsn(struct wx_proc *p, pid_t pid)
+{
+	if (p->sysinsn)
+		return p->sysinsn;
+	char path[64], line[512];
+	snprintf(path, sizeof path, "/proc/%d/maps", pid);
+	FILE *f = fopen(path, "r");
+	uint64_t lo = 0, hi = 0;
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof line, f))
+		if (strstr(line, "[vdso]")) {
+			sscanf(line, "%lx-%lx", &lo, &hi);
+			break;
+		}
+	fclose(f);
+	if (!hi || hi - lo > (1 << 20))
+		return 0;
+	unsigned char *b = malloc(hi - lo);
+	struct iovec local = {b, hi - lo}, remote = {(void *)lo, hi - lo};
+	if (b && process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)(hi - lo))
+		for (uint64_t i = 0; i + 1 < hi - lo; i++)
+			if (b[i] == 0x0f && b[i + 1] == 0x05) {
+				p->sysinsn = lo + i;
+				break;
+			}
+	free(b);
+	return p->sysinsn;
+}
+
+/* wx_protect runs mprotect(page, 4096, prot) in the stopped thread tid,
+ * whose registers are saved. A signal that stops the step is kept in
+ * *held (the latest one) for the thread's resume. */
+static void wx_protect(pid_t tid, uint64_t insn, struct user_regs_struct *saved, uint64_t page, int prot, int *held)
+{
+	struct user_regs_struct r = *saved;
+	r.rip = insn;
+	r.rax = SYS_mprotect;
+	r.orig_rax = (uint64_t)-1;
+	r.rdi = page;
+	r.rsi = 4096;
+	r.rdx = (uint64_t)prot;
+	if (ptrace(PTRACE_SETREGS, tid, 0, &r))
+		return;
+	wx_injected++;
+	for (int tries = 0; tries < 64; tries++) {
+		int status;
+		if (ptrace(PTRACE_SINGLESTEP, tid, 0, 0))
+			return;
+		while (waitpid(tid, &status, __WALL) < 0)
+			if (errno != EINTR)
+				return;
+		if (!WIFSTOPPED(status))
+			return;
+		int sig = WSTOPSIG(status);
+		if ((status >> 16) != 0)
+			continue; /* an event stop: step again */
+		if (sig != SIGTRAP) {
+			*held = sig;
+			continue;
+		}
+		struct user_regs_struct got;
+		if (ptrace(PTRACE_GETREGS, tid, 0, &got) == 0 && got.rip == insn + 2)
+			break;
+	}
+	ptrace(PTRACE_SETREGS, tid, 0, saved);
+}
+
+static int run_wx(char **argv)
+{
+	pid_t child = fork();
+	if (child < 0)
+		die("fork");
+	if (child == 0) {
+		if (ptrace(PTRACE_TRACEME, 0, 0, 0))
+			die("PTRACE_TRACEME");
+		raise(SIGSTOP);
+		if (install_filter(SECCOMP_RET_TRACE, 0))
+			die("seccomp");
+		execvp(argv[0], argv);
+		die(argv[0]);
+	}
+	int status;
+	if (waitpid(child, &status, 0) != child || !WIFSTOPPED(status))
+		die("waitpid");
+	long opts = PTRACE_O_EXITKILL | PTRACE_O_TRACESECCOMP | PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK |
+		    PTRACE_O_TRACEVFORK | PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD;
+	if (ptrace(PTRACE_SETOPTIONS, child, 0, opts))
+		die("PTRACE_SETOPTIONS");
+	ptrace(PTRACE_CONT, child, 0, 0);
+	int child_status = 0;
+	for (;;) {
+		pid_t pid = waitpid(-1, &status, __WALL);
+		if (pid < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == ECHILD)
+				break;
+			die("waitpid");
+		}
+		if (WIFEXITED(status) || WIFSIGNALED(status)) {
+			if (pid == child)
+				child_status = status;
+			continue;
+		}
+		int sig = WSTOPSIG(status), event = (unsigned)status >> 16;
+		if (event == PTRACE_EVENT_SECCOMP) {
+			struct user_regs_struct r;
+			stops++;
+			if (ptrace(PTRACE_GETREGS, pid, 0, &r)) {
+				ptrace(PTRACE_CONT, pid, 0, 0);
+				continue;
+			}
+			struct wx_proc *p = wx_proc(tgid_of(pid), 1);
+			uint64_t len = (r.rsi + 4095) & ~4095ull;
+			if ((r.rdx & (PROT_WRITE | PROT_EXEC)) == (PROT_WRITE | PROT_EXEC) && p) {
+				r.rdx &= ~(uint64_t)PROT_EXEC;
+				ptrace(PTRACE_SETREGS, pid, 0, &r);
+				if (r.orig_rax != SYS_mmap) {
+					wx_add(p, r.rdi, r.rdi + len);
+					ptrace(PTRACE_CONT, pid, 0, 0);
+					continue;
+				}
+				/* an mmap: its address at the exit stop */
+				ptrace(PTRACE_SYSCALL, pid, 0, 0);
+				while (waitpid(pid, &status, __WALL) < 0)
+					if (errno != EINTR)
+						die("waitpid");
+				if (WIFSTOPPED(status) && WSTOPSIG(status) == (SIGTRAP | 0x80) &&
+				    ptrace(PTRACE_GETREGS, pid, 0, &r) == 0 && r.rax < (uint64_t)-4095)
+					wx_add(p, r.rax, r.rax + len);
+				if (WIFSTOPPED(status))
+					ptrace(PTRACE_CONT, pid, 0, 0);
+				continue;
+			}
+			if (r.orig_rax != SYS_mmap) {
+				copy(pid, r.rdi, r.rsi);
+				wx_mark(p, r.rdi, r.rdi + len);
+			}
+			ptrace(PTRACE_CONT, pid, 0, 0);
+			continue;
+		}
+		if (event == PTRACE_EVENT_FORK || event == PTRACE_EVENT_VFORK) {
+			unsigned long c;
+			struct wx_proc *p = wx_proc(tgid_of(pid), 0);
+			if (p && ptrace(PTRACE_GETEVENTMSG, pid, 0, &c) == 0 && event == PTRACE_EVENT_FORK) {
+				struct wx_proc *q = wx_proc((pid_t)c, 1);
+				for (int i = 0; q && i < p->nr; i++) {
+					uint64_t n = (p->r[i].end - p->r[i].start) >> 12;
+					q->r[i] = p->r[i];
+					q->r[i].code = malloc(n);
+					if (!q->r[i].code)
+						die("malloc");
+					memcpy(q->r[i].code, p->r[i].code, n);
+					q->nr = i + 1;
+				}
+			}
+			ptrace(PTRACE_CONT, pid, 0, 0);
+			continue;
+		}
+		if (event == PTRACE_EVENT_EXEC) {
+			struct wx_proc *p = wx_proc(tgid_of(pid), 0);
+			if (p)
+				wx_forget(p);
+			ptrace(PTRACE_CONT, pid, 0, 0);
+			continue;
+		}
+		if (event != 0 || sig == SIGSTOP || sig == SIGTRAP || sig == (SIGTRAP | 0x80)) {
+			ptrace(PTRACE_CONT, pid, 0, 0);
+			continue;
+		}
+		if (sig == SIGSEGV) {
+			siginfo_t si;
+			struct wx_proc *p = wx_proc(tgid_of(pid), 0);
+			struct wx_range *r;
+			struct user_regs_struct regs;
+			if (p && ptrace(PTRACE_GETSIGINFO, pid, 0, &si) == 0 && si.si_code == SEGV_ACCERR &&
+			    (r = wx_find(p, (uint64_t)si.si_addr)) && ptrace(PTRACE_GETREGS, pid, 0, &regs) == 0) {
+				uint64_t addr = (uint64_t)si.si_addr, page = addr & ~4095ull;
+				uint64_t insn = wx_sysinsn(p, pid);
+				int held = 0, fetch = addr >= regs.rip && addr < regs.rip + 16;
+				uint8_t *code = &r->code[(page - r->start) >> 12];
+				stops++;
+				if (insn && fetch && !*code) {
+					wx_fetches++;
+					copy(pid, page, 4096);
+					wx_protect(pid, insn, &regs, page, PROT_READ | PROT_EXEC, &held);
+					*code = 1;
+					ptrace(PTRACE_CONT, pid, 0, held);
+					continue;
+				}
+				if (insn && !fetch && *code) {
+					wx_writes++;
+					wx_protect(pid, insn, &regs, page, PROT_READ | PROT_WRITE, &held);
+					*code = 0;
+					ptrace(PTRACE_CONT, pid, 0, held);
+					continue;
+				}
+			}
+		}
+		ptrace(PTRACE_CONT, pid, 0, sig);
+	}
+	finish("wx", child_status);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 4 || strcmp(argv[2], "--") != 0) {
-		fprintf(stderr, "usage: floor trace|notif -- PROG ARGS...\n");
+		fprintf(stderr, "usage: floor trace|notif|wx -- PROG ARGS...\n");
 		return 2;
 	}
 	if (strcmp(argv[1], "trace") == 0)
 		return run_trace(argv + 3);
 	if (strcmp(argv[1], "notif") == 0)
 		return run_notif(argv + 3);
-	fprintf(stderr, "floor: mode %s: want trace or notif\n", argv[1]);
+	if (strcmp(argv[1], "wx") == 0)
+		return run_wx(argv + 3);
+	fprintf(stderr, "floor: mode %s: want trace, notif or wx\n", argv[1]);
 	return 2;
 }

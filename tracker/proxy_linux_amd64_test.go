@@ -9,21 +9,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ptjit/ptjit/internal/testenv"
 	"github.com/ptjit/ptjit/tracker"
 )
 
-// proxyRounds: rounds of each proxyjit phase (each two protection
+// proxyRounds: rounds of each append-jit phase (each two protection
 // changes under --wx=batch).
 const proxyRounds = 150
 
 // TestProxy: under W^X, a launched program's protection changes run in
-// the proxy (two a round of proxyjit's append-and-run), none injected
+// the proxy (two a round of append-jit's append-and-run), none injected
 // into the program's thread past the proxy's own clone; the program
 // computes what it does alone, has no child it can wait for and one
 // thread; without the proxy (Options.NoProxy) the same calls are
 // injected, with the same output.
 func TestProxy(t *testing.T) {
-	prog := cprog(t, "proxyjit")
+	prog := filepath.Join(testenv.TestPrograms(t), "append-jit")
 	want, code := run(t, prog, strconv.Itoa(proxyRounds))
 	if code != 0 {
 		t.Fatalf("alone: exit %d\n%s", code, want)
@@ -45,7 +46,8 @@ func TestProxy(t *testing.T) {
 		stats[i] = tr.res.Stats
 	}
 	with, without := stats[0], stats[1]
-	// two changes a round but the first (fresh memory starts writable)
+	// two changes a round, but for the first store into each of the two
+	// pages (fresh memory starts writable)
 	if with.Proxies != 1 || with.ProxyCalls < 4*proxyRounds-2 {
 		t.Errorf("%d proxies ran %d calls, want 1 and ≥ %d", with.Proxies, with.ProxyCalls, 4*proxyRounds-2)
 	}
@@ -61,11 +63,11 @@ func TestProxy(t *testing.T) {
 }
 
 // TestProxyKilled: a proxy killed from outside (a SIGKILL to it alone)
-// between proxyjit's phases costs the program nothing: the second
+// between append-jit's phases costs the program nothing: the second
 // phase's protection changes are injected into its thread, and it
 // computes what it does alone.
 func TestProxyKilled(t *testing.T) {
-	prog := cprog(t, "proxyjit")
+	prog := filepath.Join(testenv.TestPrograms(t), "append-jit")
 	want, code := run(t, prog, strconv.Itoa(proxyRounds))
 	if code != 0 {
 		t.Fatalf("alone: exit %d\n%s", code, want)
@@ -95,7 +97,7 @@ func TestProxyKilled(t *testing.T) {
 	}
 }
 
-// killProxyWhenReady waits for proxyjit (pid) to create syncPath.ready, then
+// killProxyWhenReady waits for append-jit (pid) to create syncPath.ready, then
 // kills the proxy: the task other than pid whose parent is this process
 // and whose executable is pid's.
 func killProxyWhenReady(pid int, syncPath string) error {

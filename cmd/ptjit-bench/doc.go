@@ -45,7 +45,14 @@
 //     Guile, PHP and Erlang; ≤ 1.15× for the others) and in CPU time
 //     (ptjit's includes the program's; steadier on a loaded machine). A run under ptjit that fails or
 //     prints other than alone is the row's error: its exit status, the
-//     signal it stands for, and what the program prints alone;
+//     signal it stands for, and what the program prints alone. Guile's
+//     and qemu's rows (their code single-mapped RWX memory written in
+//     bursts) also run the program under testdata/floor wx, the least
+//     W^X (the same write and fetch faults and protection changes as
+//     ptjit, an mprotect injected for each, a 4 KiB copy per fetch, and
+//     nothing else), in the same series: floor wx / alone is what W^X
+//     costs on the machine at all, ptjit / floor wx what ptjit's own work
+//     adds;
 //   - bigrwx: testdata/bigrwx storing one byte per page of a 512 MiB RWX
 //     mapping (one W^X stop per page) under ptjit vs alone (target ≤ 10×),
 //     µs per stop at 512 MiB vs 16 MiB (target ≤ 1.5×: a stop must not

@@ -37,6 +37,10 @@ type trialRuntime struct {
 	// returns its command line.
 	argv func(b *bench, src, tmp string) ([]string, error)
 	env  []string
+	// floorWX: the runtime's code is single-mapped RWX memory written
+	// in bursts, which testdata/floor's wx mode (the least W^X) handles
+	// as ptjit does: the row adds floor wx to its series (floor.go)
+	floorWX bool
 }
 
 var trialRuntimes = []trialRuntime{
@@ -55,13 +59,13 @@ var trialRuntimes = []trialRuntime{
 				return nil, err
 			}
 			return []string{"qemu-x86_64", guest, "50000000"}, nil
-		}},
+		}, floorWX: true},
 	// Guile 3 compiling 60 procedures and calling each 3000 times,
 	// past its JIT's threshold (the default, 1000).
 	{name: "guile", pkg: "guile-3.0", tools: []string{"guile"}, limit: 1.5, what: "compile.scm 60",
 		argv: func(b *bench, src, tmp string) ([]string, error) {
 			return []string{"guile", "--no-auto-compile", filepath.Join(src, "compile.scm"), "60"}, nil
-		}, env: []string{"GUILE_AUTO_COMPILE=0"}},
+		}, env: []string{"GUILE_AUTO_COMPILE=0"}, floorWX: true},
 	// PHP's tracing JIT on a hot loop of 3·10^7 iterations (its JIT
 	// buffer, 16 MiB here, is shared memory).
 	{name: "php", pkg: "php-cli", tools: []string{"php"}, limit: 1.5, what: "hot.php 3·10^7",
@@ -132,7 +136,21 @@ func measureTrial(b *bench, rt trialRuntime) ([]measurement, error) {
 		return r, nil
 	}
 	load0 := loadavg()
-	rs, err := b.series(alone, under)
+	series := []func() (run, error){alone, under}
+	floor := b.prog("floor")
+	if rt.floorWX {
+		if _, err := os.Stat(floor); err != nil {
+			return nil, fmt.Errorf("%s missing (run make first)", floor)
+		}
+		series = append(series, func() (run, error) {
+			r, err := b.execEnv(rt.env, append([]string{floor, "wx", "--"}, argv...)...)
+			if err == nil && r.stdout != first.stdout {
+				err = fmt.Errorf("under floor wx it prints %q, alone %q", strings.TrimSpace(r.stdout), strings.TrimSpace(first.stdout))
+			}
+			return r, err
+		})
+	}
+	rs, err := b.series(series...)
 	if err != nil {
 		return nil, err
 	}
@@ -141,11 +159,32 @@ func measureTrial(b *bench, rt trialRuntime) ([]measurement, error) {
 	// for: ptjit's includes the program's) is less at the mercy of other
 	// load on the machine than wall time; the target is wall time's.
 	cpu := func(r run) float64 { return r.cpu.Seconds() }
-	return []measurement{
+	out := []measurement{
 		ratioLine(name+": ptjit run / alone", median(rs[1], wallSeconds), median(rs[0], wallSeconds),
 			"s", "alone", fmt.Sprintf("≤%.2f×", rt.limit), func(r float64) bool { return r <= rt.limit }),
 		ratioLine(rt.name+": CPU time, ptjit run / alone", median(rs[1], cpu), median(rs[0], cpu), "s", "alone", "-", nil),
-	}, nil
+	}
+	if rt.floorWX {
+		// the least W^X on this machine (the same faults and protection
+		// changes, nothing else), and ptjit over it: what ptjit's own
+		// work costs
+		out = append(out,
+			ratioLine(fmt.Sprintf("%s: floor wx / alone (%s)", rt.name, floorWXNote(rs[2])), median(rs[2], wallSeconds), median(rs[0], wallSeconds),
+				"s", "alone", "-", nil),
+			ratioLine(rt.name+": ptjit run / floor wx", median(rs[1], wallSeconds), median(rs[2], wallSeconds), "s", "floor wx", "-", nil))
+	}
+	return out, nil
+}
+
+// floorWXNote is the fault and injection counts of floor wx's last line
+// (its median run's).
+func floorWXNote(rs []run) string {
+	for _, l := range strings.Split(rs[len(rs)/2].stderr, "\n") {
+		if rest, ok := strings.CutPrefix(l, "floor: wx "); ok {
+			return rest
+		}
+	}
+	return "no floor summary"
 }
 
 // versionsNote says how many code versions and MB of snapshots the runs

@@ -1,12 +1,12 @@
 /*
- * proxyjit: an append-and-run JIT in RWX memory (each round writes one
- * more function after the ones that ran and calls them all), in two
- * phases, for the tests of the protection proxy
- * (tracker/proxy_linux_amd64.go). Under W^X each round is a write fault
- * on a page that ran and a fetch fault on a page that was written: two
- * protection changes, which the proxy runs.
+ * append-jit: an append-and-run JIT in RWX memory (each round writes one
+ * more function after the ones that ran and calls them all), as Guile's
+ * and qemu-user's JITs do, in two phases: for the tests of the protection
+ * proxy (tracker/proxy_linux_amd64.go) and of testdata/floor's wx mode.
+ * Under W^X each round is a write fault on a page that ran and a fetch
+ * fault on a page that was written: two protection changes.
  *
- *   proxyjit ROUNDS [SYNC]
+ *   append-jit ROUNDS [SYNC]
  *
  * After the first phase it prints what it sees of its own process: its
  * children (waitpid(-1, __WALL) must say ECHILD: the proxy is not the
@@ -56,7 +56,7 @@ static uint64_t phase(int rounds)
 			uint32_t (*f)(void) = (uint32_t(*)(void))(area + (size_t)i * SLOT);
 			uint32_t got = f();
 			if (got != (uint32_t)i * 7 + 1) {
-				fprintf(stderr, "proxyjit: function %d returned %u\n", i, got);
+				fprintf(stderr, "append-jit: function %d returned %u\n", i, got);
 				exit(3);
 			}
 			sum += got;
@@ -105,7 +105,7 @@ int main(int argc, char **argv)
 		struct timespec ms = {0, 1000000};
 		for (int i = 0; access(argv[2], F_OK) != 0; i++) {
 			if (i > 20000) {
-				fprintf(stderr, "proxyjit: %s never came\n", argv[2]);
+				fprintf(stderr, "append-jit: %s never came\n", argv[2]);
 				return 1;
 			}
 			nanosleep(&ms, NULL);
