@@ -122,7 +122,9 @@ static void finish(const char *mode, int status)
 	exit(WIFEXITED(status) ? WEXITSTATUS(status) : 125);
 }
 
-static int run_trace(char **argv)
+/* start_traced runs argv under ptrace (options opts) with the filter
+ * returning SECCOMP_RET_TRACE, and returns its pid, running. */
+static pid_t start_traced(char **argv, long opts)
 {
 	pid_t child = fork();
 	if (child < 0)
@@ -139,12 +141,20 @@ static int run_trace(char **argv)
 	int status;
 	if (waitpid(child, &status, 0) != child || !WIFSTOPPED(status))
 		die("waitpid");
-	long opts = PTRACE_O_EXITKILL | PTRACE_O_TRACESECCOMP | PTRACE_O_TRACECLONE |
-		    PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | PTRACE_O_TRACEEXEC;
 	if (ptrace(PTRACE_SETOPTIONS, child, 0, opts))
 		die("PTRACE_SETOPTIONS");
 	ptrace(PTRACE_CONT, child, 0, 0);
-	int child_status = 0;
+	return child;
+}
+
+#define TRACE_OPTS                                                                                                     \
+	(PTRACE_O_EXITKILL | PTRACE_O_TRACESECCOMP | PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |  \
+	 PTRACE_O_TRACEEXEC)
+
+static int run_trace(char **argv)
+{
+	pid_t child = start_traced(argv, TRACE_OPTS);
+	int status, child_status = 0;
 	for (;;) {
 		pid_t pid = waitpid(-1, &status, __WALL);
 		if (pid < 0) {
@@ -480,27 +490,8 @@ static void wx_protect(pid_t tid, uint64_t insn, struct user_regs_struct *saved,
 
 static int run_wx(char **argv)
 {
-	pid_t child = fork();
-	if (child < 0)
-		die("fork");
-	if (child == 0) {
-		if (ptrace(PTRACE_TRACEME, 0, 0, 0))
-			die("PTRACE_TRACEME");
-		raise(SIGSTOP);
-		if (install_filter(SECCOMP_RET_TRACE, 0))
-			die("seccomp");
-		execvp(argv[0], argv);
-		die(argv[0]);
-	}
-	int status;
-	if (waitpid(child, &status, 0) != child || !WIFSTOPPED(status))
-		die("waitpid");
-	long opts = PTRACE_O_EXITKILL | PTRACE_O_TRACESECCOMP | PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK |
-		    PTRACE_O_TRACEVFORK | PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD;
-	if (ptrace(PTRACE_SETOPTIONS, child, 0, opts))
-		die("PTRACE_SETOPTIONS");
-	ptrace(PTRACE_CONT, child, 0, 0);
-	int child_status = 0;
+	pid_t child = start_traced(argv, TRACE_OPTS | PTRACE_O_TRACESYSGOOD);
+	int status, child_status = 0;
 	for (;;) {
 		pid_t pid = waitpid(-1, &status, __WALL);
 		if (pid < 0) {

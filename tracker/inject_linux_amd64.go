@@ -105,15 +105,7 @@ func (t *Tracer) inject(th *thread, nr int, args ...uint64) (int64, error) {
 		}
 		return 0, &InjectError{th.tid, nr, err}
 	}
-	r := saved
-	r.Rip = addr
-	r.Rax = uint64(nr)
-	r.Orig_rax = ^uint64(0)
-	dst := []*uint64{&r.Rdi, &r.Rsi, &r.Rdx, &r.R10, &r.R8}
-	for i, a := range args {
-		*dst[i] = a
-	}
-	r.R9 = InjectCookie
+	r := callRegs(saved, addr, nr, args)
 	if err := unix.PtraceSetRegs(th.tid, &r); err != nil {
 		return 0, &InjectError{th.tid, nr, goneErr(th.tid, err)}
 	}
@@ -159,6 +151,22 @@ func (t *Tracer) inject(th *thread, nr int, args ...uint64) (int64, error) {
 		return ret, &InjectError{th.tid, nr, unix.Errno(-ret)}
 	}
 	return ret, nil
+}
+
+// callRegs is base made ready to run syscall nr(args) at the syscall
+// instruction at addr: arguments in their registers, r9 (the sixth)
+// InjectCookie, orig_rax -1 (no restart of an interrupted call).
+func callRegs(base unix.PtraceRegs, addr uint64, nr int, args []uint64) unix.PtraceRegs {
+	r := base
+	r.Rip = addr
+	r.Rax = uint64(nr)
+	r.Orig_rax = ^uint64(0)
+	dst := []*uint64{&r.Rdi, &r.Rsi, &r.Rdx, &r.R10, &r.R8}
+	for i, a := range args {
+		*dst[i] = a
+	}
+	r.R9 = InjectCookie
+	return r
 }
 
 // kernelFault reports whether sig with siginfo si (err: none read) is a

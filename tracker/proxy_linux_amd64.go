@@ -3,9 +3,6 @@ package tracker
 import (
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -39,25 +36,6 @@ const proxyOptions = unix.PTRACE_O_EXITKILL | unix.PTRACE_O_TRACESECCOMP
 // proxyStepLimit bounds the steps one call takes: each retry is a signal
 // the proxy was sent (dropped) or a seccomp stop of the program's filter.
 const proxyStepLimit = 64
-
-// realParent reads the parent pid of pid from /proc/PID/stat.
-func realParent(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	// pid (comm) state ppid ...: comm may hold spaces and parentheses
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 2 {
-		return 0
-	}
-	n, _ := strconv.Atoi(f[1])
-	return n
-}
 
 // proxyExec resumes th from its exec stop. Where th's process gets a
 // proxy (proxyWanted), th goes on to its execve's syscall-exit stop
@@ -104,7 +82,7 @@ func (t *Tracer) proxyExec(th *thread) {
 // process, not the program under perf record, whose trace would also hold
 // the proxy), and no soft PT (which steps every thread anyway).
 func (t *Tracer) proxyWanted(th *thread) bool {
-	return !t.opts.NoProxy && t.wxOn() && t.soft == nil && realParent(th.proc.pid) == t.selfPID
+	return !t.opts.NoProxy && t.wxOn() && t.soft == nil && statPPID(readStat(th.proc.pid)) == t.selfPID
 }
 
 // proxyStart makes th's space's proxy; where it cannot, the space has
@@ -194,15 +172,7 @@ func (t *Tracer) proxyCall(th *thread, nr int, args ...uint64) (ret int64, ok bo
 		return 0, false
 	}
 	t.proxyPin(px)
-	r := px.regs
-	r.Rip = addr
-	r.Rax = uint64(nr)
-	r.Orig_rax = ^uint64(0)
-	dst := []*uint64{&r.Rdi, &r.Rsi, &r.Rdx, &r.R10, &r.R8}
-	for i, a := range args {
-		*dst[i] = a
-	}
-	r.R9 = InjectCookie
+	r := callRegs(px.regs, addr, nr, args)
 	if err := unix.PtraceSetRegs(pid, &r); err != nil {
 		t.proxyClose(sp)
 		return 0, false
