@@ -263,7 +263,11 @@ func (t *Tracer) filterFault(th *thread, addr uint64) {
 	if sp.wx.batch.has(page) {
 		// W^X batch page executed: a new version, then the filter's
 		// protection (hidden while closed)
-		t.batchExec(th, page)
+		var ip uint64
+		if regs, err := getRegs(th.tid); err == nil {
+			ip = regs.Rip
+		}
+		t.batchExec(th, page, ip)
 	}
 	if !sp.jitPiece(p) {
 		// File code that lost PROT_EXEC with a range the program

@@ -119,11 +119,12 @@ type signalStop struct {
 	si        *siginfo // nil: not needed, or not readable
 	rip       uint64   // the thread's RIP, when haveRIP
 	haveRIP   bool
-	stepping  bool      // a --pt=soft single-step is in flight
-	filter    bool      // the space hides its JIT code (--soft-filter=jit)
-	wx        bool      // W^X is on for the space
-	sp        *space    // the thread's address space
-	lastStale [2]uint64 // thread.lastStale
+	regs      unix.PtraceRegs // the thread's registers, when haveRIP (rip is regs.Rip)
+	stepping  bool            // a --pt=soft single-step is in flight
+	filter    bool            // the space hides its JIT code (--soft-filter=jit)
+	wx        bool            // W^X is on for the space
+	sp        *space          // the thread's address space
+	lastStale [2]uint64       // thread.lastStale
 }
 
 // fetchFault reports whether a fault at addr with the thread at rip is an
@@ -216,7 +217,7 @@ func (t *Tracer) classify(th *thread, ws unix.WaitStatus) (stopKind, int, signal
 	}
 	if sig == int(unix.SIGSEGV) && s.si != nil && s.si.Code == segvAccerr && (s.filter || s.wx && sp.fetchMatters(s.si.Addr)) {
 		if regs, err := getRegs(th.tid); err == nil {
-			s.rip, s.haveRIP = regs.Rip, true
+			s.rip, s.haveRIP, s.regs = regs.Rip, true, regs
 		}
 	}
 	return classifySignal(s), sig, s

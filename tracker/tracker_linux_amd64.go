@@ -610,7 +610,11 @@ func (t *Tracer) dispatch(th *thread, kind stopKind, sig int, s signalStop) {
 	case stopWXFault, stopAliasFault:
 		t.softSignal(th)
 		if kind == stopWXFault {
-			t.wxFault(th, s.si.Addr)
+			var regs *unix.PtraceRegs
+			if s.haveRIP {
+				regs = &s.regs // read by classify in this stop: nothing ran since
+			}
+			t.wxFault(th, s.si.Addr, regs)
 		} else {
 			t.aliasFault(th, s.si.Addr)
 		}

@@ -353,15 +353,20 @@ func wxPolicy(in wxFaultIn) (act wxAct, rate pageRate, counted bool) {
 // acts. The fault is ptjit's; th is resumed by the caller.
 //
 // Precondition: on the locked tracer thread; th is in signal-delivery-stop.
-func (t *Tracer) wxFault(th *thread, addr uint64) {
+func (t *Tracer) wxFault(th *thread, addr uint64, stopRegs *unix.PtraceRegs) {
 	sp := th.proc.space
 	w := sp.wxs()
 	page := addr &^ (pageSize - 1)
 	at := clock.Now()
 	p, _ := sp.PieceAt(addr)
-	regs, err := getRegs(th.tid)
-	if err != nil {
-		return // died meanwhile
+	var regs unix.PtraceRegs
+	if stopRegs != nil {
+		regs = *stopRegs
+	} else {
+		var err error
+		if regs, err = getRegs(th.tid); err != nil {
+			return // died meanwhile
+		}
 	}
 	in := wxFaultIn{mode: t.opts.WX, fetch: fetchFault(addr, regs.Rip), prot: actualProt(p.Prot),
 		inBatch: w.batch.has(page) || sp.inKW(page) && !w.opened[page],
@@ -401,7 +406,7 @@ func (t *Tracer) wxFault(th *thread, addr uint64) {
 	th.wx.lastStale, th.wx.staleFetches = [2]uint64{}, 0
 	switch act {
 	case wxExecBatch:
-		t.batchExec(th, page)
+		t.batchExec(th, page, regs.Rip)
 	case wxStoreBatch:
 		if err := t.protect(th, page, page+pageSize, unix.PROT_READ|unix.PROT_WRITE, "wx-batch: writable until executed"); err != nil {
 			t.warnOp(err)
@@ -435,7 +440,9 @@ func storesAt(tid int, regs unix.PtraceRegs, addr uint64) bool {
 // batchExec: something executes in a page left writable by batch mode:
 // record its bytes as a new version and make it executable (not writable)
 // again; the instruction then re-executes.
-func (t *Tracer) batchExec(th *thread, page uint64) {
+//
+// ip is the instruction that runs there first (the thread's RIP).
+func (t *Tracer) batchExec(th *thread, page, ip uint64) {
 	sp := th.proc.space
 	bp, _ := sp.wx.batch.get(page)
 	if bp.alias {
@@ -447,10 +454,6 @@ func (t *Tracer) batchExec(th *thread, page uint64) {
 	view := sp.ProtOf(page)
 	if view == 0 {
 		view = protRWX
-	}
-	var ip uint64 // the instruction that runs there first
-	if regs, err := getRegs(th.tid); err == nil {
-		ip = regs.Rip
 	}
 	reason := "wx-batch: executed"
 	if tcb {
