@@ -4,7 +4,7 @@ import "github.com/ptjit/ptjit/tracker"
 
 // Flags are ptjit run's mode flags as typed (the CLI's strings).
 type Flags struct {
-	Pin, WX, PT, SoftFilter, SoftLayout, Copy string
+	Pin, WX, PT, SoftFilter, SoftLayout, Copy, Proxy string
 	// SoftLayoutGiven: --soft-layout was on the command line (its
 	// default needs no --pt=soft)
 	SoftLayoutGiven bool
@@ -31,6 +31,9 @@ func (f Flags) Parse(cfg *Config) (err error) {
 		return err
 	}
 	if cfg.Copy, err = tracker.ParseCopy(f.Copy); err != nil {
+		return err
+	}
+	if cfg.Proxy, err = tracker.ParseProxy(f.Proxy); err != nil {
 		return err
 	}
 	if f.PIDGiven && cfg.Attach <= 0 {

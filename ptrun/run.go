@@ -27,6 +27,8 @@ type Config struct {
 	Quiet  bool     // no summary, no warnings
 	Pin    tracker.PinMode
 	WX     tracker.WXMode // W^X write tracking; "" is off
+	// Proxy is where W^X's protection changes run (--proxy; "" is auto)
+	Proxy tracker.ProxyMode
 	// PT is where the Intel PT trace comes from ("" is off); GroundTruth,
 	// with PTSoft, names a file for the instructions actually executed.
 	PT          PTMode
@@ -271,7 +273,7 @@ func (r *run) launch(path string) error {
 	}
 	r.t0 = time.Now()
 	tr, err := tracker.Start(tracker.Options{Recorder: r.rec, Pin: pin, WX: r.cfg.WX, Warnf: r.warnf, SoftPT: r.pt.soft,
-		SoftFilter: r.cfg.SoftFilter, Copy: r.cfg.Copy, Events: r.events, Source: r.src}, r.pt.launch(path, r.cfg.Argv, r.events))
+		SoftFilter: r.cfg.SoftFilter, Copy: r.cfg.Copy, Proxy: r.cfg.Proxy, Events: r.events, Source: r.src}, r.pt.launch(path, r.cfg.Argv, r.events))
 	r.src = nil // the tracker's now, started or not
 	if err != nil {
 		// The program never ran.

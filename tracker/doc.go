@@ -536,9 +536,17 @@
 // which a plain step is 15 µs); the proxy saves the other CPU's wake-ups.
 // Measured on Guile's compile.scm 60 (3,820 protection changes, load
 // 1.0–1.3, 06:30): 35–46 µs a change through the proxy against 52–70 µs
-// injected. What W^X still costs per batch cycle (two faults, each a stop
-// of the program's thread, two protection changes, a 4 KiB copy and its
-// version) is in BENCHMARKS.md.
+// injected. On a 16-CPU VM whose idle CPUs poll (the lent device, 07:00)
+// it was the other way round: testdata/append-jit 2000 (4,000 changes)
+// took 463 ms with every change in the proxy and 430 ms with every one
+// injected (medians of 9; alone 112 ms). So --proxy=auto (proxypick.go)
+// times both paths as they run, alternating for the first 8 calls of
+// each, then takes the one whose recent calls (a moving average, each
+// call counted at most 4× the average) were cheaper, and the other every
+// 32nd call so that its average follows the machine. What W^X still
+// costs per batch cycle (two faults, each a stop of the program's thread,
+// two protection changes, a 4 KiB copy and its version) is in
+// BENCHMARKS.md, against testdata/floor wx, the least W^X.
 //
 // Precise mode pays a fault stop and ptjit's handler per store, batch and
 // auto almost nothing (tracker/testdata/wxbench.c, BenchmarkWXPrecise and

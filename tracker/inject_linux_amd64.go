@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/ptjit/ptjit/clock"
 	"github.com/ptjit/ptjit/db"
@@ -185,16 +186,37 @@ func kernelFault(sig int, si siginfo, err error) bool {
 // every mprotect of that memory first (ptjit manages it from now on).
 func (t *Tracer) protect(th *thread, start, end uint64, prot int, reason string) error {
 	t.ensureProtectSeen(th, start, end)
-	if ret, ok := t.proxyCall(th, unix.SYS_MPROTECT, start, end-start, uint64(prot)); ok {
-		if ret < 0 && ret >= -4095 {
-			return &InjectError{th.tid, unix.SYS_MPROTECT, unix.Errno(-ret)}
-		}
-	} else if _, err := t.inject(th, unix.SYS_MPROTECT, start, end-start, uint64(prot)); err != nil {
+	if err := t.mprotectIn(th, start, end, prot); err != nil {
 		return err
 	}
 	t.rec.ProtChange(db.ProtChange{PID: th.proc.space.owner, At: clock.Now(), Addr: start, Size: end - start,
 		Prot: prot, Reason: reason})
 	return nil
+}
+
+// mprotectIn runs mprotect(start, end-start, prot) in th's process: in
+// its space's proxy or injected into th, whichever --proxy and the costs
+// measured so far say (proxypick.go).
+//
+// Precondition: on the locked tracer thread; th is stopped.
+func (t *Tracer) mprotectIn(th *thread, start, end uint64, prot int) error {
+	proxy := th.proc.space.proxy.pid != 0
+	if proxy && (t.opts.Proxy == ProxyOn || t.pick.useProxy()) {
+		t0 := clock.Mono()
+		if ret, ok := t.proxyCall(th, unix.SYS_MPROTECT, start, end-start, uint64(prot)); ok {
+			t.pick.observe(true, time.Duration(clock.Mono()-t0))
+			if ret < 0 && ret >= -4095 {
+				return &InjectError{th.tid, unix.SYS_MPROTECT, unix.Errno(-ret)}
+			}
+			return nil
+		}
+	}
+	t0 := clock.Mono()
+	_, err := t.inject(th, unix.SYS_MPROTECT, start, end-start, uint64(prot))
+	if proxy {
+		t.pick.observe(false, time.Duration(clock.Mono()-t0))
+	}
+	return err
 }
 
 // memWrite writes data at addr of th's memory through /proc/PID/mem,

@@ -82,7 +82,7 @@ func (t *Tracer) proxyExec(th *thread) {
 // process, not the program under perf record, whose trace would also hold
 // the proxy), and no soft PT (which steps every thread anyway).
 func (t *Tracer) proxyWanted(th *thread) bool {
-	return !t.opts.NoProxy && t.wxOn() && t.soft == nil && statPPID(readStat(th.proc.pid)) == t.selfPID
+	return t.opts.Proxy != ProxyOff && t.wxOn() && t.soft == nil && statPPID(readStat(th.proc.pid)) == t.selfPID
 }
 
 // proxyStart makes th's space's proxy; where it cannot, the space has

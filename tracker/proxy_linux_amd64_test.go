@@ -21,8 +21,9 @@ const proxyRounds = 150
 // the proxy (two a round of append-jit's append-and-run), none injected
 // into the program's thread past the proxy's own clone; the program
 // computes what it does alone, has no child it can wait for and one
-// thread; without the proxy (Options.NoProxy) the same calls are
-// injected, with the same output.
+// thread; without the proxy (--proxy=off) the same calls are injected,
+// with the same output; under --proxy=auto both paths run (each at least
+// pickWarm times, then the cheaper), again with the same output.
 func TestProxy(t *testing.T) {
 	prog := filepath.Join(testenv.TestPrograms(t), "append-jit")
 	want, code := run(t, prog, strconv.Itoa(proxyRounds))
@@ -34,31 +35,36 @@ func TestProxy(t *testing.T) {
 			t.Fatalf("alone: no %q in\n%s", line, want)
 		}
 	}
-	var stats [2]tracker.Stats
-	for i, noProxy := range []bool{false, true} {
+	var stats [3]tracker.Stats
+	for i, mode := range []tracker.ProxyMode{tracker.ProxyOn, tracker.ProxyOff, tracker.ProxyAuto} {
 		tr := traceOpts(t, func(o *tracker.Options) {
 			o.WX = tracker.WXBatch
-			o.NoProxy = noProxy
+			o.Proxy = mode
 		}, prog, strconv.Itoa(proxyRounds))
 		if tr.res.Status != 0 || tr.stdout != want {
-			t.Fatalf("noProxy %v: exit %d, output\n%s\nwant (alone)\n%s", noProxy, tr.res.Status, tr.stdout, want)
+			t.Fatalf("--proxy=%s: exit %d, output\n%s\nwant (alone)\n%s", mode, tr.res.Status, tr.stdout, want)
 		}
 		stats[i] = tr.res.Stats
 	}
-	with, without := stats[0], stats[1]
+	with, without, auto := stats[0], stats[1], stats[2]
 	// two changes a round, but for the first store into each of the two
 	// pages (fresh memory starts writable)
 	if with.Proxies != 1 || with.ProxyCalls < 4*proxyRounds-2 {
 		t.Errorf("%d proxies ran %d calls, want 1 and ≥ %d", with.Proxies, with.ProxyCalls, 4*proxyRounds-2)
 	}
 	if without.Proxies != 0 || without.ProxyCalls != 0 {
-		t.Errorf("NoProxy: %d proxies ran %d calls", without.Proxies, without.ProxyCalls)
+		t.Errorf("--proxy=off: %d proxies ran %d calls", without.Proxies, without.ProxyCalls)
 	}
 	// every call the proxy ran is one injection fewer; the proxy's clone
 	// is one more
 	if with.Injected != without.Injected-with.ProxyCalls+1 {
 		t.Errorf("injected %d with the proxy (which ran %d), %d without: want %d", with.Injected, with.ProxyCalls,
 			without.Injected, without.Injected-with.ProxyCalls+1)
+	}
+	const warm = 8 // proxypick.go's pickWarm
+	if auto.Proxies != 1 || auto.ProxyCalls < warm || auto.Injected-1 < warm || auto.ProxyCalls+auto.Injected-1 != without.Injected {
+		t.Errorf("--proxy=auto: %d proxies, %d calls in them, %d injected (one the clone): want 1, both ≥ %d, together %d",
+			auto.Proxies, auto.ProxyCalls, auto.Injected, warm, without.Injected)
 	}
 }
 
@@ -82,6 +88,7 @@ func TestProxyKilled(t *testing.T) {
 	}()
 	tr := traceOpts(t, func(o *tracker.Options) {
 		o.WX = tracker.WXBatch
+		o.Proxy = tracker.ProxyOn
 		o.OnStart = func(pid int) { pidc <- pid }
 	}, prog, strconv.Itoa(proxyRounds), syncPath)
 	if err := <-killed; err != nil {

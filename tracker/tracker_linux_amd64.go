@@ -86,10 +86,9 @@ type Options struct {
 	// instead of launching a program (the Launch is not used); it needs
 	// EventsBPF. Tracer.Detach ends such a trace (attach_linux_amd64.go).
 	Attach int
-	// NoProxy: no protection proxy (proxy_linux_amd64.go); ptjit's
-	// mprotect calls are injected into the stopped thread (tests of that
-	// path, and comparisons)
-	NoProxy bool
+	// Proxy is --proxy: where W^X's protection changes run (the
+	// protection proxy or an injection; "" is auto: proxypick.go)
+	Proxy ProxyMode
 }
 
 // Launch starts the program on the tracer thread. It returns the pid of a
@@ -136,6 +135,7 @@ type Tracer struct {
 	pending map[int]unix.WaitStatus // new tids stopped before their parent's event
 	newborn map[int]birth           // tids announced by a parent's event, not yet seen
 	proxies map[int]bool            // the protection proxies' pids (proxy_linux_amd64.go)
+	pick    proxyPick               // the proxy or an injection, by their costs (proxypick.go)
 	selfPID int
 	result  Result // the trace's outcome (Stats counted as it goes)
 

@@ -13,13 +13,13 @@ import (
 
 func init() {
 	var (
-		out, pin, wx, pt, gt, sf, sl, cp, ev string
-		quiet                                bool
-		scpus, bpfPg, bpfCache, pid          int // hidden --bpf-budget and --bpf-cache, for tests and measurements
-		dur                                  time.Duration
+		out, pin, wx, pt, gt, sf, sl, cp, ev, px string
+		quiet                                    bool
+		scpus, bpfPg, bpfCache, pid              int // hidden --bpf-budget and --bpf-cache, for tests and measurements
+		dur                                      time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "run [-p PID [--duration D]] [-o DIR] [-q] [--pt=auto|intel|soft|off] [--wx=auto|precise|batch|off] [--pin=auto|on|off] [--soft-filter=jit|off] [--soft-layout=per-thread|per-cpu] [--soft-cpus=N] [--copy=auto|changed|full] [--events=auto|bpf|seccomp] [--] PROGRAM [ARGS...]",
+		Use:   "run [-p PID [--duration D]] [-o DIR] [-q] [--pt=auto|intel|soft|off] [--wx=auto|precise|batch|off] [--pin=auto|on|off] [--proxy=auto|on|off] [--soft-filter=jit|off] [--soft-layout=per-thread|per-cpu] [--soft-cpus=N] [--copy=auto|changed|full] [--events=auto|bpf|seccomp] [--] PROGRAM [ARGS...]",
 		Short: "Run a program and record every version of its executable memory",
 		Long: `run starts PROGRAM under ptrace and records, in DIR/code.db, its processes and
 threads, its file-backed executable mappings, and every version of its other
@@ -49,6 +49,12 @@ thread's stack and control block, which the kernel writes (signal frames,
 syscall output, its tid, its rseq area), stay writable in every mode until
 code runs there; a page of its control block then stays writable, and later
 changes to code in it are not seen.
+
+W^X's protection changes of a program ptjit launched run in a proxy, a task
+that shares the program's memory (not a thread of it, nor its child) and
+stays stopped on ptjit's CPU, or are injected into the stopped thread
+(--proxy): auto (default) times both and takes the cheaper, on takes the
+proxy, off never makes one.
 
 The Intel PT trace goes to DIR/perf.data (--pt): with intel, perf record
 -e intel_pt//u traces the program from its exec on, every thread and child;
@@ -96,7 +102,7 @@ refused.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg := ptrun.Config{Attach: pid, Duration: dur, OutDir: out, Argv: args, Quiet: quiet, GroundTruth: gt, SoftCPUs: scpus,
 				Events: tracker.EventsMode(ev), BPF: bpfev.Config{BudgetPages: bpfPg, CachePages: bpfCache}}
-			f := ptrun.Flags{Pin: pin, WX: wx, PT: pt, SoftFilter: sf, SoftLayout: sl, Copy: cp,
+			f := ptrun.Flags{Pin: pin, WX: wx, PT: pt, SoftFilter: sf, SoftLayout: sl, Copy: cp, Proxy: px,
 				SoftLayoutGiven: cmd.Flags().Changed("soft-layout"), PIDGiven: cmd.Flags().Changed("pid")}
 			if err := f.Parse(&cfg); err != nil {
 				return &exitError{Code: 2, Err: err} // a bad flag value: nothing run
@@ -116,6 +122,7 @@ refused.`,
 	cmd.Flags().StringVarP(&out, "output", "o", "ptjit.out", "recording directory")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no summary or warnings on stderr")
 	cmd.Flags().StringVar(&pin, "pin", "auto", "pin tracer and program to one CPU: auto, on or off")
+	cmd.Flags().StringVar(&px, "proxy", "auto", "run W^X's protection changes in a proxy task sharing the program's memory: auto (the cheaper of it and injection), on or off")
 	cmd.Flags().StringVar(&wx, "wx", "auto", "W^X write tracking of writable+executable code: off, precise, batch or auto")
 	cmd.Flags().StringVar(&pt, "pt", "auto", "Intel PT trace into DIR/perf.data: intel (perf record), soft (ptjit single-steps the program), off, or auto (intel when available, else off)")
 	cmd.Flags().StringVar(&gt, "ground-truth", "", "with --pt=soft: write every executed instruction (\"TID 0xIP\" per line) to this file")
