@@ -526,7 +526,9 @@
 // child of the program (the proxy would be the program's child, a zombie
 // it could wait for), not for an attached process, not under perf record
 // (the program is perf's child, and perf's inherited events would trace
-// the proxy), and not with soft PT (which steps every thread anyway). It
+// the proxy), not with soft PT (which steps every thread anyway), and
+// not with BPF events (their in-kernel page cache works only while the
+// memory has a single user, and the proxy is a second). It
 // is made at the exec stop so that no seccomp filter of the program's can
 // refuse the clone (the proxy keeps the filters it had then; ptjit's let
 // its calls through).

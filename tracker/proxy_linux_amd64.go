@@ -80,9 +80,12 @@ func (t *Tracer) proxyExec(th *thread) {
 // parent (a proxy made with CLONE_PARENT is a child of the process's
 // parent, which must reap it: not a child of the program, not an attached
 // process, not the program under perf record, whose trace would also hold
-// the proxy), and no soft PT (which steps every thread anyway).
+// the proxy), no soft PT (which steps every thread anyway), and no BPF
+// events (their page cache works only while the memory has one user:
+// bpfev/doc.go; a proxy is a second).
 func (t *Tracer) proxyWanted(th *thread) bool {
-	return t.opts.Proxy != ProxyOff && t.wxOn() && t.soft == nil && statPPID(readStat(th.proc.pid)) == t.selfPID
+	return t.opts.Proxy != ProxyOff && t.wxOn() && t.soft == nil && t.events == nil &&
+		statPPID(readStat(th.proc.pid)) == t.selfPID
 }
 
 // proxyStart makes th's space's proxy; where it cannot, the space has
