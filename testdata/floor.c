@@ -17,6 +17,8 @@
  *                                  by an injected mprotect; the next fetch
  *                                  there a fault, the page copied and made
  *                                  executable and not writable again
+ *   floor wxpoll -- PROG ARGS...   wx, polling for each stop before it
+ *                                  blocks (as ptjit's tracer does)
  *
  * The filter returns the action only when the prot argument (arg 2) has
  * PROT_EXEC; every other call runs at native speed. The copy is taken at
@@ -34,6 +36,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -49,6 +52,7 @@
 #include <sys/uio.h>
 #include <sys/user.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef SECCOMP_FILTER_FLAG_NEW_LISTENER
@@ -112,7 +116,7 @@ static int install_filter(uint32_t action, unsigned flags)
 static void finish(const char *mode, int status)
 {
 	fprintf(stderr, "floor: %s %lu stops, %lu bytes copied", mode, stops, copied);
-	if (strcmp(mode, "wx") == 0)
+	if (strncmp(mode, "wx", 2) == 0)
 		fprintf(stderr, ", %lu write faults, %lu fetch faults, %lu injected", wx_writes, wx_fetches, wx_injected);
 	fputc('\n', stderr);
 	if (WIFSIGNALED(status)) {
@@ -450,6 +454,30 @@ static uint64_t wx_sysinsn(struct wx_proc *p, pid_t pid)
 	return p->sysinsn;
 }
 
+/* wx_poll: floor wxpoll polls (waitpid WNOHANG and sched_yield, up to
+ * 250 µs) before it blocks, as ptjit's tracer does while stops come close
+ * together: on a VM whose idle CPUs halt, a wake-up of a sleeping CPU
+ * costs more than the stop. */
+static int wx_poll;
+
+static pid_t wx_wait(pid_t pid, int *status)
+{
+	if (wx_poll) {
+		struct timespec t0, t;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (;;) {
+			pid_t r = waitpid(pid, status, __WALL | WNOHANG);
+			if (r != 0)
+				return r;
+			clock_gettime(CLOCK_MONOTONIC, &t);
+			if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > 250000)
+				break;
+			sched_yield();
+		}
+	}
+	return waitpid(pid, status, __WALL);
+}
+
 /* wx_protect runs mprotect(page, 4096, prot) in the stopped thread tid,
  * whose registers are saved. A signal that stops the step is kept in
  * *held (the latest one) for the thread's resume. */
@@ -469,7 +497,7 @@ static void wx_protect(pid_t tid, uint64_t insn, struct user_regs_struct *saved,
 		int status;
 		if (ptrace(PTRACE_SINGLESTEP, tid, 0, 0))
 			return;
-		while (waitpid(tid, &status, __WALL) < 0)
+		while (wx_wait(tid, &status) < 0)
 			if (errno != EINTR)
 				return;
 		if (!WIFSTOPPED(status))
@@ -493,7 +521,7 @@ static int run_wx(char **argv)
 	pid_t child = start_traced(argv, TRACE_OPTS | PTRACE_O_TRACESYSGOOD);
 	int status, child_status = 0;
 	for (;;) {
-		pid_t pid = waitpid(-1, &status, __WALL);
+		pid_t pid = wx_wait(-1, &status);
 		if (pid < 0) {
 			if (errno == EINTR)
 				continue;
@@ -603,14 +631,14 @@ static int run_wx(char **argv)
 		}
 		ptrace(PTRACE_CONT, pid, 0, sig);
 	}
-	finish("wx", child_status);
+	finish(wx_poll ? "wxpoll" : "wx", child_status);
 	return 0;
 }
 
 int main(int argc, char **argv)
 {
 	if (argc < 4 || strcmp(argv[2], "--") != 0) {
-		fprintf(stderr, "usage: floor trace|notif|wx -- PROG ARGS...\n");
+		fprintf(stderr, "usage: floor trace|notif|wx|wxpoll -- PROG ARGS...\n");
 		return 2;
 	}
 	if (strcmp(argv[1], "trace") == 0)
@@ -619,6 +647,10 @@ int main(int argc, char **argv)
 		return run_notif(argv + 3);
 	if (strcmp(argv[1], "wx") == 0)
 		return run_wx(argv + 3);
-	fprintf(stderr, "floor: mode %s: want trace, notif or wx\n", argv[1]);
+	if (strcmp(argv[1], "wxpoll") == 0) {
+		wx_poll = 1;
+		return run_wx(argv + 3);
+	}
+	fprintf(stderr, "floor: mode %s: want trace, notif, wx or wxpoll\n", argv[1]);
 	return 2;
 }

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The W^X rows on a lent device machine (no Go there, no runtimes, no
 # network): qemu-user running testdata/runtimes/hot.c (static) and
-# testdata/append-jit, each alone, under testdata/floor wx, under a
+# testdata/append-jit, each alone, under testdata/floor wx and wxpoll, under a
 # reference build of ptjit and under this tree's in each --proxy mode,
 # alternating, 9 rounds, medians.
 #
@@ -39,11 +39,12 @@ A="$D/append-jit 2000"
 t() { local s=$(date +%s%N); "$@" >/dev/null 2>>"$OUT/err.txt"; local rc=$?; echo "$(( ($(date +%s%N) - s) / 1000000 )) $rc"; }
 for w in Q A; do
 	for i in 1 2 3 4 5 6 7 8 9; do
-		for v in alone floor head auto on off; do
+		for v in alone floor fpoll head auto on off; do
 			rm -rf /tmp/o
 			case $v in
 			alone) r=$(t ${!w}) ;;
 			floor) r=$(t "$D/floor" wx -- ${!w}) ;;
+			fpoll) r=$(t "$D/floor" wxpoll -- ${!w}) ;;
 			head) r=$(t "$D/ptjit-head" run -q -o /tmp/o -- ${!w}) ;;
 			*) r=$(t "$D/ptjit-new" run --proxy=$v -q -o /tmp/o -- ${!w}) ;;
 			esac
@@ -59,7 +60,7 @@ for l in open(sys.argv[1]):
     d[(w, v)].append((int(ms), int(rc)))
 for w in "QA":
     a = statistics.median([x for x, _ in d[(w, 'alone')]])
-    for v in ['alone', 'floor', 'head', 'auto', 'on', 'off']:
+    for v in ['alone', 'floor', 'fpoll', 'head', 'auto', 'on', 'off']:
         xs = [x for x, _ in d[(w, v)]]
         print(w, v, "median %d ms (%.2fx alone)" % (statistics.median(xs), statistics.median(xs) / a), xs,
               "exit", sorted(set(r for _, r in d[(w, v)])))

@@ -50,9 +50,10 @@
 //     bursts) also run the program under testdata/floor wx, the least
 //     W^X (the same write and fetch faults and protection changes as
 //     ptjit, an mprotect injected for each, a 4 KiB copy per fetch, and
-//     nothing else), in the same series: floor wx / alone is what W^X
-//     costs on the machine at all, ptjit / floor wx what ptjit's own work
-//     adds;
+//     nothing else), and under floor wxpoll (the same, polling for each
+//     stop before it blocks, as ptjit's tracer does), in the same series:
+//     floor / alone is what W^X costs on the machine at all, ptjit /
+//     floor wxpoll what ptjit's own work adds;
 //   - bigrwx: testdata/bigrwx storing one byte per page of a 512 MiB RWX
 //     mapping (one W^X stop per page) under ptjit vs alone (target ≤ 10×),
 //     µs per stop at 512 MiB vs 16 MiB (target ≤ 1.5×: a stop must not

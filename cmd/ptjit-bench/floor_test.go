@@ -11,7 +11,7 @@ import (
 	"github.com/ptjit/ptjit/internal/testenv"
 )
 
-// TestFloorWX: testdata/floor's wx mode, the least W^X the runtime rows
+// TestFloorWX: testdata/floor's wx and wxpoll modes, the least W^X the runtime rows
 // compare ptjit with, runs testdata/append-jit (an append-and-run JIT in
 // RWX memory, as Guile's and qemu's) as it runs alone, and does exactly
 // the W^X work of batch mode: per round a fetch fault on the page just
@@ -26,20 +26,22 @@ func TestFloorWX(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(filepath.Join(bin, "floor"), "wx", "--", prog, fmt.Sprint(rounds))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("floor wx: %v\n%s", err, stderr.String())
-	}
-	if !bytes.Equal(out, alone) {
-		t.Fatalf("floor wx prints\n%s\nalone\n%s", out, alone)
-	}
 	// two phases of rounds, a 16-byte function each
 	pages := (2*rounds*16 + 4095) / 4096
 	want := fmt.Sprintf("%d write faults, %d fetch faults, %d injected", 2*rounds-pages, 2*rounds, 4*rounds-pages)
-	if !strings.Contains(stderr.String(), want) {
-		t.Errorf("floor wx says %q, want %q", strings.TrimSpace(stderr.String()), want)
+	for _, mode := range []string{"wx", "wxpoll"} {
+		cmd := exec.Command(filepath.Join(bin, "floor"), mode, "--", prog, fmt.Sprint(rounds))
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("floor %s: %v\n%s", mode, err, stderr.String())
+		}
+		if !bytes.Equal(out, alone) {
+			t.Fatalf("floor %s prints\n%s\nalone\n%s", mode, out, alone)
+		}
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("floor %s says %q, want %q", mode, strings.TrimSpace(stderr.String()), want)
+		}
 	}
 }

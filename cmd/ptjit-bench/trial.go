@@ -142,13 +142,15 @@ func measureTrial(b *bench, rt trialRuntime) ([]measurement, error) {
 		if _, err := os.Stat(floor); err != nil {
 			return nil, fmt.Errorf("%s missing (run make first)", floor)
 		}
-		series = append(series, func() (run, error) {
-			r, err := b.execEnv(rt.env, append([]string{floor, "wx", "--"}, argv...)...)
-			if err == nil && r.stdout != first.stdout {
-				err = fmt.Errorf("under floor wx it prints %q, alone %q", strings.TrimSpace(r.stdout), strings.TrimSpace(first.stdout))
-			}
-			return r, err
-		})
+		for _, mode := range []string{"wx", "wxpoll"} {
+			series = append(series, func() (run, error) {
+				r, err := b.execEnv(rt.env, append([]string{floor, mode, "--"}, argv...)...)
+				if err == nil && r.stdout != first.stdout {
+					err = fmt.Errorf("under floor %s it prints %q, alone %q", mode, strings.TrimSpace(r.stdout), strings.TrimSpace(first.stdout))
+				}
+				return r, err
+			})
+		}
 	}
 	rs, err := b.series(series...)
 	if err != nil {
@@ -166,12 +168,14 @@ func measureTrial(b *bench, rt trialRuntime) ([]measurement, error) {
 	}
 	if rt.floorWX {
 		// the least W^X on this machine (the same faults and protection
-		// changes, nothing else), and ptjit over it: what ptjit's own
-		// work costs
+		// changes, nothing else), blocking for each stop and polling
+		// first as ptjit does, and ptjit over the polling one: what
+		// ptjit's own work costs
 		out = append(out,
 			ratioLine(fmt.Sprintf("%s: floor wx / alone (%s)", rt.name, floorWXNote(rs[2])), median(rs[2], wallSeconds), median(rs[0], wallSeconds),
 				"s", "alone", "-", nil),
-			ratioLine(rt.name+": ptjit run / floor wx", median(rs[1], wallSeconds), median(rs[2], wallSeconds), "s", "floor wx", "-", nil))
+			ratioLine(rt.name+": floor wxpoll / alone", median(rs[3], wallSeconds), median(rs[0], wallSeconds), "s", "alone", "-", nil),
+			ratioLine(rt.name+": ptjit run / floor wxpoll", median(rs[1], wallSeconds), median(rs[3], wallSeconds), "s", "floor wxpoll", "-", nil))
 	}
 	return out, nil
 }
