@@ -229,7 +229,11 @@ func (t *Tracer) proxyPin(px *proxyState) {
 	}
 }
 
-// proxyClose kills and reaps sp's proxy.
+// proxyClose kills sp's proxy. Its end is reaped by the main loop's wait
+// (proxyStop), or at the trace's end (proxyReapAll), not here: the last
+// user of a large address space takes milliseconds to free it (a 512 MiB
+// one, 50 ms), which the program's exit pays without a proxy, and which
+// must not hold every other tracee's stops.
 //
 // Precondition: on the locked tracer thread.
 func (t *Tracer) proxyClose(sp *space) {
@@ -238,9 +242,18 @@ func (t *Tracer) proxyClose(sp *space) {
 		return
 	}
 	unix.Kill(px.pid, unix.SIGKILL)
-	t.proxyReap(px.pid)
-	delete(t.proxies, px.pid)
 	px.pid = 0
+}
+
+// proxyReapAll waits for the end of every proxy not yet reaped.
+//
+// Precondition: on the locked tracer thread; no tracee is left.
+func (t *Tracer) proxyReapAll() {
+	for pid := range t.proxies {
+		unix.Kill(pid, unix.SIGKILL)
+		t.proxyReap(pid)
+		delete(t.proxies, pid)
+	}
 }
 
 // proxyReap waits for a killed proxy's end (it is ptjit's child: CLONE_PARENT).

@@ -532,6 +532,7 @@ func (t *Tracer) loop() error {
 	for _, p := range t.procs {
 		t.endProcess(p, -1, at)
 	}
+	t.proxyReapAll()
 	return nil
 }
 
