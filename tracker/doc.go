@@ -545,7 +545,13 @@
 // times both paths as they run, alternating for the first 8 calls of
 // each, then takes the one whose recent calls (a moving average, each
 // call counted at most 4× the average) were cheaper, and the other every
-// 32nd call so that its average follows the machine. What W^X still
+// 32nd call so that its average follows the machine. After 256 calls with
+// injection the cheaper, the proxy is given up (closed, and none made
+// for later processes): its presence costs by itself (a second user of
+// the memory whose CPU every later protection change must reach), which
+// the timing of the proxy's own calls cannot show: on the 16-CPU VM,
+// append-jit took 357 ms under auto before this and 327 ms with no proxy
+// (07:21). What W^X still
 // costs per batch cycle (two faults, each a stop of the program's thread,
 // two protection changes, a 4 KiB copy and its version) is in
 // BENCHMARKS.md, against testdata/floor wx, the least W^X.

@@ -211,6 +211,10 @@ func (t *Tracer) mprotectIn(th *thread, start, end uint64, prot int) error {
 			return nil
 		}
 	}
+	if proxy && t.pick.gaveUp {
+		t.proxyClose(th.proc.space) // injections were the cheaper (proxypick.go)
+		proxy = false
+	}
 	t0 := clock.Mono()
 	_, err := t.inject(th, unix.SYS_MPROTECT, start, end-start, uint64(prot))
 	if proxy {

@@ -82,9 +82,10 @@ func (t *Tracer) proxyExec(th *thread) {
 // process, not the program under perf record, whose trace would also hold
 // the proxy), no soft PT (which steps every thread anyway), and no BPF
 // events (their page cache works only while the memory has one user:
-// bpfev/doc.go; a proxy is a second).
+// bpfev/doc.go; a proxy is a second), and the proxies so far were not
+// given up as the dearer path (proxypick.go).
 func (t *Tracer) proxyWanted(th *thread) bool {
-	return t.opts.Proxy != ProxyOff && t.wxOn() && t.soft == nil && t.events == nil &&
+	return t.opts.Proxy != ProxyOff && !t.pick.gaveUp && t.wxOn() && t.soft == nil && t.events == nil &&
 		statPPID(readStat(th.proc.pid)) == t.selfPID
 }
 

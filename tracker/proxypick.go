@@ -41,6 +41,11 @@ const (
 	// pickExplore: every pickExplore-th call takes the path the averages
 	// did not choose, so that its average follows the machine's state.
 	pickExplore = 32
+	// pickSettle: after this many calls, a proxy that has been the
+	// dearer path is given up (proxyPick.gaveUp): its mere presence costs
+	// (a second user of the memory: every protection change must then
+	// reach the CPUs it ran on), which no exploration can tell.
+	pickSettle = 256
 	// pickClamp bounds one call's time in the average to this many
 	// times the average: a call the scheduler delayed by milliseconds
 	// must not decide for hundreds.
@@ -53,15 +58,25 @@ type proxyPick struct {
 	avg   [2]time.Duration // by path: 0 injected, 1 the proxy
 	n     [2]int
 	calls int
+	// gaveUp: after pickSettle calls injection was the cheaper: no proxy
+	// from now on (the tracer closes them and makes no more)
+	gaveUp bool
 }
 
 // useProxy says which path the next call takes.
 func (p *proxyPick) useProxy() bool {
+	if p.gaveUp {
+		return false
+	}
 	p.calls++
 	if p.n[0] < pickWarm || p.n[1] < pickWarm {
 		return p.n[1] <= p.n[0] // alternate until both have pickWarm
 	}
 	best := p.avg[1] <= p.avg[0]
+	if !best && p.calls >= pickSettle {
+		p.gaveUp = true
+		return false
+	}
 	if p.calls%pickExplore == 0 {
 		return !best
 	}

@@ -15,7 +15,7 @@ func TestProxyPick(t *testing.T) {
 		wantProxy     float64 // share of the calls after warm-up
 	}{
 		{"proxy cheaper", 35 * time.Microsecond, 60 * time.Microsecond, 1 - 1.0/pickExplore},
-		{"injection cheaper", 40 * time.Microsecond, 30 * time.Microsecond, 1.0 / pickExplore},
+		{"injection cheaper: the proxy is given up", 40 * time.Microsecond, 30 * time.Microsecond, 0},
 		{"an outlier is clamped", 35 * time.Microsecond, 60 * time.Microsecond, 1 - 1.0/pickExplore},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -41,6 +41,9 @@ func TestProxyPick(t *testing.T) {
 			if got := float64(proxyCalls) / float64(calls); got < tc.wantProxy-0.01 || got > tc.wantProxy+0.01 {
 				t.Errorf("proxy share %.3f, want %.3f", got, tc.wantProxy)
 			}
+			if p.gaveUp != (tc.wantProxy == 0) {
+				t.Errorf("gave up %v", p.gaveUp)
+			}
 		})
 	}
 	// warm-up alternates
@@ -56,8 +59,9 @@ func TestProxyPick(t *testing.T) {
 			t.Fatalf("warm-up %v: want alternating, proxy first", seq)
 		}
 	}
-	// the machine changes: the proxy gets dear, injections win within a
-	// few hundred calls
+	// the machine changes after the settling: the proxy gets dear,
+	// injections win within a few hundred calls, and the proxy is given
+	// up
 	p = proxyPick{}
 	cost := func(proxy bool, phase int) time.Duration {
 		if proxy == (phase == 0) {
@@ -77,7 +81,7 @@ func TestProxyPick(t *testing.T) {
 			last++
 		}
 	}
-	if max := 600/pickExplore + 1; last > max {
-		t.Errorf("after the change: %d of the last 600 calls through the proxy, want ≤ %d", last, max)
+	if last != 0 || !p.gaveUp {
+		t.Errorf("after the change: %d of the last 600 calls through the proxy, given up %v: want 0, true", last, p.gaveUp)
 	}
 }

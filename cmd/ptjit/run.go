@@ -54,7 +54,8 @@ W^X's protection changes of a program ptjit launched (but under --pt=intel,
 --pt=soft or --events=bpf) run in a proxy, a task that shares the program's
 memory (not a thread of it, nor its child) and stays stopped on ptjit's CPU,
 or are injected into the stopped thread (--proxy): auto (default) times both
-and takes the cheaper, on takes the proxy, off never makes one.
+and takes the cheaper (giving the proxy up where injection was cheaper over
+its first 256 changes), on takes the proxy, off never makes one.
 
 The Intel PT trace goes to DIR/perf.data (--pt): with intel, perf record
 -e intel_pt//u traces the program from its exec on, every thread and child;
