@@ -538,7 +538,7 @@
 // which a plain step is 15 µs); the proxy saves the other CPU's wake-ups.
 // Measured on Guile's compile.scm 60 (3,820 protection changes, load
 // 1.0–1.3, 06:30): 35–46 µs a change through the proxy against 52–70 µs
-// injected. On a 16-CPU VM whose idle CPUs poll (the lent device, 07:00)
+// injected. On a 16-CPU VM whose idle CPUs poll (the lent device, 06:50)
 // it was the other way round: testdata/append-jit 2000 (4,000 changes)
 // took 463 ms with every change in the proxy and 430 ms with every one
 // injected (medians of 9; alone 112 ms). So --proxy=auto (proxypick.go)
