@@ -198,6 +198,12 @@
 // alone it fails with ENOSYS. The syscalls ptjit
 // injects (mprotect, seccomp) pass through the program's filters too: one
 // the program's filter kills, traps or fails makes the injection fail.
+// W^X's mprotect calls in a process with a protection proxy (below) go
+// to the proxy, which has only the filters of the exec, once the
+// faulting thread has a filter of the program's (proxyOnly;
+// TestProxySeccompLate); without a proxy (a child of the program, an
+// attach, --proxy=off, or after auto gave it up) a filter that fails the
+// call leaves the thread faulting again on the same store.
 //
 // # Debuggers and tracers
 //

@@ -25,6 +25,7 @@ import (
 type injectState struct {
 	sysAddr uint64   // address of a syscall instruction (in the vdso)
 	mem     *os.File // /proc/PID/mem, read-write
+	filters int      // seccomp filters ptjit injected (proxyOnly counts them as ptjit's)
 }
 
 // close releases the space's /proc/PID/mem.
@@ -151,6 +152,9 @@ func (t *Tracer) inject(th *thread, nr int, args ...uint64) (int64, error) {
 	if ret < 0 && ret >= -4095 {
 		return ret, &InjectError{th.tid, nr, unix.Errno(-ret)}
 	}
+	if nr == unix.SYS_SECCOMP {
+		th.proc.space.inj.filters++
+	}
 	return ret, nil
 }
 
@@ -200,19 +204,26 @@ func (t *Tracer) protect(th *thread, start, end uint64, prot int, reason string)
 //
 // Precondition: on the locked tracer thread; th is stopped.
 func (t *Tracer) mprotectIn(th *thread, start, end uint64, prot int) error {
-	proxy := th.proc.space.proxy.pid != 0
-	if proxy && (t.opts.Proxy == ProxyOn || t.pick.useProxy()) {
+	sp := th.proc.space
+	proxy := sp.proxy.pid != 0
+	// the proxy when --proxy=on, when the program has a filter of its own
+	// (proxyOnly: checked only before an injection), or when auto's
+	// timing says so
+	if proxy && (t.opts.Proxy == ProxyOn || sp.proxy.only || t.pick.useProxy() || t.proxyOnly(th)) {
 		t0 := clock.Mono()
 		if ret, ok := t.proxyCall(th, unix.SYS_MPROTECT, start, end-start, uint64(prot)); ok {
-			t.pick.observe(true, time.Duration(clock.Mono()-t0))
+			if !sp.proxy.only {
+				t.pick.observe(true, time.Duration(clock.Mono()-t0))
+			}
 			if ret < 0 && ret >= -4095 {
 				return &InjectError{th.tid, unix.SYS_MPROTECT, unix.Errno(-ret)}
 			}
 			return nil
 		}
+		proxy = sp.proxy.pid != 0
 	}
 	if proxy && t.pick.gaveUp {
-		t.proxyClose(th.proc.space) // injections were the cheaper (proxypick.go)
+		t.proxyClose(sp) // injections were the cheaper (proxypick.go)
 		proxy = false
 	}
 	t0 := clock.Mono()

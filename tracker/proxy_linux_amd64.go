@@ -3,6 +3,7 @@ package tracker
 import (
 	"errors"
 	"fmt"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -26,6 +27,13 @@ type proxyState struct {
 	tried bool // made, or refused: never again for this space
 	cpu   int  // the CPU it is pinned to; -1: not pinned
 	regs  unix.PtraceRegs
+	// filters0: the seccomp filters of the exec'ing thread when the
+	// proxy was made (ptjit's); only: the program has installed a filter
+	// of its own since, which an injected call would pass through (it
+	// may kill, trap or fail it), so every call goes to the proxy, whose
+	// filters are those of the exec (proxyOnly)
+	filters0 int
+	only     bool
 }
 
 // proxyOptions: killed with ptjit; the program's own RET_TRACE filters
@@ -75,6 +83,31 @@ func (t *Tracer) proxyExec(th *thread) {
 	t.resume(th.tid, 0)
 }
 
+// proxyOnly reports whether th's process has a seccomp filter of its own
+// (more filters than ptjit's at the exec and those ptjit injected since),
+// and then sends every later call of the space to its proxy
+// (proxyState.only). Called before an injection the proxy could take
+// instead: the program's filter may kill, trap or fail an injected
+// mprotect, never the proxy's (found by the new-user trial: a program
+// that forbids mprotect after its start died under --proxy=auto).
+//
+// Precondition: on the locked tracer thread; the space has a proxy.
+func (t *Tracer) proxyOnly(th *thread) bool {
+	sp := th.proc.space
+	px := &sp.proxy
+	if !px.only {
+		if seccompFilters(taskDir(th)) > px.filters0+sp.inj.filters {
+			px.only = true
+		}
+	}
+	return px.only
+}
+
+// taskDir is th's /proc/PID/task/TID.
+func taskDir(th *thread) string {
+	return "/proc/" + strconv.Itoa(th.proc.pid) + "/task/" + strconv.Itoa(th.tid)
+}
+
 // proxyWanted reports whether th's process gets a proxy: W^X is on (its
 // protection changes are what the proxy runs), ptjit is the process's
 // parent (a proxy made with CLONE_PARENT is a child of the process's
@@ -111,6 +144,7 @@ func (t *Tracer) proxyStart(th *thread) {
 		return
 	}
 	px.pid, px.cpu = pid, -1
+	px.filters0 = seccompFilters(taskDir(th))
 	if px.regs, err = getRegs(pid); err != nil {
 		t.proxyClose(sp)
 		return

@@ -145,3 +145,32 @@ func killProxyWhenReady(pid int, syncPath string) error {
 	}
 	return os.ErrNotExist
 }
+
+// TestProxySeccompLate: a program that forbids mprotect with a seccomp
+// filter of its own after its start (kill, trap or EPERM), then goes on
+// JIT-compiling into RWX memory, runs as alone under --proxy=auto: once
+// its thread has more filters than ptjit's, every protection change runs
+// in the proxy (made at the exec, before that filter), none is injected
+// into the thread the filter would kill or fail it in (found by the
+// new-user trial: killed by SIGSYS before).
+func TestProxySeccompLate(t *testing.T) {
+	prog := filepath.Join(testenv.TestPrograms(t), "seccomp-late")
+	for _, action := range []string{"kill", "trap", "errno"} {
+		t.Run(action, func(t *testing.T) {
+			want, code := run(t, prog, "100", action)
+			if code != 0 {
+				t.Fatalf("alone: exit %d\n%s", code, want)
+			}
+			tr := traceOpts(t, func(o *tracker.Options) {
+				o.WX = tracker.WXBatch
+				o.Proxy = tracker.ProxyAuto
+			}, prog, "100", action)
+			if tr.res.Status != 0 || tr.stdout != want {
+				t.Fatalf("exit %d, output\n%s\nwant (alone)\n%s", tr.res.Status, tr.stdout, want)
+			}
+			if s := tr.res.Stats; s.Proxies != 1 || s.ProxyCalls < 100 {
+				t.Errorf("%d proxies ran %d calls, want 1 and the second phase's ≥ 100", s.Proxies, s.ProxyCalls)
+			}
+		})
+	}
+}

@@ -50,12 +50,8 @@ syscall output, its tid, its rseq area), stay writable in every mode until
 code runs there; a page of its control block then stays writable, and later
 changes to code in it are not seen.
 
-W^X's protection changes of a program ptjit launched (but under --pt=intel,
---pt=soft or --events=bpf) run in a proxy, a task that shares the program's
-memory (not a thread of it, nor its child) and stays stopped on ptjit's CPU,
-or are injected into the stopped thread (--proxy): auto (default) times both
-and takes the cheaper (giving the proxy up where injection was cheaper over
-its first 256 changes), on takes the proxy, off never makes one.
+--proxy: W^X's protection changes run in a task sharing the program's memory
+(on), are injected into the stopped thread (off), or the cheaper (auto).
 
 The Intel PT trace goes to DIR/perf.data (--pt): with intel, perf record
 -e intel_pt//u traces the program from its exec on, every thread and child;
