@@ -155,24 +155,59 @@ static pid_t start_traced(char **argv, long opts)
 	(PTRACE_O_EXITKILL | PTRACE_O_TRACESECCOMP | PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |  \
 	 PTRACE_O_TRACEEXEC)
 
-static int run_trace(char **argv)
+/* wx_poll: floor wxpoll polls (waitpid WNOHANG and sched_yield, up to
+ * 250 µs) before it blocks, as ptjit's tracer does while stops come close
+ * together: on a VM whose idle CPUs halt, a wake-up of a sleeping CPU
+ * costs more than the stop. */
+static int wx_poll;
+
+static pid_t wx_wait(pid_t pid, int *status)
 {
-	pid_t child = start_traced(argv, TRACE_OPTS);
-	int status, child_status = 0;
+	if (wx_poll) {
+		struct timespec t0, t;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (;;) {
+			pid_t r = waitpid(pid, status, __WALL | WNOHANG);
+			if (r != 0)
+				return r;
+			clock_gettime(CLOCK_MONOTONIC, &t);
+			if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > 250000)
+				break;
+			sched_yield();
+		}
+	}
+	return waitpid(pid, status, __WALL);
+}
+
+/* next_stop waits for the next stop of any tracee and returns its pid;
+ * exits on the way are consumed (the program's status kept in
+ * *child_status); 0 when no tracee is left. */
+static pid_t next_stop(pid_t child, int *status, int *child_status)
+{
 	for (;;) {
-		pid_t pid = waitpid(-1, &status, __WALL);
+		pid_t pid = wx_wait(-1, status);
 		if (pid < 0) {
 			if (errno == EINTR)
 				continue;
 			if (errno == ECHILD)
-				break;
+				return 0;
 			die("waitpid");
 		}
-		if (WIFEXITED(status) || WIFSIGNALED(status)) {
+		if (WIFEXITED(*status) || WIFSIGNALED(*status)) {
 			if (pid == child)
-				child_status = status;
+				*child_status = *status;
 			continue;
 		}
+		return pid;
+	}
+}
+
+static int run_trace(char **argv)
+{
+	pid_t child = start_traced(argv, TRACE_OPTS);
+	int status, child_status = 0;
+	pid_t pid;
+	while ((pid = next_stop(child, &status, &child_status)) > 0) {
 		int sig = WSTOPSIG(status), event = (unsigned)status >> 16;
 		if (event == PTRACE_EVENT_SECCOMP) {
 			struct user_regs_struct r;
@@ -454,30 +489,6 @@ static uint64_t wx_sysinsn(struct wx_proc *p, pid_t pid)
 	return p->sysinsn;
 }
 
-/* wx_poll: floor wxpoll polls (waitpid WNOHANG and sched_yield, up to
- * 250 µs) before it blocks, as ptjit's tracer does while stops come close
- * together: on a VM whose idle CPUs halt, a wake-up of a sleeping CPU
- * costs more than the stop. */
-static int wx_poll;
-
-static pid_t wx_wait(pid_t pid, int *status)
-{
-	if (wx_poll) {
-		struct timespec t0, t;
-		clock_gettime(CLOCK_MONOTONIC, &t0);
-		for (;;) {
-			pid_t r = waitpid(pid, status, __WALL | WNOHANG);
-			if (r != 0)
-				return r;
-			clock_gettime(CLOCK_MONOTONIC, &t);
-			if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > 250000)
-				break;
-			sched_yield();
-		}
-	}
-	return waitpid(pid, status, __WALL);
-}
-
 /* wx_protect runs mprotect(page, 4096, prot) in the stopped thread tid,
  * whose registers are saved. A signal that stops the step is kept in
  * *held (the latest one) for the thread's resume. */
@@ -520,20 +531,8 @@ static int run_wx(char **argv)
 {
 	pid_t child = start_traced(argv, TRACE_OPTS | PTRACE_O_TRACESYSGOOD);
 	int status, child_status = 0;
-	for (;;) {
-		pid_t pid = wx_wait(-1, &status);
-		if (pid < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == ECHILD)
-				break;
-			die("waitpid");
-		}
-		if (WIFEXITED(status) || WIFSIGNALED(status)) {
-			if (pid == child)
-				child_status = status;
-			continue;
-		}
+	pid_t pid;
+	while ((pid = next_stop(child, &status, &child_status)) > 0) {
 		int sig = WSTOPSIG(status), event = (unsigned)status >> 16;
 		if (event == PTRACE_EVENT_SECCOMP) {
 			struct user_regs_struct r;

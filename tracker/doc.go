@@ -200,7 +200,7 @@
 // the program's filter kills, traps or fails makes the injection fail.
 // W^X's mprotect calls in a process with a protection proxy (below) go
 // to the proxy, which has only the filters of the exec, once the
-// faulting thread has a filter of the program's (proxyOnly;
+// faulting thread has a filter of the program's (viaProxy;
 // TestProxySeccompLate); without a proxy (a child of the program, an
 // attach, --proxy=off, or after auto gave it up) a filter that fails the
 // call leaves the thread faulting again on the same store.

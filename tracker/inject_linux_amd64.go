@@ -25,7 +25,7 @@ import (
 type injectState struct {
 	sysAddr uint64   // address of a syscall instruction (in the vdso)
 	mem     *os.File // /proc/PID/mem, read-write
-	filters int      // seccomp filters ptjit injected (proxyOnly counts them as ptjit's)
+	filters int      // seccomp filters ptjit injected (viaProxy counts them as ptjit's)
 }
 
 // close releases the space's /proc/PID/mem.
@@ -205,11 +205,7 @@ func (t *Tracer) protect(th *thread, start, end uint64, prot int, reason string)
 // Precondition: on the locked tracer thread; th is stopped.
 func (t *Tracer) mprotectIn(th *thread, start, end uint64, prot int) error {
 	sp := th.proc.space
-	proxy := sp.proxy.pid != 0
-	// the proxy when --proxy=on, when the program has a filter of its own
-	// (proxyOnly: checked only before an injection), or when auto's
-	// timing says so
-	if proxy && (t.opts.Proxy == ProxyOn || sp.proxy.only || t.pick.useProxy() || t.proxyOnly(th)) {
+	if t.viaProxy(th) {
 		t0 := clock.Mono()
 		if ret, ok := t.proxyCall(th, unix.SYS_MPROTECT, start, end-start, uint64(prot)); ok {
 			if !sp.proxy.only {
@@ -220,15 +216,14 @@ func (t *Tracer) mprotectIn(th *thread, start, end uint64, prot int) error {
 			}
 			return nil
 		}
-		proxy = sp.proxy.pid != 0
 	}
-	if proxy && t.pick.gaveUp {
+	if sp.proxy.pid != 0 && t.pick.gaveUp {
 		t.proxyClose(sp) // injections were the cheaper (proxypick.go)
-		proxy = false
 	}
+	timed := sp.proxy.pid != 0 // a choice auto still makes
 	t0 := clock.Mono()
 	_, err := t.inject(th, unix.SYS_MPROTECT, start, end-start, uint64(prot))
-	if proxy {
+	if timed {
 		t.pick.observe(false, time.Duration(clock.Mono()-t0))
 	}
 	return err

@@ -31,7 +31,7 @@ type proxyState struct {
 	// proxy was made (ptjit's); only: the program has installed a filter
 	// of its own since, which an injected call would pass through (it
 	// may kill, trap or fail it), so every call goes to the proxy, whose
-	// filters are those of the exec (proxyOnly)
+	// filters are those of the exec (viaProxy)
 	filters0 int
 	only     bool
 }
@@ -83,23 +83,27 @@ func (t *Tracer) proxyExec(th *thread) {
 	t.resume(th.tid, 0)
 }
 
-// proxyOnly reports whether th's process has a seccomp filter of its own
-// (more filters than ptjit's at the exec and those ptjit injected since),
-// and then sends every later call of the space to its proxy
-// (proxyState.only). Called before an injection the proxy could take
-// instead: the program's filter may kill, trap or fail an injected
-// mprotect, never the proxy's (found by the new-user trial: a program
-// that forbids mprotect after its start died under --proxy=auto).
+// viaProxy says whether th's next protection change runs in its
+// space's proxy: always under --proxy=on, and once the program has a
+// seccomp filter of its own (proxyState.only); else as auto's timing
+// says (proxypick.go), but for an injection the program's filter could
+// kill, trap or fail: before each one, the faulting thread's filters are
+// counted, and more than ptjit's at the exec and those ptjit injected
+// since make the space proxy-only (found by the new-user trial: a
+// program that forbids mprotect after its start died under
+// --proxy=auto).
 //
-// Precondition: on the locked tracer thread; the space has a proxy.
-func (t *Tracer) proxyOnly(th *thread) bool {
+// Precondition: on the locked tracer thread; th is stopped.
+func (t *Tracer) viaProxy(th *thread) bool {
 	sp := th.proc.space
 	px := &sp.proxy
-	if !px.only {
-		if seccompFilters(taskDir(th)) > px.filters0+sp.inj.filters {
-			px.only = true
-		}
+	switch {
+	case px.pid == 0:
+		return false
+	case t.opts.Proxy == ProxyOn, px.only, t.pick.useProxy():
+		return true
 	}
+	px.only = seccompFilters(taskDir(th)) > px.filters0+sp.inj.filters
 	return px.only
 }
 
@@ -145,11 +149,11 @@ func (t *Tracer) proxyStart(th *thread) {
 	}
 	px.pid, px.cpu = pid, -1
 	px.filters0 = seccompFilters(taskDir(th))
+	t.proxies[pid] = true // from now on reaped by the main loop or proxyReapAll
 	if px.regs, err = getRegs(pid); err != nil {
 		t.proxyClose(sp)
 		return
 	}
-	t.proxies[pid] = true
 	t.result.Stats.Proxies++
 }
 
@@ -165,16 +169,8 @@ func (t *Tracer) proxyAdopt(pid int) error {
 		got = true
 	}
 	if t.later.per[pid] > 0 {
-		kept := t.later.stops[:0]
-		for _, q := range t.later.stops {
-			if q.tid == pid {
-				got = true
-				continue
-			}
-			kept = append(kept, q)
-		}
-		t.later.stops = kept
-		delete(t.later.per, pid)
+		t.dropQueued(pid, func(unix.WaitStatus) bool { return true })
+		got = true
 	}
 	for !got {
 		var ws unix.WaitStatus

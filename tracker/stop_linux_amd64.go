@@ -116,15 +116,14 @@ func classifySeccomp(msg uint, ok bool) stopKind {
 // and the tracer's state for the thread.
 type signalStop struct {
 	sig       int
-	si        *siginfo // nil: not needed, or not readable
-	rip       uint64   // the thread's RIP, when haveRIP
+	si        *siginfo        // nil: not needed, or not readable
+	regs      unix.PtraceRegs // the thread's registers, when haveRIP
 	haveRIP   bool
-	regs      unix.PtraceRegs // the thread's registers, when haveRIP (rip is regs.Rip)
-	stepping  bool            // a --pt=soft single-step is in flight
-	filter    bool            // the space hides its JIT code (--soft-filter=jit)
-	wx        bool            // W^X is on for the space
-	sp        *space          // the thread's address space
-	lastStale [2]uint64       // thread.lastStale
+	stepping  bool      // a --pt=soft single-step is in flight
+	filter    bool      // the space hides its JIT code (--soft-filter=jit)
+	wx        bool      // W^X is on for the space
+	sp        *space    // the thread's address space
+	lastStale [2]uint64 // thread.lastStale
 }
 
 // fetchFault reports whether a fault at addr with the thread at rip is an
@@ -146,7 +145,7 @@ func classifySignal(s signalStop) stopKind {
 		return stopSignal
 	}
 	addr := s.si.Addr
-	if s.filter && s.haveRIP && fetchFault(addr, s.rip) {
+	if s.filter && s.haveRIP && fetchFault(addr, s.regs.Rip) {
 		if _, ok := s.sp.PieceAt(addr); ok {
 			return stopFilterFault
 		}
@@ -165,7 +164,7 @@ func classifyWX(s signalStop, addr uint64) stopKind {
 	if tracked && isWX(p.Prot) {
 		return stopWXFault
 	}
-	fetch := s.haveRIP && fetchFault(addr, s.rip)
+	fetch := s.haveRIP && fetchFault(addr, s.regs.Rip)
 	if bp, ok := s.sp.wx.batch.get(addr &^ (pageSize - 1)); ok && bp.alias {
 		// an alias's executable twin while the alias is written: a
 		// fetch is W^X's, anything else the program's own fault
@@ -174,7 +173,7 @@ func classifyWX(s signalStop, addr uint64) stopKind {
 		}
 		return stopSignal
 	}
-	if tracked && fetch && p.Prot&unix.PROT_EXEC != 0 && s.lastStale != [2]uint64{s.rip, addr} {
+	if tracked && fetch && p.Prot&unix.PROT_EXEC != 0 && s.lastStale != [2]uint64{s.regs.Rip, addr} {
 		// a fetch from code the program has executable: stale (another
 		// thread's fault made it executable again meanwhile, as when
 		// several threads enter an alias twin's batch page), retried
@@ -217,7 +216,7 @@ func (t *Tracer) classify(th *thread, ws unix.WaitStatus) (stopKind, int, signal
 	}
 	if sig == int(unix.SIGSEGV) && s.si != nil && s.si.Code == segvAccerr && (s.filter || s.wx && sp.fetchMatters(s.si.Addr)) {
 		if regs, err := getRegs(th.tid); err == nil {
-			s.rip, s.haveRIP, s.regs = regs.Rip, true, regs
+			s.regs, s.haveRIP = regs, true
 		}
 	}
 	return classifySignal(s), sig, s

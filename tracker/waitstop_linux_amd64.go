@@ -181,12 +181,17 @@ func staleStop(th *thread, ws unix.WaitStatus) bool {
 // dropStale removes th's stale stops (staleStop) from the queue, so that
 // its exit stop can resume it now.
 func (t *Tracer) dropStale(th *thread) {
-	if t.later.per[th.tid] == 0 {
+	t.dropQueued(th.tid, func(ws unix.WaitStatus) bool { return staleStop(th, ws) })
+}
+
+// dropQueued removes tid's queued stops for which drop is true.
+func (t *Tracer) dropQueued(tid int, drop func(unix.WaitStatus) bool) {
+	if t.later.per[tid] == 0 {
 		return
 	}
 	kept := t.later.stops[:0]
 	for _, q := range t.later.stops {
-		if q.tid == th.tid && staleStop(th, q.ws) {
+		if q.tid == tid && drop(q.ws) {
 			if t.later.per[q.tid]--; t.later.per[q.tid] <= 0 {
 				delete(t.later.per, q.tid)
 			}
