@@ -6,12 +6,16 @@
  * so alone the filter changes nothing. Under a W^X recorder that injects
  * its mprotect calls into the program's thread, those calls would pass
  * through the filter; ptjit's protection proxy (made at the exec, with
- * the filters of then) does not (tracker/proxy_linux_amd64.go).
+ * the filters of then) does not (tracker/proxy_linux_amd64.go), and where
+ * there is none ptjit emulates the stores (ownfilter_linux_amd64.go).
  *
- *   seccomp-late ROUNDS kill|trap|errno
+ *   seccomp-late ROUNDS kill|trap|errno [seccomp|prctl [fork]]
  *
  * The filter's action on mprotect: SECCOMP_RET_KILL_PROCESS,
  * SECCOMP_RET_TRAP (SIGSYS, default action) or SECCOMP_RET_ERRNO(EPERM).
+ * It is installed with seccomp(2) (the default) or prctl(PR_SET_SECCOMP).
+ * With fork, the second phase runs in a child forked after the filter
+ * (which inherits it), and the parent exits with the child's status.
  * Prints the sum of every function's result after each phase.
  */
 #include <errno.h>
@@ -26,6 +30,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define SLOT 16
@@ -59,9 +64,15 @@ static uint64_t phase(int rounds)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: seccomp-late ROUNDS kill|trap|errno\n");
+		fprintf(stderr, "usage: seccomp-late ROUNDS kill|trap|errno [seccomp|prctl [fork]]\n");
 		return 2;
 	}
+	int use_prctl = argc > 3 && strcmp(argv[3], "prctl") == 0;
+	if (argc > 3 && !use_prctl && strcmp(argv[3], "seccomp") != 0) {
+		fprintf(stderr, "seccomp-late: %s: want seccomp or prctl\n", argv[3]);
+		return 2;
+	}
+	int do_fork = argc > 4 && strcmp(argv[4], "fork") == 0;
 	int rounds = atoi(argv[1]);
 	uint32_t action;
 	if (strcmp(argv[2], "kill") == 0)
@@ -91,9 +102,27 @@ int main(int argc, char **argv)
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
 	struct sock_fprog prog = {sizeof f / sizeof f[0], f};
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog)) {
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+	    (use_prctl ? prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0)
+		       : syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog))) {
 		perror("seccomp");
 		return 1;
+	}
+	if (do_fork) {
+		fflush(stdout);
+		pid_t pid = fork();
+		if (pid < 0) {
+			perror("fork");
+			return 1;
+		}
+		if (pid > 0) {
+			int st;
+			if (waitpid(pid, &st, 0) != pid) {
+				perror("waitpid");
+				return 1;
+			}
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		}
 	}
 	printf("phase 2 sum %llu\n", (unsigned long long)phase(rounds));
 	return 0;

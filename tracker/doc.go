@@ -60,7 +60,8 @@
 // MAP_FIXED, mprotect and pkey_mprotect with PROT_EXEC, munmap, mremap, brk, madvise with
 // advice that can drop pages, shmat with SHM_EXEC or SHM_REMAP, shmdt,
 // remap_file_pages and process_vm_writev (and, not for memory, ptrace
-// requests that make a tracer: see below). At the seccomp stop the tracker
+// requests that make a tracer, and the calls that install a seccomp
+// filter of the program's: see below). At the seccomp stop the tracker
 // looks at the arguments and its address map (needExit): only a call that can
 // change tracked memory is resumed with PTRACE_SYSCALL, and its effect is
 // applied at the syscall-exit stop if it succeeded; every other call is
@@ -198,12 +199,18 @@
 // alone it fails with ENOSYS. The syscalls ptjit
 // injects (mprotect, seccomp) pass through the program's filters too: one
 // the program's filter kills, traps or fails makes the injection fail.
-// W^X's mprotect calls in a process with a protection proxy (below) go
-// to the proxy, which has only the filters of the exec, once the
-// faulting thread has a filter of the program's (viaProxy;
-// TestProxySeccompLate); without a proxy (a child of the program, an
-// attach, --proxy=off, or after auto gave it up) a filter that fails the
-// call leaves the thread faulting again on the same store.
+// So ptjit's filter stops the calls that install one
+// (seccomp(SECCOMP_SET_MODE_FILTER), prctl(PR_SET_SECCOMP)), and from the
+// first the process injects no W^X protection change
+// (ownfilter_linux_amd64.go, TestProxySeccompLate): with a protection
+// proxy (below), made at the exec with only the filters of then, every
+// change goes there; without one (a child of the program, an attach,
+// --proxy=off, or after auto gave it up) the batch pages are made
+// executable before the filter is in, and every later store into code is
+// emulated (precise mode, written through /proc/PID/mem). A store the
+// emulator cannot carry out is still stepped with its page opened by an
+// injected mprotect, and ptjit's own filters for memory it starts to
+// manage are still injected: those the program's filter may refuse.
 //
 // # Debuggers and tracers
 //

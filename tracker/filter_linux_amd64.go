@@ -122,6 +122,10 @@ var Rules = []Rule{
 	{"ptrace", unix.SYS_PTRACE, []Cond{{Arg: 0, Equal: []uint32{unix.PTRACE_TRACEME, unix.PTRACE_ATTACH, unix.PTRACE_SEIZE}}},
 		"not for memory: a program becoming a tracer fails (a process has one tracer, and ptjit is it); " +
 			"ptjit says why once (ptraceEntry). Other requests need a tracee of the program's, so they cannot concern ptjit's"},
+	{"seccomp", unix.SYS_SECCOMP, []Cond{{Arg: 0, Equal: []uint32{unix.SECCOMP_SET_MODE_FILTER}}},
+		"not for memory: a filter of the program's own may refuse the calls ptjit injects from then on, so W^X's " +
+			"protection changes go to the proxy or stores are emulated (ownfilter_linux_amd64.go). A program installs a handful"},
+	{"prctl", unix.SYS_PRCTL, []Cond{{Arg: 0, Equal: []uint32{unix.PR_SET_SECCOMP}}}, "as seccomp (the older interface)"},
 }
 
 // FullProtectRules is the filter ptjit adds to a process (all its threads,

@@ -25,7 +25,6 @@ import (
 type injectState struct {
 	sysAddr uint64   // address of a syscall instruction (in the vdso)
 	mem     *os.File // /proc/PID/mem, read-write
-	filters int      // seccomp filters ptjit injected (viaProxy counts them as ptjit's)
 }
 
 // close releases the space's /proc/PID/mem.
@@ -151,9 +150,6 @@ func (t *Tracer) inject(th *thread, nr int, args ...uint64) (int64, error) {
 	ret := int64(res.Rax)
 	if ret < 0 && ret >= -4095 {
 		return ret, &InjectError{th.tid, nr, unix.Errno(-ret)}
-	}
-	if nr == unix.SYS_SECCOMP {
-		th.proc.space.inj.filters++
 	}
 	return ret, nil
 }

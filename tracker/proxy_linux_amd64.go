@@ -3,7 +3,6 @@ package tracker
 import (
 	"errors"
 	"fmt"
-	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -27,13 +26,11 @@ type proxyState struct {
 	tried bool // made, or refused: never again for this space
 	cpu   int  // the CPU it is pinned to; -1: not pinned
 	regs  unix.PtraceRegs
-	// filters0: the seccomp filters of the exec'ing thread when the
-	// proxy was made (ptjit's); only: the program has installed a filter
-	// of its own since, which an injected call would pass through (it
+	// only: the program has installed a seccomp filter of its own since
+	// the proxy was made, which an injected call would pass through (it
 	// may kill, trap or fail it), so every call goes to the proxy, whose
-	// filters are those of the exec (viaProxy)
-	filters0 int
-	only     bool
+	// filters are those of the exec (ownFilterEntry, viaProxy)
+	only bool
 }
 
 // proxyOptions: killed with ptjit; the program's own RET_TRACE filters
@@ -85,31 +82,14 @@ func (t *Tracer) proxyExec(th *thread) {
 
 // viaProxy says whether th's next protection change runs in its
 // space's proxy: always under --proxy=on, and once the program has a
-// seccomp filter of its own (proxyState.only); else as auto's timing
-// says (proxypick.go), but for an injection the program's filter could
-// kill, trap or fail: before each one, the faulting thread's filters are
-// counted, and more than ptjit's at the exec and those ptjit injected
-// since make the space proxy-only (found by the new-user trial: a
-// program that forbids mprotect after its start died under
-// --proxy=auto).
+// seccomp filter of its own (proxyState.only: ptjit's filter stops the
+// call that installs it, ownFilterEntry); else as auto's timing says
+// (proxypick.go).
 //
 // Precondition: on the locked tracer thread; th is stopped.
 func (t *Tracer) viaProxy(th *thread) bool {
-	sp := th.proc.space
-	px := &sp.proxy
-	switch {
-	case px.pid == 0:
-		return false
-	case t.opts.Proxy == ProxyOn, px.only, t.pick.useProxy():
-		return true
-	}
-	px.only = seccompFilters(taskDir(th)) > px.filters0+sp.inj.filters
-	return px.only
-}
-
-// taskDir is th's /proc/PID/task/TID.
-func taskDir(th *thread) string {
-	return "/proc/" + strconv.Itoa(th.proc.pid) + "/task/" + strconv.Itoa(th.tid)
+	px := &th.proc.space.proxy
+	return px.pid != 0 && (t.opts.Proxy == ProxyOn || px.only || t.pick.useProxy())
 }
 
 // proxyWanted reports whether th's process gets a proxy: W^X is on (its
@@ -119,11 +99,13 @@ func taskDir(th *thread) string {
 // process, not the program under perf record, whose trace would also hold
 // the proxy), no soft PT (which steps every thread anyway), and no BPF
 // events (their page cache works only while the memory has one user:
-// bpfev/doc.go; a proxy is a second), and the proxies so far were not
-// given up as the dearer path (proxypick.go).
+// bpfev/doc.go; a proxy is a second), the proxies so far were not given
+// up as the dearer path (proxypick.go), and the process has no seccomp
+// filter of its own from before the exec (the proxy would have it too:
+// ownfilter_linux_amd64.go).
 func (t *Tracer) proxyWanted(th *thread) bool {
 	return t.opts.Proxy != ProxyOff && !t.pick.gaveUp && t.wxOn() && t.soft == nil && t.events == nil &&
-		statPPID(readStat(th.proc.pid)) == t.selfPID
+		!th.proc.ownFilter && statPPID(readStat(th.proc.pid)) == t.selfPID
 }
 
 // proxyStart makes th's space's proxy; where it cannot, the space has
@@ -148,7 +130,6 @@ func (t *Tracer) proxyStart(th *thread) {
 		return
 	}
 	px.pid, px.cpu = pid, -1
-	px.filters0 = seccompFilters(taskDir(th))
 	t.proxies[pid] = true // from now on reaped by the main loop or proxyReapAll
 	if px.regs, err = getRegs(pid); err != nil {
 		t.proxyClose(sp)

@@ -145,6 +145,9 @@ func (t *Tracer) seccompEntry(th *thread) {
 		t.resume(th.tid, 0)
 		return
 	}
+	if t.ownFilterEntry(th, regs, op) {
+		return // a seccomp filter of the program's: resumed
+	}
 	if t.kernelWriteEntry(th, regs, op) {
 		return // a kernel copy into memory W^X manages: resumed
 	}

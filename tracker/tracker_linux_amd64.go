@@ -239,6 +239,7 @@ type process struct {
 	threads   map[int]*thread
 	recorded  bool
 	full      fullProtectState // the filter that stops every mprotect (fullprotect_linux_amd64.go)
+	ownFilter bool             // it installed a seccomp filter of its own (ownfilter_linux_amd64.go)
 }
 
 // space is a Space plus what the tracker keeps about it.
@@ -875,7 +876,8 @@ func (t *Tracer) adopt(tid int, b birth, kind stopKind, sig int) {
 	} else {
 		// a fork copies the forking thread's filters (all threads of a
 		// process with the full filter have it: TSYNC)
-		p := &process{pid: tid, ppid: parent.pid, helper: parent.helper, threads: map[int]*thread{tid: th}, full: parent.full.clone()}
+		p := &process{pid: tid, ppid: parent.pid, helper: parent.helper, threads: map[int]*thread{tid: th}, full: parent.full.clone(),
+			ownFilter: parent.ownFilter}
 		th.proc = p
 		t.procs[tid] = p
 		t.eventsAdd(tid)

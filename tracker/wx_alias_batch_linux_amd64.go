@@ -134,7 +134,7 @@ func (t *Tracer) aliasGoBatch(th *thread, al *sharedMap, addr uint64, regs unix.
 		zeros = zeroRun(th.tid, addr, min(al.end, page+maxAliasRun*pageSize))
 		return zeros > 0
 	}
-	if !w.storeBatch(t.opts.WX, page, at.MonoNS, self, emulatable, zero) {
+	if !w.storeBatch(t.wxMode(th), page, at.MonoNS, self, emulatable, zero) {
 		return false
 	}
 	end := page + pageSize

@@ -211,7 +211,7 @@ const (
 // private anonymous memory writable and executable, that starts as batch
 // pages (see above).
 func (t *Tracer) freshBatch(th *thread, op *pendingOp) bool {
-	if t.opts.WX == WXPrecise || op.args[1] == 0 {
+	if t.wxMode(th) == WXPrecise || op.args[1] == 0 {
 		return false
 	}
 	switch op.nr {
@@ -368,7 +368,7 @@ func (t *Tracer) wxFault(th *thread, addr uint64, stopRegs *unix.PtraceRegs) {
 			return // died meanwhile
 		}
 	}
-	in := wxFaultIn{mode: t.opts.WX, fetch: fetchFault(addr, regs.Rip), prot: actualProt(p.Prot),
+	in := wxFaultIn{mode: t.wxMode(th), fetch: fetchFault(addr, regs.Rip), prot: actualProt(p.Prot),
 		inBatch: w.batch.has(page) || sp.inKW(page) && !w.opened[page],
 		// a store into the page holding the storing instruction cannot
 		// run in batch mode (the page would stop being executable under
@@ -796,14 +796,14 @@ func (t *Tracer) restartForMremap(th *thread, regs unix.PtraceRegs, op *pendingO
 	if len(th.proc.space.batchPages(lo, hi)) == 0 {
 		return false
 	}
-	return t.restartAround(th, regs, op, func(th *thread) { t.settleBatch(th, lo, hi) })
+	return t.restartAround(th, regs, op, func(th *thread) { t.settleBatch(th, lo, hi, "wx-batch: settled before mremap") })
 }
 
 // settleBatch records the batch pages of [lo, hi) and gives them the
-// protection of their view (see restartForMremap).
+// protection of their view (see restartForMremap; ownFilterEntry).
 //
 // Precondition: on the locked tracer thread; th is stopped.
-func (t *Tracer) settleBatch(th *thread, lo, hi uint64) {
+func (t *Tracer) settleBatch(th *thread, lo, hi uint64, reason string) {
 	sp := th.proc.space
 	pages := sp.batchPages(lo, hi)
 	for _, p := range pages {
@@ -817,7 +817,7 @@ func (t *Tracer) settleBatch(th *thread, lo, hi uint64) {
 		for j < len(pages) && pages[j] == pages[j-1]+pageSize && sp.kernelProt(pages[j], sp.ProtOf(pages[j])) == prot {
 			j++
 		}
-		if err := t.protect(th, pages[i], pages[j-1]+pageSize, prot, "wx-batch: settled before mremap"); err != nil {
+		if err := t.protect(th, pages[i], pages[j-1]+pageSize, prot, reason); err != nil {
 			t.warnOp(err)
 			return
 		}

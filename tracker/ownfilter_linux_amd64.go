@@ -1,0 +1,85 @@
+package tracker
+
+import (
+	"golang.org/x/sys/unix"
+)
+
+// A seccomp filter of the program's own (tracker/doc.go, "Seccomp
+// filters of the program's"). ptjit's filter stops every call that
+// installs one (seccomp(SECCOMP_SET_MODE_FILTER), prctl(PR_SET_SECCOMP));
+// from the first, the process is marked (process.ownFilter: a fork child
+// inherits it, an exec keeps it, as the kernel keeps the filters), since a
+// call ptjit injects into its threads from then on passes through a filter
+// that may kill, trap or fail it:
+//
+//   - in a space with a protection proxy, every W^X protection change
+//     goes to the proxy (proxyState.only), made before the filter;
+//   - in a space without one (a child of the program, an attached
+//     process, --proxy=off, or after auto gave the proxy up), the batch
+//     pages are settled before the filter is in (the call is skipped,
+//     the pages recorded and made executable at its exit stop, and the
+//     call restarted: restartAround), and from then on W^X is precise
+//     there (wxMode): a store into code is emulated and written through
+//     /proc/PID/mem, which needs no protection change. What still
+//     injects there (a store the emulator cannot carry out, which is
+//     stepped with its page writable; ptjit's own filters for memory it
+//     starts to manage) may be refused: README, "What ptjit cannot see".
+//
+// Found by the new-user trial: without this, a program that forbids
+// mprotect after its start-up died (kill, trap) or had ptjit retry the
+// same store for ever (EPERM) wherever no proxy ran the calls.
+
+// installsFilter reports whether op (at its seccomp stop) installs a
+// seccomp filter. ptjit's filter stops seccomp and prctl only for these
+// requests (Rules); the test keeps a program's filter that traces the
+// same calls from being taken for one.
+func installsFilter(op *pendingOp) bool {
+	switch op.nr {
+	case unix.SYS_SECCOMP:
+		return op.args[0] == unix.SECCOMP_SET_MODE_FILTER
+	case unix.SYS_PRCTL:
+		return op.args[0] == unix.PR_SET_SECCOMP && op.args[1] == unix.SECCOMP_MODE_FILTER
+	}
+	return false
+}
+
+// ownFilterEntry handles the seccomp stop of a call that installs a
+// filter of the program's (installsFilter; see above). It reports false,
+// with nothing done, for any other call.
+//
+// Precondition: on the locked tracer thread; th is in its seccomp stop.
+func (t *Tracer) ownFilterEntry(th *thread, regs unix.PtraceRegs, op *pendingOp) bool {
+	if !installsFilter(op) {
+		return false
+	}
+	p := th.proc
+	if p.helper || p.space == nil || p.ownFilter {
+		t.resume(th.tid, 0) // the launcher's, or not the first: nothing changes
+		return true
+	}
+	p.ownFilter = true
+	sp := p.space
+	if sp.proxy.pid != 0 {
+		sp.proxy.only = true
+		t.resume(th.tid, 0)
+		return true
+	}
+	if len(sp.batchPages(0, ^uint64(0))) == 0 {
+		t.resume(th.tid, 0)
+		return true
+	}
+	// the restarted call stops here again and finds p marked
+	return t.restartAround(th, regs, op, func(th *thread) {
+		t.settleBatch(th, 0, ^uint64(0), "wx-batch: settled before the program's own seccomp filter")
+	})
+}
+
+// wxMode is the W^X mode of th's stores: --wx's, but precise in a process
+// with a seccomp filter of its own and no proxy to run protection changes
+// (see above).
+func (t *Tracer) wxMode(th *thread) WXMode {
+	if th.proc.ownFilter && th.proc.space.proxy.pid == 0 {
+		return WXPrecise
+	}
+	return t.opts.WX
+}
