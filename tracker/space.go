@@ -218,14 +218,24 @@ func (s *Space) Mapped(start, end uint64) bool {
 
 // liveRegion returns the live region whose mapped parts cover [start, end).
 func (s *Space) liveRegion(start, end uint64) (int64, bool) {
+	r, _, ok := s.livePart(start, end)
+	if !ok {
+		return 0, false
+	}
+	return r.id, true
+}
+
+// livePart returns the live region and its mapped part that cover
+// [start, end).
+func (s *Space) livePart(start, end uint64) (*region, ival, bool) {
 	for _, r := range s.regions {
 		for _, v := range r.live {
 			if v.s <= start && end <= v.e {
-				return r.id, true
+				return r, v, true
 			}
 		}
 	}
-	return 0, false
+	return nil, ival{}, false
 }
 
 // AnonOutside reports whether any anonymous piece or live region lies
