@@ -12,18 +12,24 @@ import (
 // call ptjit injects into its threads from then on passes through a filter
 // that may kill, trap or fail it:
 //
-//   - in a space with a protection proxy, every W^X protection change
-//     goes to the proxy (proxyState.only), made before the filter;
-//   - in a space without one (a child of the program, an attached
-//     process, --proxy=off, or after auto gave the proxy up), the batch
-//     pages are settled before the filter is in (the call is skipped,
-//     the pages recorded and made executable at its exit stop, and the
-//     call restarted: restartAround), and from then on W^X is precise
-//     there (wxMode): a store into code is emulated and written through
-//     /proc/PID/mem, which needs no protection change. What still
-//     injects there (a store the emulator cannot carry out, which is
-//     stepped with its page writable; ptjit's own filters for memory it
-//     starts to manage) may be refused: README, "What ptjit cannot see".
+//   - the batch pages are settled before the filter is in (the call is
+//     skipped, the pages recorded and made executable at its exit stop,
+//     and the call restarted: restartAround), and from then on W^X is
+//     precise in the process (wxMode): a store into code is emulated and
+//     written through /proc/PID/mem, which needs no protection change,
+//     and no page is left writable and not executable. A fork child
+//     inherits the pages as they are, with the filter, and no proxy:
+//     a batch page of its parent's would need an mprotect before it
+//     could run there (found by the new-user trial: such a child was
+//     killed by SIGSYS);
+//   - in a space with a protection proxy (made before the filter) the
+//     protection changes W^X still makes go to the proxy
+//     (proxyState.only): those of a store the emulator cannot carry out,
+//     which is stepped with its page writable. Without a proxy (a child
+//     of the program, an attached process, --proxy=off, or after auto
+//     gave the proxy up) they are injected, and those, and ptjit's own
+//     filters for memory it starts to manage, may be refused: README,
+//     "What ptjit cannot see".
 //
 // Found by the new-user trial: without this, a program that forbids
 // mprotect after its start-up died (kill, trap) or had ptjit retry the
@@ -61,8 +67,6 @@ func (t *Tracer) ownFilterEntry(th *thread, regs unix.PtraceRegs, op *pendingOp)
 	sp := p.space
 	if sp.proxy.pid != 0 {
 		sp.proxy.only = true
-		t.resume(th.tid, 0)
-		return true
 	}
 	if len(sp.batchPages(0, ^uint64(0))) == 0 {
 		t.resume(th.tid, 0)
@@ -75,10 +79,9 @@ func (t *Tracer) ownFilterEntry(th *thread, regs unix.PtraceRegs, op *pendingOp)
 }
 
 // wxMode is the W^X mode of th's stores: --wx's, but precise in a process
-// with a seccomp filter of its own and no proxy to run protection changes
-// (see above).
+// with a seccomp filter of its own (see above).
 func (t *Tracer) wxMode(th *thread) WXMode {
-	if th.proc.ownFilter && th.proc.space.proxy.pid == 0 {
+	if th.proc.ownFilter {
 		return WXPrecise
 	}
 	return t.opts.WX

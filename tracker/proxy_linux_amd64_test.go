@@ -154,12 +154,13 @@ func killProxyWhenReady(pid int, syncPath string) error {
 // (ownfilter_linux_amd64.go): where the process has a proxy (made at the
 // exec, before that filter) every protection change runs there from then
 // on, and none is injected into the thread the filter would kill or fail
-// it in; where it has none (--proxy=off; a child forked after the
-// filter, which inherits it), the batch pages are settled before the
-// filter is in and every later store into code is emulated. Found by
-// new-user trials: killed by SIGSYS under --proxy=auto before the proxy
-// went only; under --proxy=off, killed, or thousands of refused
-// injections of the same store.
+// it in. Either way the batch pages are settled before the filter is in
+// (the program leaves a page written but not run) and every later store
+// into code is emulated, so that a child forked after the filter (which
+// inherits it and the pages as they are, and has no proxy) runs as alone
+// too. Found by new-user trials: killed by SIGSYS under --proxy=auto
+// before the proxy went only; under --proxy=off, killed, or thousands of
+// refused injections of the same store; a forked child killed.
 func TestProxySeccompLate(t *testing.T) {
 	prog := filepath.Join(testenv.TestPrograms(t), "seccomp-late")
 	// phase 2 makes 100 functions of three stores each (opcode, imm32, ret)
@@ -167,7 +168,7 @@ func TestProxySeccompLate(t *testing.T) {
 		proxy  tracker.ProxyMode
 		action string
 		how    []string // install with, fork
-		proxy1 bool     // the process that runs phase 2 has a proxy
+		proxy1 bool     // the program has a proxy
 	}{
 		{tracker.ProxyAuto, "kill", nil, true},
 		{tracker.ProxyAuto, "trap", nil, true},
@@ -175,7 +176,9 @@ func TestProxySeccompLate(t *testing.T) {
 		{tracker.ProxyOff, "kill", nil, false},
 		{tracker.ProxyOff, "trap", []string{"prctl"}, false},
 		{tracker.ProxyOff, "errno", nil, false},
-		{tracker.ProxyAuto, "kill", []string{"seccomp", "fork"}, false},
+		{tracker.ProxyAuto, "kill", []string{"seccomp", "fork"}, true},
+		{tracker.ProxyAuto, "trap", []string{"prctl", "fork"}, true},
+		{tracker.ProxyOff, "errno", []string{"seccomp", "fork"}, false},
 	}
 	for _, c := range cases {
 		args := append([]string{"100", c.action}, c.how...)
@@ -194,11 +197,8 @@ func TestProxySeccompLate(t *testing.T) {
 				t.Fatalf("exit %d, output\n%s\nwant (alone)\n%s", tr.res.Status, tr.stdout, want)
 			}
 			s := tr.res.Stats
-			if c.proxy1 {
-				if s.Proxies != 1 || s.ProxyCalls < 100 {
-					t.Errorf("%d proxies ran %d calls, want 1 and the second phase's ≥ 100", s.Proxies, s.ProxyCalls)
-				}
-				return
+			if c.proxy1 && s.Proxies != 1 {
+				t.Errorf("%d proxies, want 1", s.Proxies)
 			}
 			if s.Emulated < 300 {
 				t.Errorf("%d stores emulated, want the second phase's 300 at least (%d proxy calls)", s.Emulated, s.ProxyCalls)

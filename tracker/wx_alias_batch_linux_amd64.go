@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"bytes"
 	"slices"
 
 	"github.com/ptjit/ptjit/clock"
@@ -375,26 +376,34 @@ func (sp *space) aliasTwinBatch(addr uint64) bool {
 // cannot be read. Zeros from a store's address to its page's end are
 // memory the program has not written code into yet.
 func zeroRun(tid int, from, end uint64) uint64 {
-	b := make([]byte, end-from)
-	if snapshot.ReadMem(tid, from, b) != nil {
-		first := pageUp(from+1) - from
-		if uint64(len(b)) < first {
-			return 0
-		}
-		b = b[:first] // its page, at least
-		if snapshot.ReadMem(tid, from, b) != nil {
-			return 0
-		}
-	}
+	// Read in chunks that double from the first page's rest, and stop at
+	// the first page that is not all zeros: a store into a page of code
+	// being appended reads that page alone, not maxAliasRun of them
+	// (Erlang's BeamAsm: up to 256 KiB a fault before, 2026-11-27).
 	n := uint64(0)
-	for at := from; at < from+uint64(len(b)); n++ {
-		next := min(pageUp(at+1), from+uint64(len(b)))
-		for _, c := range b[at-from : next-from] {
-			if c != 0 {
+	at, chunk := from, pageUp(from+1)-from
+	for at < end {
+		b := make([]byte, min(chunk, end-at))
+		if snapshot.ReadMem(tid, at, b) != nil {
+			if len(b) <= pageSize {
+				return n // unreadable: no run of zeros here
+			}
+			chunk = pageUp(at+1) - at // a page at a time near the end of what is readable
+			continue
+		}
+		for len(b) > 0 {
+			k := min(pageUp(at+1)-at, uint64(len(b)))
+			if !bytes.Equal(b[:k], zeroPage[:k]) {
 				return n
 			}
+			n++
+			at += k
+			b = b[k:]
 		}
-		at = next
+		chunk = min(2*max(chunk, pageSize), maxAliasRun*pageSize)
 	}
 	return n
 }
+
+// zeroPage is a page of zeros to compare with.
+var zeroPage [pageSize]byte

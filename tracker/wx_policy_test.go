@@ -157,6 +157,27 @@ func TestZeroRun(t *testing.T) {
 			t.Errorf("zeroRun(+%#x, +%#x) = %d, want %d", c.from-base, c.end-base, got, c.want)
 		}
 	}
+	// zeros up to memory that cannot be read, unmapped (the reads
+	// double past it)
+	none, err := unix.Mmap(-1, 0, 80*p, unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(none) // (unmaps the first 70 pages; the rest are gone)
+	if err := unix.MunmapPtr(unsafe.Pointer(&none[70*p]), 10*p); err != nil {
+		t.Fatal(err)
+	}
+	nb := uint64(uintptr(unsafe.Pointer(&none[0])))
+	for _, c := range []struct{ from, end, want uint64 }{
+		{nb + 9, nb + 80*p, 70},
+		{nb + 69*p, nb + 80*p, 1},
+		{nb + 70*p, nb + 80*p, 0},
+		{nb, nb + 64*p, 64},
+	} {
+		if got := zeroRun(tid, c.from, c.end); got != c.want {
+			t.Errorf("zeroRun(+%#x, +%#x) up to the unmapped +%#x = %d, want %d", c.from-nb, c.end-nb, 70*p, got, c.want)
+		}
+	}
 }
 
 // TestPopulated reads this process's own page table: the runs of a
