@@ -25,8 +25,11 @@
  * check and "ok" (or "FAILED"), and the same lines alone and under a
  * tracer, "TWIN ADDR" where section 0's executable view is, and "BULK ADDR
  * PAGES" where the bulk fill's is.
- * Usage: alias-jit [PAGES [rwx]]: the bulk fill's pages (default 64); with
- * rwx the bulk fill goes into one RWX mapping instead (the reference a
+ * Usage: alias-jit [PAGES [rwx|shared-rwx]]: the bulk fill's pages
+ * (default 64); with shared-rwx the bulk fill goes into one RWX MAP_SHARED
+ * mapping of a memfd (a store there cannot be forced through
+ * /proc/PID/mem while the view is write-protected); with
+ * rwx into one private RWX mapping instead (the reference a
  * dual mapping is compared with).
  */
 #define _GNU_SOURCE
@@ -80,8 +83,9 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IONBF, 0);
 	int pages = argc > 1 ? atoi(argv[1]) : 64;
 	int rwx = argc > 2 && strcmp(argv[2], "rwx") == 0;
-	if (pages < 1 || pages > 65536 || (argc > 2 && !rwx)) {
-		fprintf(stderr, "usage: alias-jit [PAGES [rwx]]\n");
+	int shrwx = argc > 2 && strcmp(argv[2], "shared-rwx") == 0;
+	if (pages < 1 || pages > 65536 || (argc > 2 && !rwx && !shrwx)) {
+		fprintf(stderr, "usage: alias-jit [PAGES [rwx|shared-rwx]]\n");
 		return 2;
 	}
 
@@ -223,6 +227,12 @@ int main(int argc, char **argv)
 	if (rwx) {
 		/* the reference: the same fill into one RWX mapping */
 		bx = mmap(NULL, size, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		bw = (uint64_t *)bx;
+	} else if (shrwx) {
+		int fd2 = memfd_create("alias-jit-shared-rwx", 0);
+		if (fd2 < 0 || ftruncate(fd2, size) != 0)
+			return 1;
+		bx = mmap(NULL, size, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_SHARED, fd2, 0);
 		bw = (uint64_t *)bx;
 	} else {
 		int fd2 = memfd_create("alias-jit-bulk", 0);

@@ -226,7 +226,10 @@ func (t *Tracer) mprotectIn(th *thread, start, end uint64, prot int) error {
 }
 
 // memWrite writes data at addr of th's memory through /proc/PID/mem,
-// which writes through the page protection.
+// which writes through the page protection of private memory. The kernel
+// does not force a write into a shared mapping that is not writable (an
+// RWX MAP_SHARED view W^X keeps executable-only: EIO); there the bytes go
+// to the mapped file instead (sharedWrite).
 func (t *Tracer) memWrite(th *thread, addr uint64, data []byte) error {
 	w := &th.proc.space.inj
 	if w.mem == nil {
@@ -237,5 +240,37 @@ func (t *Tracer) memWrite(th *thread, addr uint64, data []byte) error {
 		w.mem = f
 	}
 	_, err := w.mem.WriteAt(data, int64(addr))
+	if err != nil && !errors.Is(goneErr(th.tid, err), ErrThreadGone) {
+		if serr := sharedWrite(th.proc.pid, addr, data); serr == nil {
+			return nil
+		}
+	}
 	return err
+}
+
+// sharedWrite writes data at addr of process pid, which lies in one
+// shared file mapping, through the file: the mapping's entry in
+// /proc/PID/map_files (which takes CAP_SYS_ADMIN), at the file offset of
+// addr. The mapping sees the bytes at once (the same page cache pages).
+func sharedWrite(pid int, addr uint64, data []byte) error {
+	maps, err := snapshot.ReadMaps(pid)
+	if err != nil {
+		return err
+	}
+	for _, m := range maps {
+		if addr < m.Start || addr >= m.End {
+			continue
+		}
+		if !m.Shared || m.Inode == 0 || addr+uint64(len(data)) > m.End {
+			return errors.New("not within one shared file mapping")
+		}
+		f, err := os.OpenFile(fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End), os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = f.WriteAt(data, int64(m.Offset+addr-m.Start))
+		return err
+	}
+	return errors.New("not mapped")
 }

@@ -29,7 +29,10 @@ import (
 //     of the program, an attached process, --proxy=off, or after auto
 //     gave the proxy up) they are injected, and those, and ptjit's own
 //     filters for memory it starts to manage, may be refused: README,
-//     "What ptjit cannot see".
+//     "What ptjit cannot see";
+//   - under --soft-filter=jit, which hides JIT code with injected
+//     mprotect calls, the space stops hiding it and steps every thread
+//     (filterStepAll): slower, but only JIT code is traced, as before.
 //
 // Found by the new-user trial: without this, a program that forbids
 // mprotect after its start-up died (kill, trap) or had ptjit retry the
@@ -68,13 +71,14 @@ func (t *Tracer) ownFilterEntry(th *thread, regs unix.PtraceRegs, op *pendingOp)
 	if sp.proxy.pid != 0 {
 		sp.proxy.only = true
 	}
-	if len(sp.batchPages(0, ^uint64(0))) == 0 {
+	if len(sp.batchPages(0, ^uint64(0))) == 0 && (!sp.filterOn() || sp.filter.stepAll) {
 		t.resume(th.tid, 0)
 		return true
 	}
 	// the restarted call stops here again and finds p marked
 	return t.restartAround(th, regs, op, func(th *thread) {
 		t.settleBatch(th, 0, ^uint64(0), "wx-batch: settled before the program's own seccomp filter")
+		t.filterStepAll(th, sp)
 	})
 }
 

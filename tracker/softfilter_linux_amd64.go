@@ -78,6 +78,11 @@ type filterState struct {
 	parked   []parkedThread
 	released bool
 	jitSteps int
+	// stepAll: a process of the space has a seccomp filter of its own,
+	// which may refuse the mprotect calls that hide and show JIT code:
+	// nothing is hidden from then on, and every thread is stepped (only
+	// its steps in JIT code are traced, as before; filterStepAll)
+	stepAll bool
 }
 
 type waitingThread struct {
@@ -101,7 +106,7 @@ const maxParkedSteps = 1024
 // Precondition: on the locked tracer thread; th is stopped, no step in
 // flight.
 func (t *Tracer) filterPark(th *thread, sp *space, sig int) bool {
-	if !sp.filterOn() || !sp.filter.shown && !sp.filter.opening || sp.filter.released || th.filter.inJIT || th.dying {
+	if !sp.filterOn() || sp.filter.stepAll || !sp.filter.shown && !sp.filter.opening || sp.filter.released || th.filter.inJIT || th.dying {
 		return false
 	}
 	sp.filter.parked = append(sp.filter.parked, parkedThread{th, sig})
@@ -139,7 +144,7 @@ func (t *Tracer) filterUnpark(sp *space) {
 //
 // Precondition: on the locked tracer thread.
 func (t *Tracer) filterThreadGone(sp *space) {
-	if sp == nil || !sp.filterOn() || !sp.filter.shown || len(sp.filter.parked) == 0 {
+	if sp == nil || !sp.filterOn() || sp.filter.stepAll || !sp.filter.shown || len(sp.filter.parked) == 0 {
 		return
 	}
 	in := false
@@ -182,7 +187,7 @@ func (sp *space) inJIT(ip uint64) bool {
 // the filter right now: always while the space is closed, outside the
 // ranges shown while it is open.
 func (sp *space) hidden(addr uint64) bool {
-	return sp.filterOn() && sp.inJIT(addr) && !(sp.filter.shown && inIvals(sp.filter.open, addr))
+	return sp.filterOn() && !sp.filter.stepAll && sp.inJIT(addr) && !(sp.filter.shown && inIvals(sp.filter.open, addr))
 }
 
 // filterShow makes the JIT piece at addr executable in the kernel (the
@@ -268,6 +273,12 @@ func (t *Tracer) filterFault(th *thread, addr uint64) {
 			ip = regs.Rip
 		}
 		t.batchExec(th, page, ip)
+	}
+	if sp.filter.stepAll {
+		// hidden before the filter went step-all, shown since: the
+		// instruction runs again
+		t.resume(th.tid, 0)
+		return
 	}
 	if !sp.jitPiece(p) {
 		// File code that lost PROT_EXEC with a range the program
@@ -373,7 +384,7 @@ func (t *Tracer) filterVforkDone(th *thread) {
 //
 // Precondition: on the locked tracer thread; th is stopped.
 func (t *Tracer) filterForkChild(th *thread, sp *space) {
-	if !sp.filterOn() || !sp.filter.shown {
+	if !sp.filterOn() || sp.filter.stepAll || !sp.filter.shown {
 		return
 	}
 	regs, err := getRegs(th.tid)
@@ -394,7 +405,7 @@ func (t *Tracer) filterForkChild(th *thread, sp *space) {
 // th is stopped at a step trap.
 func (t *Tracer) filterMaybeClose(th *thread) {
 	sp := th.proc.space
-	if !sp.filterOn() || !sp.filter.shown {
+	if !sp.filterOn() || sp.filter.stepAll || !sp.filter.shown {
 		return
 	}
 	in := false
@@ -514,7 +525,7 @@ func inIvals(rs []ival, a uint64) bool {
 // hides it. It returns the prot the kernel will get.
 func (t *Tracer) filterEntryProt(th *thread, op *pendingOp, prot uint64) (uint64, string) {
 	sp := th.proc.space
-	if !sp.filterOn() || prot&unix.PROT_EXEC == 0 {
+	if !sp.filterOn() || sp.filter.stepAll || prot&unix.PROT_EXEC == 0 {
 		return prot, ""
 	}
 	switch op.nr {
@@ -559,7 +570,7 @@ func (t *Tracer) filterEffect(x *sysExit) {
 // Precondition: on the locked tracer thread; th is in syscall-exit-stop.
 func (t *Tracer) filterSyscallExit(th *thread, lo, hi uint64, rewrote bool) {
 	sp := th.proc.space
-	if !sp.filterOn() || lo >= hi {
+	if !sp.filterOn() || sp.filter.stepAll || lo >= hi {
 		return
 	}
 	if !rewrote || sp.filter.shown {
@@ -582,4 +593,38 @@ func (t *Tracer) filterSyscallExit(th *thread, lo, hi uint64, rewrote bool) {
 			}
 		}
 	}
+}
+
+// filterStepAll ends the hiding of sp's JIT code (filterState.stepAll):
+// every JIT piece is shown, the threads that waited for the space to open
+// or were parked go on, and the threads running free are stopped, to be
+// stepped from their stop on. Found by the new-user trial: a program
+// whose own filter failed mprotect with EPERM had ptjit retry showing the
+// code it entered for ever; one whose filter killed was killed.
+//
+// Precondition: on the locked tracer thread; th (of sp) is at a
+// syscall-exit stop, before the program's filter is in
+// (ownFilterEntry).
+func (t *Tracer) filterStepAll(th *thread, sp *space) {
+	if !sp.filterOn() || sp.filter.stepAll {
+		return
+	}
+	sp.filter.stepAll = true
+	waiting := sp.filter.waiting
+	sp.filter.shown, sp.filter.opening, sp.filter.waiting, sp.filter.open = false, false, nil, nil
+	sp.filter.released, sp.filter.jitSteps = false, 0
+	if err := t.filterProtect(th, sp, 0, ^uint64(0), "soft-filter: JIT code shown for good (the program's own seccomp filter)"); err != nil {
+		t.warnOp(err)
+	}
+	for _, w := range waiting {
+		if t.threads[w.th.tid] == w.th {
+			t.resume(w.th.tid, 0)
+		}
+	}
+	t.filterUnpark(sp)
+	t.spaceThreads(sp, func(u *thread) {
+		if u != th && u.filter.free && !u.filter.vfork {
+			unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_INTERRUPT, uintptr(u.tid), 0, 0, 0, 0)
+		}
+	})
 }

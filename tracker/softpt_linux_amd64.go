@@ -396,7 +396,7 @@ func (t *Tracer) softResume(th *thread, sig int) {
 		t.softComplete(th, st)
 	}
 	sp := th.proc.space
-	if sp.filterOn() && !sp.filter.shown && !sp.filter.opening {
+	if sp.filterOn() && !sp.filter.stepAll && !sp.filter.shown && !sp.filter.opening {
 		// --soft-filter: JIT code is hidden; run free until the thread
 		// enters it.
 		t.softStart(th, st, clock.RDTSC())

@@ -478,6 +478,9 @@ func (t *Tracer) newSpace(owner int) *space {
 	// Until the process has the filter that stops every mprotect, a
 	// call that takes PROT_EXEC away runs unseen.
 	p := t.procs[owner]
+	// a process with a seccomp filter of its own (a fork child, an exec)
+	// hides no JIT code (ownfilter_linux_amd64.go)
+	sp.filter.stepAll = sp.filter.on && p != nil && p.ownFilter
 	sp.Space.RemovalUnseen = p == nil || !p.full.on
 	if p != nil {
 		sp.Space.Seen = append([]ival(nil), p.full.ranges...)

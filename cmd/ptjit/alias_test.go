@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ptjit/ptjit/db"
 )
 
 // TestAliasJIT runs alias-jit (testdata/alias-jit.c: JIT memory mapped
@@ -174,4 +176,40 @@ func withoutAddrLines(s string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestSharedRWXPrecise: alias-jit's bulk fill into one RWX MAP_SHARED
+// mapping of a memfd, under --wx=precise, where every store into code is
+// emulated. The kernel does not force a write through /proc/PID/mem into
+// a shared mapping W^X keeps executable-only (EIO), so the bytes go
+// through the mapped file (map_files). Output as alone, no warning, every
+// store of the fill emulated. Found by the new-user trial: a warning per
+// store (10,240 lines), each store stepped with its page opened by an
+// mprotect, which a seccomp filter of the program's could refuse.
+func TestSharedRWXPrecise(t *testing.T) {
+	e2eSetup(t)
+	const pages = 8
+	argv := []string{e2eProg("alias-jit"), strconv.Itoa(pages), "shared-rwx"}
+	native := e2eRun(t, argv, nil, "", "")
+	if native.code != 0 || !strings.HasSuffix(native.stdout, "\nok\n") {
+		t.Fatalf("alone: exit %d\n%s", native.code, native.stdout)
+	}
+	dir := filepath.Join(t.TempDir(), "rec")
+	r := e2ePtjit(t, nil, append([]string{"run", "--wx=precise", "-o", dir, "--"}, argv...)...)
+	if r.code != 0 || withoutAddrLines(r.stdout) != withoutAddrLines(native.stdout) {
+		t.Fatalf("under ptjit: exit %d\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	e2eCheckMessages(t, r.stderr)
+	cdb, err := db.Open(filepath.Join(dir, "code.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cdb.Close()
+	meta, err := cdb.Meta()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := strconv.Atoi(meta["wx_emulated"]); n < pages*512 {
+		t.Errorf("%s stores emulated, want the fill's %d at least (stepped: %s)", meta["wx_emulated"], pages*512, meta["wx_stepped"])
+	}
 }

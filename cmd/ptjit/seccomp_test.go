@@ -112,3 +112,41 @@ func TestPtraceUnderPtjit(t *testing.T) {
 		}
 	})
 }
+
+// TestSoftFilterOwnSeccomp: under --pt=soft --soft-filter=jit, which hides
+// JIT code with injected mprotect calls, testdata/seccomp-late installs a
+// filter of its own that kills, traps or fails mprotect, then goes on
+// JIT-compiling (in a forked child too). Its output is as alone, and the
+// decoded flow of every thread is the ground truth's: from the filter on,
+// the process hides nothing and is stepped throughout, still tracing only
+// its JIT code (filterStepAll). Found by the new-user trial: killed by
+// SIGSYS, or, with EPERM, ptjit retrying the same mprotect for ever.
+func TestSoftFilterOwnSeccomp(t *testing.T) {
+	e2eSetup(t)
+	for _, args := range [][]string{{"20", "kill"}, {"20", "errno", "prctl"}, {"20", "trap", "seccomp", "fork"}} {
+		t.Run(strings.Join(args[1:], "-"), func(t *testing.T) {
+			argv := append([]string{e2eProg("seccomp-late")}, args...)
+			native := e2eRun(t, argv, nil, "", "")
+			if native.code != 0 {
+				t.Fatalf("alone: status %d\n%s%s", native.code, native.stdout, native.stderr)
+			}
+			tmp := t.TempDir()
+			dir, gt := filepath.Join(tmp, "rec"), filepath.Join(tmp, "truth")
+			r := e2ePtjit(t, nil, append([]string{"run", "-q", "--pt=soft", "--soft-filter=jit", "--ground-truth", gt, "-o", dir, "--"}, argv...)...)
+			if r.code != 0 || r.stdout != native.stdout {
+				t.Fatalf("under ptjit: status %d\n--- alone:\n%s--- under ptjit:\n%s--- ptjit stderr:\n%s", r.code, native.stdout, r.stdout, r.stderr)
+			}
+			e2eCheckMessages(t, r.stderr)
+			truth := groundTruth(t, gt)
+			if fork := len(args) > 3; len(truth) != 1 && !fork || len(truth) != 2 && fork {
+				t.Errorf("%d threads in the ground truth, want the program's and its child's", len(truth))
+			}
+			_, total := checkFlows(t, dir, truth)
+			// phase 1 and phase 2 each run 20 functions 1+2+…+20 times,
+			// two instructions each
+			if want := 2 * 2 * 210; total < want {
+				t.Errorf("%d JIT instructions executed, want %d at least", total, want)
+			}
+		})
+	}
+}
