@@ -60,6 +60,39 @@ func getXMM(tid int) (*fxsave, error) {
 	return &fx, nil
 }
 
+// ntX86XState is NT_X86_XSTATE, the regset of the XSAVE area.
+const ntX86XState = 0x202
+
+// xsaveYMMHigh is where the standard (not compacted) XSAVE format ptrace
+// hands out keeps the upper halves of YMM0-15 (the YMM_Hi128 component,
+// state bit 2; CPUID 0xD gives 576 on every CPU with AVX), and
+// xsaveBV where its header's XSTATE_BV is.
+const (
+	xsaveYMMHigh = 576
+	xsaveBV      = 512
+)
+
+// getYMMHigh returns the upper 16 bytes of YMM0-15 of the stopped thread
+// tid, 16 bytes a register (zeros where the component is in its initial
+// state).
+func getYMMHigh(tid int) ([]byte, error) {
+	buf := make([]byte, 16<<10) // the largest XSAVE area (AMX) is under 12 KiB
+	iov := unix.Iovec{Base: &buf[0]}
+	iov.SetLen(len(buf))
+	_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_GETREGSET, uintptr(tid), ntX86XState, uintptr(unsafe.Pointer(&iov)), 0, 0)
+	if e != 0 {
+		return nil, e
+	}
+	if iov.Len < xsaveYMMHigh+256 {
+		return nil, unix.EINVAL // no AVX state
+	}
+	out := make([]byte, 256)
+	if buf[xsaveBV]&4 != 0 {
+		copy(out, buf[xsaveYMMHigh:xsaveYMMHigh+256])
+	}
+	return out, nil
+}
+
 // ptraceGetRseqConfiguration is PTRACE_GET_RSEQ_CONFIGURATION (Linux 5.13).
 const ptraceGetRseqConfiguration = 0x420f
 

@@ -575,6 +575,7 @@ func emulateStore(tid int, regs unix.PtraceRegs) (e emulated) {
 	}
 	e.after = regs
 	var fx *fxsave
+	var ymm []byte
 	e.in, e.stores, e.err = x86emu.Emulate(code, x86emu.Machine{
 		Regs: &e.after,
 		XMM: func(i int) ([]byte, error) {
@@ -585,6 +586,15 @@ func emulateStore(tid int, regs unix.PtraceRegs) (e emulated) {
 				}
 			}
 			return fx[160+16*i : 176+16*i], nil
+		},
+		YMMHigh: func(i int) ([]byte, error) {
+			if ymm == nil {
+				var err error
+				if ymm, err = getYMMHigh(tid); err != nil {
+					return nil, err
+				}
+			}
+			return ymm[16*i : 16*i+16], nil
 		},
 		Read: func(a uint64, b []byte) error { return snapshot.ReadMem(tid, a, b) },
 	})

@@ -6,11 +6,12 @@
 // faulting instruction, computes what it stores where, writes those bytes
 // through /proc/PID/mem (which may write read-only pages) and moves the
 // instruction pointer past it. Only pure stores are emulated — MOV/MOVNTI
-// to memory, SSE moves of an XMM register to memory, STOS and MOVS with or
-// without REP — because for them the bytes written and the registers
-// changed follow from the registers alone. Anything else (read-modify-write,
-// LOCK, XCHG, AVX) returns ErrNotEmulated and the tracker single-steps it
-// instead.
+// to memory, SSE and VEX (AVX) moves of an XMM or YMM register to memory,
+// STOS and MOVS with or without REP — because for them the bytes written
+// and the registers changed follow from the registers alone. Anything else
+// (read-modify-write, LOCK, XCHG, EVEX: AVX-512) returns ErrNotEmulated and
+// the tracker single-steps it instead. x86asm decodes no VEX, so
+// vex_linux_amd64.go decodes the VEX stores itself.
 //
 // The package reads nothing itself: registers, XMM registers and memory
 // come from the caller (Machine), so it is tested by tables without a

@@ -15,8 +15,11 @@ var ErrNotEmulated = errors.New("instruction not emulated")
 // Machine is what the emulator reads: registers and memory.
 type Machine struct {
 	Regs *unix.PtraceRegs
-	// XMM returns XMM register n (16 bytes), for SSE stores.
+	// XMM returns XMM register n (16 bytes), for SSE and AVX stores.
 	XMM func(n int) ([]byte, error)
+	// YMMHigh returns the upper 16 bytes of YMM register n, for 32-byte
+	// AVX stores (vex_linux_amd64.go).
+	YMMHigh func(n int) ([]byte, error)
 	// Read reads tracee memory (MOVS's source).
 	Read func(addr uint64, b []byte) error
 }
@@ -149,6 +152,9 @@ func le(v uint64, n int) []byte {
 // for string instructions). It returns ErrNotEmulated for instructions it
 // does not handle; regs are then unchanged.
 func Emulate(code []byte, m Machine) (x86asm.Inst, []Store, error) {
+	if isVEX(code) {
+		return emulateVEX(code, m)
+	}
 	in, err := x86asm.Decode(code, 64)
 	if err != nil {
 		return in, nil, fmt.Errorf("%w: %v", ErrNotEmulated, err)
