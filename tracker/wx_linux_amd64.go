@@ -9,6 +9,8 @@ import (
 	"github.com/ptjit/ptjit/db"
 	"github.com/ptjit/ptjit/snapshot"
 	"github.com/ptjit/ptjit/tracker/internal/x86emu"
+	"github.com/ptjit/ptjit/x86"
+	"github.com/ptjit/ptjit/x86/att"
 	"golang.org/x/arch/x86/x86asm"
 	"golang.org/x/sys/unix"
 )
@@ -774,7 +776,7 @@ func (t *Tracer) recordWrite(th *thread, st Stamp, in x86asm.Inst, addr uint64, 
 	if p, ok := sp.PieceAt(addr); ok && p.Kind == Anon {
 		ver = p.ID
 	}
-	t.rec.AddWrite(db.Write{PID: sp.owner, TID: th.tid, At: st.At, IP: ip, Insn: x86asm.GNUSyntax(in, ip, nil),
+	t.rec.AddWrite(db.Write{PID: sp.owner, TID: th.tid, At: st.At, IP: ip, Insn: insnText(th.tid, in, ip),
 		Addr: addr, Old: old, New: new, Version: ver})
 	t.result.Stats.Writes++
 }
@@ -838,4 +840,25 @@ func (t *Tracer) settleBatch(th *thread, lo, hi uint64, reason string) {
 		}
 		i = j
 	}
+}
+
+// insnText is the text of the storing instruction in at ip, in GNU (AT&T)
+// syntax: x86asm's, or, for the VEX stores x86asm does not decode (in.Op
+// 0: x86emu's vex_linux_amd64.go), the text of ptjit's own decoder from
+// the bytes at ip.
+func insnText(tid int, in x86asm.Inst, ip uint64) string {
+	if in.Op != 0 {
+		return x86asm.GNUSyntax(in, ip, nil)
+	}
+	code := make([]byte, x86.MaxInsnLen)
+	for n := len(code); n > 0; n -= 4 {
+		if snapshot.ReadMem(tid, ip, code[:n]) == nil {
+			var d x86.Insn
+			if x86.DecodeInsn(code[:n], ip, x86.Mode64, &d) == nil {
+				return att.Text(&d)
+			}
+			break
+		}
+	}
+	return x86asm.GNUSyntax(in, ip, nil)
 }

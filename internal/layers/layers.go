@@ -29,7 +29,7 @@ var Allowed = map[string][]string{
 
 	// The recorder: tracker, then the launcher above it.
 	"tracker/internal/x86emu": nil,
-	"tracker": {"internal/platform", "clock", "db", "snapshot", "softpt", "perf", "x86", "bpfev",
+	"tracker": {"internal/platform", "clock", "db", "snapshot", "softpt", "perf", "x86", "x86/att", "bpfev",
 		"tracker/internal/x86emu"},
 	"ptrun": {"internal/platform", "clock", "db", "snapshot", "softpt", "perf", "tracker", "bpfev"},
 

@@ -1,8 +1,15 @@
 package tracker
 
-import (
-	"testing"
+// Table tests of small functions of the W^X paths: kwRange (the
+// kernel-write filters' ranges), installsFilter (a seccomp filter of the
+// program's), insnText (the write log's instruction text).
 
+import (
+	"os"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/arch/x86/x86asm"
 	"golang.org/x/sys/unix"
 )
 
@@ -58,5 +65,23 @@ func TestInstallsFilter(t *testing.T) {
 		if got := installsFilter(&pendingOp{nr: c.nr, args: c.args}); got != c.want {
 			t.Errorf("installsFilter(%d, %v) = %v, want %v", c.nr, c.args[:2], got, c.want)
 		}
+	}
+}
+
+// TestInsnText: the write log's text of a VEX store, which x86asm does not
+// decode, comes from ptjit's own decoder (read from this process's
+// memory); x86asm's for the rest.
+func TestInsnText(t *testing.T) {
+	code := []byte{0xc5, 0xfe, 0x7f, 0x07, 0x48, 0x89, 0x02, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90}
+	ip := uint64(uintptr(unsafe.Pointer(&code[0])))
+	if got, want := insnText(os.Getpid(), x86asm.Inst{Len: 4}, ip), "vmovdqu %ymm0,(%rdi)"; got != want {
+		t.Errorf("VEX store: %q, want %q", got, want)
+	}
+	in, err := x86asm.Decode(code[4:], 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := insnText(os.Getpid(), in, ip+4), "mov %rax,(%rdx)"; got != want {
+		t.Errorf("mov: %q, want %q", got, want)
 	}
 }
