@@ -9,10 +9,14 @@
  * the filters of then) does not (tracker/proxy_linux_amd64.go), and where
  * there is none ptjit emulates the stores (ownfilter_linux_amd64.go).
  *
- *   seccomp-late ROUNDS kill|trap|errno [seccomp|prctl [fork]]
+ *   seccomp-late ROUNDS kill|trap|errno|allow [seccomp|prctl [fork]]
  *
  * The filter's action on mprotect: SECCOMP_RET_KILL_PROCESS,
  * SECCOMP_RET_TRAP (SIGSYS, default action) or SECCOMP_RET_ERRNO(EPERM).
+ * With allow the filter is a sandbox's allowlist: the calls the program
+ * makes from then on run, any other call kills the process (mprotect and
+ * seccomp included), and the second phase JIT-compiles into a new RWX
+ * mapping made after the filter.
  * It is installed with seccomp(2) (the default) or prctl(PR_SET_SECCOMP).
  * With fork, the second phase runs in a child forked after the filter
  * (which inherits it), and the parent exits with the child's status.
@@ -81,8 +85,10 @@ int main(int argc, char **argv)
 		action = SECCOMP_RET_TRAP;
 	else if (strcmp(argv[2], "errno") == 0)
 		action = SECCOMP_RET_ERRNO | EPERM;
+	else if (strcmp(argv[2], "allow") == 0)
+		action = SECCOMP_RET_ALLOW; /* the allowlist below */
 	else {
-		fprintf(stderr, "seccomp-late: %s: want kill, trap or errno\n", argv[2]);
+		fprintf(stderr, "seccomp-late: %s: want kill, trap, errno or allow\n", argv[2]);
 		return 2;
 	}
 	area = mmap(NULL, AREA, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -111,7 +117,28 @@ int main(int argc, char **argv)
 		BPF_STMT(BPF_RET | BPF_K, action),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
+	struct sock_filter allow[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_write, 11, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_set_robust_list, 10, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mmap, 9, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_munmap, 8, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_brk, 7, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_newfstatat, 6, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_fstat, 5, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone, 4, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_wait4, 3, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_exit_group, 2, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_rt_sigreturn, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
 	struct sock_fprog prog = {sizeof f / sizeof f[0], f};
+	if (action == SECCOMP_RET_ALLOW)
+		prog = (struct sock_fprog){sizeof allow / sizeof allow[0], allow};
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
 	    (use_prctl ? prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0)
 		       : syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog))) {
@@ -134,6 +161,14 @@ int main(int argc, char **argv)
 			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 		}
 	}
+	if (action == SECCOMP_RET_ALLOW) {
+		/* a new code area, mapped after the filter */
+		area = mmap(NULL, AREA, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (area == MAP_FAILED)
+			return 1;
+		nfun = 0;
+	}
 	printf("phase 2 sum %llu\n", (unsigned long long)phase(rounds));
+	fflush(stdout);
 	return 0;
 }

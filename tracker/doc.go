@@ -207,10 +207,11 @@
 // change goes there; without one (a child of the program, an attach,
 // --proxy=off, or after auto gave it up) the batch pages are made
 // executable before the filter is in, and every later store into code is
-// emulated (precise mode, written through /proc/PID/mem). A store the
-// emulator cannot carry out is still stepped with its page opened by an
-// injected mprotect, and ptjit's own filters for memory it starts to
-// manage are still injected: those the program's filter may refuse.
+// emulated (precise mode, written through /proc/PID/mem). ptjit injects
+// no filter after the program's (errOwnFilter; the one that stops every
+// mprotect goes in before it). A store the emulator cannot carry out is
+// still stepped with its page opened by an injected mprotect, which the
+// program's filter may refuse.
 //
 // # Debuggers and tracers
 //

@@ -1,6 +1,8 @@
 package tracker
 
 import (
+	"errors"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -38,6 +40,15 @@ import (
 // mprotect after its start-up died (kill, trap) or had ptjit retry the
 // same store for ever (EPERM) wherever no proxy ran the calls.
 
+// errOwnFilter: ptjit adds no seccomp filter of its own to a process with
+// a filter of the program's, which could refuse, trap or kill the
+// seccomp call (a sandbox's allowlist: found by the new-user trial, a
+// libseccomp default-kill filter killed the program at the first filter
+// ptjit added after it). ownFilterEntry adds the filter that stops every
+// mprotect before the program's is in; what later filters would have
+// watched goes unseen, and each feature that wanted one says so once.
+var errOwnFilter = errors.New("the program has a seccomp filter of its own, which could refuse the call that adds one")
+
 // installsFilter reports whether op (at its seccomp stop) installs a
 // seccomp filter. ptjit's filter stops seccomp and prctl only for these
 // requests (Rules); the test keeps a program's filter that traces the
@@ -71,12 +82,20 @@ func (t *Tracer) ownFilterEntry(th *thread, regs unix.PtraceRegs, op *pendingOp)
 	if sp.proxy.pid != 0 {
 		sp.proxy.only = true
 	}
-	if len(sp.batchPages(0, ^uint64(0))) == 0 && (!sp.filterOn() || sp.filter.stepAll) {
+	fullFirst := (t.wxOn() || sp.filterOn()) && !p.full.on && !p.full.failed && !t.att.on
+	if !fullFirst && len(sp.batchPages(0, ^uint64(0))) == 0 && (!sp.filterOn() || sp.filter.stepAll) {
 		t.resume(th.tid, 0)
 		return true
 	}
 	// the restarted call stops here again and finds p marked
 	return t.restartAround(th, regs, op, func(th *thread) {
+		if fullFirst {
+			// every mprotect stops from now on: no range filter can
+			// be added later (errOwnFilter)
+			p.ownFilter = false
+			t.ensureProtectSeen(th, 0, 0)
+			p.ownFilter = true
+		}
 		t.settleBatch(th, 0, ^uint64(0), "wx-batch: settled before the program's own seccomp filter")
 		t.filterStepAll(th, sp)
 	})

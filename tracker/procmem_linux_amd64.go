@@ -248,6 +248,9 @@ func (t *Tracer) injectFilter(th *thread, rules []Rule) error {
 		// a filter cannot be removed: the process must be left as found
 		return errors.New("no seccomp filter is added to an attached process")
 	}
+	if th.proc.ownFilter {
+		return errOwnFilter
+	}
 	prog, err := Compile(rules)
 	if err != nil {
 		return err

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/ptjit/ptjit/db"
 )
 
 // TestAliasJIT runs alias-jit (testdata/alias-jit.c: JIT memory mapped
@@ -200,15 +198,7 @@ func TestSharedRWXPrecise(t *testing.T) {
 		t.Fatalf("under ptjit: exit %d\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 	e2eCheckMessages(t, r.stderr)
-	cdb, err := db.Open(filepath.Join(dir, "code.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cdb.Close()
-	meta, err := cdb.Meta()
-	if err != nil {
-		t.Fatal(err)
-	}
+	meta := recordingMeta(t, dir)
 	if n, _ := strconv.Atoi(meta["wx_emulated"]); n < pages*512 {
 		t.Errorf("%s stores emulated, want the fill's %d at least (stepped: %s)", meta["wx_emulated"], pages*512, meta["wx_stepped"])
 	}

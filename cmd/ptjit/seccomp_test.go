@@ -123,7 +123,8 @@ func TestPtraceUnderPtjit(t *testing.T) {
 // SIGSYS, or, with EPERM, ptjit retrying the same mprotect for ever.
 func TestSoftFilterOwnSeccomp(t *testing.T) {
 	e2eSetup(t)
-	for _, args := range [][]string{{"20", "kill"}, {"20", "errno", "prctl"}, {"20", "trap", "seccomp", "fork"}} {
+	for _, args := range [][]string{{"20", "kill"}, {"20", "errno", "prctl"}, {"20", "trap", "seccomp", "fork"},
+		{"20", "allow", "seccomp", "fork"}} {
 		t.Run(strings.Join(args[1:], "-"), func(t *testing.T) {
 			argv := append([]string{e2eProg("seccomp-late")}, args...)
 			native := e2eRun(t, argv, nil, "", "")
@@ -148,5 +149,40 @@ func TestSoftFilterOwnSeccomp(t *testing.T) {
 				t.Errorf("%d JIT instructions executed, want %d at least", total, want)
 			}
 		})
+	}
+}
+
+// TestSeccompAllowlist: testdata/seccomp-late's allow filter is a
+// sandbox's allowlist that kills the process at any call it does not
+// list (mprotect and seccomp among them), and the program then
+// JIT-compiles into a new RWX mapping, alone or in a forked child. Under
+// the default mode and --proxy=off it runs as alone: ptjit injects no
+// seccomp filter and no mprotect after the program's filter, and says
+// once what it cannot watch for want of a filter (a kernel copy into the
+// new code). Found by the new-user trial: a libseccomp default-kill
+// filter killed the program at the first filter ptjit added after it.
+func TestSeccompAllowlist(t *testing.T) {
+	e2eSetup(t)
+	for _, args := range [][]string{{"50", "allow"}, {"50", "allow", "prctl", "fork"}} {
+		argv := append([]string{e2eProg("seccomp-late")}, args...)
+		native := e2eRun(t, argv, nil, "", "")
+		if native.code != 0 {
+			t.Fatalf("%v alone: status %d\n%s%s", args, native.code, native.stdout, native.stderr)
+		}
+		for _, flags := range [][]string{nil, {"--proxy=off"}, {"--wx=batch"}} {
+			dir := filepath.Join(t.TempDir(), "rec")
+			r := e2ePtjit(t, nil, append(append(append([]string{"run", "-o", dir}, flags...), "--"), argv...)...)
+			if r.code != 0 || r.stdout != native.stdout {
+				t.Errorf("%v %v: status %d\n--- alone:\n%s--- under ptjit:\n%s--- ptjit stderr:\n%s", args, flags, r.code, native.stdout, r.stdout, r.stderr)
+				continue
+			}
+			e2eCheckMessages(t, r.stderr)
+			if strings.Contains(r.stderr, "injecting") {
+				t.Errorf("%v %v: an injection failed:\n%s", args, flags, r.stderr)
+			}
+			if !strings.Contains(r.stderr, "a seccomp filter of its own") {
+				t.Errorf("%v %v: no line says which filter ptjit could not add:\n%s", args, flags, r.stderr)
+			}
+		}
 	}
 }
