@@ -30,6 +30,11 @@
  * into the middle of the same page (readv(2) and read(2), alternately,
  * half of them after a clock_gettime(2) into the page) and runs each; prints "race: N copies, B bad" (B: calls that failed or
  * functions that returned the wrong value, 0 alone).
+ *
+ * kwrite scatter N: N RWX mappings of 64 KiB, 256 MiB apart, a function
+ * run in each (so that W^X protects it), then a new one read(2) from a
+ * pipe over it and run; prints "scatter: N mappings, B bad" (0 alone). More
+ * places of code than a recorder's filters have ranges for.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -156,6 +161,33 @@ static int race(long n)
 	return bad + race_bad != 0;
 }
 
+static int scatter(long n)
+{
+	const size_t size = 16 * PAGE;
+	unsigned char *hint = (unsigned char *)0x200000000000UL;
+	int pfd[2];
+	if (pipe(pfd) != 0)
+		return 1;
+	long bad = 0;
+	for (long i = 0; i < n; i++) {
+		unsigned char *x = mmap(hint + i * (256UL << 20), size, PROT_READ | PROT_WRITE | PROT_EXEC,
+					MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (x == MAP_FAILED)
+			return 1;
+		fnbytes(x + 2 * PAGE, 1000 + (int)i);
+		if (((fn)(x + 2 * PAGE))() != 1000 + i)
+			bad++;
+		unsigned char b[16];
+		fnbytes(b, 2000 + (int)i);
+		if (write(pfd[1], b, 6) != 6)
+			return 1;
+		if (read(pfd[0], x + 2 * PAGE, 6) != 6 || ((fn)(x + 2 * PAGE))() != 2000 + i)
+			bad++;
+	}
+	printf("scatter: %ld mappings, %ld bad\n", n, bad);
+	return bad != 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
@@ -163,8 +195,10 @@ int main(int argc, char **argv)
 		return readv_loop(atol(argv[2]));
 	if (argc == 3 && strcmp(argv[1], "race") == 0 && atol(argv[2]) > 0)
 		return race(atol(argv[2]));
+	if (argc == 3 && strcmp(argv[1], "scatter") == 0 && atol(argv[2]) > 0)
+		return scatter(atol(argv[2]));
 	if (argc != 1) {
-		fprintf(stderr, "usage: kwrite [readv N | race N]\n");
+		fprintf(stderr, "usage: kwrite [readv N | race N | scatter N]\n");
 		return 2;
 	}
 	unsigned char *x = mmap(NULL, 4 * PAGE, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -134,7 +134,8 @@ type fullProtectState struct {
 	// one per filter; unused once on
 	ranges []ival
 	// kw: the ranges whose kernel copies stop (KernelWriteRules), one
-	// per filter; kwFailed: adding one failed (warned); kwWarned: the
+	// per filter, the last of maxRangeFilters every address; kwFailed:
+	// adding one failed (warned); kwWarned: the
 	// warning that the ranges ran out was given
 	kw                 []ival
 	kwFailed, kwWarned bool
@@ -232,14 +233,19 @@ func (t *Tracer) ensureKernelWritesSeen(th *thread, lo, hi uint64) {
 	if !t.wxOn() || lo >= hi || p.full.kwFailed || ivalsCover(p.full.kw, lo, hi) {
 		return
 	}
-	if len(p.full.kw) >= maxRangeFilters {
+	r := kwRange(p, lo, hi)
+	if len(p.full.kw) == maxRangeFilters-1 {
+		// the last filter of the budget covers every address: a copy
+		// into code anywhere works, and every read(2) and the like of
+		// the process stops from now on (found by the new-user trial:
+		// code in nine mappings far apart, and reads into the ninth
+		// failed with EFAULT)
+		r = ival{0, ^uint64(0) &^ (pageSize - 1)}
 		if !p.full.kwWarned {
 			p.full.kwWarned = true
-			t.warnf("pid %d: more than %d ranges of code W^X protects: a read(2) or the like into code beyond them fails with EFAULT", p.pid, maxRangeFilters)
+			t.warnf("pid %d: code W^X protects lies in more than %d places: every read(2) and the like of the process stops from now on (slower, not wrong)", p.pid, maxRangeFilters-1)
 		}
-		return
 	}
-	r := kwRange(p, lo, hi)
 	if err := t.injectFilter(th, KernelWriteRules([]AddrRange{{r.s, r.e}})); err != nil {
 		if !errors.Is(err, ErrThreadGone) {
 			p.full.kwFailed = true

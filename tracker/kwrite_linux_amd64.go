@@ -27,7 +27,9 @@ import (
 // (KernelWriteRules) where a destination overlaps memory ptjit manages:
 // the range filters of fullprotect_linux_amd64.go come with a
 // kernel-write filter, and a process with the filter that stops every
-// mprotect gets one per managed range, up to maxRangeFilters. At the stop
+// mprotect gets one per managed range, up to maxRangeFilters, the first
+// two over the code's own mapping, the last over every address (kwRange,
+// ensureKernelWritesSeen). At the stop
 // (kernelWriteEntry) ptjit looks at the destination; where it holds pages
 // W^X write-protects, the call is skipped, those pages become batch pages
 // (writable, not executable; an alias page opens as for a burst of stores,
@@ -85,9 +87,7 @@ import (
 // ioctl's arguments (their size is the driver's), a signal frame on an
 // alternate stack placed in code (threads' stacks and control blocks are
 // kept writable: wx_tcb_linux_amd64.go), io_uring's completions and
-// reads; and, in a process with more than maxRangeFilters managed ranges
-// under the filter that stops every mprotect, the ranges after those.
-// A select's descriptor sets are tested with the most the kernel writes
+// reads. A select's descriptor sets are tested with the most the kernel writes
 // (2^20 descriptors: fs.nr_open's default); a larger limit's sets past
 // that are not.
 //

@@ -3,6 +3,7 @@ package main
 import (
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -45,6 +46,32 @@ func TestKernelWrites(t *testing.T) {
 				t.Errorf("wx_kernel_write_pages %q, want at least 20", meta["wx_kernel_write_pages"])
 			}
 		})
+	}
+}
+
+// TestKernelWritesScatter: kwrite scatter 12 has code in 12 mappings
+// 256 MiB apart, more places than ptjit's kernel-write filters have
+// ranges for (8), and reads a new function over the one that ran in each.
+// Every read succeeds as alone: the last filter covers every address
+// (and says so once). Found by the new-user trial: the ninth and later
+// reads failed with EFAULT and the program crashed.
+func TestKernelWritesScatter(t *testing.T) {
+	e2eSetup(t)
+	argv := []string{e2eProg("kwrite"), "scatter", "12"}
+	native := e2eRun(t, argv, nil, "", "")
+	if native.code != 0 {
+		t.Fatalf("alone: exit %d\n%s", native.code, native.stdout)
+	}
+	for _, mode := range []string{"auto", "precise"} {
+		dir := filepath.Join(t.TempDir(), "rec")
+		r := e2ePtjit(t, nil, append([]string{"run", "--wx=" + mode, "-o", dir, "--"}, argv...)...)
+		if r.code != native.code || r.stdout != native.stdout {
+			t.Errorf("--wx=%s: exit %d\n%s\nalone:\n%s\n%s", mode, r.code, r.stdout, native.stdout, r.stderr)
+		}
+		e2eCheckMessages(t, r.stderr)
+		if !strings.Contains(r.stderr, "every read(2) and the like of the process stops") {
+			t.Errorf("--wx=%s: no line says every read stops:\n%s", mode, r.stderr)
+		}
 	}
 }
 
