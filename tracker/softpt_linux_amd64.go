@@ -121,6 +121,32 @@ func (t *Tracer) softSignal(th *thread) {
 	}
 }
 
+// softFaultDone: a W^X fault stopped th's step in flight (the fault is
+// ptjit's own, the program never sees it), and ptjit handled it. Where it
+// carried the instruction out (emulated its store, or stepped it with the
+// page opened) the thread is past it: the instruction retired, as it does
+// without W^X. Where it made the page writable, or executable again, the
+// thread is still at it, and the step goes on when it resumes. Found by
+// the new-user trial: an emulated store in JIT code was missing from both
+// the trace and the ground truth (the step was taken as interrupted), so
+// the flow differed with the W^X mode.
+//
+// Precondition: on the locked tracer thread; th is in signal-delivery-stop.
+func (t *Tracer) softFaultDone(th *thread) {
+	if t.soft == nil || !t.softEligible(th) || t.threads[th.tid] != th {
+		return
+	}
+	st := t.stepOf(th)
+	if !st.active {
+		return
+	}
+	regs, err := getRegs(th.tid)
+	if err != nil || st.valid && regs.Rip == st.insn.IP {
+		return
+	}
+	t.softComplete(th, st)
+}
+
 // softSyscallExit: the stepped syscall is done, but the tracker records its
 // effect (new code versions) only now: the step completes when the thread
 // is resumed, so that the trace's TIP.PGE (and its TSC) comes after those

@@ -613,7 +613,6 @@ func (t *Tracer) dispatch(th *thread, kind stopKind, sig int, s signalStop) {
 		t.softSignal(th)
 		t.filterFault(th, s.si.Addr)
 	case stopWXFault, stopAliasFault:
-		t.softSignal(th)
 		if kind == stopWXFault {
 			var regs *unix.PtraceRegs
 			if s.haveRIP {
@@ -623,6 +622,7 @@ func (t *Tracer) dispatch(th *thread, kind stopKind, sig int, s signalStop) {
 		} else {
 			t.aliasFault(th, s.si.Addr)
 		}
+		t.softFaultDone(th)
 		if t.threads[tid] != nil {
 			t.resume(th.tid, 0) // ptjit's own protection: consumed
 		}
