@@ -126,7 +126,11 @@ func (t *Tracer) softSignal(th *thread) {
 // carried the instruction out (emulated its store, or stepped it with the
 // page opened) the thread is past it: the instruction retired, as it does
 // without W^X. Where it made the page writable, or executable again, the
-// thread is still at it, and the step goes on when it resumes. Found by
+// thread is still at it: the step is ended as interrupted there, and the
+// instruction is stepped anew at the resume, after a PSB+ that times it
+// after the version the fault may have recorded (a batch page run: perf,
+// reading the code from the exported jitdump by time, found no code for
+// it when the step simply went on). Found by
 // the new-user trial: an emulated store in JIT code was missing from both
 // the trace and the ground truth (the step was taken as interrupted), so
 // the flow differed with the W^X mode.
@@ -141,7 +145,11 @@ func (t *Tracer) softFaultDone(th *thread) {
 		return
 	}
 	regs, err := getRegs(th.tid)
-	if err != nil || st.valid && regs.Rip == st.insn.IP {
+	if err != nil {
+		return
+	}
+	if st.valid && regs.Rip == st.insn.IP {
+		t.softNotRetired(th, st)
 		return
 	}
 	t.softComplete(th, st)
