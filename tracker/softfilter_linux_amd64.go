@@ -222,7 +222,7 @@ func (t *Tracer) filterHide(th *thread, sp *space, reason string) error {
 // kernelProt is the protection ptjit enforces on the page at addr for the
 // program's view: W^X's, without PROT_EXEC where the filter hides JIT code.
 func (sp *space) kernelProt(addr uint64, view int) int {
-	p := actualProt(view)
+	p := sp.wxProt(view)
 	if page := addr &^ (pageSize - 1); sp.inKW(page) {
 		// memory the kernel writes (wx_tcb_linux_amd64.go): writable,
 		// and executable once it ran code

@@ -472,6 +472,7 @@ func (t *Tracer) newSpace(owner int) *space {
 	sp.sink = &sink{t: t, sp: sp}
 	sp.Space = NewSpace(sp.sink)
 	sp.filter.on = t.soft != nil && t.opts.SoftFilter
+	sp.wx.on = t.wxOn()
 	// Under W^X every store into code is seen: a store re-records the
 	// pages it changed, and the rest of a large mapping keeps its bytes.
 	sp.Space.WritesSeen = t.wxOn()
@@ -1060,8 +1061,8 @@ func (sp *space) viewMaps(maps []snapshot.Mapping) []snapshot.Mapping {
 			prot := m.Prot
 			if changed(p) || sp.aliasTwinBatch(s) {
 				batch := sp.wx.batch.has(s &^ (pageSize - 1))
-				hid := sp.filter.on && m.Prot == actualProt(p.Prot)&^unix.PROT_EXEC
-				if m.Prot == actualProt(p.Prot) || hid || batch && m.Prot == p.Prot&^unix.PROT_EXEC {
+				hid := sp.filter.on && m.Prot == sp.wxProt(p.Prot)&^unix.PROT_EXEC
+				if m.Prot == sp.wxProt(p.Prot) || hid || batch && m.Prot == p.Prot&^unix.PROT_EXEC {
 					prot = p.Prot
 				}
 			}

@@ -76,9 +76,20 @@ func actualProt(view int) int {
 	return view
 }
 
+// wxProt is the protection W^X gives memory the program has as view:
+// actualProt's, or view itself where W^X is off (--wx=off: the soft
+// filter alone changes protections, and takes only PROT_EXEC away).
+func (sp *space) wxProt(view int) int {
+	if sp.wx.on {
+		return actualProt(view)
+	}
+	return view
+}
+
 // wxState is the W^X state of one address space (space.wx); the writable
 // aliases have theirs in aliasState.
 type wxState struct {
+	on     bool                // W^X is on (--wx not off): the kernel gets wxProt
 	batch  batchSet            // pages ptjit made RW (not X) in batch mode
 	writes map[uint64]pageRate // precise writes per page (auto mode)
 	added  int                 // stores counted in writes since pruneWrites

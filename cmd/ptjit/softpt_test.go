@@ -564,3 +564,32 @@ func TestDecodeMapPastEOF(t *testing.T) {
 		})
 	}
 }
+
+// TestSoftFilterWXOff: --soft-filter=jit with --wx=off on smc, whose JIT
+// code stores into its own RWX page. The filter takes only PROT_EXEC away
+// and gives it back: with W^X off the page stays writable (the filter
+// gave it W^X's RX before, and the store killed the program with
+// SIGSEGV). The program runs as alone, and its traced JIT flow, decoded
+// exactly, is the one traced with W^X on (as offsets into pages).
+func TestSoftFilterWXOff(t *testing.T) {
+	e2eSetup(t)
+	argv := []string{e2eProg("smc")}
+	native := e2eRun(t, argv, nil, "", "")
+	flows := map[string]string{}
+	for _, wx := range []string{"off", "auto"} {
+		dir, gt := filepath.Join(t.TempDir(), "rec"), filepath.Join(t.TempDir(), "truth")
+		r := e2ePtjit(t, nil, append([]string{"run", "-q", "--pt=soft", "--soft-filter=jit", "--wx=" + wx, "--ground-truth", gt, "-o", dir, "--"}, argv...)...)
+		if r.code != native.code || r.stdout != native.stdout {
+			t.Fatalf("--wx=%s: exit %d, alone %d\n%s", wx, r.code, native.code, r.stderr)
+		}
+		truth := groundTruth(t, gt)
+		checkFlows(t, dir, truth)
+		hs := e2eHistory(t, dir)
+		for _, ips := range truth {
+			flows[wx] += fmt.Sprint(jitOffsets(t, hs, ips))
+		}
+	}
+	if flows["off"] != flows["auto"] || flows["off"] == "" {
+		t.Errorf("JIT flow with --wx=off %s, with W^X on %s", flows["off"], flows["auto"])
+	}
+}
