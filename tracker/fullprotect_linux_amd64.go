@@ -97,12 +97,18 @@ func grainRange(lo, hi uint64) ival {
 // of its region), or [lo, hi) itself (a writable alias is
 // write-protected as a whole mapping); after them,
 // [lo, hi) widened to rangeGrain, so that one filter covers a JIT's
-// neighbouring allocations. Every read(2) whose buffer lies in a covered
+// neighbouring allocations; the last of maxRangeFilters covers every
+// address (everyAddr), so that a copy into code anywhere works (found by
+// the new-user trial: code in nine mappings far apart, and reads into the
+// ninth failed with EFAULT). Every read(2) whose buffer lies in a covered
 // range stops, code or not: Erlang reads into memory next to its 8 MiB
 // JIT area and stats into thread stacks next to a 4 KiB one, so a 16 MiB
 // grain stopped 1,103 of its reads and 353 of its newfstatats, in a run
 // of 2,207 stops (BENCHMARKS.md, 2026-11-27, 10:40).
 func kwRange(p *process, lo, hi uint64) ival {
+	if len(p.full.kw) == maxRangeFilters-1 {
+		return everyAddr
+	}
 	if sp := p.space; sp != nil && len(p.full.kw) < kwExactFilters {
 		if _, v, ok := sp.livePart(lo, hi); ok {
 			return v
@@ -113,6 +119,9 @@ func kwRange(p *process, lo, hi uint64) ival {
 	}
 	return grainRange(lo, hi)
 }
+
+// everyAddr is the whole address space, as a range.
+var everyAddr = ival{0, ^uint64(0) &^ (pageSize - 1)}
 
 // kwExactFilters: the kernel-write filters of a process that cover a
 // mapping exactly (kwRange); the others of its maxRangeFilters are
@@ -234,17 +243,9 @@ func (t *Tracer) ensureKernelWritesSeen(th *thread, lo, hi uint64) {
 		return
 	}
 	r := kwRange(p, lo, hi)
-	if len(p.full.kw) == maxRangeFilters-1 {
-		// the last filter of the budget covers every address: a copy
-		// into code anywhere works, and every read(2) and the like of
-		// the process stops from now on (found by the new-user trial:
-		// code in nine mappings far apart, and reads into the ninth
-		// failed with EFAULT)
-		r = ival{0, ^uint64(0) &^ (pageSize - 1)}
-		if !p.full.kwWarned {
-			p.full.kwWarned = true
-			t.warnf("pid %d: code W^X protects lies in more than %d places: every read(2) and the like of the process stops from now on (slower, not wrong)", p.pid, maxRangeFilters-1)
-		}
+	if r == everyAddr && !p.full.kwWarned {
+		p.full.kwWarned = true
+		t.warnf("pid %d: code W^X protects lies in more than %d places: every read(2) and the like of the process stops from now on (slower, not wrong)", p.pid, maxRangeFilters-1)
 	}
 	if err := t.injectFilter(th, KernelWriteRules([]AddrRange{{r.s, r.e}})); err != nil {
 		if !errors.Is(err, ErrThreadGone) {

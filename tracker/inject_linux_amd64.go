@@ -204,7 +204,7 @@ func (t *Tracer) mprotectIn(th *thread, start, end uint64, prot int) error {
 	if t.viaProxy(th) {
 		t0 := clock.Mono()
 		if ret, ok := t.proxyCall(th, unix.SYS_MPROTECT, start, end-start, uint64(prot)); ok {
-			if !sp.proxy.only {
+			if !th.proc.ownFilter { // not auto's choice
 				t.pick.observe(true, time.Duration(clock.Mono()-t0))
 			}
 			if ret < 0 && ret >= -4095 {

@@ -25,8 +25,8 @@ import (
 //     could run there (found by the new-user trial: such a child was
 //     killed by SIGSYS);
 //   - in a space with a protection proxy (made before the filter) the
-//     protection changes W^X still makes go to the proxy
-//     (proxyState.only): those of a store the emulator cannot carry out,
+//     protection changes W^X still makes go to the proxy (viaProxy):
+//     those of a store the emulator cannot carry out,
 //     which is stepped with its page writable. Without a proxy (a child
 //     of the program, an attached process, --proxy=off, or after auto
 //     gave the proxy up) they are injected, and those, and ptjit's own
@@ -77,27 +77,24 @@ func (t *Tracer) ownFilterEntry(th *thread, regs unix.PtraceRegs, op *pendingOp)
 		t.resume(th.tid, 0) // the launcher's, or not the first: nothing changes
 		return true
 	}
-	p.ownFilter = true
 	sp := p.space
-	if sp.proxy.pid != 0 {
-		sp.proxy.only = true
-	}
 	fullFirst := (t.wxOn() || sp.filterOn()) && !p.full.on && !p.full.failed && !t.att.on
-	if !fullFirst && len(sp.batchPages(0, ^uint64(0))) == 0 && (!sp.filterOn() || sp.filter.stepAll) {
+	if !fullFirst && len(sp.batchPages(0, ^uint64(0))) == 0 && !sp.filterOn() {
+		p.ownFilter = true
 		t.resume(th.tid, 0)
 		return true
 	}
-	// the restarted call stops here again and finds p marked
+	// p is marked once the work before the filter is done: the restarted
+	// call stops here again and finds it marked
 	return t.restartAround(th, regs, op, func(th *thread) {
 		if fullFirst {
 			// every mprotect stops from now on: no range filter can
 			// be added later (errOwnFilter)
-			p.ownFilter = false
 			t.ensureProtectSeen(th, 0, 0)
-			p.ownFilter = true
 		}
 		t.settleBatch(th, 0, ^uint64(0), "wx-batch: settled before the program's own seccomp filter")
 		t.filterStepAll(th, sp)
+		p.ownFilter = true
 	})
 }
 

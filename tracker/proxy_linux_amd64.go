@@ -26,11 +26,6 @@ type proxyState struct {
 	tried bool // made, or refused: never again for this space
 	cpu   int  // the CPU it is pinned to; -1: not pinned
 	regs  unix.PtraceRegs
-	// only: the program has installed a seccomp filter of its own since
-	// the proxy was made, which an injected call would pass through (it
-	// may kill, trap or fail it), so every call goes to the proxy, whose
-	// filters are those of the exec (ownFilterEntry, viaProxy)
-	only bool
 }
 
 // proxyOptions: killed with ptjit; the program's own RET_TRACE filters
@@ -81,15 +76,15 @@ func (t *Tracer) proxyExec(th *thread) {
 }
 
 // viaProxy says whether th's next protection change runs in its
-// space's proxy: always under --proxy=on, and once the program has a
-// seccomp filter of its own (proxyState.only: ptjit's filter stops the
-// call that installs it, ownFilterEntry); else as auto's timing says
+// space's proxy: always under --proxy=on, and once th's process has a
+// seccomp filter of its own, which an injected call would pass through
+// (it may kill, trap or fail it), while the proxy has the filters of the
+// exec (ownfilter_linux_amd64.go); else as auto's timing says
 // (proxypick.go).
 //
 // Precondition: on the locked tracer thread; th is stopped.
 func (t *Tracer) viaProxy(th *thread) bool {
-	px := &th.proc.space.proxy
-	return px.pid != 0 && (t.opts.Proxy == ProxyOn || px.only || t.pick.useProxy())
+	return th.proc.space.proxy.pid != 0 && (t.opts.Proxy == ProxyOn || th.proc.ownFilter || t.pick.useProxy())
 }
 
 // proxyWanted reports whether th's process gets a proxy: W^X is on (its

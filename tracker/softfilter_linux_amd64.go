@@ -106,7 +106,7 @@ const maxParkedSteps = 1024
 // Precondition: on the locked tracer thread; th is stopped, no step in
 // flight.
 func (t *Tracer) filterPark(th *thread, sp *space, sig int) bool {
-	if !sp.filterOn() || sp.filter.stepAll || !sp.filter.shown && !sp.filter.opening || sp.filter.released || th.filter.inJIT || th.dying {
+	if !sp.filterOn() || !sp.filter.shown && !sp.filter.opening || sp.filter.released || th.filter.inJIT || th.dying {
 		return false
 	}
 	sp.filter.parked = append(sp.filter.parked, parkedThread{th, sig})
@@ -144,7 +144,7 @@ func (t *Tracer) filterUnpark(sp *space) {
 //
 // Precondition: on the locked tracer thread.
 func (t *Tracer) filterThreadGone(sp *space) {
-	if sp == nil || !sp.filterOn() || sp.filter.stepAll || !sp.filter.shown || len(sp.filter.parked) == 0 {
+	if !sp.filterOn() || !sp.filter.shown || len(sp.filter.parked) == 0 {
 		return
 	}
 	in := false
@@ -169,8 +169,14 @@ func (t *Tracer) filterThreadGone(sp *space) {
 	t.filterUnpark(sp)
 }
 
-// filterOn reports whether sp hides its JIT code (--soft-filter=jit).
-func (sp *space) filterOn() bool { return sp != nil && sp.filter.on }
+// filterOn reports whether sp hides its JIT code (--soft-filter=jit, and
+// no seccomp filter of the program's made it step every thread:
+// filterStepAll).
+func (sp *space) filterOn() bool { return sp != nil && sp.filter.on && !sp.filter.stepAll }
+
+// traceJITOnly reports whether only sp's JIT code is traced
+// (--soft-filter=jit), hidden or not.
+func (sp *space) traceJITOnly() bool { return sp != nil && sp.filter.on }
 
 // jitPiece reports whether p is JIT code for the filter.
 func (sp *space) jitPiece(p Piece) bool {
@@ -187,7 +193,7 @@ func (sp *space) inJIT(ip uint64) bool {
 // the filter right now: always while the space is closed, outside the
 // ranges shown while it is open.
 func (sp *space) hidden(addr uint64) bool {
-	return sp.filterOn() && !sp.filter.stepAll && sp.inJIT(addr) && !(sp.filter.shown && inIvals(sp.filter.open, addr))
+	return sp.filterOn() && sp.inJIT(addr) && !(sp.filter.shown && inIvals(sp.filter.open, addr))
 }
 
 // filterShow makes the JIT piece at addr executable in the kernel (the
@@ -384,7 +390,7 @@ func (t *Tracer) filterVforkDone(th *thread) {
 //
 // Precondition: on the locked tracer thread; th is stopped.
 func (t *Tracer) filterForkChild(th *thread, sp *space) {
-	if !sp.filterOn() || sp.filter.stepAll || !sp.filter.shown {
+	if !sp.filterOn() || !sp.filter.shown {
 		return
 	}
 	regs, err := getRegs(th.tid)
@@ -405,7 +411,7 @@ func (t *Tracer) filterForkChild(th *thread, sp *space) {
 // th is stopped at a step trap.
 func (t *Tracer) filterMaybeClose(th *thread) {
 	sp := th.proc.space
-	if !sp.filterOn() || sp.filter.stepAll || !sp.filter.shown {
+	if !sp.filterOn() || !sp.filter.shown {
 		return
 	}
 	in := false
@@ -525,7 +531,7 @@ func inIvals(rs []ival, a uint64) bool {
 // hides it. It returns the prot the kernel will get.
 func (t *Tracer) filterEntryProt(th *thread, op *pendingOp, prot uint64) (uint64, string) {
 	sp := th.proc.space
-	if !sp.filterOn() || sp.filter.stepAll || prot&unix.PROT_EXEC == 0 {
+	if !sp.filterOn() || prot&unix.PROT_EXEC == 0 {
 		return prot, ""
 	}
 	switch op.nr {
@@ -570,7 +576,7 @@ func (t *Tracer) filterEffect(x *sysExit) {
 // Precondition: on the locked tracer thread; th is in syscall-exit-stop.
 func (t *Tracer) filterSyscallExit(th *thread, lo, hi uint64, rewrote bool) {
 	sp := th.proc.space
-	if !sp.filterOn() || sp.filter.stepAll || lo >= hi {
+	if !sp.filterOn() || lo >= hi {
 		return
 	}
 	if !rewrote || sp.filter.shown {
@@ -606,7 +612,7 @@ func (t *Tracer) filterSyscallExit(th *thread, lo, hi uint64, rewrote bool) {
 // syscall-exit stop, before the program's filter is in
 // (ownFilterEntry).
 func (t *Tracer) filterStepAll(th *thread, sp *space) {
-	if !sp.filterOn() || sp.filter.stepAll {
+	if !sp.filterOn() {
 		return
 	}
 	sp.filter.stepAll = true

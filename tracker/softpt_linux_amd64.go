@@ -220,7 +220,7 @@ func (t *Tracer) softComplete(th *thread, st *stepState) {
 	tsc := clock.RDTSC()
 	st.ip, st.haveIP = regs.Rip, true
 	sp := th.proc.space
-	filter := sp.filterOn()
+	filter := sp.traceJITOnly()
 	if filter {
 		th.filter.inJIT = sp.inJIT(regs.Rip)
 	}
@@ -309,7 +309,7 @@ func (t *Tracer) unstepPushf(th *thread, st *stepState, regs *unix.PtraceRegs) {
 // softRetire reports that in retired on th and execution went on at next:
 // with --soft-filter, a next outside JIT code leaves the traced range.
 func (t *Tracer) softRetire(th *thread, in *x86.Insn, next, tsc uint64) {
-	if sp := th.proc.space; sp.filterOn() && !sp.inJIT(next) {
+	if sp := th.proc.space; sp.traceJITOnly() && !sp.inJIT(next) {
 		t.soft.s.Leave(th.tid, in, next, tsc) // nothing when not traced
 		return
 	}
@@ -430,7 +430,7 @@ func (t *Tracer) softResume(th *thread, sig int) {
 		t.softComplete(th, st)
 	}
 	sp := th.proc.space
-	if sp.filterOn() && !sp.filter.stepAll && !sp.filter.shown && !sp.filter.opening {
+	if sp.filterOn() && !sp.filter.shown && !sp.filter.opening {
 		// --soft-filter: JIT code is hidden; run free until the thread
 		// enters it.
 		t.softStart(th, st, clock.RDTSC())
@@ -463,7 +463,7 @@ func (t *Tracer) softResume(th *thread, sig int) {
 			st.valid = false
 		} else {
 			st.valid = t.softInsn(th, ip, &st.insn) == nil
-			if !s.Enabled(th.tid) && (!sp.filterOn() || sp.inJIT(ip)) {
+			if !s.Enabled(th.tid) && (!sp.traceJITOnly() || sp.inJIT(ip)) {
 				s.Enable(th.tid, ip, tsc) // a TIP.PGE: timed
 			} else if g := sp.Gen(); g != st.gen {
 				// The code changed since the thread's last step (a

@@ -120,7 +120,7 @@ type signalStop struct {
 	regs      unix.PtraceRegs // the thread's registers, when haveRIP
 	haveRIP   bool
 	stepping  bool      // a --pt=soft single-step is in flight
-	filter    bool      // the space hides its JIT code (--soft-filter=jit)
+	filter    bool      // the space traces only JIT code, hidden or once hidden (--soft-filter=jit)
 	wx        bool      // W^X is on for the space
 	sp        *space    // the thread's address space
 	lastStale [2]uint64 // thread.lastStale
@@ -206,7 +206,7 @@ func (t *Tracer) classify(th *thread, ws unix.WaitStatus) (stopKind, int, signal
 	own := sp != nil && !th.proc.helper
 	s := signalStop{sig: sig, sp: sp, lastStale: th.wx.lastStale,
 		stepping: t.soft != nil && t.softEligible(th) && t.stepOf(th).active,
-		filter:   own && sp.filterOn(),
+		filter:   own && sp.traceJITOnly(), // also a fault from code hidden before filterStepAll
 		wx:       own && t.wxOn(),
 	}
 	if sig == int(unix.SIGTRAP) && s.stepping || sig == int(unix.SIGSEGV) && (s.filter || s.wx) {

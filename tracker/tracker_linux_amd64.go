@@ -472,7 +472,6 @@ func (t *Tracer) newSpace(owner int) *space {
 	sp.sink = &sink{t: t, sp: sp}
 	sp.Space = NewSpace(sp.sink)
 	sp.filter.on = t.soft != nil && t.opts.SoftFilter
-	sp.wx.on = t.wxOn()
 	// Under W^X every store into code is seen: a store re-records the
 	// pages it changed, and the rest of a large mapping keeps its bytes.
 	sp.Space.WritesSeen = t.wxOn()

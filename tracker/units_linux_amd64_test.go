@@ -14,9 +14,9 @@ import (
 )
 
 // TestKWRange: the kernel-write filters of a process cover the code's
-// mapping exactly for the first kwExactFilters, and 16 MiB grains
-// after; a range the Space does not hold (a writable alias's) is taken
-// as it is.
+// mapping exactly for the first kwExactFilters, 16 MiB grains after, and
+// the last of maxRangeFilters every address; a range the Space does not
+// hold (a writable alias's) is taken as it is.
 func TestKWRange(t *testing.T) {
 	const rwx = unix.PROT_READ | unix.PROT_WRITE | unix.PROT_EXEC
 	sp := &space{Space: NewSpace(&logSink{})}
@@ -35,6 +35,7 @@ func TestKWRange(t *testing.T) {
 		{"the lone page", 1, 0x7f0002000000, 0x7f0002001000, ival{0x7f0002000000, 0x7f0002001000}},
 		{"a write-protected alias, not in the Space", 0, 0x7f0004000010, 0x7f0004200000, ival{0x7f0004000000, 0x7f0004200000}},
 		{"past kwExactFilters: the grain", kwExactFilters, 0x7f0000801000, 0x7f0000802000, grain},
+		{"the last of the budget: every address", maxRangeFilters - 1, 0x7f0000801000, 0x7f0000802000, everyAddr},
 		{"a range across two regions: as it is", 0, 0x7f0000bff000, 0x7f0002001000, ival{0x7f0000bff000, 0x7f0002001000}},
 	}
 	for _, c := range cases {

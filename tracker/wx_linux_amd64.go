@@ -80,7 +80,7 @@ func actualProt(view int) int {
 // actualProt's, or view itself where W^X is off (--wx=off: the soft
 // filter alone changes protections, and takes only PROT_EXEC away).
 func (sp *space) wxProt(view int) int {
-	if sp.wx.on {
+	if sp.WritesSeen { // W^X is on (newSpace)
 		return actualProt(view)
 	}
 	return view
@@ -89,7 +89,6 @@ func (sp *space) wxProt(view int) int {
 // wxState is the W^X state of one address space (space.wx); the writable
 // aliases have theirs in aliasState.
 type wxState struct {
-	on     bool                // W^X is on (--wx not off): the kernel gets wxProt
 	batch  batchSet            // pages ptjit made RW (not X) in batch mode
 	writes map[uint64]pageRate // precise writes per page (auto mode)
 	added  int                 // stores counted in writes since pruneWrites
