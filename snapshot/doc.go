@@ -10,6 +10,13 @@
 // the db.Recorder's writer goroutine, so a stop costs one copy. The time
 // stamps that date each version come from package clock.
 //
+// Mappings. ReadMaps parses /proc/PID/maps whole; QueryMap asks the
+// kernel for the one mapping that covers an address (the PROCMAP_QUERY
+// ioctl on the maps file, Linux 6.11), with the same fields, at a cost
+// that does not grow with the process's mappings: a JIT runtime has
+// hundreds, and the tracker asks at every executable file mapping.
+// ErrNoQuery says the kernel is older; the caller reads the file.
+//
 // Build IDs come from internal/elfnote, the one ELF note walker. snapshot
 // is a reader the tracker uses, at the bottom of the pipeline.
 //

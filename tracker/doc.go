@@ -333,6 +333,27 @@
 // bytes: that bounds a JIT like LuaJIT under a ptrace recorder to well
 // above its time alone.
 //
+// What a stop costs ptjit itself (measured per stop on PyPy and Erlang,
+// 2026-11-27; BENCHMARKS.md), and what keeps it small:
+//   - a brk stops for its exit only where it can shrink the heap over
+//     tracked memory (brkNeedsExit: the space's highest break bounds the
+//     pages it can unmap), and a MAP_FIXED mmap without PROT_EXEC only
+//     where it replaces tracked memory or a tracked shared mapping
+//     (coreNeedsExit, aliasNeedsExit) or another thread's call is in
+//     flight: each exit was a second stop, a brk's also a read of
+//     /proc/PID/maps (300 µs); Erlang: 727 stops a run → 653;
+//   - the file behind a new executable mapping is asked of the kernel
+//     for that one mapping (snapshot.QueryMap, the PROCMAP_QUERY ioctl
+//     of Linux 6.11; the maps file before it): 150–400 µs → 20 µs;
+//   - an anonymous mapping's first version is zeros, recorded without a
+//     read (Change.zero): PyPy's 1 MiB JIT area cost 1.2 ms to read;
+//   - a version of a shared file mapping reads the file's data only
+//     (fileDataRuns, SEEK_DATA): Erlang's fresh 8 MiB memfd took 15 ms;
+//   - a filter ptjit adds is short: the kernel checks and compiles every
+//     instruction at the injection (Compile's compiler shares range tests
+//     and identical rule blocks; the kernel-write filter went from 3,626
+//     instructions, 1.2–1.4 ms to inject, to 1,635, 0.4–0.6 ms).
+//
 // # Changed pages (--copy)
 //
 // A JIT that rewrites a few pages of a large area between versions pays,

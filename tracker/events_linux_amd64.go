@@ -351,7 +351,7 @@ func (t *Tracer) applyCall(th *thread, p *process, op *pendingOp, ret uint64, st
 	if !coreNeeds(sp, op) {
 		return
 	}
-	x := &sysExit{th: th, op: op, ret: ret, p: p, sp: sp, cause: syscallName(op.nr), st: st, data: data}
+	x := &sysExit{th: th, op: op, ret: ret, p: p, sp: sp, cause: syscallName(op.nr), st: st, data: data, late: true}
 	switch op.nr {
 	case unix.SYS_MMAP:
 		x.out = ival{ret, ret + pageUp(op.args[1])}

@@ -416,3 +416,65 @@ func overlapsAny(a, n uint64, ranges []AddrRange) bool {
 	}
 	return false
 }
+
+// TestCompileShared: rules whose conditions are alike share one block, and
+// rules ending in a Cond.Overlaps share its range tests, so the kernel
+// checks and JITs fewer instructions when ptjit adds a filter (compiler);
+// the calls still stop exactly where each rule says.
+func TestCompileShared(t *testing.T) {
+	const x86 = 0xc000003e
+	ranges := []AddrRange{{0x7f0000010000, 0x7f0000012000}, {0x7f0000100000, 0x7f0000101000}}
+	when := []Cond{{Arg: 1, Overlaps: ranges}}
+	one, err := Compile([]Rule{{"read", unix.SYS_READ, when, ""}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, err := Compile([]Rule{{"read", unix.SYS_READ, when, ""}, {"pread64", unix.SYS_PREAD64, when, ""}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the second rule adds its dispatch (a JEQ and a JA) and nothing else
+	if len(two) != len(one)+2 {
+		t.Errorf("two alike rules: %d instructions, one: %d; want one's + 2", len(two), len(one))
+	}
+	// a different argument: a block of its own, the same range tests
+	three, err := Compile([]Rule{{"read", unix.SYS_READ, when, ""}, {"pread64", unix.SYS_PREAD64, when, ""},
+		{"getcwd", unix.SYS_GETCWD, []Cond{{Arg: 0, Overlaps: ranges}}, ""}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if grown := len(three) - len(two); grown >= 10*len(ranges)+20 {
+		t.Errorf("a third rule with the same ranges adds %d instructions: its range tests are not shared", grown)
+	}
+	for _, tc := range []struct {
+		nr   int
+		args [6]uint64
+		stop bool
+	}{
+		{unix.SYS_READ, [6]uint64{3, 0x7f0000011000, 16}, true},
+		{unix.SYS_PREAD64, [6]uint64{3, 0x7f0000100ff8, 16}, true},
+		{unix.SYS_PREAD64, [6]uint64{3, 0x7f0000101000, 16}, false},
+		{unix.SYS_READ, [6]uint64{3, 0x7f000000fff0, 16}, false},
+		{unix.SYS_READ, [6]uint64{3, 0x7f000000fff0, 17}, true},
+		{unix.SYS_GETCWD, [6]uint64{0x7f0000011000, 16}, true},
+		{unix.SYS_GETCWD, [6]uint64{0x7f0000012000, 16}, false},
+		{unix.SYS_GETCWD, [6]uint64{0x7f0000100000, 0x7f0000100000}, true},
+		{unix.SYS_WRITE, [6]uint64{3, 0x7f0000011000, 16}, false},
+	} {
+		got, err := evalFilter(three, x86, tc.nr, tc.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stop := got == retTrace; stop != tc.stop {
+			t.Errorf("syscall %d %#x: stops %v, want %v", tc.nr, tc.args[:3], stop, tc.stop)
+		}
+	}
+	// the kernel-write filter: 85 calls, 45 kinds of destination
+	kw, err := Compile(KernelWriteRules(ranges[:1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kw) > 2000 {
+		t.Errorf("kernel-write filter: %d instructions (3,626 before its blocks and range tests were shared)", len(kw))
+	}
+}

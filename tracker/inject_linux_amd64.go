@@ -253,24 +253,18 @@ func (t *Tracer) memWrite(th *thread, addr uint64, data []byte) error {
 // /proc/PID/map_files (which takes CAP_SYS_ADMIN), at the file offset of
 // addr. The mapping sees the bytes at once (the same page cache pages).
 func sharedWrite(pid int, addr uint64, data []byte) error {
-	maps, err := snapshot.ReadMaps(pid)
+	m, ok := mapAt(pid, addr)
+	if !ok {
+		return errors.New("not mapped")
+	}
+	if !m.Shared || m.Inode == 0 || addr+uint64(len(data)) > m.End {
+		return errors.New("not within one shared file mapping")
+	}
+	f, err := os.OpenFile(fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End), os.O_WRONLY, 0)
 	if err != nil {
 		return err
 	}
-	for _, m := range maps {
-		if addr < m.Start || addr >= m.End {
-			continue
-		}
-		if !m.Shared || m.Inode == 0 || addr+uint64(len(data)) > m.End {
-			return errors.New("not within one shared file mapping")
-		}
-		f, err := os.OpenFile(fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End), os.O_WRONLY, 0)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = f.WriteAt(data, int64(m.Offset+addr-m.Start))
-		return err
-	}
-	return errors.New("not mapped")
+	defer f.Close()
+	_, err = f.WriteAt(data, int64(m.Offset+addr-m.Start))
+	return err
 }

@@ -512,7 +512,10 @@ func plur(n int, one, many string) string {
 // they were mapped or dropped (MADV_DONTNEED): they read as zeros, and
 // PAGEMAP_SCAN finds the others in one call per 64 runs. A file mapping's
 // absent pages hold the file's bytes, and a shared one's may be in the
-// page cache: only private anonymous memory qualifies.
+// page cache: only private anonymous memory qualifies there. A version
+// of a shared mapping of a file (Erlang's 8 MiB memfd JIT area, read
+// whole when mapped) reads only the file's data runs instead: its holes
+// are zeros (fileDataRuns).
 
 // populatedRuns are the runs of pages of a range that may hold other
 // bytes than zeros.
@@ -525,23 +528,60 @@ func populated(pid int, start, end uint64) (runs populatedRuns, ok bool) {
 	if end-start < sparseMin {
 		return nil, false
 	}
-	maps, err := snapshot.ReadMaps(pid)
-	if err != nil {
+	maps, ok := mapsOver(pid, start, end)
+	if !ok {
 		return nil, false
 	}
-	at := start
 	for _, m := range maps {
-		if m.End <= at || m.Start >= end {
-			continue
-		}
-		if m.Start > at || m.Shared || m.Inode != 0 || m.Path != "" {
+		if m.Shared || m.Inode != 0 || m.Path != "" {
 			return nil, false
 		}
-		at = m.End
 	}
-	if at < end {
+	return pagemapRuns(pid, start, end)
+}
+
+// versionRuns returns the runs of [start, end) of pid's memory that may
+// hold other bytes than zeros, for reading a version: populated's for
+// private anonymous memory, and for one shared mapping of a file (a memfd,
+// shared anonymous memory, a file on disk) the runs of the file that hold
+// data (fileDataRuns). ok false means: read it all.
+func versionRuns(pid int, start, end uint64) (runs populatedRuns, ok bool) {
+	if end-start < sparseMin {
 		return nil, false
 	}
+	maps, ok := mapsOver(pid, start, end)
+	if !ok {
+		return nil, false
+	}
+	if len(maps) == 1 && maps[0].Shared && maps[0].Inode != 0 {
+		return fileDataRuns(pid, start, end, maps[0])
+	}
+	for _, m := range maps {
+		if m.Shared || m.Inode != 0 || m.Path != "" {
+			return nil, false
+		}
+	}
+	return pagemapRuns(pid, start, end)
+}
+
+// mapsOver returns the mappings that cover [start, end) of pid's memory
+// with no gap (asked of the kernel one by one where it can: mapAt).
+func mapsOver(pid int, start, end uint64) ([]snapshot.Mapping, bool) {
+	var out []snapshot.Mapping
+	for at := start; at < end; {
+		m, ok := mapAt(pid, at)
+		if !ok || m.Start > at || m.End <= at {
+			return nil, false
+		}
+		out = append(out, m)
+		at = m.End
+	}
+	return out, true
+}
+
+// pagemapRuns: the runs of [start, end), private anonymous memory, whose
+// pages are present or swapped out (PAGEMAP_SCAN).
+func pagemapRuns(pid int, start, end uint64) (runs populatedRuns, ok bool) {
 	pm, err := os.Open("/proc/" + strconv.Itoa(pid) + "/pagemap")
 	if err != nil {
 		return nil, false
@@ -550,7 +590,7 @@ func populated(pid int, start, end uint64) (runs populatedRuns, ok bool) {
 	// The scan's categories must all hold (after inversion): it finds
 	// the pages neither present nor swapped; the runs are the rest.
 	none := uint64(pageIsPresent | pageIsSwapped)
-	at = start
+	at := start
 	err = pmScan(int(pm.Fd()), start, end, 0, none, none, func(s, e uint64) {
 		if s > at {
 			runs = append(runs, ival{at, s})
@@ -562,6 +602,52 @@ func populated(pid int, start, end uint64) (runs populatedRuns, ok bool) {
 	}
 	if at < end {
 		runs = append(runs, ival{at, end})
+	}
+	return runs, true
+}
+
+// fileDataRuns returns the runs of [start, end), inside m, a shared
+// mapping of a file, where the file holds data: a shared mapping's bytes
+// are the file's, and a hole of the file (never written; SEEK_HOLE, which
+// tmpfs, a memfd and the disk file systems answer) reads as zeros. Beyond
+// the file's end there is nothing to read either (an access there is a
+// SIGBUS). The file is opened through /proc/PID/map_files, which takes
+// CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE; ok false (read it all) where
+// that fails or the file is another than the mapping's.
+func fileDataRuns(pid int, start, end uint64, m snapshot.Mapping) (runs populatedRuns, ok bool) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End))
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil || st.Ino != m.Inode {
+		return nil, false
+	}
+	fd := int(f.Fd())
+	off := int64(m.Offset + (start - m.Start))
+	lim := off + int64(end-start)
+	for pos := off; pos < lim; {
+		d, err := unix.Seek(fd, pos, unix.SEEK_DATA)
+		if errors.Is(err, unix.ENXIO) || err == nil && d >= lim {
+			break // no data from pos on (or past the file's end)
+		}
+		if err != nil {
+			return nil, false
+		}
+		h, err := unix.Seek(fd, d, unix.SEEK_HOLE)
+		if err != nil {
+			return nil, false
+		}
+		h = min(h, lim)
+		s := start + uint64(d-off)&^(pageSize-1)
+		e := min(pageUp(start+uint64(h-off)), end)
+		if n := len(runs); n > 0 && runs[n-1].e >= s {
+			runs[n-1].e = max(runs[n-1].e, e)
+		} else {
+			runs = append(runs, ival{s, e})
+		}
+		pos = h
 	}
 	return runs, true
 }

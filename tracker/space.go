@@ -78,6 +78,11 @@ type Change struct {
 	// left them (a BPF event's copy): versions inside it are taken from
 	// it, not read from the program.
 	data *image
+	// zero is memory the call made anew and nothing wrote since (an
+	// anonymous mmap's, at its exit stop): versions inside it are zeros,
+	// recorded without reading the program (which would also populate
+	// its pages)
+	zero ival
 }
 
 // Stamp is the stop a record is made at: its time, the thread and the

@@ -71,7 +71,7 @@ var exitNeeds = []exitNeed{
 	{"coreNeedsExit", (*Tracer).coreNeedsExit,
 		"the call can change the Space's executable memory. A call one of the features claims is none of the others', so among core, alias, procmem and W^X the order only decides which check runs first"},
 	{"aliasNeedsExit", (*Tracer).aliasNeedsExit,
-		"with W^X on, a MAP_SHARED mmap, and an mprotect, munmap or mremap of a tracked shared mapping, change the alias table"},
+		"with W^X on, a MAP_SHARED mmap, and an mprotect, munmap, mremap or MAP_FIXED mmap over a tracked shared mapping, change the alias table"},
 	{"procmemNeedsExit", (*Tracer).procmemNeedsExit,
 		"opens that may give a /proc/PID/mem descriptor, writes through a watched one, process_vm_writev into a traced process's code; it fills in op.target and op.ranges, so it must run for those calls: no feature before it claims them"},
 	{"wxNeedsExit", (*Tracer).wxNeedsExit,
@@ -322,9 +322,41 @@ func (t *Tracer) needExit(th *thread, op *pendingOp) bool {
 }
 
 // coreNeedsExit: the call can change the address space's tracked
-// executable memory.
+// executable memory. A MAP_FIXED mmap without PROT_EXEC over memory
+// nothing tracks changes none (ld.so maps each library's data so), unless
+// another thread's call in flight may be mapping code there: its exit
+// stop, not handled yet, would record code this call then replaced.
 func (t *Tracer) coreNeedsExit(th *thread, op *pendingOp) bool {
-	return coreNeeds(th.proc.space, op)
+	sp := th.proc.space
+	if op.nr == unix.SYS_BRK {
+		return brkNeedsExit(sp, op)
+	}
+	if coreNeeds(sp, op) {
+		return true
+	}
+	if op.nr != unix.SYS_MMAP || op.args[3]&unix.MAP_FIXED == 0 {
+		return false
+	}
+	busy := false
+	t.spaceThreads(sp, func(u *thread) { busy = busy || u != th && u.op != nil })
+	return busy
+}
+
+// brkNeedsExit: a brk changes tracked memory only where it shrinks the
+// heap over it: it unmaps [new break, old break), page-rounded. (The heap
+// it grows is not executable but under the READ_IMPLIES_EXEC personality,
+// which ptjit does not see: doc.go.) Every brk stops at its entry and the
+// break moves by brk alone, so sp.brkMax, raised to each call's argument
+// here and to the break each exit stop returns, is at least the old
+// break: the call needs its exit only where [argument, brkMax) touches
+// tracked memory, or where brkMax is not known yet (the first brk after
+// an exec or an attach). Erlang calls brk 80 times a run; each exit was a
+// stop and a read of /proc/PID/maps (300 µs).
+func brkNeedsExit(sp *space, op *pendingOp) bool {
+	old := sp.brkMax
+	want := pageUp(op.args[0])
+	sp.brkMax = max(sp.brkMax, want)
+	return old == 0 || sp.Touches(want, old)
 }
 
 // coreNeeds: op can change sp's tracked executable memory.
@@ -333,8 +365,9 @@ func coreNeeds(sp *space, op *pendingOp) bool {
 	switch op.nr {
 	case unix.SYS_MMAP:
 		// the filter let only PROT_EXEC, MAP_FIXED and MAP_SHARED through;
-		// a plain shared mapping matters only to W^X (aliasNeedsExit)
-		return a[2]&unix.PROT_EXEC != 0 || a[3]&unix.MAP_FIXED != 0
+		// a plain shared mapping matters only to W^X (aliasNeedsExit), a
+		// MAP_FIXED one only where it replaces what is tracked
+		return a[2]&unix.PROT_EXEC != 0 || a[3]&unix.MAP_FIXED != 0 && sp.Touches(op.rng.s, op.rng.e)
 	case unix.SYS_SHMAT:
 		return true // the filter let only SHM_EXEC/SHM_REMAP through
 	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
@@ -373,6 +406,9 @@ type sysExit struct {
 	// data: the bytes of the call's range from its BPF event (nil: read
 	// from the program; events_linux_amd64.go)
 	data *image
+	// late: the call is applied after it returned, from its event, not at
+	// its exit stop (applyCall): the program may have written its memory
+	late bool
 }
 
 // change is the Change of the call at this stop.
@@ -573,6 +609,9 @@ func (t *Tracer) coreEffect(x *sysExit) {
 			// nil for a memfd, a deleted file or a device: bytes are copied
 			file = t.fileAt(x.p, start, a[5])
 		}
+		if freshAnon(x) {
+			c.zero = x.out
+		}
 		sp.Map(start, end, prot, file, c)
 	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT:
 		if a[2]&(protGrowsdown|protGrowsup) != 0 {
@@ -592,6 +631,9 @@ func (t *Tracer) coreEffect(x *sysExit) {
 	case unix.SYS_MADVISE:
 		sp.Refresh(x.op.rng.s, x.op.rng.e, a[2] != madvRemove, c)
 	case unix.SYS_BRK, unix.SYS_SHMDT, unix.SYS_REMAP_FILE_PAGES:
+		if x.op.nr == unix.SYS_BRK && !x.late {
+			x.sp.brkMax = max(x.sp.brkMax, pageUp(ret)) // brk returns the break (brkNeedsExit)
+		}
 		t.syncAfter(x)
 	case unix.SYS_SHMAT:
 		maps, err := snapshot.ReadMaps(x.p.pid)
@@ -607,22 +649,49 @@ func (t *Tracer) coreEffect(x *sysExit) {
 	}
 }
 
+// freshAnon reports whether x, a successful mmap, made anonymous memory
+// that holds zeros at this stop: every anonymous mapping starts so, and
+// no other thread can have written one whose address the kernel chose
+// (only this thread has it, in its result register). A MAP_FIXED one
+// counts only in an address space with no other thread.
+func freshAnon(x *sysExit) bool {
+	if x.late || x.op.args[3]&unix.MAP_ANONYMOUS == 0 {
+		return false
+	}
+	return x.op.args[3]&(unix.MAP_FIXED|unix.MAP_FIXED_NOREPLACE) == 0 || x.sp.refs == 1 && len(x.p.threads) == 1
+}
+
 // fileAt returns the file behind a fresh executable mapping at addr when
 // the decoder can read its bytes from the file, else nil.
 func (t *Tracer) fileAt(p *process, addr, offset uint64) *FileInfo {
-	maps, err := snapshot.ReadMaps(p.pid)
-	if err != nil {
+	m, ok := mapAt(p.pid, addr)
+	if !ok || !fileReadable(m) {
 		return nil
+	}
+	return &FileInfo{Path: m.Path, Dev: m.Dev, Inode: m.Inode, Offset: offset}
+}
+
+// mapAt is the mapping of pid that covers addr: asked of the kernel for
+// that one mapping (snapshot.QueryMap), or found in /proc/PID/maps where
+// the kernel cannot answer that.
+func mapAt(pid int, addr uint64) (snapshot.Mapping, bool) {
+	m, err := snapshot.QueryMap(pid, addr)
+	if err == nil {
+		return m, true
+	}
+	if !errors.Is(err, snapshot.ErrNoQuery) {
+		return snapshot.Mapping{}, false
+	}
+	maps, err := snapshot.ReadMaps(pid)
+	if err != nil {
+		return snapshot.Mapping{}, false
 	}
 	for _, m := range maps {
 		if m.Start <= addr && addr < m.End {
-			if !fileReadable(m) {
-				return nil
-			}
-			return &FileInfo{Path: m.Path, Dev: m.Dev, Inode: m.Inode, Offset: offset}
+			return m, true
 		}
 	}
-	return nil
+	return snapshot.Mapping{}, false
 }
 
 func syscallName(nr int) string {

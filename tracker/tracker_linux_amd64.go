@@ -250,6 +250,9 @@ type space struct {
 	refs   int
 	vdso   [2]uint64
 	sink   *sink
+	// brkMax: at least the program break, page-rounded (0: not known
+	// yet); see brkNeedsExit
+	brkMax uint64
 	// each feature's state, declared in its file
 	inj    injectState // acting in the tracee (inject_linux_amd64.go)
 	proxy  proxyState  // the protection proxy (proxy_linux_amd64.go)
@@ -1122,6 +1125,10 @@ func (s *sink) AddVersion(region int64, start, end uint64, prot int, c Change) i
 	if c.data.covers(start, end) {
 		return t.eventVersion(s.sp, v, c.data)
 	}
+	if c.zero.s < c.zero.e && c.zero.s <= start && end <= c.zero.e {
+		id, _, _ := t.rec.AddVersionSparse(v, nil, nil) // fresh memory: zeros (Change.zero)
+		return id
+	}
 	if id, ok := t.pagesVersion(s.sp, pid, v, prot, func() int64 { return t.readVersion(pid, v) }); ok {
 		return id
 	}
@@ -1137,7 +1144,7 @@ func (t *Tracer) readVersion(pid int, v db.Version) int64 {
 		read := func(addr uint64, b []byte) error { return snapshot.ReadMem(pid, addr, b) }
 		var id int64
 		var err error
-		if pop, ok := populated(pid, v.Addr, v.Addr+v.Size); ok {
+		if pop, ok := versionRuns(pid, v.Addr, v.Addr+v.Size); ok {
 			// the pages never written are zeros: neither read nor hashed
 			t.result.Stats.Bytes -= int64(v.Size - pop.bytes())
 			runs := make([]db.AddrRun, len(pop))

@@ -96,18 +96,11 @@ func (sp *space) aliasForget(start, end uint64) {
 func (t *Tracer) aliasMmap(th *thread, start, end uint64, prot int) {
 	sp := th.proc.space
 	sp.aliasForget(start, end)
-	maps, err := snapshot.ReadMaps(th.tid)
-	if err != nil {
-		return
-	}
-	for _, m := range maps {
-		if m.Start <= start && start < m.End && m.Shared && m.Inode != 0 {
-			sp.alias.shared = append(sp.alias.shared, sharedMap{start: start, end: end, dev: m.Dev, inode: m.Inode,
-				off: m.Offset + (start - m.Start), view: prot})
-			// the calls that change it must stop
-			t.aliasFilter(th, start, end)
-			break
-		}
+	if m, ok := mapAt(th.tid, start); ok && m.Shared && m.Inode != 0 {
+		sp.alias.shared = append(sp.alias.shared, sharedMap{start: start, end: end, dev: m.Dev, inode: m.Inode,
+			off: m.Offset + (start - m.Start), view: prot})
+		// the calls that change it must stop
+		t.aliasFilter(th, start, end)
 	}
 	t.aliasApply(th)
 }
@@ -257,14 +250,17 @@ func (sp *space) aliasAt(addr uint64) (*sharedMap, bool) {
 }
 
 // aliasNeedsExit (exitNeeds): with W^X on, every MAP_SHARED mmap is
-// tracked; an mprotect, munmap or mremap of a tracked shared mapping
-// changes the table.
+// tracked; an mprotect, munmap or mremap of a tracked shared mapping, or
+// a MAP_FIXED mmap over one, changes the table.
 func (t *Tracer) aliasNeedsExit(th *thread, op *pendingOp) bool {
 	sp := th.proc.space
 	a := op.args
 	switch op.nr {
 	case unix.SYS_MMAP:
-		return t.wxOn()
+		// a shared mapping may be an alias; a private one only ends
+		// those it replaces (MAP_FIXED)
+		shared := a[3]&unix.MAP_TYPE != unix.MAP_PRIVATE
+		return t.wxOn() && (shared || a[3]&unix.MAP_FIXED != 0 && sp.aliasTouches(op.rng.s, op.rng.e))
 	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT, unix.SYS_MUNMAP:
 		return sp.aliasTouches(op.rng.s, op.rng.e)
 	case unix.SYS_MREMAP:
@@ -449,18 +445,12 @@ func (t *Tracer) aliasWrite(th *thread, al *sharedMap, addr uint64, data []byte)
 	key := [2]uint64{al.dev, al.inode}
 	f := w.files[key]
 	if f == nil {
-		maps, err := snapshot.ReadMaps(th.tid)
-		if err != nil {
-			return err
-		}
-		for _, m := range maps {
-			if m.Start <= addr && addr < m.End {
-				// root (CAP_SYS_ADMIN) may open a mapping's file here
-				f, err = os.OpenFile(fmt.Sprintf("/proc/%d/map_files/%x-%x", th.tid, m.Start, m.End), os.O_RDWR, 0)
-				if err != nil {
-					return err
-				}
-				break
+		if m, ok := mapAt(th.tid, addr); ok {
+			// root (CAP_SYS_ADMIN) may open a mapping's file here
+			var err error
+			f, err = os.OpenFile(fmt.Sprintf("/proc/%d/map_files/%x-%x", th.tid, m.Start, m.End), os.O_RDWR, 0)
+			if err != nil {
+				return err
 			}
 		}
 		if f == nil {

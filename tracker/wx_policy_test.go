@@ -3,6 +3,7 @@ package tracker
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 	"unsafe"
@@ -217,5 +218,80 @@ func TestPopulated(t *testing.T) {
 	}
 	if _, ok := populated(os.Getpid(), base, base+p); ok {
 		t.Errorf("populated answered for a range under sparseMin")
+	}
+}
+
+// TestVersionRuns: a version of a shared mapping of a file reads the
+// file's data runs only (fileDataRuns): a memfd mapped from page 100 of
+// its 700, and a file on disk with holes, each written at a few pages;
+// reading through the runs gives the mapping's bytes. Private anonymous
+// memory is populated's.
+func TestVersionRuns(t *testing.T) {
+	const p = pageSize
+	memfd, err := unix.MemfdCreate("ptjit runs", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(memfd)
+	disk, err := os.Create(filepath.Join(t.TempDir(), "holes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer disk.Close()
+	for _, fd := range []int{memfd, int(disk.Fd())} {
+		if err := unix.Ftruncate(fd, 700*p); err != nil {
+			t.Fatal(err)
+		}
+		// the file past the mapping's end holds data too: not a run
+		if _, err := unix.Pwrite(fd, []byte{9}, 650*p); err != nil {
+			t.Fatal(err)
+		}
+		buf, err := unix.Mmap(fd, 100*p, 512*p, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := uint64(uintptr(unsafe.Pointer(&buf[0])))
+		for _, pg := range []int{0, 3, 4, 200, 511} {
+			buf[pg*p+7] = byte(pg) + 1
+		}
+		runs, ok := versionRuns(os.Getpid(), base, base+512*p)
+		if !ok {
+			unix.Munmap(buf)
+			t.Fatalf("fd %d: versionRuns not answered for a shared file mapping (root: map_files)", fd)
+		}
+		if _, ok := populated(os.Getpid(), base, base+512*p); ok {
+			t.Errorf("fd %d: populated answered for a shared mapping", fd)
+		}
+		// a disk file system allocates in blocks, maybe larger than a
+		// page: every written page is in a run, and the runs are few
+		covered := func(a uint64) bool {
+			for _, r := range runs {
+				if r.s <= a && a < r.e {
+					return true
+				}
+			}
+			return false
+		}
+		for _, pg := range []int{0, 3, 4, 200, 511} {
+			if !covered(base + uint64(pg*p)) {
+				t.Errorf("fd %d: written page %d in no run of %v", fd, pg, runs)
+			}
+		}
+		if fd == memfd {
+			want := populatedRuns{{base, base + p}, {base + 3*p, base + 5*p}, {base + 200*p, base + 201*p}, {base + 511*p, base + 512*p}}
+			if fmt.Sprint(runs) != fmt.Sprint(want) {
+				t.Errorf("memfd runs %v, want %v", runs, want)
+			}
+		} else if runs.bytes() > 256*p {
+			t.Errorf("file on disk: runs %v cover %d pages of 512", runs, runs.bytes()/p)
+		}
+		got := make([]byte, 512*p)
+		if err := runs.read(os.Getpid())(base, got); err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(buf) {
+			t.Errorf("fd %d: read through the runs differs from the mapping", fd)
+		}
+		unix.Munmap(buf)
 	}
 }
