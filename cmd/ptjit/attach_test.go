@@ -545,8 +545,10 @@ func TestE2EAttachNode(t *testing.T) {
 		t.Fatalf("alone: status %d, output %q %s", alone.code, alone.stdout, alone.stderr)
 	}
 	// --perf-basic-prof: V8 writes /tmp/perf-PID.map from its start and
-	// keeps it open, so the names of the code at the attach are in it
+	// keeps it open, so the names of the code at the attach are in it; it
+	// also writes a V8 log into its working directory (not this package's)
 	cmd := exec.Command(node, "--perf-basic-prof", js)
+	cmd.Dir = t.TempDir()
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
