@@ -566,7 +566,22 @@ func (t *Tracer) filterEffect(x *sysExit) {
 		unix.SYS_WRITE, unix.SYS_PWRITE64, unix.SYS_WRITEV, unix.SYS_PWRITEV, unix.SYS_PWRITEV2, unix.SYS_PROCESS_VM_WRITEV:
 		hi = 0 // makes nothing executable
 	}
-	t.filterSyscallExit(x.th, lo, hi, x.op.rewrite.done && x.op.rewrite.kprot&unix.PROT_EXEC == 0)
+	rewrote := x.op.rewrite.done && x.op.rewrite.kprot&unix.PROT_EXEC == 0
+	if lo == 0 && hi == ^uint64(0) {
+		// A call synced from /proc/PID/maps (brk, shmdt, ...): the
+		// ranges other threads' calls in flight change are left to
+		// their own exit stops, as the Space left them (maskInFlight).
+		// Hidden here, a thread's MAP_FIXED read-write mmap over its
+		// code, done in the kernel and not yet at its exit stop, got
+		// the hidden code's protection and its next store SIGSEGV
+		// (found by the new-user trial: a thread replacing its code
+		// while another moves the break).
+		for _, r := range minus(lo, hi, mergeIvals(t.othersInFlight(x).busy)) {
+			t.filterSyscallExit(x.th, r.s, r.e, rewrote)
+		}
+		return
+	}
+	t.filterSyscallExit(x.th, lo, hi, rewrote)
 }
 
 // filterSyscallExit brings the kernel's protections of [lo, hi) in line
