@@ -354,6 +354,9 @@ func (t *Tracer) coreNeedsExit(th *thread, op *pendingOp) bool {
 // stop and a read of /proc/PID/maps (300 µs).
 func brkNeedsExit(sp *space, op *pendingOp) bool {
 	old := sp.brkMax
+	if op.args[0] == 0 {
+		return old == 0 // asks for the break and changes nothing (learnt at the exit)
+	}
 	want := pageUp(op.args[0])
 	sp.brkMax = max(sp.brkMax, want)
 	return old == 0 || sp.Touches(want, old)
