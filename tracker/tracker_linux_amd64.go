@@ -1080,8 +1080,12 @@ func (sp *space) viewMaps(maps []snapshot.Mapping) []snapshot.Mapping {
 
 // fileReadable: the decoder can read this executable mapping from its
 // file — a regular file still there under that name, mapped read-only.
+// A name ending in " (deleted)" is the kernel's mark of a removed file,
+// or a live file's own name: the file at that name, if it is the mapped
+// inode, tells which (found by the new-user trial: a file named so was
+// recorded as copied code).
 func fileReadable(m snapshot.Mapping) bool {
-	if !m.IsFile() || m.Prot&unix.PROT_WRITE != 0 {
+	if !m.IsFile() && !(strings.HasPrefix(m.Path, "/") && strings.HasSuffix(m.Path, " (deleted)")) || m.Prot&unix.PROT_WRITE != 0 {
 		return false
 	}
 	var st unix.Stat_t

@@ -6,6 +6,7 @@ package tracker
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 	"unsafe"
 
@@ -84,5 +85,47 @@ func TestInsnText(t *testing.T) {
 	}
 	if got, want := insnText(os.Getpid(), in, ip+4), "mov %rax,(%rdx)"; got != want {
 		t.Errorf("mov: %q, want %q", got, want)
+	}
+}
+
+// TestFileReadable: an executable mapping is read from its file when the
+// file is still at its name with the mapped inode: also a live file whose
+// own name ends in " (deleted)", the kernel's mark of a removed file, which
+// the mapping of a removed file carries and then fails.
+func TestFileReadable(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name           string
+		remove, readOK bool
+	}{
+		{"code", false, true},
+		{"code (deleted)", false, true},
+		{"gone", true, false},
+		{"gone (deleted)", true, false},
+	} {
+		path := filepath.Join(dir, tc.name)
+		if err := os.WriteFile(path, make([]byte, 4096), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := unix.Mmap(int(f.Fd()), 0, 4096, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.remove {
+			os.Remove(path)
+		}
+		m, ok := mapAt(os.Getpid(), uint64(uintptr(unsafe.Pointer(&b[0]))))
+		if !ok {
+			t.Fatalf("%s: mapping not found", tc.name)
+		}
+		if got := fileReadable(m); got != tc.readOK {
+			t.Errorf("%q mapped as %q: readable %v, want %v", tc.name, m.Path, got, tc.readOK)
+		}
+		unix.Munmap(b)
 	}
 }
