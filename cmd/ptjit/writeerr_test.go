@@ -91,7 +91,8 @@ var savedRE = regexp.MustCompile(`code\.db holds (\d+) of (\d+) versions`)
 // 3,000 code versions. The error is told at once (before the program's
 // last line) in one ptjit: line, the program runs to its end, ptjit exits
 // 1, the summary says how many versions code.db really holds, and history
-// lists exactly those, after one warning that the recording is incomplete.
+// lists exactly those, after one warning that the recording is incomplete
+// (at a write error, where the disk took the state row).
 func TestWriteErrorCodeDB(t *testing.T) {
 	e2eSetup(t)
 	out := diskFullRun(t, "1m",
@@ -128,7 +129,14 @@ func TestWriteErrorCodeDB(t *testing.T) {
 		t.Errorf("history lists %d versions, the summary said code.db holds %d", got, saved)
 	}
 	herr := readOut(t, out, "history.err")
-	if _, n := lineIndex(herr, "is incomplete: the recording stopped at a write error (database or disk is full)"); n != 1 || strings.Count(herr, "\n") != 1 {
+	// The state names the error when the full disk still takes that one
+	// row (db/doc.go: it often does once the failed transaction is rolled
+	// back); when not, the recording reads as cut short. Either way one
+	// warning, that it is incomplete. (The second showed once in a CI
+	// run with the package's other tests beside it.)
+	_, n1 := lineIndex(herr, "is incomplete: the recording stopped at a write error (database or disk is full)")
+	_, n2 := lineIndex(herr, "is incomplete: its run did not complete it")
+	if n1+n2 != 1 || strings.Count(herr, "\n") != 1 {
 		t.Errorf("history's stderr, want one warning that the recording is incomplete:\n%s", herr)
 	}
 }
