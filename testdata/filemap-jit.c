@@ -1,5 +1,5 @@
 /*
- * filemap-jit memfd|deleted — code in a 2 MiB file with holes, mapped
+ * filemap-jit memfd|deleted|anon — code in a 2 MiB file with holes, mapped
  * shared and executable: a memfd, or a file on disk removed once open (a
  * runtime's backing file). The file is written with pwrite only at three
  * places (its first page, a page past 1 MiB, its last page), one function
@@ -10,6 +10,10 @@
  * A recorder reads the mapping's bytes (no file the decoder could open
  * later): they must be the file's, holes read as zeros. Manifest: one
  * "mmap" line (the 2 MiB hashed). Prints "functions 11 22 33".
+ *
+ * With anon it maps 512 KiB of anonymous memory executable instead, which
+ * holds only zeros (a recorder needs to read none of it), and prints
+ * "anon zeros". Manifest: one "mmap" line.
  */
 #include "manifest.h"
 
@@ -20,6 +24,20 @@ typedef int (*int_fn)(void);
 int main(int argc, char **argv)
 {
 	int fd;
+	if (argc > 1 && strcmp(argv[1], "anon") == 0) {
+		const size_t n = 512UL << 10;
+		mf_lock();
+		uint8_t *p = mmap(NULL, n, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED)
+			mf_die("mmap: %s", strerror(errno));
+		mf_log(p, n, "mmap");
+		mf_unlock();
+		for (size_t i = 0; i < n; i++)
+			if (p[i] != 0)
+				mf_die("anonymous memory not zero at %zu", i);
+		printf("anon zeros\n");
+		return 0;
+	}
 	if (argc > 1 && strcmp(argv[1], "deleted") == 0) {
 		const char *dir = getenv("TMPDIR");
 		char path[4096];

@@ -525,27 +525,17 @@ type populatedRuns []ival
 // when the range is private anonymous memory of sparseMin or more and
 // PAGEMAP_SCAN answers; ok false means: read it all.
 func populated(pid int, start, end uint64) (runs populatedRuns, ok bool) {
-	if end-start < sparseMin {
-		return nil, false
-	}
-	maps, ok := mapsOver(pid, start, end)
-	if !ok {
-		return nil, false
-	}
-	for _, m := range maps {
-		if m.Shared || m.Inode != 0 || m.Path != "" {
-			return nil, false
-		}
-	}
-	return pagemapRuns(pid, start, end)
+	return sparseRuns(pid, start, end, false)
 }
 
-// versionRuns returns the runs of [start, end) of pid's memory that may
-// hold other bytes than zeros, for reading a version: populated's for
-// private anonymous memory, and for one shared mapping of a file (a memfd,
-// shared anonymous memory, a file on disk) the runs of the file that hold
-// data (fileDataRuns). ok false means: read it all.
+// versionRuns is populated for reading a version: it also answers for one
+// shared mapping of a file (a memfd, shared anonymous memory, a file on
+// disk), with the runs of the file that hold data (fileDataRuns).
 func versionRuns(pid int, start, end uint64) (runs populatedRuns, ok bool) {
+	return sparseRuns(pid, start, end, true)
+}
+
+func sparseRuns(pid int, start, end uint64, files bool) (runs populatedRuns, ok bool) {
 	if end-start < sparseMin {
 		return nil, false
 	}
@@ -553,7 +543,7 @@ func versionRuns(pid int, start, end uint64) (runs populatedRuns, ok bool) {
 	if !ok {
 		return nil, false
 	}
-	if len(maps) == 1 && maps[0].Shared && maps[0].Inode != 0 {
+	if files && len(maps) == 1 && maps[0].Shared && maps[0].Inode != 0 {
 		return fileDataRuns(pid, start, end, maps[0])
 	}
 	for _, m := range maps {

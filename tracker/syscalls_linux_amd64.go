@@ -633,10 +633,12 @@ func (t *Tracer) coreEffect(x *sysExit) {
 		sp.Remap(a[0], pageUp(a[1]), pageUp(a[2]), a[3], ret, c)
 	case unix.SYS_MADVISE:
 		sp.Refresh(x.op.rng.s, x.op.rng.e, a[2] != madvRemove, c)
-	case unix.SYS_BRK, unix.SYS_SHMDT, unix.SYS_REMAP_FILE_PAGES:
-		if x.op.nr == unix.SYS_BRK && !x.late {
+	case unix.SYS_BRK:
+		if !x.late {
 			x.sp.brkMax = max(x.sp.brkMax, pageUp(ret)) // brk returns the break (brkNeedsExit)
 		}
+		t.syncAfter(x)
+	case unix.SYS_SHMDT, unix.SYS_REMAP_FILE_PAGES:
 		t.syncAfter(x)
 	case unix.SYS_SHMAT:
 		maps, err := snapshot.ReadMaps(x.p.pid)
