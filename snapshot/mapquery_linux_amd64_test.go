@@ -2,10 +2,13 @@ package snapshot
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -55,35 +58,67 @@ func TestQueryMap(t *testing.T) {
 	defer func() { child.Process.Kill(); child.Wait() }()
 
 	for _, pid := range []int{os.Getpid(), child.Process.Pid} {
-		maps, err := ReadMaps(pid)
-		if err != nil {
-			t.Fatal(err)
+		// A process still starting (ld.so's RELRO mprotect splits a
+		// mapping) or growing its heap changes its mappings between the
+		// maps read and the queries: a round counts only where the maps
+		// file reads the same before and after it.
+		var problems []string
+		var names map[string]bool
+		stable := false
+		for round := 0; round < 50 && !stable; round++ {
+			if round > 0 {
+				time.Sleep(20 * time.Millisecond)
+			}
+			maps, err := ReadMaps(pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			problems, names = queryAll(pid, maps)
+			after, err := ReadMaps(pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stable = reflect.DeepEqual(maps, after)
 		}
-		names := map[string]bool{}
-		for i, m := range maps {
-			names[m.Path] = true
-			if m.Path == "[vsyscall]" {
-				continue // the kernel's gate area: in the maps file, no mapping of the process's (ENOENT)
-			}
-			for _, addr := range []uint64{m.Start, m.End - 1, m.Start + m.Size()/2} {
-				got, err := QueryMap(pid, addr)
-				if err != nil {
-					t.Fatalf("pid %d %#x: %v", pid, addr, err)
-				}
-				if got != m {
-					t.Errorf("pid %d %#x:\n query %+v\n maps  %+v", pid, addr, got, m)
-				}
-			}
-			if i+1 < len(maps) && maps[i+1].Start > m.End {
-				if _, err := QueryMap(pid, m.End); !errors.Is(err, unix.ENOENT) {
-					t.Errorf("pid %d %#x, between mappings: %v, want ENOENT", pid, m.End, err)
-				}
-			}
+		if !stable {
+			t.Fatalf("pid %d: the mappings changed during each of 50 rounds", pid)
+		}
+		for _, p := range problems {
+			t.Error(p)
 		}
 		if pid == os.Getpid() && (!names["/memfd:ptjit query (deleted)"] || !names[gone+" (deleted)"]) {
 			t.Errorf("the memfd and the removed file are not among the mappings' names: %v", names)
 		}
 	}
+}
+
+// queryAll asks the kernel for each mapping of maps by its first, middle
+// and last address and for the gap after it, and says where the answer
+// differs from the maps line.
+func queryAll(pid int, maps []Mapping) (problems []string, names map[string]bool) {
+	names = map[string]bool{}
+	for i, m := range maps {
+		names[m.Path] = true
+		if m.Path == "[vsyscall]" {
+			continue // the kernel's gate area: in the maps file, no mapping of the process's (ENOENT)
+		}
+		for _, addr := range []uint64{m.Start, m.End - 1, m.Start + m.Size()/2} {
+			got, err := QueryMap(pid, addr)
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("pid %d %#x: %v", pid, addr, err))
+				continue
+			}
+			if got != m {
+				problems = append(problems, fmt.Sprintf("pid %d %#x:\n query %+v\n maps  %+v", pid, addr, got, m))
+			}
+		}
+		if i+1 < len(maps) && maps[i+1].Start > m.End {
+			if _, err := QueryMap(pid, m.End); !errors.Is(err, unix.ENOENT) {
+				problems = append(problems, fmt.Sprintf("pid %d %#x, between mappings: %v, want ENOENT", pid, m.End, err))
+			}
+		}
+	}
+	return problems, names
 }
 
 func kernelRelease() string {
