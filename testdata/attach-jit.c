@@ -15,6 +15,13 @@
  *       executable with mprotect(PROT_READ|PROT_WRITE|PROT_EXEC)
  *       instead of PROT_READ|PROT_EXEC (W^X rewrites such calls).
  *       A second thread sleeps meanwhile (ptjit seizes every thread).
+ *       With $ATTACH_JIT_FILTER (kill, trap, errno or other), a seccomp
+ *       filter of the program's own, on both threads (TSYNC), answers
+ *       mprotect with SECCOMP_RET_KILL_PROCESS, SECCOMP_RET_TRAP or
+ *       SECCOMP_RET_ERRNO(EPERM), or (other) kills only kexec_load:
+ *       installed before the first version, as a sandbox does at
+ *       start-up. With rwx the program makes no mprotect itself, so alone
+ *       the filter changes nothing.
  *       Then it prints "versions N sum S" and exits with STATUS; when it
  *       received SIGRTMIN+1 (a handler counts them: real-time signals
  *       queue, so none is lost alone), also "signals K".
@@ -29,7 +36,12 @@
  */
 #include "manifest.h"
 
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <signal.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
 
 static volatile sig_atomic_t rt_count;
@@ -38,6 +50,33 @@ static void on_rt(int sig)
 {
 	(void)sig;
 	rt_count++;
+}
+
+/* filter installs $ATTACH_JIT_FILTER's filter (see above) on every
+ * thread. */
+static void filter(const char *how)
+{
+	uint32_t nr = SYS_mprotect, act;
+	if (strcmp(how, "kill") == 0)
+		act = SECCOMP_RET_KILL_PROCESS;
+	else if (strcmp(how, "trap") == 0)
+		act = SECCOMP_RET_TRAP;
+	else if (strcmp(how, "errno") == 0)
+		act = SECCOMP_RET_ERRNO | EPERM;
+	else if (strcmp(how, "other") == 0)
+		nr = SYS_kexec_load, act = SECCOMP_RET_KILL_PROCESS;
+	else
+		mf_die("ATTACH_JIT_FILTER=%s: not kill, trap, errno or other", how);
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, act),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = {sizeof f / sizeof f[0], f};
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) != 0)
+		mf_die("seccomp: %s", strerror(errno));
 }
 
 static void *sleeper(void *arg)
@@ -73,6 +112,9 @@ int main(int argc, char **argv)
 		mf_die("pthread_create");
 	pthread_sigmask(SIG_UNBLOCK, &rt, NULL);
 	uint8_t *p = mf_mmap(NULL, MF_PAGE, PROT_READ | PROT_WRITE | (rwx ? PROT_EXEC : 0), 0);
+	const char *how = getenv("ATTACH_JIT_FILTER");
+	if (how && *how)
+		filter(how);
 	int times = -1;
 	const char *tp = getenv("ATTACH_JIT_TIMES");
 	if (tp && (times = open(tp, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644)) < 0)

@@ -182,7 +182,7 @@ func (t *Tracer) attachTo(pid int) error {
 	t.result.Stats.Copy.Mode = CopyFull
 	t.copyFallback("attached: nothing of ptjit's may stay in the process")
 	t.shared.attach.bell.Store(int64(t.events.bell.pid))
-	p := &process{pid: pid, ppid: statPPID(readStat(pid)), threads: map[int]*thread{}}
+	p := &process{pid: pid, ppid: statPPID(readStat(pid)), threads: map[int]*thread{}, foreign: true}
 	seized := map[int]bool{}
 	undo := func() {
 		for tid := range seized {
@@ -561,7 +561,42 @@ func (t *Tracer) attachWX(p *process, first map[int]unix.WaitStatus) {
 		}
 		return
 	}
+	if !t.wxAttachAllowed(th) {
+		return
+	}
 	t.wxAttachProtect(th, 0, ^uint64(0), rsps, "wx: RWX at the attach")
+}
+
+// wxAttachAllowed reports whether the attached process's seccomp filters
+// (progfilter_linux_amd64.go) let W^X run the protection changes it
+// would make in its RWX memory: to executable, to writable, and back to
+// the program's own at the detach. Where one would be refused, W^X is
+// off in its space: its RWX memory stays as the program has it, and
+// ptjit says why, once.
+//
+// Precondition: on the locked tracer thread; th is stopped.
+func (t *Tracer) wxAttachAllowed(th *thread) bool {
+	sp := th.proc.space
+	insn, err := t.syscallInsn(th)
+	if err != nil {
+		return true // inject says why at the first change
+	}
+	for _, pc := range sp.pieces {
+		if !isWX(pc.Prot) {
+			continue
+		}
+		for _, prot := range []int{actualProt(pc.Prot), unix.PROT_READ | unix.PROT_WRITE, pc.Prot & protRWX} {
+			args := [6]uint64{pc.Start, pc.End - pc.Start, uint64(prot), 0, 0, InjectCookie}
+			var ref *FilterRefusedError
+			if err := t.refusedBy(th, insn, unix.SYS_MPROTECT, args); errors.As(err, &ref) {
+				sp.WritesSeen = false
+				t.warnf("pid %d: W^X is off for this process: its seccomp filter would answer mprotect(%#x, %#x, %s) with %s; stores into its code are not seen",
+					th.proc.pid, pc.Start, pc.End-pc.Start, protString(prot), actionName(ref.Action))
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // actingThread picks a thread of p stopped in an interrupt stop (ws: its
@@ -588,8 +623,8 @@ func (t *Tracer) actingThread(p *process, ws map[int]unix.WaitStatus) *thread {
 // the detach, and the process is out of the event source (an RWX
 // mprotect would stop its thread again).
 func (t *Tracer) detachWX(p *process) {
-	if !t.wxOn() || p.space == nil || p.space.owner != p.pid {
-		return
+	if !t.wxOn() || p.space == nil || p.space.owner != p.pid || !p.space.WritesSeen {
+		return // (WritesSeen false: W^X was off in the space, wxAttachAllowed)
 	}
 	var ws map[int]unix.WaitStatus = t.att.stopped
 	th := t.actingThread(p, ws)

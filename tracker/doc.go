@@ -210,8 +210,20 @@
 // emulated (precise mode, written through /proc/PID/mem). ptjit injects
 // no filter after the program's (errOwnFilter; the one that stops every
 // mprotect goes in before it). A store the emulator cannot carry out is
-// still stepped with its page opened by an injected mprotect, which the
-// program's filter may refuse.
+// still stepped with its page opened by an injected mprotect.
+//
+// Before ptjit injects a call into a process whose filters include some
+// it did not install (the program's own, or any at an attach), it reads
+// the thread's filters (PTRACE_SECCOMP_GET_FILTER) and runs them on the
+// exact seccomp_data the kernel would build, in golang.org/x/net/bpf's
+// classic BPF machine; a call they would kill, trap or fail is not made
+// (FilterRefusedError, progfilter_linux_amd64.go). At an attach, where
+// they would refuse any protection change W^X needs for the RWX memory
+// there, W^X is off in that process, said in one line
+// (wxAttachAllowed). Reading needs CAP_SYS_ADMIN and a ptjit under no
+// filter of its own; where it cannot read them, ptjit injects as before.
+// Found by trying it as a user would: a process whose filter kills mprotect,
+// attached, died of SIGSYS at W^X's first change.
 //
 // # Debuggers and tracers
 //

@@ -205,6 +205,7 @@ func RuleByNr(nr int) (Rule, bool) {
 const (
 	offNr   = 0
 	offArch = 4
+	offIP   = 8
 	offArgs = 16
 
 	auditArchX8664 = 0xc000003e

@@ -81,7 +81,9 @@ func (t *Tracer) syscallInsn(th *thread) (uint64, error) {
 // sent again, with their siginfo, when th resumes (signals_linux_amd64.go). When th dies meanwhile (or is dying, or
 // vanishes with its group) the error matches ErrThreadGone
 // (waitstop_linux_amd64.go); on any other failure th's registers are
-// restored, so that a failed injection never runs on in the program.
+// restored, so that a failed injection never runs on in the program. A
+// call the program's own seccomp filters would kill, trap or fail is not
+// run (refusedBy): the error is a *FilterRefusedError.
 //
 // Precondition: on the locked tracer thread.
 func (t *Tracer) inject(th *thread, nr int, args ...uint64) (int64, error) {
@@ -94,6 +96,12 @@ func (t *Tracer) inject(th *thread, nr int, args ...uint64) (int64, error) {
 	addr, err := t.syscallInsn(th)
 	if err != nil {
 		return 0, &InjectError{th.tid, nr, goneErr(th.tid, err)}
+	}
+	var a6 [6]uint64
+	copy(a6[:], args)
+	a6[5] = InjectCookie
+	if err := t.refusedBy(th, addr, nr, a6); err != nil {
+		return 0, &InjectError{th.tid, nr, err}
 	}
 	saved, err := getRegs(th.tid)
 	if err != nil {

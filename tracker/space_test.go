@@ -32,20 +32,6 @@ func why(cause string) Change { return Change{Cause: cause} }
 
 func (l *logSink) id() int64 { l.next++; return l.next }
 
-func protStr(p int) string {
-	b := []byte("---")
-	if p&unix.PROT_READ != 0 {
-		b[0] = 'r'
-	}
-	if p&unix.PROT_WRITE != 0 {
-		b[1] = 'w'
-	}
-	if p&unix.PROT_EXEC != 0 {
-		b[2] = 'x'
-	}
-	return string(b)
-}
-
 func (l *logSink) NewRegion(s, e uint64, _ Change) int64 {
 	id := l.id()
 	l.log = append(l.log, fmt.Sprintf("R+ %d %#x-%#x", id, s, e))
@@ -54,13 +40,13 @@ func (l *logSink) NewRegion(s, e uint64, _ Change) int64 {
 func (l *logSink) EndRegion(id int64, _ Change) { l.log = append(l.log, fmt.Sprintf("R- %d", id)) }
 func (l *logSink) AddVersion(r int64, s, e uint64, prot int, c Change) int64 {
 	id := l.id()
-	l.log = append(l.log, fmt.Sprintf("V+ %d r%d %#x-%#x %s %s", id, r, s, e, protStr(prot), c.Cause))
+	l.log = append(l.log, fmt.Sprintf("V+ %d r%d %#x-%#x %s %s", id, r, s, e, protString(prot), c.Cause))
 	l.read += e - s
 	return id
 }
 func (l *logSink) SplitVersion(r, from int64, fromStart, s, e uint64, prot int, c Change) int64 {
 	id := l.id()
-	l.log = append(l.log, fmt.Sprintf("V+ %d r%d %#x-%#x %s %s", id, r, s, e, protStr(prot), c.Cause))
+	l.log = append(l.log, fmt.Sprintf("V+ %d r%d %#x-%#x %s %s", id, r, s, e, protString(prot), c.Cause))
 	l.splits = append(l.splits, fmt.Sprintf("%d from %d@%#x", id, from, fromStart))
 	return id
 }
@@ -73,7 +59,7 @@ func (l *logSink) EndVersion(id int64, inexact bool, _ Change) {
 }
 func (l *logSink) AddFile(s, e uint64, prot int, f FileInfo, c Change) int64 {
 	id := l.id()
-	l.log = append(l.log, fmt.Sprintf("F+ %d %#x-%#x %s %s@%#x %s", id, s, e, protStr(prot), f.Path, f.Offset, c.Cause))
+	l.log = append(l.log, fmt.Sprintf("F+ %d %#x-%#x %s %s@%#x %s", id, s, e, protString(prot), f.Path, f.Offset, c.Cause))
 	return id
 }
 func (l *logSink) EndFile(id int64, _ Change) { l.log = append(l.log, fmt.Sprintf("F- %d", id)) }
@@ -277,7 +263,7 @@ func describe(s *Space) string {
 		if p.Kind == File {
 			k = "F"
 		}
-		out = append(out, fmt.Sprintf("%#x-%#x %s %s%d", p.Start, p.End, protStr(p.Prot), k, p.ID))
+		out = append(out, fmt.Sprintf("%#x-%#x %s %s%d", p.Start, p.End, protString(p.Prot), k, p.ID))
 	}
 	return strings.Join(out, ", ")
 }

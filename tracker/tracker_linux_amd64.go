@@ -196,13 +196,14 @@ type thread struct {
 	// more can be injected or stepped there.
 	dying bool
 	// each feature's state
-	sig    threadSignals    // signals held while ptjit acts (signals_linux_amd64.go)
-	wx     threadWX         // W^X faults retried as stale (wx_linux_amd64.go)
-	filter threadFilter     // --soft-filter (softfilter_linux_amd64.go)
-	step   *stepState       // --pt=soft: single-stepping (softpt_linux_amd64.go); nil before the first step
-	ev     threadEvents     // --events=bpf (events_linux_amd64.go)
-	att    []attachStopCall // attached: calls whose stop is due (attach_linux_amd64.go)
-	kw     threadKW         // a kernel copy into code in flight (kwrite_linux_amd64.go)
+	sig     threadSignals    // signals held while ptjit acts (signals_linux_amd64.go)
+	wx      threadWX         // W^X faults retried as stale (wx_linux_amd64.go)
+	filter  threadFilter     // --soft-filter (softfilter_linux_amd64.go)
+	step    *stepState       // --pt=soft: single-stepping (softpt_linux_amd64.go); nil before the first step
+	ev      threadEvents     // --events=bpf (events_linux_amd64.go)
+	att     []attachStopCall // attached: calls whose stop is due (attach_linux_amd64.go)
+	kw      threadKW         // a kernel copy into code in flight (kwrite_linux_amd64.go)
+	filters threadFilters    // its seccomp filters, where injected calls are checked (progfilter_linux_amd64.go)
 }
 
 // threadSignals: signals that arrived while ptjit ran an injected syscall
@@ -240,6 +241,7 @@ type process struct {
 	recorded  bool
 	full      fullProtectState // the filter that stops every mprotect (fullprotect_linux_amd64.go)
 	ownFilter bool             // it installed a seccomp filter of its own (ownfilter_linux_amd64.go)
+	foreign   bool             // attached with seccomp filters: injected calls are checked against them (progfilter_linux_amd64.go)
 }
 
 // space is a Space plus what the tracker keeps about it.
@@ -511,6 +513,9 @@ func (t *Tracer) loop() error {
 			t.result.Stats.StopNS += clock.Mono() - t0
 			continue
 		}
+		if len(t.threads) == 0 && len(t.later.stops) == 0 && t.prunePending() {
+			break // nothing traced is left
+		}
 		var ws unix.WaitStatus
 		// __WNOTHREAD: only this thread's tracees and children. perf
 		// record (--pt=intel) is a child of another thread of ptjit and
@@ -599,6 +604,24 @@ func (t *Tracer) unknownStop(tid int, ws unix.WaitStatus) {
 	// A new tracee stopped before its parent's clone/fork event was
 	// reported: hold it until then.
 	t.pending[tid] = ws
+}
+
+// prunePending forgets the held new tracees (pending) that are gone
+// without an exit report the loop saw, and reports whether none is left.
+// Where the BPF events' doorbell is a child of the tracer, wait4 never
+// fails with ECHILD, so a held tid whose process was killed before its
+// parent's clone event (found: an attached process its own seccomp
+// filter killed) would keep the loop waiting for ever.
+//
+// Precondition: on the locked tracer thread.
+func (t *Tracer) prunePending() bool {
+	for tid := range t.pending {
+		if s := procState(tid); s == 0 || s == 'X' {
+			delete(t.pending, tid)
+			delete(t.newborn, tid)
+		}
+	}
+	return len(t.pending) == 0
 }
 
 // dispatch runs the handling of one kind of stop. Software PT sees the
@@ -883,7 +906,7 @@ func (t *Tracer) adopt(tid int, b birth, kind stopKind, sig int) {
 		// a fork copies the forking thread's filters (all threads of a
 		// process with the full filter have it: TSYNC)
 		p := &process{pid: tid, ppid: parent.pid, helper: parent.helper, threads: map[int]*thread{tid: th}, full: parent.full.clone(),
-			ownFilter: parent.ownFilter}
+			ownFilter: parent.ownFilter, foreign: parent.foreign}
 		th.proc = p
 		t.procs[tid] = p
 		t.eventsAdd(tid)

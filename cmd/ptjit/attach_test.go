@@ -55,6 +55,12 @@ func startTarget(t *testing.T, args ...string) *attachTarget {
 // SHA-256 of every version costs 3 s under --pt=soft), only its times.
 func newTarget(t *testing.T, manifest bool, args ...string) *attachTarget {
 	t.Helper()
+	return newTargetEnv(t, manifest, nil, args...)
+}
+
+// newTargetEnv is newTarget with env added to the program's environment.
+func newTargetEnv(t *testing.T, manifest bool, env []string, args ...string) *attachTarget {
+	t.Helper()
 	tmp := t.TempDir()
 	a := &attachTarget{manifest: filepath.Join(tmp, "manifest"), times: filepath.Join(tmp, "times"), done: make(chan struct{})}
 	a.cmd = exec.Command(e2eProg("attach-jit"), args...)
@@ -62,6 +68,7 @@ func newTarget(t *testing.T, manifest bool, args ...string) *attachTarget {
 	if manifest {
 		a.cmd.Env = append(a.cmd.Env, "PTJIT_MANIFEST="+a.manifest)
 	}
+	a.cmd.Env = append(a.cmd.Env, env...)
 	a.cmd.Stdout = &a.out
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := a.cmd.Start(); err != nil {
@@ -636,63 +643,122 @@ func rwxMaps(t *testing.T, pid int) map[string]string {
 	return out
 }
 
-// TestE2EAttachWX: attach-jit writes each version into a page it mapped
+// TestE2EAttachWX: attach-jit writes each version into one page mapped
 // writable and executable before the attach (no mprotect). W^X, applied
 // at the attach, sees every store while attached: each version the
 // program made in the window is recorded with its bytes. After the
-// detach the page is RWX again, and the program ends as alone.
+// detach the page is RWX again, and the program ends as alone. So too
+// where the program has a seccomp filter of its own that lets mprotect
+// run (other: it kills only kexec_load), which ptjit reads and runs before
+// each call it injects (tracker/progfilter_linux_amd64.go).
 func TestE2EAttachWX(t *testing.T) {
 	e2eSetup(t)
 	e2eNeedBPF(t)
-	a := startTarget(t, "200", "10", "9", "4096", "rwx")
-	pid := a.cmd.Process.Pid
-	a.waitLines(t, 10)
-	ms := e2eReadManifest(t, a.manifest)
-	page := ms[0].Addr // the mmap's line, then one write line per version
-	maps := procMaps(t, pid, 0)
-	dir := filepath.Join(t.TempDir(), "rec")
-	r := e2ePtjit(t, nil, "run", "-p", strconv.Itoa(pid), "--duration", "400ms", "-o", dir)
-	if r.code != 0 {
-		t.Fatalf("status %d\n%s", r.code, r.stderr)
+	for _, filter := range []string{"", "other"} {
+		t.Run("filter="+filter, func(t *testing.T) {
+			a := newTargetEnv(t, true, []string{"ATTACH_JIT_FILTER=" + filter}, "200", "10", "9", "4096", "rwx")
+			pid := a.cmd.Process.Pid
+			a.waitLines(t, 10)
+			ms := e2eReadManifest(t, a.manifest)
+			page := ms[0].Addr // the mmap's line, then one write line per version
+			maps := procMaps(t, pid, 0)
+			dir := filepath.Join(t.TempDir(), "rec")
+			r := e2ePtjit(t, nil, "run", "-p", strconv.Itoa(pid), "--duration", "400ms", "-o", dir)
+			if r.code != 0 {
+				t.Fatalf("status %d\n%s", r.code, r.stderr)
+			}
+			e2eCheckMessages(t, r.stderr)
+			if got := procMaps(t, pid, 0); got != maps {
+				t.Errorf("/proc/PID/maps after the detach:\n%s\nbefore:\n%s", got, maps)
+			}
+			if !strings.Contains(r.stderr, "writes") {
+				t.Errorf("the summary has no writes:\n%s", r.stderr)
+			}
+			a.wait(t)
+			if a.status != 9 || a.out.String() != "versions 200 sum 19900\n" {
+				t.Errorf("status %d, output %q", a.status, a.out.String())
+			}
+			// the versions made between the attach and the detach, by the
+			// program's clock; the first and the last may straddle them
+			ms, times := e2eReadManifest(t, a.manifest)[1:], a.readTimes(t)
+			meta := recordingMeta(t, dir)
+			from, _ := strconv.ParseInt(meta["attach_mono_ns"], 10, 64)
+			to, _ := strconv.ParseInt(meta["detach_mono_ns"], 10, 64)
+			have := map[string]bool{}
+			for _, h := range e2eHistory(t, dir) {
+				if h.Addr == fmt.Sprintf("%#x", page) {
+					have[h.SHA256] = true
+				}
+			}
+			var in []int
+			for i, ns := range times {
+				if ns > from && ns < to {
+					in = append(in, i)
+				}
+			}
+			if len(in) < 5 {
+				t.Fatalf("%d versions made while attached", len(in))
+			}
+			for _, i := range in[1 : len(in)-1] {
+				if !have[ms[i].SHA256] {
+					t.Errorf("version %d (made while attached) not recorded", i)
+				}
+			}
+			t.Logf("versions %d..%d made while attached, all recorded", in[0], in[len(in)-1])
+		})
 	}
-	e2eCheckMessages(t, r.stderr)
-	if got := procMaps(t, pid, 0); got != maps {
-		t.Errorf("/proc/PID/maps after the detach:\n%s\nbefore:\n%s", got, maps)
+}
+
+// TestE2EAttachFiltered: attach-jit with a seccomp filter of its own that
+// kills, traps or fails mprotect (a sandbox's), installed before the
+// attach. ptjit reads the filter and runs it on the protection changes
+// W^X would make: each would be refused, so W^X is off for the process,
+// ptjit says so in one line naming the filter's answer, and injects
+// nothing; the program ends as alone (before, the first change killed it:
+// SIGSYS). Its RWX page is left as it was.
+func TestE2EAttachFiltered(t *testing.T) {
+	e2eSetup(t)
+	e2eNeedBPF(t)
+	for _, c := range []struct{ filter, answer string }{
+		{"kill", "SECCOMP_RET_KILL_PROCESS"},
+		{"trap", "SECCOMP_RET_TRAP"},
+		{"errno", "SECCOMP_RET_ERRNO(EPERM)"},
+	} {
+		t.Run(c.filter, func(t *testing.T) {
+			a := newTargetEnv(t, true, []string{"ATTACH_JIT_FILTER=" + c.filter}, "60", "10", "9", "4096", "rwx")
+			pid := a.cmd.Process.Pid
+			a.waitLines(t, 10)
+			maps := procMaps(t, pid, 0)
+			dir := filepath.Join(t.TempDir(), "rec")
+			r := e2ePtjit(t, nil, "run", "-p", strconv.Itoa(pid), "--duration", "200ms", "-o", dir)
+			if r.code != 0 {
+				t.Fatalf("status %d\n%s", r.code, r.stderr)
+			}
+			want := fmt.Sprintf("pid %d: W^X is off for this process: its seccomp filter would answer mprotect(", pid)
+			if n := strings.Count(r.stderr, want); n != 1 || !strings.Contains(r.stderr, "with "+c.answer+";") {
+				t.Errorf("want one line %q… with %s:\n%s", want, c.answer, r.stderr)
+			}
+			if got := procMaps(t, pid, 0); got != maps {
+				t.Errorf("/proc/PID/maps after the detach:\n%s\nbefore:\n%s", got, maps)
+			}
+			d, err := db.Open(filepath.Join(dir, "code.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			var n int
+			if err := d.SQL().QueryRow(`SELECT count(*) FROM ptjit_prot`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n != 0 {
+				t.Errorf("%d protection changes recorded; want none", n)
+			}
+			a.wait(t)
+			if a.status != 9 || a.out.String() != "versions 60 sum 1770\n" {
+				t.Errorf("status %d, output %q; want 9, \"versions 60 sum 1770\\n\" (as alone)", a.status, a.out.String())
+			}
+		})
 	}
-	if !strings.Contains(r.stderr, "writes") {
-		t.Errorf("the summary has no writes:\n%s", r.stderr)
-	}
-	a.wait(t)
-	if a.status != 9 || a.out.String() != "versions 200 sum 19900\n" {
-		t.Errorf("status %d, output %q", a.status, a.out.String())
-	}
-	// the versions made between the attach and the detach, by the
-	// program's clock; the first and the last may straddle them
-	ms, times := e2eReadManifest(t, a.manifest)[1:], a.readTimes(t)
-	meta := recordingMeta(t, dir)
-	from, _ := strconv.ParseInt(meta["attach_mono_ns"], 10, 64)
-	to, _ := strconv.ParseInt(meta["detach_mono_ns"], 10, 64)
-	have := map[string]bool{}
-	for _, h := range e2eHistory(t, dir) {
-		if h.Addr == fmt.Sprintf("%#x", page) {
-			have[h.SHA256] = true
-		}
-	}
-	var in []int
-	for i, ns := range times {
-		if ns > from && ns < to {
-			in = append(in, i)
-		}
-	}
-	if len(in) < 5 {
-		t.Fatalf("%d versions made while attached", len(in))
-	}
-	for _, i := range in[1 : len(in)-1] {
-		if !have[ms[i].SHA256] {
-			t.Errorf("version %d (made while attached) not recorded", i)
-		}
-	}
-	t.Logf("versions %d..%d made while attached, all recorded", in[0], in[len(in)-1])
 }
 
 // TestE2EAttachWXProtect: attach-jit makes each version executable with
