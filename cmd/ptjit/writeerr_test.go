@@ -88,15 +88,17 @@ func lineIndex(s, sub string) (first, count int) {
 var savedRE = regexp.MustCompile(`code\.db holds (\d+) of (\d+) versions`)
 
 // TestWriteErrorCodeDB: code.db's disk fills up while stopbench makes
-// 3,000 code versions. The error is told at once (before the program's
-// last line) in one ptjit: line, the program runs to its end, ptjit exits
-// 1, the summary says how many versions code.db really holds, and history
-// lists exactly those, after one warning that the recording is incomplete
-// (at a write error, where the disk took the state row).
+// 20,000 code versions (the disk holds about 1,500: the error comes early
+// in the run however far the writer lags behind the program). The error
+// is told at once (before the program's last line) in one ptjit: line,
+// the program runs to its end, ptjit exits 1, the summary says how many
+// versions code.db really holds, and history lists exactly those, after
+// one warning that the recording is incomplete (at a write error, where
+// the disk took the state row).
 func TestWriteErrorCodeDB(t *testing.T) {
 	e2eSetup(t)
 	out := diskFullRun(t, "1m",
-		[]string{"run", "-o", "MNT/rec", "--", e2eProg("stopbench"), "run", "3000", "4"},
+		[]string{"run", "-o", "MNT/rec", "--", e2eProg("stopbench"), "run", "20000", "4"},
 		map[string][]string{"history": {"history", "-i", "MNT/rec", "--json"}})
 	log := readOut(t, out, "run.out")
 	if rc := readRC(t, out, "run"); rc != 1 {
@@ -106,7 +108,7 @@ func TestWriteErrorCodeDB(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("%d lines telling the write error, want 1:\n%s", n, log)
 	}
-	last, _ := lineIndex(log, "workload: 6000 mprotect calls")
+	last, _ := lineIndex(log, "workload: 40000 mprotect calls")
 	if last < 0 {
 		t.Fatalf("the program did not run to its end:\n%s", log)
 	}
@@ -119,8 +121,8 @@ func TestWriteErrorCodeDB(t *testing.T) {
 	}
 	saved, _ := strconv.Atoi(m[1])
 	total, _ := strconv.Atoi(m[2])
-	if total != 3001 || saved >= total {
-		t.Errorf("summary: code.db holds %d of %d versions, want fewer than 3001 of 3001", saved, total)
+	if total != 20001 || saved >= total {
+		t.Errorf("summary: code.db holds %d of %d versions, want fewer than 20001 of 20001", saved, total)
 	}
 	if rc := readRC(t, out, "history"); rc != 0 {
 		t.Fatalf("history on the recording: status %d\n%s", rc, readOut(t, out, "history.err"))
