@@ -536,7 +536,7 @@ func versionRuns(pid int, start, end uint64) (runs populatedRuns, ok bool) {
 }
 
 func sparseRuns(pid int, start, end uint64, files bool) (runs populatedRuns, ok bool) {
-	if end-start < sparseMin {
+	if end-start < min(sparseMin, fileSparseMin) || !files && end-start < sparseMin {
 		return nil, false
 	}
 	maps, ok := mapsOver(pid, start, end)
@@ -545,6 +545,9 @@ func sparseRuns(pid int, start, end uint64, files bool) (runs populatedRuns, ok 
 	}
 	if files && len(maps) == 1 && maps[0].Shared && maps[0].Inode != 0 {
 		return fileDataRuns(pid, start, end, maps[0])
+	}
+	if end-start < sparseMin {
+		return nil, false
 	}
 	for _, m := range maps {
 		if m.Shared || m.Inode != 0 || m.Path != "" {
@@ -645,6 +648,24 @@ func fileDataRuns(pid int, start, end uint64, m snapshot.Mapping) (runs populate
 // sparseMin is the smallest range read sparsely: below it the maps and
 // the scan cost more than reading the zeros.
 const sparseMin = 1 << 20
+
+// fileSparseMin is sparseMin for one shared mapping of a file (a memfd, a
+// runtime's JIT buffer written through another view): its holes cost one
+// lseek pair each to find, and reading one through the mapping would
+// fault a page into the program's file (shmem gives a page, not the zero
+// page, to a fault on a hole), so ranges from 16 pages on are read
+// sparsely.
+const fileSparseMin = 16 * pageSize
+
+// touches reports whether any run overlaps [s, e).
+func (runs populatedRuns) touches(s, e uint64) bool {
+	for _, r := range runs {
+		if r.s < e && s < r.e {
+			return true
+		}
+	}
+	return false
+}
 
 // bytes is how many bytes the runs cover.
 func (runs populatedRuns) bytes() uint64 {

@@ -1165,7 +1165,7 @@ func (s *sink) AddVersion(region int64, start, end uint64, prot int, c Change) i
 // readVersion records v with all its bytes, read through pid.
 func (t *Tracer) readVersion(pid int, v db.Version) int64 {
 	t.result.Stats.Bytes += int64(v.Size)
-	if v.Size > db.ChunkSize {
+	if v.Size > db.ChunkSize || v.Size >= fileSparseMin {
 		// a large mapping is read and queued a chunk at a time, never
 		// held whole
 		read := func(addr uint64, b []byte) error { return snapshot.ReadMem(pid, addr, b) }

@@ -376,6 +376,9 @@ func (sp *space) aliasTwinBatch(addr uint64) bool {
 // cannot be read. Zeros from a store's address to its page's end are
 // memory the program has not written code into yet.
 func zeroRun(tid int, from, end uint64) uint64 {
+	if n, ok := zeroRunFile(tid, from, end); ok {
+		return n
+	}
 	// Read in chunks that double from the first page's rest, and stop at
 	// the first page that is not all zeros: a store into a page of code
 	// being appended reads that page alone, not maxAliasRun of them
@@ -403,6 +406,39 @@ func zeroRun(tid int, from, end uint64) uint64 {
 		chunk = min(2*max(chunk, pageSize), maxAliasRun*pageSize)
 	}
 	return n
+}
+
+// zeroRunFile is zeroRun for memory that maps a file shared (an alias
+// of JIT code, a memfd): the file's holes are zeros without a read, and
+// only its pages with data are read, one at a time. Reading a hole
+// through the mapping would also give the program's file a page it never
+// wrote (a fault on a shmem hole allocates one). ok is false where from is
+// not in such a mapping or its file cannot be asked (zeroRun reads).
+func zeroRunFile(tid int, from, end uint64) (n uint64, ok bool) {
+	b := make([]byte, pageSize)
+	for at := from; at < end; {
+		m, found := mapAt(tid, at)
+		if !found || !m.Shared || m.Inode == 0 || m.Start > at {
+			return n, at > from
+		}
+		e := min(end, m.End)
+		data, good := fileDataRuns(tid, at&^(pageSize-1), e, m)
+		if !good {
+			return n, at > from
+		}
+		for at < e {
+			pe := min(pageUp(at+1), e)
+			if data.touches(at, pe) {
+				k := pe - at
+				if snapshot.ReadMem(tid, at, b[:k]) != nil || !bytes.Equal(b[:k], zeroPage[:k]) {
+					return n, true
+				}
+			}
+			n++
+			at = pe
+		}
+	}
+	return n, true
 }
 
 // zeroPage is a page of zeros to compare with.

@@ -181,6 +181,64 @@ func TestZeroRun(t *testing.T) {
 	}
 }
 
+// TestZeroRunFile: zeroRun over a shared mapping of a memfd with holes
+// (pages never written), pages written with zeros and pages with data,
+// split in two mappings by an mprotect. The runs of zeros are those of
+// the bytes, and the holes are still holes afterwards: zeroRun asked the
+// file for them and read none (a read through the mapping would have
+// given the file a page).
+func TestZeroRunFile(t *testing.T) {
+	const p = pageSize
+	fd, err := unix.MemfdCreate("zerorun", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Ftruncate(fd, 16*p); err != nil {
+		t.Fatal(err)
+	}
+	buf, err := unix.Mmap(fd, 0, 16*p, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(buf)
+	base := uint64(uintptr(unsafe.Pointer(&buf[0])))
+	buf[100] = 1                                                         // page 0: data at 100
+	buf[3*p] = 0                                                         // page 3: a page of the file, all zeros
+	buf[6*p+p-1] = 1                                                     // page 6: data in its last byte
+	buf[12*p] = 0                                                        // page 12: zeros, after the split
+	buf[14*p+9] = 1                                                      // page 14: data
+	if err := unix.Mprotect(buf[8*p:16*p], unix.PROT_READ); err != nil { // two mappings
+		t.Fatal(err)
+	}
+	holes := func() []int {
+		var h []int
+		for pg := 0; pg < 16; pg++ {
+			if d, err := unix.Seek(fd, int64(pg*p), unix.SEEK_DATA); err != nil || d != int64(pg*p) {
+				h = append(h, pg)
+			}
+		}
+		return h
+	}
+	before := holes()
+	tid := os.Getpid()
+	for _, c := range []struct{ from, end, want uint64 }{
+		{base, base + 16*p, 0},          // page 0 is not zero from its start
+		{base + 101, base + 16*p, 6},    // page 0's tail, pages 1-5; page 6 has data
+		{base + p, base + 6*p, 5},       // holes and a page of zeros, bounded by end
+		{base + 7*p, base + 16*p, 7},    // page 7, then the second mapping up to page 14
+		{base + 6*p + p, base + 8*p, 1}, // page 7 alone
+		{base + 14*p + 10, base + 16*p, 2},
+	} {
+		if got := zeroRun(tid, c.from, c.end); got != c.want {
+			t.Errorf("zeroRun(+%#x, +%#x) = %d, want %d", c.from-base, c.end-base, got, c.want)
+		}
+	}
+	if after := holes(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("the memfd's holes were pages %v, after zeroRun %v", before, after)
+	}
+}
+
 // TestPopulated reads this process's own page table: the runs of a
 // private anonymous mapping that were written (present) are found, the
 // untouched ones left out, and reading through the runs gives the
@@ -281,6 +339,15 @@ func TestVersionRuns(t *testing.T) {
 			want := populatedRuns{{base, base + p}, {base + 3*p, base + 5*p}, {base + 200*p, base + 201*p}, {base + 511*p, base + 512*p}}
 			if fmt.Sprint(runs) != fmt.Sprint(want) {
 				t.Errorf("memfd runs %v, want %v", runs, want)
+			}
+			// a shared file mapping is read sparsely from fileSparseMin
+			// on (a runtime's settled JIT pages), not from sparseMin
+			small, ok := versionRuns(os.Getpid(), base, base+fileSparseMin)
+			if want := (populatedRuns{{base, base + p}, {base + 3*p, base + 5*p}}); !ok || fmt.Sprint(small) != fmt.Sprint(want) {
+				t.Errorf("memfd, %d pages: runs %v (answered %v), want %v", fileSparseMin/p, small, ok, want)
+			}
+			if _, ok := versionRuns(os.Getpid(), base, base+fileSparseMin-p); ok {
+				t.Errorf("memfd, %d pages: answered below fileSparseMin", fileSparseMin/p-1)
 			}
 		} else if runs.bytes() > 256*p {
 			t.Errorf("file on disk: runs %v cover %d pages of 512", runs, runs.bytes()/p)
