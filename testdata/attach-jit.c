@@ -20,8 +20,10 @@
  *       mprotect with SECCOMP_RET_KILL_PROCESS, SECCOMP_RET_TRAP or
  *       SECCOMP_RET_ERRNO(EPERM), or (other) kills only kexec_load:
  *       installed before the first version, as a sandbox does at
- *       start-up. With rwx the program makes no mprotect itself, so alone
- *       the filter changes nothing.
+ *       start-up, or with $ATTACH_JIT_FILTER_AT=K before version K (a
+ *       filter installed while a tracer may be attached). With rwx the
+ *       program makes no mprotect itself, so alone the filter changes
+ *       nothing.
  *       Then it prints "versions N sum S" and exits with STATUS; when it
  *       received SIGRTMIN+1 (a handler counts them: real-time signals
  *       queue, so none is lost alone), also "signals K".
@@ -112,8 +114,9 @@ int main(int argc, char **argv)
 		mf_die("pthread_create");
 	pthread_sigmask(SIG_UNBLOCK, &rt, NULL);
 	uint8_t *p = mf_mmap(NULL, MF_PAGE, PROT_READ | PROT_WRITE | (rwx ? PROT_EXEC : 0), 0);
-	const char *how = getenv("ATTACH_JIT_FILTER");
-	if (how && *how)
+	const char *how = getenv("ATTACH_JIT_FILTER"), *at = getenv("ATTACH_JIT_FILTER_AT");
+	long filter_at = at && *at ? atol(at) : 0;
+	if (how && *how && filter_at == 0)
 		filter(how);
 	int times = -1;
 	const char *tp = getenv("ATTACH_JIT_TIMES");
@@ -122,6 +125,8 @@ int main(int argc, char **argv)
 	long sum = 0;
 	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
 	for (long i = 0; i < n; i++) {
+		if (how && *how && filter_at > 0 && i == filter_at)
+			filter(how);
 		if (!rwx)
 			mf_mprotect(p, MF_PAGE, PROT_READ | PROT_WRITE);
 		p[0] = 0xb8; /* mov eax, imm32 */

@@ -53,6 +53,9 @@ import (
 type attachState struct {
 	on        bool
 	detaching bool
+	// stay: a detach would break the process (lateFilter): ptjit stays
+	// attached until it exits, whatever asks for the detach
+	stay bool
 	// stopped: tids in the interrupt stop they are detached from
 	stopped map[int]unix.WaitStatus
 }
@@ -329,7 +332,7 @@ func (t *Tracer) attachPoll() {
 		t.detachReady() // the interrupts again: one may have been consumed (below)
 		return
 	}
-	if !t.att.on || !t.shared.attach.detach.Load() {
+	if !t.att.on || !t.shared.attach.detach.Load() || t.att.stay {
 		return
 	}
 	t.att.detaching = true
@@ -588,7 +591,7 @@ func (t *Tracer) wxAttachAllowed(th *thread) bool {
 		for _, prot := range []int{actualProt(pc.Prot), unix.PROT_READ | unix.PROT_WRITE, pc.Prot & protRWX} {
 			args := [6]uint64{pc.Start, pc.End - pc.Start, uint64(prot), 0, 0, InjectCookie}
 			var ref *FilterRefusedError
-			if err := t.refusedBy(th, insn, unix.SYS_MPROTECT, args); errors.As(err, &ref) {
+			if err := t.verdict(th, insn, unix.SYS_MPROTECT, args); errors.As(err, &ref) {
 				sp.WritesSeen = false
 				t.warnf("pid %d: W^X is off for this process: its seccomp filter would answer mprotect(%#x, %#x, %s) with %s; stores into its code are not seen",
 					th.proc.pid, pc.Start, pc.End-pc.Start, protString(prot), actionName(ref.Action))

@@ -222,6 +222,14 @@
 // there, W^X is off in that process, said in one line
 // (wxAttachAllowed). Reading needs CAP_SYS_ADMIN and a ptjit under no
 // filter of its own; where it cannot read them, ptjit injects as before.
+// A filter an attached program installs while attached is seen at the
+// first call of ptjit's it refuses (lateFilter): W^X goes precise there,
+// and ptjit stays attached until the process exits, since a detach could
+// no longer give the program its protections back. Holding the install
+// itself (a BPF_MODIFY_RETURN program on seccomp and prctl that stops the
+// thread and restarts the call) needs error injection on syscalls
+// (CONFIG_FUNCTION_ERROR_INJECTION), which the project's kernel lacks:
+// tried, the load fails with EPERM.
 // Found by trying it as a user would: a process whose filter kills mprotect,
 // attached, died of SIGSYS at W^X's first change.
 //

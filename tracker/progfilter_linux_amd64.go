@@ -53,7 +53,16 @@ type FilterRefusedError struct {
 }
 
 func (e *FilterRefusedError) Error() string {
-	return fmt.Sprintf("the program's seccomp filter would answer syscall %d with %s: not run", e.Nr, actionName(e.Action))
+	return fmt.Sprintf("the program's seccomp filter would answer %s with %s: not run", callName(e.Nr), actionName(e.Action))
+}
+
+// callName names syscall nr as the rules do ("syscall N" for one they
+// do not watch).
+func callName(nr int) string {
+	if n := syscallName(nr); n != "syscall" {
+		return n
+	}
+	return fmt.Sprintf("syscall %d", nr)
 }
 
 // actionName names a seccomp return value's action (its data too for
@@ -111,6 +120,41 @@ func filterChecked(th *thread) bool {
 //
 // Precondition: on the locked tracer thread; th is stopped.
 func (t *Tracer) refusedBy(th *thread, insn uint64, nr int, args [6]uint64) error {
+	err := t.verdict(th, insn, nr, args)
+	var ref *FilterRefusedError
+	if errors.As(err, &ref) && t.att.on && th.proc.space != nil && th.proc.space.WritesSeen {
+		t.lateFilter(th, ref)
+	}
+	return err
+}
+
+// lateFilter handles the first call its filters refuse in an attached
+// process whose memory W^X keeps: a filter the program installed while
+// attached (one there at the attach turns W^X off before it protects
+// anything: wxAttachAllowed). ptjit cannot hold such an install (no filter
+// of its own in the process, and BPF cannot delay a call on a kernel
+// without error injection), and from then on may not be able to change
+// protections at all, those that give the program its own back at the
+// detach included. So W^X goes precise in the process (a store into code
+// is emulated and written through /proc/PID/mem: no protection change),
+// and ptjit stays attached until the process exits rather than leave its
+// code without the protection it asked for; it says so once, and the
+// refusals that follow are not told one by one (warnOp).
+//
+// Precondition: on the locked tracer thread.
+func (t *Tracer) lateFilter(th *thread, ref *FilterRefusedError) {
+	p := th.proc
+	if p.lateFilter {
+		return
+	}
+	p.lateFilter, p.ownFilter = true, true
+	t.att.stay = true
+	t.warnf("pid %d: a seccomp filter it installed while attached answers %s with %s: W^X emulates its stores from now on, and ptjit stays attached until the process exits (a detach would leave its code without the protection it asked for)",
+		p.pid, callName(ref.Nr), actionName(ref.Action))
+}
+
+// verdict is refusedBy without lateFilter: the filters' answer alone.
+func (t *Tracer) verdict(th *thread, insn uint64, nr int, args [6]uint64) error {
 	if !filterChecked(th) {
 		return nil
 	}

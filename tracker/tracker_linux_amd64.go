@@ -242,6 +242,9 @@ type process struct {
 	full      fullProtectState // the filter that stops every mprotect (fullprotect_linux_amd64.go)
 	ownFilter bool             // it installed a seccomp filter of its own (ownfilter_linux_amd64.go)
 	foreign   bool             // attached with seccomp filters: injected calls are checked against them (progfilter_linux_amd64.go)
+	// lateFilter: attached, it installed a filter that refuses ptjit's
+	// calls (progfilter_linux_amd64.go)
+	lateFilter bool
 }
 
 // space is a Space plus what the tracker keeps about it.

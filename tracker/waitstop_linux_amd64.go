@@ -260,6 +260,10 @@ func statState(b []byte) byte {
 // warnOp reports a failed operation in the tracee, unless its thread is
 // gone: that is the thread's exit, not a problem.
 func (t *Tracer) warnOp(err error) {
+	var ref *FilterRefusedError
+	if errors.As(err, &ref) && t.att.stay {
+		return // lateFilter said it, once
+	}
 	if !errors.Is(err, ErrThreadGone) {
 		t.warnf("%v", err)
 	}

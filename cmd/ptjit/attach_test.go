@@ -761,6 +761,53 @@ func TestE2EAttachFiltered(t *testing.T) {
 	}
 }
 
+// TestE2EAttachLateFilter: attach-jit installs a seccomp filter of its
+// own (kill, or fail, on mprotect) while ptjit is attached, after W^X
+// made its RWX page executable-only. ptjit says so in one line, emulates
+// its stores from then on (no protection change), and stays attached past
+// --duration until the program exits (a detach would leave the page
+// without write access: the program's next store would kill it). The
+// program's output and status are as alone, ptjit exits with that status,
+// and the versions the program made after the filter are recorded, its
+// last one included.
+func TestE2EAttachLateFilter(t *testing.T) {
+	e2eSetup(t)
+	e2eNeedBPF(t)
+	for _, c := range []struct{ filter, answer string }{
+		{"kill", "SECCOMP_RET_KILL_PROCESS"},
+		{"errno", "SECCOMP_RET_ERRNO(EPERM)"},
+	} {
+		t.Run(c.filter, func(t *testing.T) {
+			a := newTargetEnv(t, true, []string{"ATTACH_JIT_FILTER=" + c.filter, "ATTACH_JIT_FILTER_AT=40"}, "150", "10", "9", "64", "rwx")
+			pid := a.cmd.Process.Pid
+			a.waitLines(t, 10)
+			dir := filepath.Join(t.TempDir(), "rec")
+			r := e2ePtjit(t, nil, "run", "-p", strconv.Itoa(pid), "--duration", "600ms", "-o", dir)
+			a.wait(t)
+			if a.status != 9 || a.out.String() != "versions 150 sum 11175\n" {
+				t.Errorf("status %d, output %q; want 9, \"versions 150 sum 11175\\n\" (as alone)", a.status, a.out.String())
+			}
+			if r.code != 9 {
+				t.Errorf("ptjit exited %d, want the program's 9 (it stayed attached until the end)\n%s", r.code, r.stderr)
+			}
+			want := fmt.Sprintf("pid %d: a seccomp filter it installed while attached answers mprotect with %s: W^X emulates its stores from now on, and ptjit stays attached until the process exits", pid, c.answer)
+			if n := strings.Count(r.stderr, want); n != 1 || strings.Contains(r.stderr, "not run") || strings.Contains(r.stderr, "detached from") {
+				t.Errorf("want the line %q once, no refusal told apart and no detach:\n%s", want, r.stderr)
+			}
+			ms := e2eReadManifest(t, a.manifest)
+			have := map[string]bool{}
+			for _, h := range e2eHistory(t, dir) {
+				have[h.SHA256] = true
+			}
+			for _, i := range []int{60, 100, 149} { // after the filter (version 40)
+				if !have[ms[1+i].SHA256] {
+					t.Errorf("version %d, made after the filter, not recorded", i)
+				}
+			}
+		})
+	}
+}
+
 // TestE2EAttachWXProtect: attach-jit makes each version executable with
 // mprotect(RWX). Attached, no filter stops the call: the BPF program
 // stops the thread at its exit (stopping mode), where W^X takes PROT_WRITE
