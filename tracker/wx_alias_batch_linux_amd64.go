@@ -249,7 +249,7 @@ func (sp *space) twinFilePage(page uint64) (filePage, bool) {
 func (t *Tracer) aliasSettle(th *thread, twin uint64) {
 	sp := th.proc.space
 	if fp, ok := sp.twinFilePage(twin); ok {
-		t.aliasSettleFile(th, [2]uint64{fp.dev, fp.inode})
+		t.aliasSettleFile(th, [2]uint64{fp.dev, fp.inode}, &fp)
 	}
 	if bp, ok := sp.wx.batch.get(twin); ok {
 		// no longer mapped from the file (or its map could not be
@@ -261,20 +261,33 @@ func (t *Tracer) aliasSettle(th *thread, twin uint64) {
 
 // aliasSettleFile write-protects the alias pages open in file (dev,
 // inode) and settles the file's executable twins that are batch pages.
+// When code ran (ran: the file page it ran from), an open page that is
+// still a hole of the file (SEEK_DATA: never written, so no code there)
+// stays open, writable in the alias with its twins batch pages, but for
+// ran's own: a JIT appending code into fresh pages writes the next
+// function into pages opened for the last one, and each one kept saves
+// the next burst's fault and two protection changes (Erlang's BeamAsm
+// loading a module: 112 write faults a run before). The invariant holds:
+// an alias page is writable only while no twin of its file page can run.
 //
 // Precondition: on the locked tracer thread; th is stopped.
-func (t *Tracer) aliasSettleFile(th *thread, file [2]uint64) {
+func (t *Tracer) aliasSettleFile(th *thread, file [2]uint64, ran *filePage) {
 	sp := th.proc.space
 	var open []uint64
-	fps := map[filePage]bool{}
 	for page, fp := range sp.alias.open {
 		if fp.dev == file[0] && fp.inode == file[1] {
 			open = append(open, page)
-			fps[fp] = true
-			delete(sp.alias.open, page)
 		}
 	}
 	slices.Sort(open)
+	if ran != nil {
+		open = t.aliasKeepHoles(th, open, *ran)
+	}
+	fps := map[filePage]bool{}
+	for _, page := range open {
+		fps[sp.alias.open[page]] = true
+		delete(sp.alias.open, page)
+	}
 	view := func(p uint64) int {
 		if al, ok := sp.aliasAt(p); ok {
 			return al.view &^ unix.PROT_WRITE
@@ -302,6 +315,41 @@ func (t *Tracer) aliasSettleFile(th *thread, file [2]uint64) {
 	}
 	slices.Sort(twins)
 	t.settleTwins(th, twins, bps)
+}
+
+// aliasKeepHoles returns the pages of open (sorted alias pages) to settle:
+// all but those whose file page is a hole of the file, and not ran. Where
+// the file cannot be asked, every page is settled.
+//
+// Precondition: on the locked tracer thread; th is stopped.
+func (t *Tracer) aliasKeepHoles(th *thread, open []uint64, ran filePage) []uint64 {
+	sp := th.proc.space
+	var settle []uint64
+	for i := 0; i < len(open); {
+		// a run of adjacent pages in one mapping
+		m, ok := mapAt(th.tid, open[i])
+		j := i + 1
+		for j < len(open) && open[j] == open[j-1]+pageSize && ok && open[j] < m.End {
+			j++
+		}
+		run := open[i:j]
+		i = j
+		if !ok || !m.Shared || m.Inode == 0 {
+			settle = append(settle, run...)
+			continue
+		}
+		data, ok := fileDataRuns(th.tid, run[0], run[len(run)-1]+pageSize, m)
+		if !ok {
+			settle = append(settle, run...)
+			continue
+		}
+		for _, page := range run {
+			if data.touches(page, page+pageSize) || sp.alias.open[page] == ran {
+				settle = append(settle, page)
+			}
+		}
+	}
+	return settle
 }
 
 // settleTwins makes the twins, sorted and no longer batch pages,
@@ -346,7 +394,7 @@ func (t *Tracer) aliasSettleStale(th *thread) {
 		}
 	}
 	for file := range settle {
-		t.aliasSettleFile(th, file)
+		t.aliasSettleFile(th, file, nil)
 	}
 }
 
