@@ -194,6 +194,7 @@ func kernelFault(sig int, si siginfo, err error) bool {
 // every mprotect of that memory first (ptjit manages it from now on).
 func (t *Tracer) protect(th *thread, start, end uint64, prot int, reason string) error {
 	t.ensureProtectSeen(th, start, end)
+	th.proc.space.wx.gen++ // (threadWX.staleAgain) also when the call failed: it may have changed a prefix
 	if err := t.mprotectIn(th, start, end, prot); err != nil {
 		return err
 	}

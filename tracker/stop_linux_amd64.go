@@ -119,11 +119,11 @@ type signalStop struct {
 	si        *siginfo        // nil: not needed, or not readable
 	regs      unix.PtraceRegs // the thread's registers, when haveRIP
 	haveRIP   bool
-	stepping  bool      // a --pt=soft single-step is in flight
-	filter    bool      // the space traces only JIT code, hidden or once hidden (--soft-filter=jit)
-	wx        bool      // W^X is on for the space
-	sp        *space    // the thread's address space
-	lastStale [2]uint64 // thread.lastStale
+	stepping  bool     // a --pt=soft single-step is in flight
+	filter    bool     // the space traces only JIT code, hidden or once hidden (--soft-filter=jit)
+	wx        bool     // W^X is on for the space
+	sp        *space   // the thread's address space
+	lastStale threadWX // thread.wx: its last fault retried as stale
 }
 
 // fetchFault reports whether a fault at addr with the thread at rip is an
@@ -173,14 +173,15 @@ func classifyWX(s signalStop, addr uint64) stopKind {
 		}
 		return stopSignal
 	}
-	if tracked && fetch && p.Prot&unix.PROT_EXEC != 0 && s.lastStale != [2]uint64{s.regs.Rip, addr} {
+	if tracked && fetch && p.Prot&unix.PROT_EXEC != 0 && s.lastStale.staleAgain([2]uint64{s.regs.Rip, addr}, s.sp.wx.gen) {
 		// a fetch from code the program has executable: stale (another
 		// thread's fault made it executable again meanwhile, as when
 		// several threads enter an alias twin's batch page), retried
-		// once by wxFault
+		// by wxFault: once, and again after each change of the
+		// protections (threadWX.staleAgain)
 		return stopWXFault
 	}
-	if _, ok := s.sp.aliasAt(addr); ok || s.sp.aliasRetry(addr, s.lastStale) {
+	if _, ok := s.sp.aliasAt(addr); ok || s.sp.aliasRetry(addr, s.lastStale.lastStale) {
 		return stopAliasFault
 	}
 	return stopSignal
@@ -204,7 +205,7 @@ func (t *Tracer) classify(th *thread, ws unix.WaitStatus) (stopKind, int, signal
 	}
 	sp := th.proc.space
 	own := sp != nil && !th.proc.helper
-	s := signalStop{sig: sig, sp: sp, lastStale: th.wx.lastStale,
+	s := signalStop{sig: sig, sp: sp, lastStale: th.wx,
 		stepping: t.soft != nil && t.softEligible(th) && t.stepOf(th).active,
 		filter:   own && sp.traceJITOnly(), // also a fault from code hidden before filterStepAll
 		wx:       own && t.wxOn(),

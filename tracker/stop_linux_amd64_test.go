@@ -159,7 +159,7 @@ func TestClassifySignal(t *testing.T) {
 		{"store through a write-protected alias", signalStop{sig: segv, si: si(segvAccerr, 0x30010), wx: true, sp: sp}, stopAliasFault},
 		{"store through an alias made writable, first", signalStop{sig: segv, si: si(segvAccerr, 0x50010), wx: true, sp: sp}, stopAliasFault},
 		{"store through an alias made writable, retried", signalStop{sig: segv, si: si(segvAccerr, 0x50010), wx: true, sp: sp,
-			lastStale: [2]uint64{0, 0x50010}}, stopSignal},
+			lastStale: threadWX{lastStale: [2]uint64{0, 0x50010}}}, stopSignal},
 		{"alias, W^X off", signalStop{sig: segv, si: si(segvAccerr, 0x30010), sp: sp}, stopSignal},
 		{"fetch from an alias twin being written", signalStop{sig: segv, si: si(segvAccerr, 0x40000), regs: unix.PtraceRegs{Rip: 0x40000}, haveRIP: true, wx: true, sp: sp}, stopWXFault},
 		{"fetch crossing into an alias twin being written", signalStop{sig: segv, si: si(segvAccerr, 0x40000), regs: unix.PtraceRegs{Rip: 0x3fffc}, haveRIP: true, wx: true, sp: sp}, stopWXFault},
@@ -168,7 +168,13 @@ func TestClassifySignal(t *testing.T) {
 		{"alias twin being written, W^X off", signalStop{sig: segv, si: si(segvAccerr, 0x40000), regs: unix.PtraceRegs{Rip: 0x40000}, haveRIP: true, sp: sp}, stopSignal},
 		{"fetch from RX code: stale, retried", signalStop{sig: segv, si: si(segvAccerr, 0x20010), regs: unix.PtraceRegs{Rip: 0x20010}, haveRIP: true, wx: true, sp: sp}, stopWXFault},
 		{"fetch from RX code, stale again: the program's", signalStop{sig: segv, si: si(segvAccerr, 0x20010), regs: unix.PtraceRegs{Rip: 0x20010}, haveRIP: true, wx: true, sp: sp,
-			lastStale: [2]uint64{0x20010, 0x20010}}, stopSignal},
+			lastStale: threadWX{lastStale: [2]uint64{0x20010, 0x20010}}}, stopSignal},
+		// a thread calling one function over and over while another's
+		// batch cycles toggle its page (found by the new-user trial)
+		{"fetch from RX code, the same fault after protections changed: stale again", signalStop{sig: segv, si: si(segvAccerr, 0x20010), regs: unix.PtraceRegs{Rip: 0x20010}, haveRIP: true, wx: true, sp: sp,
+			lastStale: threadWX{lastStale: [2]uint64{0x20010, 0x20010}, staleGen: 7}}, stopWXFault},
+		{"fetch from RX code, stale again too often: the program's", signalStop{sig: segv, si: si(segvAccerr, 0x20010), regs: unix.PtraceRegs{Rip: 0x20010}, haveRIP: true, wx: true, sp: sp,
+			lastStale: threadWX{lastStale: [2]uint64{0x20010, 0x20010}, staleGen: 7, staleRepeats: maxStaleRepeats}}, stopSignal},
 		{"fetch from RX code, W^X off", signalStop{sig: segv, si: si(segvAccerr, 0x20010), regs: unix.PtraceRegs{Rip: 0x20010}, haveRIP: true, sp: sp}, stopSignal},
 		{"filter: fetch from an alias twin being written", signalStop{sig: segv, si: si(segvAccerr, 0x40000), regs: unix.PtraceRegs{Rip: 0x40000}, haveRIP: true, filter: true, wx: true, sp: sp}, stopFilterFault},
 		{"filter: fetch from hidden JIT code", signalStop{sig: segv, si: si(segvAccerr, 0x20010), regs: unix.PtraceRegs{Rip: 0x20010}, haveRIP: true, filter: true, sp: sp}, stopFilterFault},

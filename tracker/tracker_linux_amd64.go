@@ -215,10 +215,42 @@ type threadSignals struct {
 
 // threadWX: lastStale is the (RIP, address) of the last W^X fault retried
 // as stale, so the same fault twice is handled for real; staleFetches
-// counts the fetch faults retried again at that key (wxFault).
+// counts the fetch faults retried again at that key (wxFault). staleGen
+// is the space's protection generation (wxState.gen) at that retry, and
+// staleRepeats how often the same key was retried as stale again because
+// the protections changed meanwhile (staleAgain).
 type threadWX struct {
 	lastStale    [2]uint64
 	staleFetches int
+	staleGen     uint64
+	staleRepeats int
+}
+
+// maxStaleRepeats bounds the stale retries of one fault across changes of
+// the protections (staleAgain).
+const maxStaleRepeats = 1024
+
+// staleAgain reports whether a fault at key, the space's protections now
+// at generation gen, may be retried as stale (again): a different fault
+// than the last one retried, or the same one after ptjit changed
+// protections in the space, at most maxStaleRepeats times. A thread that
+// calls one function over and over while another thread's batch cycles
+// toggle its page faults at the same key each time, and each of those
+// faults is stale by the time ptjit sees it (found by the new-user
+// trial: testdata/alias-threads); the same fault with no change between
+// is the program's.
+func (w *threadWX) staleAgain(key [2]uint64, gen uint64) bool {
+	return w.lastStale != key || w.staleGen != gen && w.staleRepeats < maxStaleRepeats
+}
+
+// retried notes that the fault at key was retried as stale at gen.
+func (w *threadWX) retried(key [2]uint64, gen uint64) {
+	if w.lastStale == key {
+		w.staleRepeats++
+	} else {
+		w.staleRepeats = 0
+	}
+	w.lastStale, w.staleFetches, w.staleGen = key, 0, gen
 }
 
 // threadFilter: --soft-filter's view of a thread: resumed with

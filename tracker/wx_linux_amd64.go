@@ -89,6 +89,10 @@ func (sp *space) wxProt(view int) int {
 // wxState is the W^X state of one address space (space.wx); the writable
 // aliases have theirs in aliasState.
 type wxState struct {
+	// gen counts the protection changes ptjit made in the space
+	// (protect): a fetch fault retried as stale is stale again, not the
+	// program's, when the protections changed since (threadWX.staleAgain)
+	gen    uint64
 	batch  batchSet            // pages ptjit made RW (not X) in batch mode
 	writes map[uint64]pageRate // precise writes per page (auto mode)
 	added  int                 // stores counted in writes since pruneWrites
@@ -390,7 +394,7 @@ func (t *Tracer) wxFault(th *thread, addr uint64, stopRegs *unix.PtraceRegs) {
 		in.prot = p.Prot &^ unix.PROT_EXEC
 	}
 	key := [2]uint64{regs.Rip, addr}
-	in.again, in.staleFetches = th.wx.lastStale == key, th.wx.staleFetches
+	in.again, in.staleFetches = !th.wx.staleAgain(key, sp.wx.gen), th.wx.staleFetches
 	in.storesAt = func() bool { return storesAt(th.tid, regs, addr) }
 	// A store the emulator cannot carry out (an AVX-512 copy: x86asm has
 	// no EVEX) would be single-stepped: under auto its page goes batch at
@@ -409,13 +413,13 @@ func (t *Tracer) wxFault(th *thread, addr uint64, stopRegs *unix.PtraceRegs) {
 	}
 	switch act {
 	case wxRetryStale:
-		th.wx.lastStale, th.wx.staleFetches = key, 0
+		th.wx.retried(key, sp.wx.gen)
 		return
 	case wxRetryFetch:
 		th.wx.staleFetches++
 		return
 	}
-	th.wx.lastStale, th.wx.staleFetches = [2]uint64{}, 0
+	th.wx = threadWX{}
 	switch act {
 	case wxExecBatch:
 		t.batchExec(th, page, regs.Rip)

@@ -248,3 +248,26 @@ func TestAliasAppend(t *testing.T) {
 		t.Errorf("%d stops for %d functions, want fewer than %d", stops, n, n*5/4)
 	}
 }
+
+// TestAliasThreads: alias-threads packs functions back to back through a
+// memfd's writable view while a second thread keeps calling those
+// published so far, so the writer's batch cycles toggle the pages the
+// caller runs, and the caller faults again and again at the same
+// instruction with each fault stale by the time ptjit sees it. Each of 5
+// runs prints what the program prints alone and exits 0 (before, 4 runs
+// in 6 died of SIGSEGV: the same fault seen twice was taken for the
+// program's; found by the new-user trial).
+func TestAliasThreads(t *testing.T) {
+	e2eSetup(t)
+	prog := e2eProg("alias-threads")
+	native := e2eRun(t, []string{prog, "300"}, nil, "", "")
+	if native.code != 0 || native.stdout != "sum 89700\n" {
+		t.Fatalf("alone: exit %d\n%s%s", native.code, native.stdout, native.stderr)
+	}
+	for i := 0; i < 5; i++ {
+		r := e2ePtjit(t, nil, "run", "-q", "--pt=off", "-o", filepath.Join(t.TempDir(), "rec"), "--", prog, "300")
+		if r.code != 0 || r.stdout != native.stdout {
+			t.Fatalf("run %d: exit %d, stdout %q (alone %q)\n%s", i, r.code, r.stdout, native.stdout, r.stderr)
+		}
+	}
+}
