@@ -8,12 +8,16 @@
  * aliasSettleFile), so a function costs one stop (its first run), not
  * two.
  *
- *   alias-append N PAGES
+ *   alias-append N PAGES [mprotect]
  *
  * N functions of PAGES pages each: function k is "mov eax, k; ret" then
  * bytes that depend on k up to its last page's end, written through the
  * writable view, logged ("write", at the executable view: the bytes that
  * will run there), then called there (it must return k). Prints "sum S".
+ * With mprotect, the program makes its whole executable view
+ * PROT_READ|PROT_EXEC again (mprotect) before each call, as some JITs do
+ * after writing: the twins W^X holds non-executable while their alias
+ * pages are written become executable there (tracker: aliasSettleExec).
  */
 #define _GNU_SOURCE
 #include "manifest.h"
@@ -22,8 +26,9 @@
 
 int main(int argc, char **argv)
 {
-	if (argc != 3)
-		mf_die("usage: alias-append N PAGES");
+	if (argc != 3 && !(argc == 4 && strcmp(argv[3], "mprotect") == 0))
+		mf_die("usage: alias-append N PAGES [mprotect]");
+	int reprotect = argc == 4;
 	long n = atol(argv[1]), pages = atol(argv[2]);
 	if (n < 1 || pages < 1 || n * pages > 4096)
 		mf_die("N %ld PAGES %ld: want N*PAGES from 1 to 4096", n, pages);
@@ -48,6 +53,8 @@ int main(int argc, char **argv)
 		mf_lock();
 		mf_log(rx + at, len, "write");
 		mf_unlock();
+		if (reprotect && mprotect(rx, size, PROT_READ | PROT_EXEC) != 0)
+			mf_die("mprotect: %s", strerror(errno));
 		long r = ((long (*)(void))(rx + at))();
 		if (r != k)
 			mf_die("function %ld returned %ld", k, r);

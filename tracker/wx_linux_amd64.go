@@ -264,6 +264,9 @@ func (t *Tracer) wxClearEffect(x *sysExit) {
 	case unix.SYS_MMAP:
 		sp.clearBatch(x.out.s, x.out.e)
 	case unix.SYS_MPROTECT, unix.SYS_PKEY_MPROTECT, unix.SYS_MUNMAP:
+		if x.op.nr != unix.SYS_MUNMAP && a[2]&unix.PROT_EXEC != 0 {
+			t.aliasSettleExec(x.th, x.op.rng.s, x.op.rng.e) // executable twins of alias pages being written
+		}
 		sp.clearBatch(x.op.rng.s, x.op.rng.e)
 	case unix.SYS_MREMAP:
 		// batch pages (RW in the kernel) that moved must become

@@ -215,15 +215,29 @@ func TestSharedRWXPrecise(t *testing.T) {
 // function's first page, then its run).
 func TestAliasAppend(t *testing.T) {
 	e2eSetup(t)
+	for _, mode := range []string{"", "mprotect"} {
+		t.Run("mode="+mode, func(t *testing.T) { testAliasAppend(t, mode) })
+	}
+}
+
+// testAliasAppend is TestAliasAppend in one mode: with mprotect the
+// program makes its executable view PROT_READ|PROT_EXEC again before each
+// call, while the pages it just wrote are open (before, their stores went
+// unseen: found by the new-user trial).
+func testAliasAppend(t *testing.T, mode string) {
 	prog := e2eProg("alias-append")
 	const n = 200
-	native := e2eRun(t, []string{prog, strconv.Itoa(n), "2"}, nil, "", "")
+	args := []string{prog, strconv.Itoa(n), "2"}
+	if mode != "" {
+		args = append(args, mode)
+	}
+	native := e2eRun(t, args, nil, "", "")
 	if native.code != 0 || native.stdout != "sum 19900\n" {
 		t.Fatalf("alone: exit %d\n%s%s", native.code, native.stdout, native.stderr)
 	}
 	dir := t.TempDir()
 	mf := filepath.Join(dir, "manifest")
-	r := e2ePtjit(t, []string{"PTJIT_MANIFEST=" + mf}, "run", "--pt=off", "-o", filepath.Join(dir, "rec"), "--", prog, strconv.Itoa(n), "2")
+	r := e2ePtjit(t, []string{"PTJIT_MANIFEST=" + mf}, append([]string{"run", "--pt=off", "-o", filepath.Join(dir, "rec"), "--"}, args...)...)
 	if r.code != 0 || r.stdout != native.stdout {
 		t.Fatalf("exit %d, stdout %q (alone %q)\n%s", r.code, r.stdout, native.stdout, r.stderr)
 	}
@@ -244,7 +258,7 @@ func TestAliasAppend(t *testing.T) {
 	if m == nil {
 		t.Fatalf("no stop count in the summary:\n%s", r.stderr)
 	}
-	if stops, _ := strconv.Atoi(m[1]); stops >= n*5/4 {
+	if stops, _ := strconv.Atoi(m[1]); mode == "" && stops >= n*5/4 {
 		t.Errorf("%d stops for %d functions, want fewer than %d", stops, n, n*5/4)
 	}
 }
