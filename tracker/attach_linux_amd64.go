@@ -185,7 +185,7 @@ func (t *Tracer) attachTo(pid int) error {
 	t.result.Stats.Copy.Mode = CopyFull
 	t.copyFallback("attached: nothing of ptjit's may stay in the process")
 	t.shared.attach.bell.Store(int64(t.events.bell.pid))
-	p := &process{pid: pid, ppid: statPPID(readStat(pid)), threads: map[int]*thread{}, foreign: true}
+	p := &process{pid: pid, ppid: statPPID(readStat(pid)), threads: map[int]*thread{}}
 	seized := map[int]bool{}
 	undo := func() {
 		for tid := range seized {
@@ -298,17 +298,9 @@ func (t *Tracer) attachTo(pid int) error {
 
 // tracerOf returns TracerPid of tid (0 when none or unknown).
 func tracerOf(tid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "TracerPid:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(v))
-			return n
-		}
-	}
-	return 0
+	v, _ := statusField("/proc/"+strconv.Itoa(tid), "TracerPid")
+	n, _ := strconv.Atoi(v)
+	return n
 }
 
 // Detach asks the tracer to detach from the attached process and end the
@@ -374,17 +366,9 @@ func (t *Tracer) detachPark(tid int, ws unix.WaitStatus) bool {
 // sigPending reports whether sig is pending for thread tid itself
 // (SigPnd in /proc/TID/status).
 func sigPending(tid int, sig unix.Signal) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "SigPnd:"); ok {
-			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return err == nil && mask&(1<<(uint(sig)-1)) != 0
-		}
-	}
-	return false
+	v, ok := statusField("/proc/"+strconv.Itoa(tid), "SigPnd")
+	mask, err := strconv.ParseUint(v, 16, 64)
+	return ok && err == nil && mask&(1<<(uint(sig)-1)) != 0
 }
 
 // detachReady asks every thread not stopped yet to stop, and detaches

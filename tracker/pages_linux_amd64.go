@@ -326,17 +326,9 @@ func (t *Tracer) pagesRefused(p *process) string {
 // seccompFilters is the Seccomp_filters count of /proc/PID/status in dir
 // (0 when it cannot be read).
 func seccompFilters(dir string) int {
-	b, err := os.ReadFile(dir + "/status")
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "Seccomp_filters:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(v))
-			return n
-		}
-	}
-	return 0
+	v, _ := statusField(dir, "Seccomp_filters")
+	n, _ := strconv.Atoi(v)
+	return n
 }
 
 func errnoText(err error) string {
@@ -535,8 +527,13 @@ func versionRuns(pid int, start, end uint64) (runs populatedRuns, ok bool) {
 	return sparseRuns(pid, start, end, true)
 }
 
+// sparseRuns is populated (files false) or versionRuns (files true).
 func sparseRuns(pid int, start, end uint64, files bool) (runs populatedRuns, ok bool) {
-	if end-start < min(sparseMin, fileSparseMin) || !files && end-start < sparseMin {
+	least := uint64(sparseMin)
+	if files {
+		least = fileSparseMin
+	}
+	if end-start < least {
 		return nil, false
 	}
 	maps, ok := mapsOver(pid, start, end)
@@ -643,6 +640,27 @@ func fileDataRuns(pid int, start, end uint64, m snapshot.Mapping) (runs populate
 		pos = h
 	}
 	return runs, true
+}
+
+// sharedDataRuns returns the runs of [start, upTo) of pid's memory that
+// hold data of the files they map, where upTo is as far from start
+// (page-aligned) as shared mappings of files whose file can be asked run
+// without a gap (upTo == start: none at start). Past upTo the caller
+// knows nothing.
+func sharedDataRuns(pid int, start, end uint64) (data populatedRuns, upTo uint64) {
+	for upTo = start; upTo < end; {
+		m, ok := mapAt(pid, upTo)
+		if !ok || !m.Shared || m.Inode == 0 || m.Start > upTo {
+			break
+		}
+		e := min(end, m.End)
+		runs, ok := fileDataRuns(pid, upTo, e, m)
+		if !ok {
+			break
+		}
+		data, upTo = append(data, runs...), e
+	}
+	return data, upTo
 }
 
 // sparseMin is the smallest range read sparsely: below it the maps and

@@ -4,9 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
-	"strings"
 	"unsafe"
 
 	"golang.org/x/net/bpf"
@@ -17,8 +15,8 @@ import (
 // (tracker/doc.go, "Seccomp filters of the program's"). A call ptjit
 // injects into a thread passes through every filter that thread runs
 // under. Where those include filters ptjit did not install — the
-// program's own (process.ownFilter), or a process's at the attach
-// (process.foreign) — a call the filters would kill, trap or fail is not
+// program's own (process.ownFilter), or any in an attach (Tracer.att)
+// — a call the filters would kill, trap or fail is not
 // run at all: the kernel's verdict is computed here, from the filters
 // PTRACE_SECCOMP_GET_FILTER hands the tracer, in golang.org/x/net/bpf's
 // classic BPF machine, on the exact seccomp_data the kernel would build
@@ -107,10 +105,10 @@ func runsAsAsked(ret uint32) bool {
 
 // filterChecked reports whether calls injected into th's process are run
 // through its filters first: those of a process whose filters include
-// some ptjit did not install, and every attached process (it may have
-// had filters before the attach, or add one while attached).
-func filterChecked(th *thread) bool {
-	return th.proc.ownFilter || th.proc.foreign
+// some ptjit did not install, and every process of an attach (it may
+// have had filters before the attach, or add one while attached).
+func (t *Tracer) filterChecked(th *thread) bool {
+	return th.proc.ownFilter || t.att.on
 }
 
 // refusedBy returns a *FilterRefusedError where th's seccomp filters
@@ -155,7 +153,7 @@ func (t *Tracer) lateFilter(th *thread, ref *FilterRefusedError) {
 
 // verdict is refusedBy without lateFilter: the filters' answer alone.
 func (t *Tracer) verdict(th *thread, insn uint64, nr int, args [6]uint64) error {
-	if !filterChecked(th) {
+	if !t.filterChecked(th) {
 		return nil
 	}
 	progs, err := th.filtersNow()
@@ -247,16 +245,9 @@ func ptraceGetFilter(tid, index int, buf []unix.SockFilter) (int, error) {
 // seccompMode is the Seccomp field of /proc/TID/status: 0 none, 1
 // strict, 2 filter; -1 where it cannot be read.
 func seccompMode(tid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
-	if err != nil {
-		return -1
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "Seccomp:"); ok {
-			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
-				return n
-			}
-		}
+	v, _ := statusField("/proc/"+strconv.Itoa(tid), "Seccomp")
+	if n, err := strconv.Atoi(v); err == nil {
+		return n
 	}
 	return -1
 }

@@ -592,15 +592,7 @@ func (t *Tracer) commOf(th *thread) string {
 // caughtSignal reports whether pid has a handler for sig (SigCgt in
 // /proc/PID/status).
 func caughtSignal(pid, sig int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return false
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "SigCgt:"); ok {
-			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return err == nil && mask>>(sig-1)&1 == 1
-		}
-	}
-	return false
+	v, ok := statusField("/proc/"+strconv.Itoa(pid), "SigCgt")
+	mask, err := strconv.ParseUint(v, 16, 64)
+	return ok && err == nil && mask>>(sig-1)&1 == 1
 }

@@ -115,15 +115,15 @@ func classifySeccomp(msg uint, ok bool) stopKind {
 // signal, its siginfo and RIP where they were needed and could be read,
 // and the tracer's state for the thread.
 type signalStop struct {
-	sig       int
-	si        *siginfo        // nil: not needed, or not readable
-	regs      unix.PtraceRegs // the thread's registers, when haveRIP
-	haveRIP   bool
-	stepping  bool     // a --pt=soft single-step is in flight
-	filter    bool     // the space traces only JIT code, hidden or once hidden (--soft-filter=jit)
-	wx        bool     // W^X is on for the space
-	sp        *space   // the thread's address space
-	lastStale threadWX // thread.wx: its last fault retried as stale
+	sig      int
+	si       *siginfo        // nil: not needed, or not readable
+	regs     unix.PtraceRegs // the thread's registers, when haveRIP
+	haveRIP  bool
+	stepping bool     // a --pt=soft single-step is in flight
+	filter   bool     // the space traces only JIT code, hidden or once hidden (--soft-filter=jit)
+	wx       bool     // W^X is on for the space
+	sp       *space   // the thread's address space
+	stale    threadWX // thread.wx: its last fault retried as stale
 }
 
 // fetchFault reports whether a fault at addr with the thread at rip is an
@@ -173,7 +173,7 @@ func classifyWX(s signalStop, addr uint64) stopKind {
 		}
 		return stopSignal
 	}
-	if tracked && fetch && p.Prot&unix.PROT_EXEC != 0 && s.lastStale.staleAgain([2]uint64{s.regs.Rip, addr}, s.sp.wx.gen) {
+	if tracked && fetch && p.Prot&unix.PROT_EXEC != 0 && s.stale.staleAgain([2]uint64{s.regs.Rip, addr}, s.sp.wx.gen) {
 		// a fetch from code the program has executable: stale (another
 		// thread's fault made it executable again meanwhile, as when
 		// several threads enter an alias twin's batch page), retried
@@ -181,7 +181,7 @@ func classifyWX(s signalStop, addr uint64) stopKind {
 		// protections (threadWX.staleAgain)
 		return stopWXFault
 	}
-	if _, ok := s.sp.aliasAt(addr); ok || s.sp.aliasRetry(addr, s.lastStale.lastStale) {
+	if _, ok := s.sp.aliasAt(addr); ok || s.sp.aliasRetry(addr, s.stale.lastStale) {
 		return stopAliasFault
 	}
 	return stopSignal
@@ -205,7 +205,7 @@ func (t *Tracer) classify(th *thread, ws unix.WaitStatus) (stopKind, int, signal
 	}
 	sp := th.proc.space
 	own := sp != nil && !th.proc.helper
-	s := signalStop{sig: sig, sp: sp, lastStale: th.wx,
+	s := signalStop{sig: sig, sp: sp, stale: th.wx,
 		stepping: t.soft != nil && t.softEligible(th) && t.stepOf(th).active,
 		filter:   own && sp.traceJITOnly(), // also a fault from code hidden before filterStepAll
 		wx:       own && t.wxOn(),

@@ -96,7 +96,7 @@ var exitEffects = []exitEffect{
 	{"rewriteEffect", (*Tracer).rewriteEffect,
 		"the protection ptjit gave the kernel at the entry (W^X, the soft filter) is recorded, stamped at this stop like every version the call makes; where it took PROT_WRITE away, the kernel's copies into the range stop from now on (kwrite_linux_amd64.go)"},
 	{"wxClearEffect", (*Tracer).wxClearEffect,
-		"W^X forgets its batch pages in the range the call sets (the program's protection replaces ptjit's) and notes those an mremap moves; before coreEffect, because a re-read of /proc/PID/maps there (a PROT_GROWSDOWN mprotect) must not take them for batch pages"},
+		"W^X forgets its batch pages in the range the call sets (the program's protection replaces ptjit's; an mprotect that makes alias twins executable settles their files first: aliasSettleExec) and notes those an mremap moves; before coreEffect, because a re-read of /proc/PID/maps there (a PROT_GROWSDOWN mprotect) must not take them for batch pages"},
 	{"pagesEffect", (*Tracer).pagesEffect,
 		"--copy forgets the tracked ranges an munmap, mremap or mmap changed (pages_linux_amd64.go), before coreEffect records the call's versions there"},
 	{"unmapFirstEffect", (*Tracer).unmapFirstEffect,

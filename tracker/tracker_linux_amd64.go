@@ -273,7 +273,6 @@ type process struct {
 	recorded  bool
 	full      fullProtectState // the filter that stops every mprotect (fullprotect_linux_amd64.go)
 	ownFilter bool             // it installed a seccomp filter of its own (ownfilter_linux_amd64.go)
-	foreign   bool             // attached with seccomp filters: injected calls are checked against them (progfilter_linux_amd64.go)
 	// lateFilter: attached, it installed a filter that refuses ptjit's
 	// calls (progfilter_linux_amd64.go)
 	lateFilter bool
@@ -941,7 +940,7 @@ func (t *Tracer) adopt(tid int, b birth, kind stopKind, sig int) {
 		// a fork copies the forking thread's filters (all threads of a
 		// process with the full filter have it: TSYNC)
 		p := &process{pid: tid, ppid: parent.pid, helper: parent.helper, threads: map[int]*thread{tid: th}, full: parent.full.clone(),
-			ownFilter: parent.ownFilter, foreign: parent.foreign}
+			ownFilter: parent.ownFilter}
 		th.proc = p
 		t.procs[tid] = p
 		t.eventsAdd(tid)
@@ -1202,7 +1201,8 @@ func (t *Tracer) readVersion(pid int, v db.Version) int64 {
 	t.result.Stats.Bytes += int64(v.Size)
 	if v.Size > db.ChunkSize || v.Size >= fileSparseMin {
 		// a large mapping is read and queued a chunk at a time, never
-		// held whole
+		// held whole, and a version of fileSparseMin or more may be a
+		// shared file's with holes, which are not read (versionRuns)
 		read := func(addr uint64, b []byte) error { return snapshot.ReadMem(pid, addr, b) }
 		var id int64
 		var err error

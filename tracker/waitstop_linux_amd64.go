@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -240,6 +241,22 @@ func procState(tid int) byte {
 		return 0
 	}
 	return statState(b)
+}
+
+// statusField returns the value of field key of the status file in dir
+// (/proc/PID or /proc/self), trimmed; false when the file cannot be read
+// or has no such field.
+func statusField(dir, key string) (string, bool) {
+	b, err := os.ReadFile(dir + "/status")
+	if err != nil {
+		return "", false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, key+":"); ok {
+			return strings.TrimSpace(v), true
+		}
+	}
+	return "", false
 }
 
 // statState parses the state field of a /proc/PID/stat line: the first

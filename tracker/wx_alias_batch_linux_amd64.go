@@ -326,28 +326,17 @@ func (t *Tracer) aliasKeepHoles(th *thread, open []uint64, ran filePage) []uint6
 	sp := th.proc.space
 	var settle []uint64
 	for i := 0; i < len(open); {
-		// a run of adjacent pages in one mapping
-		m, ok := mapAt(th.tid, open[i])
-		j := i + 1
-		for j < len(open) && open[j] == open[j-1]+pageSize && ok && open[j] < m.End {
+		j := i + 1 // a run of adjacent pages
+		for j < len(open) && open[j] == open[j-1]+pageSize {
 			j++
 		}
-		run := open[i:j]
-		i = j
-		if !ok || !m.Shared || m.Inode == 0 {
-			settle = append(settle, run...)
-			continue
-		}
-		data, ok := fileDataRuns(th.tid, run[0], run[len(run)-1]+pageSize, m)
-		if !ok {
-			settle = append(settle, run...)
-			continue
-		}
-		for _, page := range run {
-			if data.touches(page, page+pageSize) || sp.alias.open[page] == ran {
+		data, upTo := sharedDataRuns(th.tid, open[i], open[j-1]+pageSize)
+		for _, page := range open[i:j] {
+			if page >= upTo || data.touches(page, page+pageSize) || sp.alias.open[page] == ran {
 				settle = append(settle, page)
 			}
 		}
+		i = j
 	}
 	return settle
 }
@@ -463,28 +452,21 @@ func zeroRun(tid int, from, end uint64) uint64 {
 // wrote (a fault on a shmem hole allocates one). ok is false where from is
 // not in such a mapping or its file cannot be asked (zeroRun reads).
 func zeroRunFile(tid int, from, end uint64) (n uint64, ok bool) {
+	data, upTo := sharedDataRuns(tid, from&^(pageSize-1), end)
+	if upTo <= from {
+		return 0, false
+	}
 	b := make([]byte, pageSize)
-	for at := from; at < end; {
-		m, found := mapAt(tid, at)
-		if !found || !m.Shared || m.Inode == 0 || m.Start > at {
-			return n, at > from
-		}
-		e := min(end, m.End)
-		data, good := fileDataRuns(tid, at&^(pageSize-1), e, m)
-		if !good {
-			return n, at > from
-		}
-		for at < e {
-			pe := min(pageUp(at+1), e)
-			if data.touches(at, pe) {
-				k := pe - at
-				if snapshot.ReadMem(tid, at, b[:k]) != nil || !bytes.Equal(b[:k], zeroPage[:k]) {
-					return n, true
-				}
+	for at := from; at < upTo; {
+		pe := min(pageUp(at+1), upTo)
+		if data.touches(at, pe) {
+			k := pe - at
+			if snapshot.ReadMem(tid, at, b[:k]) != nil || !bytes.Equal(b[:k], zeroPage[:k]) {
+				return n, true
 			}
-			n++
-			at = pe
 		}
+		n++
+		at = pe
 	}
 	return n, true
 }
